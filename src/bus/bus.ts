@@ -1,0 +1,208 @@
+import type { Envelope } from "./envelope.js";
+import type { Subjects } from "./subjects.js";
+
+/**
+ * The one contract both buses keep: NatsBus (a real broker, many processes and hosts) and LocalBus
+ * (in-process, the embedded single-process mode). The contract suite in test/integration runs
+ * unchanged against both.
+ */
+export interface Bus {
+  readonly subjects: Subjects;
+  /** Counters kept since the bus opened. */
+  readonly stats: BusStats;
+  /** Core publish: at most once, to whoever is subscribed now. */
+  publish(subject: string, envelope: Envelope): void;
+  /** Wildcards `*` (one token) and `>` (the rest). With `queue`, one member of the group gets each message. */
+  subscribe(pattern: string, handler: MessageHandler, options?: SubscribeOptions): Subscription;
+  /** Sends a request and waits for one reply; throws `RequestTimeoutError`, `NoRespondersError` or `RemoteError`. */
+  request(subject: string, envelope: Envelope, options?: RequestOptions): Promise<Envelope>;
+  /** Answers requests on `pattern`. A responder that throws sends an `error` reply; the requester gets `RemoteError`. */
+  reply(pattern: string, responder: Responder, options?: SubscribeOptions): Subscription;
+  /** The durable, ordered log of every event of every run. */
+  readonly log: EventLog;
+  /** A KV bucket of this bus's prefix, created if absent. */
+  kv(name: string): Promise<KvStore>;
+  /** Resolves when everything published so far has left this process (NATS) or been delivered (local). */
+  flush(): Promise<void>;
+  /** Drains subscriptions and closes. Idempotent. */
+  close(): Promise<void>;
+}
+
+export interface BusStats {
+  published: number;
+  delivered: number;
+  /** Messages from the wire that were not a valid envelope: logged, counted, dropped. */
+  malformed: number;
+  /** Handlers that threw: logged, counted; the subscription goes on. */
+  handlerErrors: number;
+}
+
+export type MessageHandler = (envelope: Envelope, subject: string) => void | Promise<void>;
+export type Responder = (request: Envelope, subject: string) => Envelope | Promise<Envelope>;
+
+export interface SubscribeOptions {
+  /** Queue group: each message goes to one member. */
+  queue?: string;
+}
+
+export interface RequestOptions {
+  /** Default 5000. */
+  timeoutMs?: number;
+}
+
+export interface Subscription {
+  unsubscribe(): void;
+}
+
+export interface AppendAck {
+  /** Position in the log (JetStream stream sequence). */
+  seq: number;
+  /** True when an envelope with this id was already stored: nothing new was written. */
+  duplicate: boolean;
+}
+
+export interface LoggedEvent {
+  seq: number;
+  subject: string;
+  envelope: Envelope;
+}
+
+export interface ReadOptions {
+  /** One run, or every run when absent. */
+  runId?: string;
+  /** `start` replays from the first event; `now` sees only what comes after. Default `start`. */
+  from?: "start" | "now";
+  /** Keep going with live events after the replay. Default false: end at the current end of the log. */
+  follow?: boolean;
+  signal?: AbortSignal;
+}
+
+export interface EventLog {
+  /** Appends to the log at `<p>.evt.<runId>.<agentId>.<type>`; subscribers of that subject see it too. */
+  append(envelope: Envelope): Promise<AppendAck>;
+  /** Events in log order. Invalid envelopes in the log are skipped and counted as malformed. */
+  read(options?: ReadOptions): AsyncIterable<LoggedEvent>;
+}
+
+export interface KvEntry<T = unknown> {
+  key: string;
+  value: T;
+  revision: number;
+}
+
+export interface KvChange<T = unknown> {
+  key: string;
+  /** null when the key was deleted. */
+  value: T | null;
+  revision: number;
+  op: "put" | "delete";
+}
+
+export interface KvPutOptions {
+  /** Write only if the key is at this revision; 0 means only if it does not exist. */
+  expectedRevision?: number;
+}
+
+export interface KvWatchOptions {
+  /** A key or a pattern with `*` / `>`; all keys when absent. */
+  key?: string;
+  signal?: AbortSignal;
+}
+
+/** JSON values under keys of `[-/_=.A-Za-z0-9]`; revisions only grow. */
+export interface KvStore {
+  readonly name: string;
+  get<T = unknown>(key: string): Promise<KvEntry<T> | null>;
+  /** Returns the new revision; throws `KvConflictError` when `expectedRevision` does not hold. */
+  put(key: string, value: unknown, options?: KvPutOptions): Promise<number>;
+  /** Writes only if the key does not exist; throws `KvConflictError` otherwise. */
+  create(key: string, value: unknown): Promise<number>;
+  delete(key: string, options?: KvPutOptions): Promise<void>;
+  keys(): Promise<string[]>;
+  /** The current value of each matching key, then every change, until the signal aborts. */
+  watch<T = unknown>(options?: KvWatchOptions): AsyncIterable<KvChange<T>>;
+}
+
+export class BusError extends Error {
+  override name = "BusError";
+}
+
+export class RequestTimeoutError extends BusError {
+  override name = "RequestTimeoutError";
+  constructor(
+    readonly subject: string,
+    readonly timeoutMs: number,
+    options?: ErrorOptions,
+  ) {
+    super(`no reply on ${subject} within ${timeoutMs} ms`, options);
+  }
+}
+
+export class NoRespondersError extends BusError {
+  override name = "NoRespondersError";
+  constructor(
+    readonly subject: string,
+    options?: ErrorOptions,
+  ) {
+    super(`nobody answers on ${subject}`, options);
+  }
+}
+
+/** The responder threw; `message` is what it said. */
+export class RemoteError extends BusError {
+  override name = "RemoteError";
+  constructor(
+    readonly subject: string,
+    message: string,
+    readonly remoteName?: string,
+  ) {
+    super(`${subject}: ${message}`);
+  }
+}
+
+export class KvConflictError extends BusError {
+  override name = "KvConflictError";
+  constructor(
+    readonly bucket: string,
+    readonly key: string,
+    readonly expectedRevision: number,
+    options?: ErrorOptions,
+  ) {
+    super(
+      expectedRevision === 0
+        ? `${bucket}/${key} already exists`
+        : `${bucket}/${key} is no longer at revision ${expectedRevision}`,
+      options,
+    );
+  }
+}
+
+export class BusClosedError extends BusError {
+  override name = "BusClosedError";
+  constructor() {
+    super("the bus is closed");
+  }
+}
+
+const KV_KEY_PATTERN = /^[-/_=.A-Za-z0-9]+$/;
+
+export function assertKvKey(key: string): string {
+  if (!KV_KEY_PATTERN.test(key) || key.startsWith(".") || key.endsWith(".")) {
+    throw new BusError(
+      `KV key "${key}" must be letters, digits and "-/_=." without a leading or trailing "."`,
+    );
+  }
+  return key;
+}
+
+/** The reply a responder's failure turns into. */
+export const ERROR_REPLY_TYPE = "error";
+
+export interface ErrorReplyData {
+  name: string;
+  message: string;
+}
+
+export function newStats(): BusStats {
+  return { published: 0, delivered: 0, malformed: 0, handlerErrors: 0 };
+}

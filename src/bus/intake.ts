@@ -1,0 +1,81 @@
+import type { Logger } from "../log.js";
+import {
+  type BusStats,
+  ERROR_REPLY_TYPE,
+  type ErrorReplyData,
+  type MessageHandler,
+  RemoteError,
+  type Responder,
+} from "./bus.js";
+import { decodeEnvelope, type Envelope, encodeEnvelope, makeEnvelope } from "./envelope.js";
+
+/**
+ * What both buses do with bytes that arrive: validate them as envelopes (a malformed one is
+ * logged, counted and dropped, never a crash), run handlers so that one that throws cannot take
+ * the subscription down, and turn requests into replies.
+ */
+export class Intake {
+  constructor(
+    private readonly stats: BusStats,
+    private readonly logger: Logger,
+  ) {}
+
+  decode(bytes: Uint8Array, subject: string): Envelope | undefined {
+    try {
+      const envelope = decodeEnvelope(bytes);
+      this.stats.delivered++;
+      return envelope;
+    } catch (error) {
+      this.stats.malformed++;
+      this.logger.warn({ subject, err: (error as Error).message }, "dropped a malformed envelope");
+      return undefined;
+    }
+  }
+
+  deliver(bytes: Uint8Array, subject: string, handler: MessageHandler): void {
+    const envelope = this.decode(bytes, subject);
+    if (!envelope) return;
+    const fail = (error: unknown) => {
+      this.stats.handlerErrors++;
+      this.logger.error({ subject, err: error }, "a message handler failed");
+    };
+    try {
+      const result = handler(envelope, subject);
+      if (result instanceof Promise) result.catch(fail);
+    } catch (error) {
+      fail(error);
+    }
+  }
+
+  /** The responder's answer as bytes, or an `error` reply when the request was malformed or it threw. */
+  async answer(bytes: Uint8Array, subject: string, responder: Responder): Promise<Uint8Array> {
+    const request = this.decode(bytes, subject);
+    let reply: Envelope;
+    if (!request) {
+      reply = errorReply("-", "-", { name: "MalformedEnvelopeError", message: "malformed request envelope" });
+    } else {
+      try {
+        reply = await responder(request, subject);
+      } catch (error) {
+        this.logger.warn({ subject, err: error }, "a responder failed");
+        const { name, message } = error instanceof Error ? error : { name: "Error", message: String(error) };
+        reply = errorReply(request.runId, request.agentId, { name, message });
+      }
+    }
+    return encodeEnvelope(reply);
+  }
+
+  /** Reads a reply; an `error` reply becomes a thrown `RemoteError`. */
+  reply(bytes: Uint8Array, subject: string): Envelope {
+    const answer = decodeEnvelope(bytes);
+    if (answer.type === ERROR_REPLY_TYPE) {
+      const data = answer.data as Partial<ErrorReplyData>;
+      throw new RemoteError(subject, String(data.message ?? "failed"), data.name);
+    }
+    return answer;
+  }
+}
+
+function errorReply(runId: string, agentId: string, data: ErrorReplyData): Envelope {
+  return makeEnvelope({ runId, agentId, seq: 0, type: ERROR_REPLY_TYPE, data });
+}

@@ -1,0 +1,337 @@
+import { type Logger, silentLogger } from "../log.js";
+import { AsyncQueue } from "./async-queue.js";
+import {
+  type AppendAck,
+  assertKvKey,
+  type Bus,
+  BusClosedError,
+  type BusStats,
+  type EventLog,
+  type KvChange,
+  KvConflictError,
+  type KvEntry,
+  type KvPutOptions,
+  type KvStore,
+  type KvWatchOptions,
+  type LoggedEvent,
+  type MessageHandler,
+  NoRespondersError,
+  newStats,
+  type ReadOptions,
+  type RequestOptions,
+  RequestTimeoutError,
+  type Responder,
+  type SubscribeOptions,
+  type Subscription,
+} from "./bus.js";
+import { type Envelope, encodeEnvelope } from "./envelope.js";
+import { Intake } from "./intake.js";
+import { DEFAULT_PREFIX, type Subjects, subjectMatches, subjects } from "./subjects.js";
+
+/** JetStream's default duplicate window: a retried append within it is stored once. */
+const DUPLICATE_WINDOW_MS = 120_000;
+
+type Deliver = (bytes: Uint8Array, subject: string, replyTo?: (bytes: Uint8Array) => void) => void;
+
+interface LocalSubscription {
+  pattern: string;
+  queue: string | undefined;
+  deliver: Deliver;
+}
+
+export interface LocalBusOptions {
+  prefix?: string;
+  log?: Logger;
+}
+
+/**
+ * The bus of the embedded single-process mode. Messages are encoded to bytes and decoded per
+ * receiver, exactly as on NATS, so no receiver can share or mutate a sender's objects, and delivery
+ * is asynchronous and in order per subscriber.
+ */
+export class LocalBus implements Bus {
+  readonly subjects: Subjects;
+  readonly stats: BusStats = newStats();
+  readonly log: EventLog;
+  readonly intake: Intake;
+  readonly #logger: Logger;
+  #subs = new Set<LocalSubscription>();
+  #queueCursor = new Map<string, number>();
+  #buckets = new Map<string, LocalKv>();
+  #closed = false;
+
+  constructor(options: LocalBusOptions = {}) {
+    this.subjects = subjects(options.prefix ?? DEFAULT_PREFIX);
+    this.#logger = (options.log ?? silentLogger).child({ component: "bus", bus: "local" });
+    this.intake = new Intake(this.stats, this.#logger);
+    this.log = new LocalEventLog(this, this.#logger);
+  }
+
+  publish(subject: string, envelope: Envelope): void {
+    this.publishRaw(subject, encodeEnvelope(envelope));
+  }
+
+  /** Publishes bytes as they came from elsewhere; receivers validate them like any message off a wire. */
+  publishRaw(subject: string, bytes: Uint8Array): void {
+    this.#ensureOpen();
+    this.stats.published++;
+    this.#route(subject, bytes);
+  }
+
+  subscribe(pattern: string, handler: MessageHandler, options: SubscribeOptions = {}): Subscription {
+    return this.#addSubscription(pattern, options.queue, (bytes, subject) =>
+      this.intake.deliver(bytes, subject, handler),
+    );
+  }
+
+  async request(subject: string, envelope: Envelope, options: RequestOptions = {}): Promise<Envelope> {
+    this.#ensureOpen();
+    const timeoutMs = options.timeoutMs ?? 5000;
+    const targets = this.#targets(subject);
+    if (targets.length === 0) throw new NoRespondersError(subject);
+    this.stats.published++;
+    const bytes = encodeEnvelope(envelope);
+    const reply = await new Promise<Uint8Array>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new RequestTimeoutError(subject, timeoutMs)), timeoutMs);
+      let answered = false;
+      const replyTo = (answer: Uint8Array) => {
+        if (answered) return;
+        answered = true;
+        clearTimeout(timer);
+        resolve(answer);
+      };
+      for (const target of targets) queueMicrotask(() => target.deliver(bytes, subject, replyTo));
+    });
+    return this.intake.reply(reply, subject);
+  }
+
+  reply(pattern: string, responder: Responder, options: SubscribeOptions = {}): Subscription {
+    return this.#addSubscription(pattern, options.queue, (bytes, subject, replyTo) => {
+      if (!replyTo) return;
+      void this.intake.answer(bytes, subject, responder).then(replyTo);
+    });
+  }
+
+  async kv(name: string): Promise<KvStore> {
+    this.#ensureOpen();
+    const bucket = this.subjects.bucket(name);
+    let store = this.#buckets.get(bucket);
+    if (!store) {
+      store = new LocalKv(bucket);
+      this.#buckets.set(bucket, store);
+    }
+    return store;
+  }
+
+  async flush(): Promise<void> {
+    // Deliveries are queued as microtasks; one macrotask turn runs them all.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    await this.flush();
+    this.#closed = true;
+    this.#subs.clear();
+    for (const store of this.#buckets.values()) store.close();
+  }
+
+  /** Routes bytes to subscribers; used by the event log so appends reach live subscribers too. */
+  route(subject: string, bytes: Uint8Array): void {
+    this.#route(subject, bytes);
+  }
+
+  #route(subject: string, bytes: Uint8Array): void {
+    for (const target of this.#targets(subject)) queueMicrotask(() => target.deliver(bytes, subject));
+  }
+
+  /** Every plain subscriber, plus one member of each queue group (round robin). */
+  #targets(subject: string): LocalSubscription[] {
+    const targets: LocalSubscription[] = [];
+    let groups: Map<string, LocalSubscription[]> | undefined;
+    for (const sub of this.#subs) {
+      if (!subjectMatches(sub.pattern, subject)) continue;
+      if (sub.queue === undefined) {
+        targets.push(sub);
+        continue;
+      }
+      groups ??= new Map();
+      const members = groups.get(sub.queue);
+      if (members) members.push(sub);
+      else groups.set(sub.queue, [sub]);
+    }
+    if (groups) {
+      for (const [queue, members] of groups) {
+        const cursor = this.#queueCursor.get(queue) ?? 0;
+        this.#queueCursor.set(queue, cursor + 1);
+        targets.push(members[cursor % members.length] as LocalSubscription);
+      }
+    }
+    return targets;
+  }
+
+  #addSubscription(pattern: string, queue: string | undefined, deliver: Deliver): Subscription {
+    this.#ensureOpen();
+    const sub: LocalSubscription = { pattern, queue, deliver };
+    this.#subs.add(sub);
+    return { unsubscribe: () => void this.#subs.delete(sub) };
+  }
+
+  #ensureOpen(): void {
+    if (this.#closed) throw new BusClosedError();
+  }
+}
+
+interface StoredEvent {
+  seq: number;
+  subject: string;
+  bytes: Uint8Array;
+}
+
+class LocalEventLog implements EventLog {
+  #events: StoredEvent[] = [];
+  #byRun = new Map<string, StoredEvent[]>();
+  #seen = new Map<string, { seq: number; at: number }>();
+  #followers = new Set<{ runId: string | undefined; queue: AsyncQueue<StoredEvent> }>();
+
+  constructor(
+    private readonly bus: LocalBus,
+    private readonly logger: Logger,
+  ) {}
+
+  async append(envelope: Envelope): Promise<AppendAck> {
+    const subject = this.bus.subjects.event(envelope.runId, envelope.agentId, envelope.type);
+    const now = Date.now();
+    const seen = this.#seen.get(envelope.id);
+    if (seen && now - seen.at < DUPLICATE_WINDOW_MS) return { seq: seen.seq, duplicate: true };
+    this.#forgetOld(now);
+    const stored: StoredEvent = { seq: this.#events.length + 1, subject, bytes: encodeEnvelope(envelope) };
+    this.#events.push(stored);
+    const run = this.#byRun.get(envelope.runId);
+    if (run) run.push(stored);
+    else this.#byRun.set(envelope.runId, [stored]);
+    this.#seen.set(envelope.id, { seq: stored.seq, at: now });
+    this.bus.stats.published++;
+    this.bus.route(subject, stored.bytes);
+    for (const follower of this.#followers) {
+      if (follower.runId === undefined || follower.runId === envelope.runId) follower.queue.push(stored);
+    }
+    return { seq: stored.seq, duplicate: false };
+  }
+
+  async *read(options: ReadOptions = {}): AsyncIterable<LoggedEvent> {
+    const { runId, from = "start", follow = false, signal } = options;
+    if (runId !== undefined) this.bus.subjects.events(runId);
+    const backlog =
+      from === "start" ? (runId === undefined ? this.#events : (this.#byRun.get(runId) ?? [])) : [];
+    // Registered before the backlog is read, so nothing appended meanwhile is missed.
+    const follower = follow ? { runId, queue: new AsyncQueue<StoredEvent>(signal) } : undefined;
+    if (follower) this.#followers.add(follower);
+    const end = backlog.length;
+    let lastSeq = 0;
+    try {
+      for (let i = 0; i < end; i++) {
+        if (signal?.aborted) return;
+        const stored = backlog[i] as StoredEvent;
+        lastSeq = stored.seq;
+        const event = this.#toLogged(stored);
+        if (event) yield event;
+      }
+      if (!follower) return;
+      for await (const stored of follower.queue) {
+        if (stored.seq <= lastSeq) continue;
+        const event = this.#toLogged(stored);
+        if (event) yield event;
+      }
+    } finally {
+      follower?.queue.end();
+      if (follower) this.#followers.delete(follower);
+    }
+  }
+
+  #toLogged(stored: StoredEvent): LoggedEvent | undefined {
+    const envelope = this.bus.intake.decode(stored.bytes, stored.subject);
+    return envelope && { seq: stored.seq, subject: stored.subject, envelope };
+  }
+
+  #forgetOld(now: number): void {
+    if (this.#seen.size < 4096) return;
+    for (const [id, entry] of this.#seen) {
+      if (now - entry.at < DUPLICATE_WINDOW_MS) break;
+      this.#seen.delete(id);
+    }
+    this.logger.trace({ remembered: this.#seen.size }, "pruned the duplicate window");
+  }
+}
+
+interface StoredValue {
+  bytes: string;
+  revision: number;
+}
+
+class LocalKv implements KvStore {
+  #values = new Map<string, StoredValue>();
+  #revision = 0;
+  #watchers = new Set<{ pattern: string; queue: AsyncQueue<KvChange> }>();
+
+  constructor(readonly name: string) {}
+
+  async get<T>(key: string): Promise<KvEntry<T> | null> {
+    assertKvKey(key);
+    const stored = this.#values.get(key);
+    return stored ? { key, value: JSON.parse(stored.bytes) as T, revision: stored.revision } : null;
+  }
+
+  async put(key: string, value: unknown, options: KvPutOptions = {}): Promise<number> {
+    assertKvKey(key);
+    const current = this.#values.get(key)?.revision ?? 0;
+    const expected = options.expectedRevision;
+    if (expected !== undefined && expected !== current) throw new KvConflictError(this.name, key, expected);
+    const stored = { bytes: JSON.stringify(value), revision: ++this.#revision };
+    this.#values.set(key, stored);
+    this.#notify({ key, value: JSON.parse(stored.bytes), revision: stored.revision, op: "put" });
+    return stored.revision;
+  }
+
+  create(key: string, value: unknown): Promise<number> {
+    return this.put(key, value, { expectedRevision: 0 });
+  }
+
+  async delete(key: string, options: KvPutOptions = {}): Promise<void> {
+    assertKvKey(key);
+    const current = this.#values.get(key)?.revision ?? 0;
+    const expected = options.expectedRevision;
+    if (expected !== undefined && expected !== current) throw new KvConflictError(this.name, key, expected);
+    if (!this.#values.delete(key)) return;
+    this.#notify({ key, value: null, revision: ++this.#revision, op: "delete" });
+  }
+
+  async keys(): Promise<string[]> {
+    return [...this.#values.keys()];
+  }
+
+  watch<T>(options: KvWatchOptions = {}): AsyncIterable<KvChange<T>> {
+    const pattern = options.key ?? ">";
+    const watcher = {
+      pattern,
+      queue: new AsyncQueue<KvChange>(options.signal, () => this.#watchers.delete(watcher)),
+    };
+    for (const [key, stored] of this.#values) {
+      if (subjectMatches(pattern, key)) {
+        watcher.queue.push({ key, value: JSON.parse(stored.bytes), revision: stored.revision, op: "put" });
+      }
+    }
+    this.#watchers.add(watcher);
+    return watcher.queue as AsyncIterable<KvChange<T>>;
+  }
+
+  close(): void {
+    for (const watcher of this.#watchers) watcher.queue.end();
+  }
+
+  #notify(change: KvChange): void {
+    for (const watcher of this.#watchers) {
+      if (subjectMatches(watcher.pattern, change.key)) watcher.queue.push(structuredClone(change));
+    }
+  }
+}

@@ -1,0 +1,160 @@
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { errors, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import { type Logger, silentLogger } from "../log.js";
+import {
+  type Bus,
+  BusClosedError,
+  type BusStats,
+  type EventLog,
+  type KvStore,
+  type MessageHandler,
+  NoRespondersError,
+  newStats,
+  type RequestOptions,
+  RequestTimeoutError,
+  type Responder,
+  type SubscribeOptions,
+  type Subscription,
+} from "./bus.js";
+import { type Envelope, encodeEnvelope } from "./envelope.js";
+import { Intake } from "./intake.js";
+import { connectNats, type NatsConnectOptions } from "./nats-connect.js";
+import { ensureEventStream, NatsEventLog } from "./nats-event-log.js";
+import { openNatsKv } from "./nats-kv.js";
+import { DEFAULT_PREFIX, type Subjects, subjects } from "./subjects.js";
+
+export interface NatsBusOptions extends NatsConnectOptions {
+  prefix?: string;
+  log?: Logger;
+  /** How long `log.append` keeps retrying while the server is away. Default 30000. */
+  appendTimeoutMs?: number;
+}
+
+/** The bus on a real NATS server: core subjects, JetStream for the event log, KV for state. */
+export class NatsBus implements Bus {
+  readonly stats: BusStats = newStats();
+  readonly log: EventLog;
+  readonly intake: Intake;
+  #closed = false;
+  #buckets = new Map<string, Promise<KvStore>>();
+
+  private constructor(
+    readonly subjects: Subjects,
+    readonly connection: NatsConnection,
+    private readonly logger: Logger,
+    appendTimeoutMs: number,
+  ) {
+    this.intake = new Intake(this.stats, logger);
+    this.log = new NatsEventLog(this, jetstream(connection), appendTimeoutMs, logger);
+  }
+
+  /** Connects, then creates the event stream if it is missing. */
+  static async connect(options: NatsBusOptions): Promise<NatsBus> {
+    const names = subjects(options.prefix ?? DEFAULT_PREFIX);
+    const logger = (options.log ?? silentLogger).child({ component: "bus", bus: "nats" });
+    const nc = await connectNats(options, logger);
+    try {
+      await ensureEventStream(await jetstreamManager(nc), names);
+    } catch (error) {
+      await nc.close();
+      throw error;
+    }
+    return new NatsBus(names, nc, logger, options.appendTimeoutMs ?? 30_000);
+  }
+
+  publish(subject: string, envelope: Envelope): void {
+    this.#ensureOpen();
+    this.connection.publish(subject, encodeEnvelope(envelope));
+    this.stats.published++;
+  }
+
+  subscribe(pattern: string, handler: MessageHandler, options: SubscribeOptions = {}): Subscription {
+    this.#ensureOpen();
+    const sub = this.connection.subscribe(pattern, {
+      ...(options.queue === undefined ? {} : { queue: options.queue }),
+      callback: (error, msg) => {
+        if (error) {
+          this.logger.error({ pattern, err: error }, "subscription failed");
+          return;
+        }
+        this.intake.deliver(msg.data, msg.subject, handler);
+      },
+    });
+    return { unsubscribe: () => sub.unsubscribe() };
+  }
+
+  async request(subject: string, envelope: Envelope, options: RequestOptions = {}): Promise<Envelope> {
+    this.#ensureOpen();
+    const timeoutMs = options.timeoutMs ?? 5000;
+    let msg: Msg;
+    try {
+      this.stats.published++;
+      msg = await this.connection.request(subject, encodeEnvelope(envelope), { timeout: timeoutMs });
+    } catch (error) {
+      if (isNoResponders(error)) throw new NoRespondersError(subject, { cause: error });
+      if (isTimeout(error)) throw new RequestTimeoutError(subject, timeoutMs, { cause: error });
+      throw error;
+    }
+    return this.intake.reply(msg.data, subject);
+  }
+
+  reply(pattern: string, responder: Responder, options: SubscribeOptions = {}): Subscription {
+    this.#ensureOpen();
+    const sub = this.connection.subscribe(pattern, {
+      ...(options.queue === undefined ? {} : { queue: options.queue }),
+      callback: (error, msg) => {
+        if (error || !msg.reply) return;
+        void this.intake.answer(msg.data, msg.subject, responder).then((answer) => {
+          if (!this.connection.isClosed()) msg.respond(answer);
+        });
+      },
+    });
+    return { unsubscribe: () => sub.unsubscribe() };
+  }
+
+  kv(name: string): Promise<KvStore> {
+    this.#ensureOpen();
+    const bucket = this.subjects.bucket(name);
+    let store = this.#buckets.get(bucket);
+    if (!store) {
+      store = openNatsKv(this.connection, bucket);
+      store.catch(() => this.#buckets.delete(bucket));
+      this.#buckets.set(bucket, store);
+    }
+    return store;
+  }
+
+  async flush(): Promise<void> {
+    this.#ensureOpen();
+    await this.connection.flush();
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.connection.isClosed()) return;
+    try {
+      await this.connection.drain();
+    } catch (error) {
+      this.logger.debug({ err: error }, "drain failed; closing");
+      await this.connection.close();
+    }
+  }
+
+  #ensureOpen(): void {
+    if (this.#closed) throw new BusClosedError();
+  }
+}
+
+function isNoResponders(error: unknown): boolean {
+  if (error instanceof errors.NoRespondersError) return true;
+  if (error instanceof errors.RequestError) return error.isNoResponders();
+  return false;
+}
+
+function isTimeout(error: unknown): boolean {
+  return (
+    error instanceof errors.TimeoutError ||
+    (error instanceof Error && error.cause instanceof errors.TimeoutError)
+  );
+}

@@ -1,0 +1,121 @@
+import { readFileSync } from "node:fs";
+import {
+  type Authenticator,
+  connect,
+  credsAuthenticator,
+  type NatsConnection,
+  type NodeConnectionOptions,
+  nkeyAuthenticator,
+} from "@nats-io/transport-node";
+import type { Logger } from "../log.js";
+import { BusError } from "./bus.js";
+
+/** How to reach and authenticate to NATS; mirrors `nats:` in troupe.yaml. */
+export interface NatsConnectOptions {
+  /** One URL, or several separated by commas. */
+  url: string;
+  /** Shown in the server's connection list. */
+  name?: string;
+  user?: string;
+  password?: string;
+  token?: string;
+  /** A file holding an nkey seed (`SU…`). */
+  nkeySeedFile?: string;
+  /** A `.creds` file (JWT + seed). */
+  credsFile?: string;
+  tls?: { caFile?: string; certFile?: string; keyFile?: string };
+  /** How long to keep trying the first connection. Default 5000. */
+  connectTimeoutMs?: number;
+}
+
+export class BusUnavailableError extends BusError {
+  override name = "BusUnavailableError";
+}
+
+/**
+ * Connects with retry for the first connection; afterwards the client reconnects forever, and the
+ * connection's status changes are logged. Resolves once connected.
+ */
+export async function connectNats(options: NatsConnectOptions, log: Logger): Promise<NatsConnection> {
+  const deadline = Date.now() + (options.connectTimeoutMs ?? 5000);
+  const connectOptions = toNodeOptions(options);
+  let delay = 50;
+  for (;;) {
+    try {
+      const nc = await connect(connectOptions);
+      watchStatus(nc, log);
+      log.debug({ server: nc.getServer() }, "connected to NATS");
+      return nc;
+    } catch (error) {
+      if (!isRetryable(error) || Date.now() + delay > deadline) {
+        throw new BusUnavailableError(`cannot connect to NATS at ${options.url}: ${describe(error)}`, {
+          cause: error,
+        });
+      }
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      delay = Math.min(delay * 2, 1000);
+    }
+  }
+}
+
+function toNodeOptions(options: NatsConnectOptions): NodeConnectionOptions {
+  const authenticators: Authenticator[] = [];
+  if (options.nkeySeedFile) {
+    const seed = new TextEncoder().encode(readFileSync(options.nkeySeedFile, "utf8").trim());
+    authenticators.push(nkeyAuthenticator(seed));
+  }
+  if (options.credsFile) authenticators.push(credsAuthenticator(readFileSync(options.credsFile)));
+  const result: NodeConnectionOptions = {
+    servers: options.url.split(",").map((server) => server.trim()),
+    name: options.name ?? "troupe",
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 250,
+    timeout: 2000,
+  };
+  if (options.user !== undefined) result.user = options.user;
+  if (options.password !== undefined) result.pass = options.password;
+  if (options.token !== undefined) result.token = options.token;
+  if (authenticators.length > 0) result.authenticator = authenticators;
+  if (options.tls) {
+    result.tls = {};
+    if (options.tls.caFile) result.tls.caFile = options.tls.caFile;
+    if (options.tls.certFile) result.tls.certFile = options.tls.certFile;
+    if (options.tls.keyFile) result.tls.keyFile = options.tls.keyFile;
+  }
+  return result;
+}
+
+/** Authorization failures are final; a refused or timed-out connection may come up. */
+function isRetryable(error: unknown): boolean {
+  const name = error instanceof Error ? error.name : "";
+  return !/Authoriz|Authentication|Permission/.test(name) && !/authoriz/i.test(describe(error));
+}
+
+function describe(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const cause = error.cause instanceof Error ? `: ${error.cause.message}` : "";
+  return `${error.message}${cause}`;
+}
+
+function watchStatus(nc: NatsConnection, log: Logger): void {
+  void (async () => {
+    for await (const status of nc.status()) {
+      switch (status.type) {
+        case "disconnect":
+          log.warn({ server: status.server }, "disconnected from NATS; reconnecting");
+          break;
+        case "reconnect":
+          log.info({ server: status.server }, "reconnected to NATS");
+          break;
+        case "error":
+          log.error({ err: status.error }, "NATS connection error");
+          break;
+        case "ldm":
+          log.warn({ server: status.server }, "NATS server entering lame duck mode");
+          break;
+        default:
+          log.trace({ status: status.type }, "NATS status");
+      }
+    }
+  })();
+}

@@ -1,0 +1,104 @@
+import { ulid } from "ulid";
+
+/**
+ * Every subject and JetStream/KV name Troupe uses is built here, from one prefix (default `troupe`).
+ * Tokens that come from data (run ids, agent ids, event types) are checked, so a stray `.`, `*`, `>`
+ * or space can never widen a subscription or split a subject.
+ */
+
+export const DEFAULT_PREFIX = "troupe";
+
+const PREFIX_PATTERN = /^[A-Za-z][A-Za-z0-9_-]{0,31}$/;
+const TOKEN_PATTERN = /^[A-Za-z0-9_-]+$/;
+/** Event types are dotted words: `state.changed`, `model.delta`. */
+const TYPE_PATTERN = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
+
+export class InvalidSubjectTokenError extends Error {
+  override name = "InvalidSubjectTokenError";
+}
+
+export function assertToken(what: string, value: string): string {
+  if (!TOKEN_PATTERN.test(value)) {
+    throw new InvalidSubjectTokenError(`${what} "${value}" must be letters, digits, "_" or "-"`);
+  }
+  return value;
+}
+
+export function assertEventType(value: string): string {
+  if (!TYPE_PATTERN.test(value)) {
+    throw new InvalidSubjectTokenError(
+      `event type "${value}" must be dotted words of letters, digits, "_" or "-"`,
+    );
+  }
+  return value;
+}
+
+export function assertPrefix(prefix: string): string {
+  if (!PREFIX_PATTERN.test(prefix)) {
+    throw new InvalidSubjectTokenError(
+      `bus prefix "${prefix}" must start with a letter and hold up to 32 letters, digits, "_" or "-"`,
+    );
+  }
+  return prefix;
+}
+
+export type ControlCommand = "steer" | "follow_up" | "abort";
+
+export interface Subjects {
+  readonly prefix: string;
+  /** `<p>.evt.<runId>.<agentId>.<type>`: one event of one agent. */
+  event(runId: string, agentId: string, type: string): string;
+  /** Every event of one run (`runId` given) or of all runs. */
+  events(runId?: string): string;
+  /** `<p>.ctl.<runId>.<agentId>.<command>`: a command to one actor. */
+  control(runId: string, agentId: string, command: ControlCommand): string;
+  /** `<p>.api.<verb>`: the daemon's API; verbs are dotted (`runs.start`). */
+  api(verb: string): string;
+  /** `<p>.approval.<runId>.<callId>`: decisions on one pending call. */
+  approval(runId: string, callId: string): string;
+  /** `<p>.work.spawn`: the queue group of workers. */
+  workSpawn(): string;
+  /** The JetStream stream that captures `events()`. */
+  readonly eventStream: string;
+  /** A KV bucket of this prefix: `<p>_<name>`. */
+  bucket(name: string): string;
+}
+
+export function subjects(prefix = DEFAULT_PREFIX): Subjects {
+  const p = assertPrefix(prefix);
+  return {
+    prefix: p,
+    event: (runId, agentId, type) =>
+      `${p}.evt.${assertToken("run id", runId)}.${assertToken("agent id", agentId)}.${assertEventType(type)}`,
+    events: (runId) => (runId === undefined ? `${p}.evt.>` : `${p}.evt.${assertToken("run id", runId)}.>`),
+    control: (runId, agentId, command) =>
+      `${p}.ctl.${assertToken("run id", runId)}.${assertToken("agent id", agentId)}.${command}`,
+    api: (verb) => `${p}.api.${assertEventType(verb)}`,
+    approval: (runId, callId) =>
+      `${p}.approval.${assertToken("run id", runId)}.${assertToken("call id", callId)}`,
+    workSpawn: () => `${p}.work.spawn`,
+    eventStream: `${p.toUpperCase().replaceAll("-", "_")}_EVENTS`,
+    bucket: (name) => `${p}_${assertToken("bucket", name)}`,
+  };
+}
+
+/**
+ * NATS subject matching: `*` matches one token, `>` one or more trailing tokens.
+ * LocalBus routes with this, so both buses agree on what a pattern reaches.
+ */
+export function subjectMatches(pattern: string, subject: string): boolean {
+  const p = pattern.split(".");
+  const s = subject.split(".");
+  for (let i = 0; i < p.length; i++) {
+    const token = p[i];
+    if (token === ">") return s.length > i;
+    if (i >= s.length) return false;
+    if (token !== "*" && token !== s[i]) return false;
+  }
+  return p.length === s.length;
+}
+
+/** A fresh, unique prefix: tests and embedded runs that share a broker keep apart with it. */
+export function uniquePrefix(base = "t"): string {
+  return `${base}${ulid().toLowerCase()}`;
+}

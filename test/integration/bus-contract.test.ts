@@ -1,0 +1,278 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import {
+  type Bus,
+  KvConflictError,
+  NoRespondersError,
+  RemoteError,
+  RequestTimeoutError,
+} from "../../src/bus/bus.js";
+import { type Envelope, makeEnvelope } from "../../src/bus/envelope.js";
+import { type BusUnderTest, localBus, natsBus } from "../support/buses.js";
+import { collect, waitFor } from "../support/wait.js";
+
+const buses: Array<{ name: string; open: () => BusUnderTest | Promise<BusUnderTest> }> = [
+  { name: "LocalBus", open: localBus },
+  { name: "NatsBus", open: () => natsBus() },
+];
+
+function event(
+  runId: string,
+  agentId: string,
+  seq: number,
+  type = "test.event",
+  data: unknown = { seq },
+): Envelope {
+  return makeEnvelope({ runId, agentId, seq, type, data });
+}
+
+describe.each(buses)("bus contract: $name", ({ open }) => {
+  let under: BusUnderTest;
+  let bus: Bus;
+
+  beforeEach(async () => {
+    under = await open();
+    bus = under.bus;
+  });
+  afterEach(async () => {
+    await under.dispose();
+  });
+
+  it("routes by * and > wildcards", async () => {
+    const s = bus.subjects;
+    const got: Record<string, string[]> = { all: [], run1: [], agentA: [], exact: [] };
+    bus.subscribe(s.events(), (_e, subject) => void got.all?.push(subject));
+    bus.subscribe(s.events("r1"), (_e, subject) => void got.run1?.push(subject));
+    bus.subscribe(`${s.prefix}.evt.*.a.*`, (_e, subject) => void got.agentA?.push(subject));
+    bus.subscribe(s.event("r1", "a", "tick"), (_e, subject) => void got.exact?.push(subject));
+    await bus.flush();
+
+    bus.publish(s.event("r1", "a", "tick"), event("r1", "a", 0, "tick"));
+    bus.publish(s.event("r1", "b", "tick"), event("r1", "b", 0, "tick"));
+    bus.publish(s.event("r2", "a", "tick"), event("r2", "a", 0, "tick"));
+    bus.publish(s.event("r2", "a", "state.changed"), event("r2", "a", 1, "state.changed"));
+    await waitFor("four events on >", () => got.all?.length === 4);
+    await bus.flush();
+
+    expect(got.run1).toEqual([s.event("r1", "a", "tick"), s.event("r1", "b", "tick")]);
+    // `*` is one token: the dotted type `state.changed` is two, so it does not match.
+    expect(got.agentA).toEqual([s.event("r1", "a", "tick"), s.event("r2", "a", "tick")]);
+    expect(got.exact).toEqual([s.event("r1", "a", "tick")]);
+  });
+
+  it("gives each message to one member of a queue group, and to every plain subscriber", async () => {
+    const subject = bus.subjects.workSpawn();
+    const members = [0, 0, 0];
+    let plain = 0;
+    for (const i of [0, 1, 2]) {
+      bus.subscribe(subject, () => void (members[i] = (members[i] ?? 0) + 1), { queue: "workers" });
+    }
+    bus.subscribe(subject, () => void plain++);
+    await bus.flush();
+
+    for (let i = 0; i < 60; i++) bus.publish(subject, event("r", "w", i));
+    await waitFor("60 plain deliveries", () => plain === 60);
+    await waitFor("60 queue deliveries", () => members.reduce((a, b) => a + b) === 60);
+    await bus.flush();
+    expect(members.reduce((a, b) => a + b)).toBe(60);
+    for (const count of members) expect(count).toBeGreaterThan(0);
+  });
+
+  it("answers requests, and a responder's failure reaches the requester as RemoteError", async () => {
+    const subject = bus.subjects.api("runs.get");
+    bus.reply(subject, (request) =>
+      makeEnvelope({ ...request, seq: 0, type: "reply", data: { echo: request.data } }),
+    );
+    bus.reply(bus.subjects.api("runs.fail"), () => {
+      throw new Error("no such run: r9");
+    });
+    await bus.flush();
+
+    const answer = await bus.request(subject, event("r", "cli", 0, "runs.get", { id: 7 }));
+    expect(answer.data).toEqual({ echo: { id: 7 } });
+    await expect(bus.request(bus.subjects.api("runs.fail"), event("r", "cli", 0))).rejects.toMatchObject({
+      name: "RemoteError",
+      message: expect.stringContaining("no such run: r9"),
+    });
+  });
+
+  it("fails a request nobody answers as NoRespondersError, at once", async () => {
+    const started = Date.now();
+    await expect(
+      bus.request(bus.subjects.api("nobody.home"), event("r", "cli", 0), { timeoutMs: 3000 }),
+    ).rejects.toBeInstanceOf(NoRespondersError);
+    expect(Date.now() - started).toBeLessThan(2000);
+  });
+
+  it("fails a request that gets no reply in time as RequestTimeoutError", async () => {
+    const subject = bus.subjects.api("runs.slow");
+    bus.subscribe(subject, () => {}); // hears the request, never answers
+    await bus.flush();
+    await expect(bus.request(subject, event("r", "cli", 0), { timeoutMs: 200 })).rejects.toBeInstanceOf(
+      RequestTimeoutError,
+    );
+  });
+
+  it("replays one run in order after 10,000 events, apart from other runs", async () => {
+    const total = 10_000;
+    const batch = 250;
+    for (let start = 0; start < total; start += batch) {
+      const appends: Array<Promise<unknown>> = [];
+      for (let seq = start; seq < start + batch; seq++) {
+        appends.push(bus.log.append(event("long", "a", seq)));
+        if (seq % 100 === 0) appends.push(bus.log.append(event("other", "b", seq)));
+      }
+      // Appends of one agent are awaited in order by their producer; a batch in flight may land in any order.
+      await Promise.all(appends);
+    }
+    const replayed = await collect(bus.log.read({ runId: "long" }));
+    expect(replayed).toHaveLength(total);
+    const seqs = replayed.map((e) => e.envelope.seq).sort((a, b) => a - b);
+    expect(seqs).toEqual(Array.from({ length: total }, (_, i) => i));
+    const logSeqs = replayed.map((e) => e.seq);
+    expect(logSeqs).toEqual([...logSeqs].sort((a, b) => a - b));
+    expect(new Set(replayed.map((e) => e.envelope.runId))).toEqual(new Set(["long"]));
+  }, 120_000);
+
+  it("keeps replay order equal to append order", async () => {
+    for (let seq = 0; seq < 50; seq++) await bus.log.append(event("ordered", "a", seq, "tick"));
+    const replayed = await collect(bus.log.read({ runId: "ordered" }));
+    expect(replayed.map((e) => e.envelope.seq)).toEqual(Array.from({ length: 50 }, (_, i) => i));
+  });
+
+  it("stores a retried append once", async () => {
+    const envelope = event("dedup", "a", 0);
+    const first = await bus.log.append(envelope);
+    const again = await bus.log.append(envelope);
+    expect(first.duplicate).toBe(false);
+    expect(again).toEqual({ seq: first.seq, duplicate: true });
+    await bus.log.append(event("dedup", "a", 1));
+    const replayed = await collect(bus.log.read({ runId: "dedup" }));
+    expect(replayed.map((e) => e.envelope.id)).toEqual([envelope.id, replayed[1]?.envelope.id]);
+    expect(replayed).toHaveLength(2);
+  });
+
+  it("replays, then follows live; from now sees only new events", async () => {
+    await bus.log.append(event("live", "a", 0));
+    await bus.log.append(event("live", "a", 1));
+    const controller = new AbortController();
+    const fromStart = collect(bus.log.read({ runId: "live", follow: true, signal: controller.signal }), 4);
+    const fromNow = collect(
+      bus.log.read({ runId: "live", from: "now", follow: true, signal: controller.signal }),
+      2,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await bus.log.append(event("live", "a", 2));
+    await bus.log.append(event("elsewhere", "a", 0));
+    await bus.log.append(event("live", "a", 3));
+
+    expect((await fromStart).map((e) => e.envelope.seq)).toEqual([0, 1, 2, 3]);
+    expect((await fromNow).map((e) => e.envelope.seq)).toEqual([2, 3]);
+    controller.abort();
+  });
+
+  it("ends a replay of an unknown run at once, and a follow when its signal aborts", async () => {
+    expect(await collect(bus.log.read({ runId: "nothing-here" }))).toEqual([]);
+    const controller = new AbortController();
+    const following = collect(
+      bus.log.read({ runId: "nothing-here", follow: true, signal: controller.signal }),
+    );
+    setTimeout(() => controller.abort(), 100);
+    expect(await following).toEqual([]);
+  });
+
+  it("delivers appended events to live subscribers too", async () => {
+    const seen: number[] = [];
+    bus.subscribe(bus.subjects.events("sub"), (e) => void seen.push(e.seq));
+    await bus.flush();
+    await bus.log.append(event("sub", "a", 0));
+    await waitFor("the appended event", () => seen.length === 1);
+  });
+
+  it("keeps KV state with compare-and-set", async () => {
+    const kv = await bus.kv("snapshots");
+    expect(await kv.get("run-1.agent-a")).toBeNull();
+    const r1 = await kv.create("run-1.agent-a", { state: "idle" });
+    await expect(kv.create("run-1.agent-a", { state: "other" })).rejects.toBeInstanceOf(KvConflictError);
+    const r2 = await kv.put("run-1.agent-a", { state: "callingModel" }, { expectedRevision: r1 });
+    expect(r2).toBeGreaterThan(r1);
+    // A writer holding the old revision loses: state never goes backwards.
+    await expect(kv.put("run-1.agent-a", { state: "idle" }, { expectedRevision: r1 })).rejects.toBeInstanceOf(
+      KvConflictError,
+    );
+    expect(await kv.get("run-1.agent-a")).toEqual({
+      key: "run-1.agent-a",
+      value: { state: "callingModel" },
+      revision: r2,
+    });
+    await expect(kv.delete("run-1.agent-a", { expectedRevision: r1 })).rejects.toBeInstanceOf(
+      KvConflictError,
+    );
+    await kv.delete("run-1.agent-a", { expectedRevision: r2 });
+    expect(await kv.get("run-1.agent-a")).toBeNull();
+    expect(await kv.create("run-1.agent-a", { state: "idle" })).toBeGreaterThan(r2);
+    expect(await kv.keys()).toEqual(["run-1.agent-a"]);
+  });
+
+  it("watches KV: current values first, then changes and deletes", async () => {
+    const kv = await bus.kv("approvals");
+    await kv.put("r1.c1", { pending: true });
+    await kv.put("r2.c1", { pending: true });
+    const controller = new AbortController();
+    const changes = collect(kv.watch({ key: "r1.*", signal: controller.signal }), 3);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await kv.put("r1.c2", { pending: true });
+    await kv.put("r2.c2", { pending: true });
+    await kv.delete("r1.c1");
+    const seen = await changes;
+    controller.abort();
+    expect(seen.map(({ key, op, value }) => ({ key, op, value }))).toEqual([
+      { key: "r1.c1", op: "put", value: { pending: true } },
+      { key: "r1.c2", op: "put", value: { pending: true } },
+      { key: "r1.c1", op: "delete", value: null },
+    ]);
+  });
+
+  it("logs and counts a malformed envelope on the wire, and keeps going", async () => {
+    const subject = bus.subjects.event("bad", "a", "tick");
+    const seen: number[] = [];
+    bus.subscribe(bus.subjects.events("bad"), (e) => void seen.push(e.seq));
+    bus.reply(bus.subjects.api("echo"), (request) => request);
+    await bus.flush();
+
+    await under.sendRaw(subject, new TextEncoder().encode("{not json"));
+    await under.sendRaw(subject, new TextEncoder().encode(JSON.stringify({ v: 99, id: "x" })));
+    bus.publish(subject, event("bad", "a", 7, "tick"));
+    await waitFor("the valid event after the bad ones", () => seen.length === 1);
+    expect(seen).toEqual([7]);
+    expect(bus.stats.malformed).toBe(2);
+    expect(await bus.request(bus.subjects.api("echo"), event("bad", "cli", 1))).toMatchObject({ seq: 1 });
+  });
+
+  it("counts a handler that throws, and the subscription goes on", async () => {
+    const subject = bus.subjects.event("throws", "a", "tick");
+    let calls = 0;
+    bus.subscribe(subject, () => {
+      calls++;
+      if (calls === 1) throw new Error("handler bug");
+    });
+    await bus.flush();
+    bus.publish(subject, event("throws", "a", 0));
+    bus.publish(subject, event("throws", "a", 1));
+    await waitFor("both deliveries", () => calls === 2);
+    expect(bus.stats.handlerErrors).toBe(1);
+  });
+
+  it("refuses tokens that would widen a subject", () => {
+    expect(() => bus.subjects.event("r.1", "a", "tick")).toThrow(/run id/);
+    expect(() => bus.subjects.events("*")).toThrow(/run id/);
+    expect(() => bus.subjects.event("r1", "a>", "tick")).toThrow(/agent id/);
+  });
+
+  it("rejects a remote error reply as RemoteError with the responder's words", async () => {
+    bus.reply(bus.subjects.api("boom"), () => Promise.reject(new TypeError("bad argument: id")));
+    await bus.flush();
+    const failure = await bus.request(bus.subjects.api("boom"), event("r", "cli", 0)).catch((e) => e);
+    expect(failure).toBeInstanceOf(RemoteError);
+    expect(failure.remoteName).toBe("TypeError");
+  });
+});

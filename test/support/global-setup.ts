@@ -1,0 +1,52 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
+import type { TestProject } from "vitest/node";
+import { findNatsServer, NATS_INSTALL_HINT, NatsServerProcess } from "../../src/bus/embedded-nats.js";
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    /** A JetStream-enabled NATS server the integration tests share (unique prefixes keep them apart). */
+    natsUrl: string;
+  }
+}
+
+/**
+ * Finds a JetStream-enabled NATS for the tests: NATS_URL if set, else 127.0.0.1:4222 if it answers
+ * with JetStream, else a nats-server started here from PATH (stopped at the end).
+ */
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const candidates = process.env.NATS_URL ? [process.env.NATS_URL] : ["nats://127.0.0.1:4222"];
+  for (const url of candidates) {
+    if (await hasJetStream(url)) {
+      project.provide("natsUrl", url);
+      return async () => {};
+    }
+  }
+  if (process.env.NATS_URL)
+    throw new Error(`NATS_URL=${process.env.NATS_URL} does not answer with JetStream on`);
+  if (!findNatsServer()) throw new Error(`no NATS server for the tests: ${NATS_INSTALL_HINT}`);
+  const storeDir = mkdtempSync(join(tmpdir(), "troupe-test-nats-"));
+  const server = await NatsServerProcess.start({ storeDir });
+  project.provide("natsUrl", server.url);
+  return async () => {
+    await server.stop();
+    rmSync(storeDir, { recursive: true, force: true });
+  };
+}
+
+async function hasJetStream(url: string): Promise<boolean> {
+  try {
+    const nc = await connect({ servers: url, timeout: 1000, maxReconnectAttempts: 0 });
+    try {
+      await (await jetstreamManager(nc)).getAccountInfo();
+      return true;
+    } finally {
+      await nc.close();
+    }
+  } catch {
+    return false;
+  }
+}
