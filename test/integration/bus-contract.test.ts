@@ -64,7 +64,9 @@ describe.each(buses)("bus contract: $name", ({ open }) => {
     const members = new Map<number, number>();
     let plain = 0;
     for (const member of [0, 1, 2]) {
-      bus.subscribe(subject, () => void members.set(member, (members.get(member) ?? 0) + 1), { queue: "workers" });
+      bus.subscribe(subject, () => void members.set(member, (members.get(member) ?? 0) + 1), {
+        queue: "workers",
+      });
     }
     bus.subscribe(subject, () => void plain++);
     await bus.flush();

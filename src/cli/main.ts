@@ -1,0 +1,79 @@
+import { Command, CommanderError, Option } from "commander";
+import { LOG_LEVELS } from "../log.js";
+
+/** Exit codes every command keeps. */
+export const EXIT = { ok: 0, failed: 1, usage: 2, budget: 3, aborted: 130 } as const;
+
+interface GlobalOptions {
+  config?: string;
+  logLevel: (typeof LOG_LEVELS)[number];
+}
+
+/**
+ * The `troupe` command. Heavy modules load inside each action, so `--help` stays fast. Returns the
+ * exit code; a user's mistake is one line on stderr, never a stack trace.
+ */
+export async function main(argv: string[]): Promise<number> {
+  const program = new Command("troupe")
+    .description("An actor-model orchestrator for LLM agents: XState machines as actors over NATS.")
+    .option(
+      "-c, --config <dir>",
+      "config directory holding troupe.yaml (env TROUPE_CONFIG; default ./config)",
+    )
+    .addOption(new Option("--log-level <level>", "log verbosity").choices(LOG_LEVELS).default("warn"))
+    .exitOverride()
+    .configureOutput({ writeErr: (text) => process.stderr.write(text) })
+    .showSuggestionAfterError();
+
+  let exitCode: number = EXIT.ok;
+  const globals = () => program.opts<GlobalOptions>();
+
+  const agents = program.command("agents").description("list and check agent definitions").exitOverride();
+  agents
+    .command("validate")
+    .description("check troupe.yaml and the agents (plus any PATHs given); exit 2 on any problem")
+    .argument("[paths...]", "agent YAML files or directories to check with the config's agents")
+    .action(async (paths: string[]) => {
+      const { loadConfig } = await import("../config/load.js");
+      const config = loadConfig({ config: globals().config, extraAgents: paths });
+      const names = [...config.agents.keys()].sort();
+      process.stdout.write(
+        `ok: ${names.length} agent${names.length === 1 ? "" : "s"} (${names.join(", ")}) in ${config.dir}\n`,
+      );
+    });
+  agents
+    .command("list")
+    .description("the agents, with model, tools, subagents and budget")
+    .action(async () => {
+      const { loadConfig } = await import("../config/load.js");
+      const { agentsTable } = await import("./agents.js");
+      process.stdout.write(`${agentsTable(loadConfig({ config: globals().config }))}\n`);
+    });
+
+  try {
+    await program.parseAsync(argv);
+  } catch (error) {
+    exitCode = await reportError(error);
+  }
+  return exitCode;
+}
+
+async function reportError(error: unknown): Promise<number> {
+  if (error instanceof CommanderError) {
+    // Commander has already printed its message; --help and --version end here too.
+    return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
+  }
+  const { ConfigError } = await import("../config/problems.js");
+  if (error instanceof ConfigError) {
+    process.stderr.write(`${error.message}\n`);
+    return EXIT.usage;
+  }
+  const { BusUnavailableError } = await import("../bus/nats-connect.js");
+  if (error instanceof BusUnavailableError) {
+    process.stderr.write(`troupe: ${error.message}\n`);
+    return EXIT.failed;
+  }
+  process.stderr.write(`troupe: ${error instanceof Error ? error.message : String(error)}\n`);
+  if (process.env.TROUPE_DEBUG && error instanceof Error) process.stderr.write(`${error.stack}\n`);
+  return EXIT.failed;
+}

@@ -1,0 +1,137 @@
+import { BUILTIN_TOOL_EFFECTS, MCP_SEPARATOR, splitMcpToolName } from "../tools/catalog.js";
+import { didYouMean } from "../util/did-you-mean.js";
+import type { LoadedAgent } from "./load.js";
+import type { ConfigProblem } from "./problems.js";
+import type { TroupeConfig } from "./schema.js";
+import type { YamlFile } from "./yaml-file.js";
+
+/**
+ * The checks that need every agent at once: unique names, subagent references that exist and do
+ * not loop, tools that something provides, and subagents that only read. Problems are appended.
+ */
+export function checkAgents(
+  loaded: LoadedAgent[],
+  config: TroupeConfig,
+  configFile: YamlFile | undefined,
+  problems: ConfigProblem[],
+): Map<string, LoadedAgent> {
+  const agents = new Map<string, LoadedAgent>();
+  for (const agent of loaded) {
+    const { name } = agent.definition;
+    const first = agents.get(name);
+    if (first) {
+      const also = first.file.where(["name"]);
+      problems.push(
+        agent.file.problem(["name"], `duplicate agent name "${name}" (also at ${also}); rename one`),
+      );
+    } else {
+      agents.set(name, agent);
+    }
+  }
+
+  const subagentNames = new Set<string>();
+  for (const { definition, file } of agents.values()) {
+    definition.subagents.forEach((child, i) => {
+      if (agents.has(child)) subagentNames.add(child);
+      else
+        problems.push(
+          file.problem(["subagents", i], `unknown agent "${child}"${didYouMean(child, agents.keys())}`),
+        );
+    });
+  }
+  problems.push(...findCycles(agents));
+
+  for (const agent of agents.values())
+    checkTools(agent, config, subagentNames.has(agent.definition.name), problems);
+
+  if (config.defaultAgent !== undefined && !agents.has(config.defaultAgent) && configFile) {
+    problems.push(
+      configFile.problem(
+        ["defaultAgent"],
+        `unknown agent "${config.defaultAgent}"${didYouMean(config.defaultAgent, agents.keys())}`,
+      ),
+    );
+  }
+  return agents;
+}
+
+function checkTools(
+  agent: LoadedAgent,
+  config: TroupeConfig,
+  isSubagent: boolean,
+  problems: ConfigProblem[],
+): void {
+  const { definition, file } = agent;
+  const servers = Object.keys(config.mcpServers);
+  const builtins = Object.keys(BUILTIN_TOOL_EFFECTS);
+  definition.tools.forEach((tool, i) => {
+    const at = ["tools", i];
+    const effect = BUILTIN_TOOL_EFFECTS[tool];
+    if (effect !== undefined) {
+      if (effect !== "read" && (definition.readOnly || isSubagent)) {
+        const why = definition.readOnly ? "a read-only agent" : "a subagent (every subagent is read-only)";
+        problems.push(
+          file.problem(
+            at,
+            `"${tool}" ${effect === "write" ? "writes" : "executes"}; ${why} may list read tools only: ${readTools().join(", ")}`,
+          ),
+        );
+      }
+      return;
+    }
+    const mcp = splitMcpToolName(tool);
+    if (mcp) {
+      if (!(mcp.server in config.mcpServers)) {
+        const known = servers.length
+          ? `configured: ${servers.join(", ")}`
+          : "none is configured under mcpServers in troupe.yaml";
+        problems.push(
+          file.problem(
+            at,
+            `unknown MCP server "${mcp.server}" in "${tool}"${didYouMean(mcp.server, servers)} (${known})`,
+          ),
+        );
+      }
+      return;
+    }
+    const candidates = [...builtins, ...servers.map((server) => `${server}${MCP_SEPARATOR}*`)];
+    const hint = didYouMean(tool, candidates) || `; the tools are ${candidates.join(", ")}`;
+    problems.push(file.problem(at, `unknown tool "${tool}"${hint}`));
+  });
+}
+
+function readTools(): string[] {
+  return Object.entries(BUILTIN_TOOL_EFFECTS)
+    .filter(([, effect]) => effect === "read")
+    .map(([name]) => name);
+}
+
+/** Each cycle of subagent references once, reported at the reference that closes it. */
+function findCycles(agents: Map<string, LoadedAgent>): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  const state = new Map<string, "visiting" | "done">();
+  const stack: string[] = [];
+  const visit = (name: string) => {
+    state.set(name, "visiting");
+    stack.push(name);
+    const agent = agents.get(name);
+    agent?.definition.subagents.forEach((child, i) => {
+      if (!agents.has(child)) return;
+      if (state.get(child) === "visiting") {
+        const cycle = [...stack.slice(stack.indexOf(child)), child].join(" → ");
+        problems.push(
+          agent.file.problem(
+            ["subagents", i],
+            `subagent cycle: ${cycle}; an agent cannot delegate to itself`,
+          ),
+        );
+      } else if (!state.has(child)) {
+        visit(child);
+      }
+    });
+    stack.pop();
+    state.set(name, "done");
+  };
+  for (const name of agents.keys()) if (!state.has(name)) visit(name);
+  return problems;
+}

@@ -1,0 +1,125 @@
+import { existsSync, readdirSync, realpathSync, statSync } from "node:fs";
+import { dirname, extname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { checkAgents } from "./check-agents.js";
+import { ConfigError, type ConfigProblem } from "./problems.js";
+import { type AgentDefinition, agentSchema, type TroupeConfig, troupeConfigSchema } from "./schema.js";
+import { YamlFile } from "./yaml-file.js";
+
+export const CONFIG_FILE = "troupe.yaml";
+
+/** The config/ shipped with Troupe: used when neither --config, TROUPE_CONFIG nor ./config is there. */
+export const BUILTIN_CONFIG_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "../../config");
+
+export interface LoadedAgent {
+  definition: AgentDefinition;
+  file: YamlFile;
+}
+
+export interface LoadedConfig {
+  /** The directory the config came from. */
+  dir: string;
+  /** troupe.yaml, when there was one (otherwise every setting is its default). */
+  file: string | undefined;
+  troupe: TroupeConfig;
+  agents: Map<string, LoadedAgent>;
+}
+
+export interface LoadOptions {
+  /** A config directory, or the path of its troupe.yaml. */
+  config?: string | undefined;
+  /** Agent files or directories to check along with the config's own agents. */
+  extraAgents?: string[];
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+}
+
+/**
+ * Loads troupe.yaml and every agent, checks each file and then the agents together (names,
+ * subagent references, tools). Throws `ConfigError` with every problem found; nothing half-loaded
+ * is ever returned.
+ */
+export function loadConfig(options: LoadOptions = {}): LoadedConfig {
+  const env = options.env ?? process.env;
+  const cwd = options.cwd ?? process.cwd();
+  const problems: ConfigProblem[] = [];
+  const dir = resolveConfigDir(options.config ?? env.TROUPE_CONFIG, cwd);
+  const configPath = join(dir, CONFIG_FILE);
+
+  let troupe: TroupeConfig | undefined;
+  let configFile: YamlFile | undefined;
+  if (existsSync(configPath)) {
+    configFile = YamlFile.read(configPath, cwd);
+    troupe = configFile.validate(troupeConfigSchema);
+    problems.push(...configFile.problems);
+  } else {
+    troupe = troupeConfigSchema.parse({});
+  }
+  if (!troupe) throw new ConfigError(problems);
+  troupe = applyEnv(troupe, env);
+
+  const agentFiles = new Map<string, string>();
+  const agentsDir = resolve(dir, troupe.agentsDir);
+  if (existsSync(agentsDir))
+    for (const file of yamlFilesIn(agentsDir)) agentFiles.set(realpathSync(file), file);
+  for (const extra of options.extraAgents ?? []) {
+    const path = resolve(cwd, extra);
+    if (!existsSync(path))
+      throw new ConfigError([
+        { file: extra, line: 1, col: 1, path: "", message: "no such file or directory" },
+      ]);
+    const files = statSync(path).isDirectory() ? yamlFilesIn(path) : [path];
+    for (const file of files) agentFiles.set(realpathSync(file), file);
+  }
+
+  const loaded: LoadedAgent[] = [];
+  for (const path of agentFiles.values()) {
+    const file = YamlFile.read(path, cwd);
+    const definition = file.validate(agentSchema);
+    problems.push(...file.problems);
+    if (definition) loaded.push({ definition, file });
+  }
+  const agents = checkAgents(loaded, troupe, configFile, problems);
+  if (problems.length > 0) throw new ConfigError(problems);
+  return { dir, file: configFile ? configPath : undefined, troupe, agents };
+}
+
+/** --config / TROUPE_CONFIG (a dir or its troupe.yaml), else ./config, else the built-in config. */
+export function resolveConfigDir(given: string | undefined, cwd: string): string {
+  if (given) {
+    const path = resolve(cwd, given);
+    if (!existsSync(path)) {
+      throw new ConfigError([
+        {
+          file: given,
+          line: 1,
+          col: 1,
+          path: "",
+          message: "config path does not exist; pass a directory holding troupe.yaml",
+        },
+      ]);
+    }
+    return statSync(path).isDirectory() ? path : dirname(path);
+  }
+  const local = resolve(cwd, "config");
+  return existsSync(join(local, CONFIG_FILE)) ? local : BUILTIN_CONFIG_DIR;
+}
+
+/** NATS_URL and OPENAI_BASE_URL override the file; keys are read from the environment at use. */
+function applyEnv(config: TroupeConfig, env: NodeJS.ProcessEnv): TroupeConfig {
+  const result = structuredClone(config);
+  if (env.NATS_URL) result.nats.url = env.NATS_URL;
+  if (env.OPENAI_BASE_URL) {
+    const provider = result.providers.openai ?? Object.values(result.providers)[0];
+    if (provider) provider.baseURL = env.OPENAI_BASE_URL;
+  }
+  if (env.TROUPE_DATA_DIR) result.dataDir = env.TROUPE_DATA_DIR;
+  return result;
+}
+
+function yamlFilesIn(dir: string): string[] {
+  return readdirSync(dir)
+    .filter((name) => [".yaml", ".yml"].includes(extname(name)))
+    .sort()
+    .map((name) => join(dir, name));
+}

@@ -1,0 +1,157 @@
+import { z } from "zod";
+
+/** Names users type and the model sees in tool names (`subagent_<name>`): lowercase words. */
+const AGENT_NAME = /^[a-z][a-z0-9_-]{0,63}$/;
+const PROVIDER_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]*$/;
+
+export const APPROVAL_POLICIES = ["ask", "auto-edit", "never-ask", "yolo"] as const;
+export const approvalPolicySchema = z.enum(APPROVAL_POLICIES);
+export type ApprovalPolicy = z.infer<typeof approvalPolicySchema>;
+
+const positiveInt = z.number().int().positive();
+
+export const budgetSchema = z.strictObject({
+  /** Model calls this agent may make. */
+  maxTurns: positiveInt.optional(),
+  /** Prompt + completion tokens, over all its model calls. */
+  maxTokens: positiveInt.optional(),
+  maxToolCalls: positiveInt.optional(),
+  /** Wall-clock time from start to stop. */
+  maxWallMs: positiveInt.optional(),
+  /** Spend from the price table, in US dollars. */
+  maxCostUsd: z.number().positive().optional(),
+});
+export type Budget = z.infer<typeof budgetSchema>;
+
+/** One agent per YAML file under the agents dir. The key names are a public contract. */
+export const agentSchema = z.strictObject({
+  name: z.string().regex(AGENT_NAME, 'must be lowercase letters, digits, "_" or "-", starting with a letter'),
+  /** One line: what the agent is for. A parent's model sees it as the subagent tool's description. */
+  description: z.string().min(1, "must not be empty"),
+  /** `model`, or `provider/model`; the config's `defaultModel` when absent. */
+  model: z.string().min(1).optional(),
+  /** Tried in order when `model` fails or its circuit is open. */
+  fallbackModels: z.array(z.string().min(1)).default([]),
+  systemPrompt: z.string().optional(),
+  /** Built-in tool names, and MCP tools as `server__tool` or `server__*`. */
+  tools: z.array(z.string().min(1)).default([]),
+  /** Agents this one may delegate to; each becomes a `subagent_<name>` tool. */
+  subagents: z.array(z.string().min(1)).default([]),
+  /** Skill names this agent may load; all when absent. */
+  skills: z.array(z.string().min(1)).optional(),
+  budget: budgetSchema.default({}),
+  /** Overrides the config's approval policy for this agent. */
+  approval: approvalPolicySchema.optional(),
+  /** A read-only agent may list read tools only. Every subagent is read-only. */
+  readOnly: z.boolean().default(false),
+});
+export type AgentDefinition = z.infer<typeof agentSchema>;
+
+export const modelInfoSchema = z.strictObject({
+  contextWindow: positiveInt.optional(),
+  /** US dollars per million input tokens. */
+  inputPerMTok: z.number().nonnegative().default(0),
+  outputPerMTok: z.number().nonnegative().default(0),
+  cachedInputPerMTok: z.number().nonnegative().optional(),
+});
+export type ModelInfo = z.infer<typeof modelInfoSchema>;
+
+export const providerSchema = z.strictObject({
+  /** Any OpenAI-compatible Chat Completions endpoint (OpenAI, vLLM, Ollama, LM Studio, llama.cpp). */
+  baseURL: z.url().optional(),
+  /** The environment variable that holds the API key. */
+  apiKeyEnv: z
+    .string()
+    .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name")
+    .default("OPENAI_API_KEY"),
+  /** Context window of models this provider serves that are not listed under `models`. */
+  contextWindow: positiveInt.default(128_000),
+  models: z.record(z.string().min(1), modelInfoSchema).default({}),
+});
+export type ProviderConfig = z.infer<typeof providerSchema>;
+
+/** The shape Claude Desktop and Cursor use, so existing entries can be pasted in. */
+export const mcpServerSchema = z
+  .strictObject({
+    command: z.string().min(1).optional(),
+    args: z.array(z.string()).default([]),
+    env: z.record(z.string(), z.string()).default({}),
+    cwd: z.string().optional(),
+    /** Streamable HTTP endpoint, instead of `command`. */
+    url: z.url().optional(),
+    headers: z.record(z.string(), z.string()).default({}),
+    /** Every tool of this server only reads. */
+    readOnly: z.boolean().default(false),
+    timeoutMs: positiveInt.default(60_000),
+  })
+  .refine((server) => (server.command === undefined) !== (server.url === undefined), {
+    message: 'needs exactly one of "command" (a local process) or "url" (Streamable HTTP)',
+  });
+export type McpServerConfig = z.infer<typeof mcpServerSchema>;
+
+export const natsConfigSchema = z.strictObject({
+  /** One URL or several, comma-separated. */
+  url: z.string().min(1).default("nats://127.0.0.1:4222"),
+  /** Prefix of every subject, stream and bucket; lets several Troupes share one server. */
+  prefix: z
+    .string()
+    .regex(/^[A-Za-z][A-Za-z0-9_-]{0,31}$/, 'must be a letter then up to 31 letters, digits, "_" or "-"')
+    .default("troupe"),
+  user: z.string().optional(),
+  /** Prefer `passwordEnv` to keeping a secret in the file. */
+  password: z.string().optional(),
+  passwordEnv: z.string().optional(),
+  token: z.string().optional(),
+  tokenEnv: z.string().optional(),
+  nkeySeedFile: z.string().optional(),
+  credsFile: z.string().optional(),
+  tls: z
+    .strictObject({
+      caFile: z.string().optional(),
+      certFile: z.string().optional(),
+      keyFile: z.string().optional(),
+    })
+    .optional(),
+  /** When nothing answers at `url` and nats-server is on PATH, start one as a child. */
+  embedded: z.boolean().default(true),
+});
+export type NatsConfig = z.infer<typeof natsConfigSchema>;
+
+export const troupeConfigSchema = z.strictObject({
+  nats: natsConfigSchema.default(natsConfigSchema.parse({})),
+  /** Snapshots, local run logs and the embedded NATS store; the platform's data dir when absent. */
+  dataDir: z.string().optional(),
+  /** The directory agents work in; relative to where troupe runs. */
+  workspace: z.string().default("."),
+  /** Relative to this file. */
+  agentsDir: z.string().default("agents"),
+  skillsDir: z.string().default("skills"),
+  /** The agent `troupe run` uses without `--agent`. */
+  defaultAgent: z.string().optional(),
+  defaultModel: z.string().min(1).default("gpt-4o-mini"),
+  providers: z
+    .record(z.string().regex(PROVIDER_NAME, 'must be letters, digits, "_" or "-"'), providerSchema)
+    .default({ openai: providerSchema.parse({}) }),
+  approval: z
+    .strictObject({
+      policy: approvalPolicySchema.default("ask"),
+      /** With nobody answering, a request is denied after this long. */
+      timeoutMs: positiveInt.default(300_000),
+    })
+    .default({ policy: "ask", timeoutMs: 300_000 }),
+  mcpServers: z
+    .record(
+      z.string().regex(/^[A-Za-z0-9-]+(_[A-Za-z0-9-]+)*$/, 'must be letters, digits, "-" or single "_"'),
+      mcpServerSchema,
+    )
+    .default({}),
+  subagents: z
+    .strictObject({
+      /** How deep subagents may nest under a top-level agent. */
+      maxDepth: positiveInt.default(2),
+      /** Children of one parent running at once. */
+      maxConcurrent: positiveInt.default(4),
+    })
+    .default({ maxDepth: 2, maxConcurrent: 4 }),
+});
+export type TroupeConfig = z.infer<typeof troupeConfigSchema>;

@@ -1,0 +1,50 @@
+import { spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const TROUPE_BIN = resolve(dirname(fileURLToPath(import.meta.url)), "../../bin/troupe.js");
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the built `troupe` as a user would, in `cwd`, with a private data dir and no inherited config. */
+export function runTroupe(
+  args: string[],
+  options: { cwd: string; env?: NodeJS.ProcessEnv },
+): Promise<CliResult> {
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    TROUPE_DATA_DIR: join(options.cwd, ".data"),
+    ...options.env,
+  };
+  delete env.TROUPE_CONFIG;
+  if (options.env?.TROUPE_CONFIG) env.TROUPE_CONFIG = options.env.TROUPE_CONFIG;
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(process.execPath, [TROUPE_BIN, ...args], {
+      cwd: options.cwd,
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk) => (stdout += chunk));
+    child.stderr.on("data", (chunk) => (stderr += chunk));
+    child.once("error", reject);
+    child.once("close", (code) => resolvePromise({ code, stdout, stderr }));
+  });
+}
+
+/** A temporary directory with the given files (paths relative to it); removed by `dispose`. */
+export function tempTree(files: Record<string, string>): { dir: string; dispose: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), "troupe-test-"));
+  for (const [path, text] of Object.entries(files)) {
+    mkdirSync(dirname(join(dir, path)), { recursive: true });
+    writeFileSync(join(dir, path), text);
+  }
+  return { dir, dispose: () => rmSync(dir, { recursive: true, force: true }) };
+}

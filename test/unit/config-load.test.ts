@@ -1,0 +1,103 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { BUILTIN_CONFIG_DIR, loadConfig } from "../../src/config/load.js";
+import { ConfigError } from "../../src/config/problems.js";
+import { tempTree } from "../support/cli.js";
+
+const disposers: Array<() => void> = [];
+afterEach(() => {
+  for (const dispose of disposers.splice(0)) dispose();
+});
+
+function tree(files: Record<string, string>) {
+  const t = tempTree(files);
+  disposers.push(t.dispose);
+  return t.dir;
+}
+
+describe("loadConfig", () => {
+  it("falls back to the shipped config when there is no ./config", () => {
+    const cwd = tree({});
+    const config = loadConfig({ cwd, env: {} });
+    expect(config.dir).toBe(BUILTIN_CONFIG_DIR);
+    expect([...config.agents.keys()].sort()).toEqual(["assistant", "explorer", "reviewer"]);
+    expect(config.agents.get("explorer")?.definition.readOnly).toBe(true);
+  });
+
+  it("prefers ./config in the working directory", () => {
+    const cwd = tree({
+      "config/troupe.yaml": "defaultModel: local-model\n",
+      "config/agents/a.yaml": "name: a\ndescription: A.\n",
+    });
+    const config = loadConfig({ cwd, env: {} });
+    expect(config.troupe.defaultModel).toBe("local-model");
+    expect([...config.agents.keys()]).toEqual(["a"]);
+  });
+
+  it("fills defaults for everything a file leaves out", () => {
+    const cwd = tree({ "config/troupe.yaml": "{}\n", "config/agents/a.yaml": "name: a\ndescription: A.\n" });
+    const { troupe, agents } = loadConfig({ cwd, env: {} });
+    expect(troupe.nats).toEqual({ url: "nats://127.0.0.1:4222", prefix: "troupe", embedded: true });
+    expect(troupe.approval).toEqual({ policy: "ask", timeoutMs: 300_000 });
+    expect(troupe.subagents).toEqual({ maxDepth: 2, maxConcurrent: 4 });
+    expect(troupe.providers.openai?.apiKeyEnv).toBe("OPENAI_API_KEY");
+    expect(agents.get("a")?.definition).toEqual({
+      name: "a",
+      description: "A.",
+      fallbackModels: [],
+      tools: [],
+      subagents: [],
+      budget: {},
+      readOnly: false,
+    });
+  });
+
+  it("lets NATS_URL, OPENAI_BASE_URL and TROUPE_DATA_DIR override the file", () => {
+    const cwd = tree({
+      "config/troupe.yaml":
+        "nats:\n  url: nats://elsewhere:4222\nproviders:\n  openai:\n    baseURL: https://api.openai.com/v1\n",
+      "config/agents/a.yaml": "name: a\ndescription: A.\n",
+    });
+    const env = {
+      NATS_URL: "nats://127.0.0.1:5222",
+      OPENAI_BASE_URL: "http://127.0.0.1:9999/v1",
+      TROUPE_DATA_DIR: "/tmp/x",
+    };
+    const { troupe } = loadConfig({ cwd, env });
+    expect(troupe.nats.url).toBe("nats://127.0.0.1:5222");
+    expect(troupe.providers.openai?.baseURL).toBe("http://127.0.0.1:9999/v1");
+    expect(troupe.dataDir).toBe("/tmp/x");
+  });
+
+  it("reads TROUPE_CONFIG as a directory or as the troupe.yaml in it", () => {
+    const dir = tree({
+      "elsewhere/troupe.yaml": "agentsDir: defs\n",
+      "elsewhere/defs/b.yml": "name: b\ndescription: B.\n",
+    });
+    for (const given of [`${dir}/elsewhere`, `${dir}/elsewhere/troupe.yaml`]) {
+      const config = loadConfig({ cwd: "/", env: { TROUPE_CONFIG: given } });
+      expect([...config.agents.keys()]).toEqual(["b"]);
+    }
+  });
+
+  it("throws one ConfigError holding every problem of every file, in file order", () => {
+    const cwd = tree({
+      "config/troupe.yaml": "{}\n",
+      "config/agents/b.yaml": "name: b\ndescription: B.\ntools: [nope]\n",
+      "config/agents/a.yaml": "name: a\ndescription: 3\nbudget: {maxTurns: 0}\n",
+    });
+    const error = (() => {
+      try {
+        loadConfig({ cwd, env: {} });
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(error).toBeInstanceOf(ConfigError);
+    const problems = (error as ConfigError).problems.map((p) => `${p.file}:${p.line}:${p.col} ${p.path}`);
+    expect(problems).toEqual([
+      "config/agents/a.yaml:2:14 description",
+      "config/agents/a.yaml:3:20 budget.maxTurns",
+      "config/agents/b.yaml:3:9 tools[0]",
+    ]);
+  });
+});
