@@ -1,3 +1,4 @@
+import { createRequire } from "node:module";
 import { Writable } from "node:stream";
 import pino, { type Level, type Logger } from "pino";
 
@@ -19,12 +20,12 @@ export interface LoggerOptions {
  * pino-pretty is loaded only for people at a terminal, and runs in-thread so that nothing is
  * lost when a CLI command exits right after logging.
  */
-export async function createLogger(options: LoggerOptions = {}): Promise<Logger> {
+export function createLogger(options: LoggerOptions = {}): Logger {
   const level = options.level ?? "info";
   const destination = options.destination ?? process.stderr;
   const pretty = options.pretty ?? (destination === process.stderr && process.stderr.isTTY === true);
   if (pretty) {
-    const { default: prettyStream } = await import("pino-pretty");
+    const prettyStream = createRequire(import.meta.url)("pino-pretty") as typeof import("pino-pretty");
     return pino(
       { level },
       prettyStream({ destination: destination as Writable, sync: true, ignore: "pid,hostname" }),

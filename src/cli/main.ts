@@ -1,5 +1,5 @@
 import { Command, CommanderError, Option } from "commander";
-import { LOG_LEVELS } from "../log.js";
+import { createLogger, LOG_LEVELS, type Logger } from "../log.js";
 
 /** Exit codes every command keeps. */
 export const EXIT = { ok: 0, failed: 1, usage: 2, budget: 3, aborted: 130 } as const;
@@ -27,6 +27,11 @@ export async function main(argv: string[]): Promise<number> {
 
   let exitCode: number = EXIT.ok;
   const globals = () => program.opts<GlobalOptions>();
+  let logger: Logger | undefined;
+  const log = (component: string) => {
+    logger ??= createLogger({ level: globals().logLevel });
+    return logger.child({ component });
+  };
 
   const agents = program.command("agents").description("list and check agent definitions").exitOverride();
   agents
@@ -37,6 +42,7 @@ export async function main(argv: string[]): Promise<number> {
       const { loadConfig } = await import("../config/load.js");
       const config = loadConfig({ config: globals().config, extraAgents: paths });
       const names = [...config.agents.keys()].sort();
+      log("config").debug({ dir: config.dir, file: config.file, agents: names }, "config loaded");
       process.stdout.write(
         `ok: ${names.length} agent${names.length === 1 ? "" : "s"} (${names.join(", ")}) in ${config.dir}\n`,
       );

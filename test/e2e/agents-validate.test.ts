@@ -211,6 +211,21 @@ describe("troupe agents validate", () => {
     expect(result.code).toBe(2);
   });
 
+  it("logs JSON lines to stderr at the --log-level asked for, when stderr is not a terminal", async () => {
+    const cwd = project({ "explorer.yaml": explorer });
+    const quiet = await runTroupe(["agents", "validate"], { cwd });
+    expect(quiet.stderr).toBe("");
+    const loud = await runTroupe(["--log-level", "debug", "agents", "validate"], { cwd });
+    const record = JSON.parse(loud.stderr.trim().split("\n")[0] ?? "");
+    expect(record).toMatchObject({
+      level: 20,
+      component: "config",
+      msg: "config loaded",
+      agents: ["explorer"],
+    });
+    expect(loud.stdout).toContain("ok: 1 agent");
+  });
+
   it("uses TROUPE_CONFIG when no --config is given", async () => {
     const cwd = project({ "explorer.yaml": explorer });
     const result = await runTroupe(["agents", "validate"], {

@@ -7,12 +7,13 @@ import {
   RequestTimeoutError,
 } from "../../src/bus/bus.js";
 import { type Envelope, makeEnvelope } from "../../src/bus/envelope.js";
+import { type Logger, memoryLogger } from "../../src/log.js";
 import { type BusUnderTest, localBus, natsBus } from "../support/buses.js";
 import { collect, waitFor } from "../support/wait.js";
 
-const buses: Array<{ name: string; open: () => BusUnderTest | Promise<BusUnderTest> }> = [
-  { name: "LocalBus", open: localBus },
-  { name: "NatsBus", open: () => natsBus() },
+const buses: Array<{ name: string; open: (log: Logger) => BusUnderTest | Promise<BusUnderTest> }> = [
+  { name: "LocalBus", open: (log) => localBus({ log }) },
+  { name: "NatsBus", open: (log) => natsBus({ log }) },
 ];
 
 function event(
@@ -28,9 +29,12 @@ function event(
 describe.each(buses)("bus contract: $name", ({ open }) => {
   let under: BusUnderTest;
   let bus: Bus;
+  let logs: Array<Record<string, unknown>>;
 
   beforeEach(async () => {
-    under = await open();
+    const memory = memoryLogger();
+    logs = memory.records;
+    under = await open(memory.log);
     bus = under.bus;
   });
   afterEach(async () => {
@@ -248,6 +252,8 @@ describe.each(buses)("bus contract: $name", ({ open }) => {
     await waitFor("the valid event after the bad ones", () => seen.length === 1);
     expect(seen).toEqual([7]);
     expect(bus.stats.malformed).toBe(2);
+    const warnings = logs.filter((record) => record.msg === "dropped a malformed envelope");
+    expect(warnings.map((record) => record.subject)).toEqual([subject, subject]);
     expect(await bus.request(bus.subjects.api("echo"), event("bad", "cli", 1))).toMatchObject({ seq: 1 });
   });
 

@@ -2,7 +2,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { inject } from "vitest";
 import type { Bus } from "../../src/bus/bus.js";
-import { LocalBus } from "../../src/bus/local-bus.js";
+import { LocalBus, type LocalBusOptions } from "../../src/bus/local-bus.js";
 import { NatsBus, type NatsBusOptions } from "../../src/bus/nats-bus.js";
 import { subjects, uniquePrefix } from "../../src/bus/subjects.js";
 
@@ -15,8 +15,8 @@ export interface BusUnderTest {
   dispose(): Promise<void>;
 }
 
-export function localBus(): BusUnderTest {
-  const bus = new LocalBus({ prefix: uniquePrefix() });
+export function localBus(options: LocalBusOptions = {}): BusUnderTest {
+  const bus = new LocalBus({ prefix: uniquePrefix(), ...options });
   return {
     bus,
     sendRaw: async (subject, bytes) => bus.publishRaw(subject, bytes),

@@ -1,0 +1,179 @@
+/**
+ * `npm run bench [-- --quick]`: measures what the built pieces cost, with medians over repetitions,
+ * and writes bench/results.json and docs/bench.md. Not a test: CI doesn't run it.
+ */
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Bus } from "../src/bus/bus.js";
+import { answersNats, NatsServerProcess } from "../src/bus/embedded-nats.js";
+import { makeEnvelope } from "../src/bus/envelope.js";
+import { LocalBus } from "../src/bus/local-bus.js";
+import { NatsBus } from "../src/bus/nats-bus.js";
+import { uniquePrefix } from "../src/bus/subjects.js";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+const quick = process.argv.includes("--quick");
+const reps = quick ? 3 : 7;
+
+interface Row {
+  name: string;
+  value: number;
+  unit: string;
+  target?: string;
+}
+const rows: Row[] = [];
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+}
+
+async function repeat(fn: () => Promise<number> | number): Promise<number> {
+  const values: number[] = [];
+  for (let i = 0; i < reps; i++) values.push(await fn());
+  return median(values);
+}
+
+function coldStart(): number {
+  const started = process.hrtime.bigint();
+  const result = spawnSync(process.execPath, [join(root, "bin/troupe.js"), "--help"], { stdio: "ignore" });
+  if (result.status !== 0) throw new Error("troupe --help failed; run npm run build");
+  return Number(process.hrtime.bigint() - started) / 1e6;
+}
+
+async function appendRate(bus: Bus, count: number): Promise<number> {
+  const runId = `bench${Math.random().toString(36).slice(2, 8)}`;
+  const started = performance.now();
+  const window = 64;
+  for (let start = 0; start < count; start += window) {
+    const batch: Array<Promise<unknown>> = [];
+    for (let seq = start; seq < Math.min(count, start + window); seq++) {
+      batch.push(
+        bus.log.append(
+          makeEnvelope({ runId, agentId: "a", seq, type: "model.delta", data: { text: "hello" } }),
+        ),
+      );
+    }
+    await Promise.all(batch);
+  }
+  const appendSeconds = (performance.now() - started) / 1000;
+  return count / appendSeconds;
+}
+
+async function replayRate(bus: Bus, count: number): Promise<number> {
+  const runId = `bench${Math.random().toString(36).slice(2, 8)}`;
+  await Promise.all(
+    Array.from({ length: count }, (_, seq) =>
+      bus.log.append(
+        makeEnvelope({ runId, agentId: "a", seq, type: "model.delta", data: { text: "hello" } }),
+      ),
+    ),
+  );
+  const started = performance.now();
+  let seen = 0;
+  for await (const _ of bus.log.read({ runId })) seen++;
+  if (seen !== count) throw new Error(`replayed ${seen} of ${count}`);
+  return count / ((performance.now() - started) / 1000);
+}
+
+async function pubSubRate(bus: Bus, count: number): Promise<number> {
+  const subject = bus.subjects.event("pubsub", "a", "tick");
+  let received = 0;
+  let done: () => void = () => {};
+  const finished = new Promise<void>((resolve) => (done = resolve));
+  const sub = bus.subscribe(subject, () => {
+    if (++received === count) done();
+  });
+  await bus.flush();
+  const envelope = makeEnvelope({
+    runId: "pubsub",
+    agentId: "a",
+    seq: 0,
+    type: "tick",
+    data: { text: "hello" },
+  });
+  const started = performance.now();
+  for (let i = 0; i < count; i++) bus.publish(subject, envelope);
+  await finished;
+  const rate = count / ((performance.now() - started) / 1000);
+  sub.unsubscribe();
+  return rate;
+}
+
+async function measureBus(label: string, open: () => Promise<Bus>): Promise<void> {
+  const bus = await open();
+  const n = quick ? 2000 : 10_000;
+  try {
+    rows.push({
+      name: `${label}: log.append (64 in flight)`,
+      value: await repeat(() => appendRate(bus, n)),
+      unit: "events/s",
+    });
+    rows.push({
+      name: `${label}: log.read replay`,
+      value: await repeat(() => replayRate(bus, n)),
+      unit: "events/s",
+    });
+    rows.push({
+      name: `${label}: publish → subscribe`,
+      value: await repeat(() => pubSubRate(bus, n * 5)),
+      unit: "msgs/s",
+    });
+  } finally {
+    await bus.close();
+  }
+}
+
+async function main(): Promise<void> {
+  rows.push({
+    name: "troupe --help (cold start)",
+    value: await repeat(coldStart),
+    unit: "ms",
+    target: "≤ 300 ms",
+  });
+  await measureBus("LocalBus", async () => new LocalBus({ prefix: uniquePrefix("bench") }));
+
+  let server: NatsServerProcess | undefined;
+  let store: string | undefined;
+  let url = process.env.NATS_URL ?? "nats://127.0.0.1:4222";
+  if (!process.env.NATS_URL && !(await answersNats("127.0.0.1", 4222))) {
+    store = mkdtempSync(join(tmpdir(), "troupe-bench-nats-"));
+    server = await NatsServerProcess.start({ storeDir: store });
+    url = server.url;
+  }
+  const prefix = uniquePrefix("bench");
+  try {
+    await measureBus("NatsBus", () => NatsBus.connect({ url, prefix }));
+  } finally {
+    const cleanup = await NatsBus.connect({ url, prefix });
+    const { jetstreamManager } = await import("@nats-io/jetstream");
+    await (await jetstreamManager(cleanup.connection)).streams
+      .delete(cleanup.subjects.eventStream)
+      .catch(() => {});
+    await cleanup.close();
+    await server?.stop();
+    if (store) rmSync(store, { recursive: true, force: true });
+  }
+
+  const results = { date: new Date().toISOString(), node: process.version, quick, reps, rows };
+  writeFileSync(join(root, "bench/results.json"), `${JSON.stringify(results, null, 2)}\n`);
+  const table = [
+    "| measure | median | target |",
+    "| --- | --- | --- |",
+    ...rows.map((r) => `| ${r.name} | ${format(r.value)} ${r.unit} | ${r.target ?? ""} |`),
+  ].join("\n");
+  writeFileSync(
+    join(root, "docs/bench.md"),
+    `# Benchmarks\n\n\`npm run bench${quick ? " -- --quick" : ""}\` on ${results.date.slice(0, 10)}, Node ${process.version}, medians of ${reps} runs.\n\n${table}\n`,
+  );
+  console.log(table);
+}
+
+function format(value: number): string {
+  return value >= 100 ? Math.round(value).toLocaleString("en-US") : value.toFixed(1);
+}
+
+await main();
