@@ -1,0 +1,43 @@
+import { countTokens } from "gpt-tokenizer/encoding/o200k_base";
+import type { ChatMessage, ToolSpec } from "../model/types.js";
+
+/**
+ * Token counts from a real BPE tokenizer (o200k_base, the GPT-4o family's). Other models' tokenizers
+ * differ by a few percent; the compaction threshold leaves room for that.
+ */
+export function countTextTokens(text: string): number {
+  return text.length === 0 ? 0 : countTokens(text);
+}
+
+/** Per-message framing tokens in the Chat Completions format. */
+const MESSAGE_OVERHEAD = 4;
+const REPLY_PRIMING = 3;
+
+const cache = new WeakMap<ChatMessage, number>();
+
+/** Messages are treated as immutable: a message's count is computed once. */
+export function countMessageTokens(message: ChatMessage): number {
+  const cached = cache.get(message);
+  if (cached !== undefined) return cached;
+  let tokens = MESSAGE_OVERHEAD;
+  if (message.content) tokens += countTextTokens(message.content);
+  if (message.role === "assistant" && message.tool_calls) {
+    for (const call of message.tool_calls) {
+      tokens +=
+        MESSAGE_OVERHEAD + countTextTokens(call.function.name) + countTextTokens(call.function.arguments);
+    }
+  }
+  cache.set(message, tokens);
+  return tokens;
+}
+
+export function countMessagesTokens(messages: readonly ChatMessage[]): number {
+  let total = REPLY_PRIMING;
+  for (const message of messages) total += countMessageTokens(message);
+  return total;
+}
+
+export function countToolSpecTokens(tools: readonly ToolSpec[] | undefined): number {
+  if (!tools || tools.length === 0) return 0;
+  return countTextTokens(JSON.stringify(tools));
+}

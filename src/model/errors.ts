@@ -1,0 +1,33 @@
+/** Model faults the loop tells apart. Each keeps the underlying error as `cause`. */
+export class ModelError extends Error {
+  override name = "ModelError";
+  constructor(
+    message: string,
+    readonly model: string,
+    options?: ErrorOptions & { status?: number },
+  ) {
+    super(message, options);
+    this.status = options?.status;
+  }
+  readonly status: number | undefined;
+}
+
+/** The prompt is over the model's context window: compact and try again. */
+export class ContextLengthExceededError extends ModelError {
+  override name = "ContextLengthExceededError";
+}
+
+/** The circuit of this model is open: it failed too often just now. */
+export class CircuitOpenError extends ModelError {
+  override name = "CircuitOpenError";
+}
+
+/** The stream broke after text reached the user: not retried, since that would repeat it. */
+export class PartialOutputError extends ModelError {
+  override name = "PartialOutputError";
+}
+
+/** No API key and no local server: says in one line what to set. */
+export class ModelNotConfiguredError extends Error {
+  override name = "ModelNotConfiguredError";
+}

@@ -1,0 +1,218 @@
+import OpenAI, { APIError, APIUserAbortError } from "openai";
+import type { ModelInfo, ProviderConfig, TroupeConfig } from "../config/schema.js";
+import { type Logger, silentLogger } from "../log.js";
+import { CircuitBreaker, type CircuitOptions } from "./circuit-breaker.js";
+import {
+  CircuitOpenError,
+  ContextLengthExceededError,
+  ModelError,
+  ModelNotConfiguredError,
+  PartialOutputError,
+} from "./errors.js";
+import { costOf } from "./pricing.js";
+import {
+  backoffDelay,
+  DEFAULT_RETRY,
+  isRetryableStatus,
+  parseRetryAfter,
+  type RetryPolicy,
+  sleep,
+} from "./retry.js";
+import { streamCompletion } from "./stream-completion.js";
+import type { ModelRequest, ModelResponse } from "./types.js";
+
+export interface ResolvedModel {
+  /** As configured: `gpt-4o-mini` or `provider/model`. */
+  id: string;
+  provider: string;
+  /** The name sent to the server. */
+  name: string;
+  contextWindow: number;
+  prices: ModelInfo | undefined;
+}
+
+export interface ModelRouterOptions {
+  env?: NodeJS.ProcessEnv;
+  retry?: Partial<RetryPolicy>;
+  circuit?: Partial<CircuitOptions>;
+  log?: Logger;
+  /** Per-request timeout of the HTTP call. Default 600000. */
+  timeoutMs?: number;
+}
+
+/**
+ * Resolves model names to providers, and calls a model with retries (backoff with jitter, honouring
+ * Retry-After, never after partial output), a circuit breaker per model, and a fallback chain.
+ * One router per process: its clients and breakers are shared by every agent.
+ */
+export class ModelRouter {
+  readonly #config: TroupeConfig;
+  readonly #env: NodeJS.ProcessEnv;
+  readonly #retry: RetryPolicy;
+  readonly #circuitOptions: Partial<CircuitOptions>;
+  readonly #log: Logger;
+  readonly #timeoutMs: number;
+  #clients = new Map<string, OpenAI>();
+  #breakers = new Map<string, CircuitBreaker>();
+
+  constructor(config: TroupeConfig, options: ModelRouterOptions = {}) {
+    this.#config = config;
+    this.#env = options.env ?? process.env;
+    this.#retry = { ...DEFAULT_RETRY, ...options.retry };
+    this.#circuitOptions = options.circuit ?? {};
+    this.#log = (options.log ?? silentLogger).child({ component: "model" });
+    this.#timeoutMs = options.timeoutMs ?? 600_000;
+  }
+
+  resolve(id: string): ResolvedModel {
+    const providers = this.#config.providers;
+    const slash = id.indexOf("/");
+    let provider: string | undefined;
+    let name = id;
+    if (slash > 0 && id.slice(0, slash) in providers) {
+      provider = id.slice(0, slash);
+      name = id.slice(slash + 1);
+    } else {
+      provider = Object.keys(providers).find((p) => id in (providers[p]?.models ?? {}));
+      provider ??= "openai" in providers ? "openai" : Object.keys(providers)[0];
+    }
+    const config = provider === undefined ? undefined : providers[provider];
+    if (!provider || !config)
+      throw new ModelNotConfiguredError(
+        `no provider for model "${id}": add one under providers in troupe.yaml`,
+      );
+    const prices = config.models[name];
+    return { id, provider, name, contextWindow: prices?.contextWindow ?? config.contextWindow, prices };
+  }
+
+  /** Checks that the provider of `id` can be reached with what is configured, without calling it. */
+  assertConfigured(id: string): void {
+    this.#client(this.resolve(id).provider);
+  }
+
+  breaker(id: string): CircuitBreaker {
+    let breaker = this.#breakers.get(id);
+    if (!breaker) {
+      breaker = new CircuitBreaker(this.#circuitOptions);
+      this.#breakers.set(id, breaker);
+    }
+    return breaker;
+  }
+
+  /** Tries each model of the chain in turn; throws the last failure when all fail. */
+  async call(chain: readonly string[], request: ModelRequest): Promise<ModelResponse> {
+    let lastError: unknown;
+    for (const id of chain) {
+      const model = this.resolve(id);
+      const breaker = this.breaker(id);
+      if (!breaker.tryAcquire()) {
+        lastError = new CircuitOpenError(`the circuit of ${id} is open after repeated failures`, id);
+        this.#log.warn({ model: id }, "circuit open; trying the next model");
+        continue;
+      }
+      try {
+        const response = await this.#withRetries(model, request);
+        breaker.success();
+        return response;
+      } catch (error) {
+        if (
+          isAbort(error, request.signal) ||
+          error instanceof ContextLengthExceededError ||
+          error instanceof PartialOutputError
+        ) {
+          breaker.success();
+          throw error;
+        }
+        breaker.failure();
+        lastError = error;
+        this.#log.warn({ model: id, err: (error as Error).message }, "model failed; trying the next model");
+      }
+    }
+    throw lastError;
+  }
+
+  async #withRetries(model: ResolvedModel, request: ModelRequest): Promise<ModelResponse> {
+    const client = this.#client(model.provider);
+    for (let attempt = 0; ; attempt++) {
+      let emitted = false;
+      const onDelta = request.onDelta;
+      const tracked: ModelRequest = {
+        ...request,
+        onDelta: (text) => {
+          emitted = true;
+          onDelta?.(text);
+        },
+      };
+      try {
+        const completion = await streamCompletion(client, model.name, tracked);
+        const usage = { ...completion.usage, costUsd: costOf(completion.usage, model.prices) };
+        return { ...completion, usage, model: model.id };
+      } catch (error) {
+        if (isAbort(error, request.signal)) throw error;
+        const failure = classify(error, model.id);
+        if (emitted) {
+          throw new PartialOutputError(
+            `${model.id}: the stream broke after output had reached the user`,
+            model.id,
+            { cause: error },
+          );
+        }
+        if (failure instanceof ContextLengthExceededError) throw failure;
+        if (!isRetryableStatus(failure.status) || attempt >= this.#retry.maxRetries) throw failure;
+        const retryAfter = error instanceof APIError ? parseRetryAfter(error.headers) : undefined;
+        const delay = backoffDelay(this.#retry, attempt + 1, retryAfter);
+        this.#log.info(
+          { model: model.id, attempt: attempt + 1, delayMs: delay, status: failure.status },
+          "retrying the model call",
+        );
+        await sleep(delay, request.signal);
+      }
+    }
+  }
+
+  #client(providerName: string): OpenAI {
+    let client = this.#clients.get(providerName);
+    if (client) return client;
+    const provider = this.#config.providers[providerName] as ProviderConfig;
+    const key = this.#env[provider.apiKeyEnv];
+    if (!key && !provider.baseURL) {
+      throw new ModelNotConfiguredError(
+        `no model server: set ${provider.apiKeyEnv} for OpenAI, or OPENAI_BASE_URL (providers.${providerName}.baseURL in troupe.yaml) for an OpenAI-compatible server`,
+      );
+    }
+    client = new OpenAI({
+      apiKey: key || "not-needed",
+      ...(provider.baseURL ? { baseURL: provider.baseURL } : {}),
+      maxRetries: 0,
+      timeout: this.#timeoutMs,
+    });
+    this.#clients.set(providerName, client);
+    return client;
+  }
+}
+
+function isAbort(error: unknown, signal: AbortSignal | undefined): boolean {
+  return error instanceof APIUserAbortError || signal?.aborted === true;
+}
+
+const CONTEXT_LENGTH = /context[_ ]length|maximum context|too many tokens|context window/i;
+
+function classify(error: unknown, model: string): ModelError {
+  if (error instanceof APIError) {
+    const code = typeof error.code === "string" ? error.code : "";
+    if (error.status === 400 && (code === "context_length_exceeded" || CONTEXT_LENGTH.test(error.message))) {
+      return new ContextLengthExceededError(`${model}: ${error.message}`, model, {
+        cause: error,
+        status: 400,
+      });
+    }
+    return new ModelError(`${model}: ${error.message}`, model, {
+      cause: error,
+      ...(error.status ? { status: error.status } : {}),
+    });
+  }
+  // A stream cut mid-way surfaces as a plain error from the SDK's reader: a connection fault.
+  return new ModelError(`${model}: ${error instanceof Error ? error.message : String(error)}`, model, {
+    cause: error,
+  });
+}

@@ -1,0 +1,56 @@
+import type { ToolCall } from "./types.js";
+
+/** One streamed tool-call fragment, as the Chat Completions delta carries it. */
+export interface ToolCallDelta {
+  index?: number | undefined;
+  id?: string | undefined;
+  function?: { name?: string | undefined; arguments?: string | undefined } | undefined;
+}
+
+/**
+ * Builds whole tool calls from streamed fragments: arguments split over many chunks, several calls
+ * interleaved by `index`, a whole call in one chunk, or servers that omit `index` (then a new `id`
+ * starts a new call and anything else continues the last one).
+ */
+export class ToolCallAssembler {
+  #calls: Array<{ id: string; name: string; arguments: string }> = [];
+  #byIndex = new Map<number, number>();
+
+  add(delta: ToolCallDelta): void {
+    let slot: number | undefined;
+    if (delta.index !== undefined) {
+      slot = this.#byIndex.get(delta.index);
+      if (slot === undefined) {
+        slot = this.#open();
+        this.#byIndex.set(delta.index, slot);
+      }
+    } else if (delta.id !== undefined && delta.id !== this.#calls.at(-1)?.id) {
+      slot = this.#open();
+    } else {
+      slot = this.#calls.length > 0 ? this.#calls.length - 1 : this.#open();
+    }
+    const call = this.#calls[slot];
+    if (!call) return;
+    if (delta.id) call.id = delta.id;
+    if (delta.function?.name) call.name += delta.function.name;
+    if (delta.function?.arguments) call.arguments += delta.function.arguments;
+  }
+
+  get size(): number {
+    return this.#calls.length;
+  }
+
+  /** The calls in the order they started. A call whose server gave no id gets one. */
+  calls(): ToolCall[] {
+    return this.#calls.map((call, i) => ({
+      id: call.id || `call_${i}`,
+      type: "function",
+      function: { name: call.name, arguments: call.arguments || "{}" },
+    }));
+  }
+
+  #open(): number {
+    this.#calls.push({ id: "", name: "", arguments: "" });
+    return this.#calls.length - 1;
+  }
+}

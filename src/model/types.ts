@@ -1,0 +1,82 @@
+import { z } from "zod";
+
+/**
+ * Conversation messages in the Chat Completions shape, so they go to any OpenAI-compatible server
+ * as they are, and are stored in snapshots as plain JSON (the schemas validate restored ones).
+ */
+export const toolCallSchema = z.object({
+  id: z.string(),
+  type: z.literal("function"),
+  function: z.object({ name: z.string(), arguments: z.string() }),
+});
+export type ToolCall = z.infer<typeof toolCallSchema>;
+
+export const chatMessageSchema = z.discriminatedUnion("role", [
+  z.object({ role: z.literal("system"), content: z.string() }),
+  z.object({ role: z.literal("user"), content: z.string() }),
+  z.object({
+    role: z.literal("assistant"),
+    content: z.string().nullable(),
+    tool_calls: z.array(toolCallSchema).optional(),
+  }),
+  z.object({ role: z.literal("tool"), tool_call_id: z.string(), content: z.string() }),
+]);
+export type ChatMessage = z.infer<typeof chatMessageSchema>;
+export type AssistantMessage = Extract<ChatMessage, { role: "assistant" }>;
+export type ToolMessage = Extract<ChatMessage, { role: "tool" }>;
+
+/** A tool as the model sees it. */
+export interface ToolSpec {
+  name: string;
+  description: string;
+  /** JSON Schema of the arguments object. */
+  parameters: Record<string, unknown>;
+}
+
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+  /** Input tokens the provider served from its cache (a part of inputTokens). */
+  cachedInputTokens: number;
+  costUsd: number;
+}
+
+export const ZERO_USAGE: Usage = Object.freeze({
+  inputTokens: 0,
+  outputTokens: 0,
+  cachedInputTokens: 0,
+  costUsd: 0,
+});
+
+export function addUsage(a: Usage, b: Usage): Usage {
+  return {
+    inputTokens: a.inputTokens + b.inputTokens,
+    outputTokens: a.outputTokens + b.outputTokens,
+    cachedInputTokens: a.cachedInputTokens + b.cachedInputTokens,
+    costUsd: a.costUsd + b.costUsd,
+  };
+}
+
+export type FinishReason = "stop" | "tool_calls" | "length" | "content_filter" | "other";
+
+export interface ModelRequest {
+  messages: ChatMessage[];
+  /** Absent or empty: the model may not call tools (the final answer of a budget or loop stop). */
+  tools?: ToolSpec[];
+  signal?: AbortSignal;
+  /** Text as it streams. Once called, the request is never retried. */
+  onDelta?: (text: string) => void;
+}
+
+export interface ModelResponse {
+  message: AssistantMessage;
+  finishReason: FinishReason;
+  usage: Usage;
+  /** The model that answered (a fallback, maybe). */
+  model: string;
+  /** `finish_reason: "length"` cut a tool call short; it was dropped from `message`. */
+  truncatedToolCalls: boolean;
+}
+
+/** What the agent loop needs from a model: one streamed completion. */
+export type ModelCall = (request: ModelRequest) => Promise<ModelResponse>;

@@ -1,0 +1,373 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { countMessagesTokens, countTextTokens } from "../context/tokens.js";
+import type { ChatMessage } from "../model/types.js";
+
+/**
+ * An OpenAI-compatible Chat Completions server that plays scripted replies over real HTTP (SSE or
+ * plain JSON), for tests and for `troupe demo`. Replies are chosen by rules, so concurrent agents get
+ * deterministic answers; every request is recorded; `assertComplete()` fails when a scripted reply
+ * was never asked for or a request found no reply.
+ */
+
+export interface ScriptedToolCall {
+  name: string;
+  /** An object is sent as JSON. */
+  arguments: Record<string, unknown> | string;
+  id?: string;
+}
+
+export interface ReplyTiming {
+  /** Before the response starts. */
+  delayMs?: number;
+  /** Between stream chunks. */
+  chunkDelayMs?: number;
+}
+
+export type ScriptedReply = ReplyTiming &
+  (
+    | {
+        text?: string;
+        toolCalls?: ScriptedToolCall[];
+        /** Deltas the text is split into. Default 3. */
+        chunks?: number;
+        /**
+         * How tool calls arrive: arguments split over chunks with `index` (default); each whole in
+         * one chunk; or split with no `index` (as some servers do).
+         */
+        toolCallStyle?: "split" | "whole" | "no-index";
+        /** Default "tool_calls" with tool calls, else "stop". */
+        finishReason?: "stop" | "tool_calls" | "length" | "content_filter";
+        /** Leave the usage chunk out, as some servers do. */
+        omitUsage?: boolean;
+        /** Close the connection after this many chunks: a dropped stream. */
+        dropAfterChunks?: number;
+      }
+    | { error: { status: number; message?: string; code?: string; retryAfter?: string } }
+  );
+
+export interface ChatRequest {
+  model: string;
+  messages: ChatMessage[];
+  tools?: Array<{ type: "function"; function: { name: string; description?: string; parameters?: unknown } }>;
+  stream?: boolean;
+  stream_options?: { include_usage?: boolean };
+  [key: string]: unknown;
+}
+
+export interface RequestMatch {
+  /** The system message includes this. */
+  system?: string | RegExp;
+  /** The last user message includes this. */
+  lastUser?: string | RegExp;
+  /** The 1-based number of this model call in its conversation (assistant messages so far + 1). */
+  turn?: number;
+  /** Whether the request offers tools. */
+  withTools?: boolean;
+  /** Any other condition. */
+  where?: (request: ChatRequest) => boolean;
+}
+
+export interface ScriptRule {
+  match?: RequestMatch;
+  reply: ScriptedReply | ((request: ChatRequest) => ScriptedReply);
+  /** How many requests this rule answers; Infinity for all. Default 1. */
+  times?: number;
+}
+
+interface LiveRule extends ScriptRule {
+  remaining: number;
+}
+
+export interface RecordedRequest {
+  body: ChatRequest;
+  headers: IncomingMessage["headers"];
+  /** The rule that answered, or -1. */
+  rule: number;
+  receivedAt: number;
+}
+
+export class ScriptedModelServer {
+  readonly requests: RecordedRequest[] = [];
+  #rules: LiveRule[] = [];
+  #unmatched: RecordedRequest[] = [];
+  #server: Server;
+  #sockets = new Set<import("node:net").Socket>();
+  #counter = 0;
+
+  private constructor() {
+    this.#server = createServer((req, res) => void this.#handle(req, res));
+    this.#server.on("connection", (socket) => {
+      this.#sockets.add(socket);
+      socket.once("close", () => this.#sockets.delete(socket));
+    });
+  }
+
+  static async start(rules: ScriptRule[] = []): Promise<ScriptedModelServer> {
+    const server = new ScriptedModelServer();
+    server.script(...rules);
+    await new Promise<void>((resolve) => server.#server.listen(0, "127.0.0.1", resolve));
+    return server;
+  }
+
+  /** The base URL to give the SDK (`…/v1`). */
+  get baseURL(): string {
+    const { port } = this.#server.address() as AddressInfo;
+    return `http://127.0.0.1:${port}/v1`;
+  }
+
+  /** Adds rules; earlier rules win when several match. */
+  script(...rules: ScriptRule[]): this {
+    for (const rule of rules) this.#rules.push({ ...rule, remaining: rule.times ?? 1 });
+    return this;
+  }
+
+  /** Throws when a finite rule was not used up, or a request found no rule. */
+  assertComplete(): void {
+    const left = this.#rules.filter((rule) => Number.isFinite(rule.remaining) && rule.remaining > 0);
+    const problems: string[] = [];
+    if (left.length > 0)
+      problems.push(
+        `${left.length} scripted repl${left.length === 1 ? "y was" : "ies were"} never requested`,
+      );
+    if (this.#unmatched.length > 0) {
+      const last = this.#unmatched.at(-1)?.body.messages.at(-1);
+      problems.push(
+        `${this.#unmatched.length} request(s) matched no rule (last message: ${JSON.stringify(last)?.slice(0, 200)})`,
+      );
+    }
+    if (problems.length > 0) throw new Error(`scripted model: ${problems.join("; ")}`);
+  }
+
+  async close(): Promise<void> {
+    for (const socket of this.#sockets) socket.destroy();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (req.method !== "POST" || !req.url?.endsWith("/chat/completions")) {
+      return sendJson(res, 404, {
+        error: { message: `no route ${req.method} ${req.url}`, type: "not_found" },
+      });
+    }
+    let body: ChatRequest;
+    try {
+      body = JSON.parse(await readBody(req)) as ChatRequest;
+    } catch {
+      return sendJson(res, 400, { error: { message: "body is not JSON", type: "invalid_request_error" } });
+    }
+    const index = this.#rules.findIndex((rule) => rule.remaining > 0 && matches(rule.match, body));
+    const recorded: RecordedRequest = { body, headers: req.headers, rule: index, receivedAt: Date.now() };
+    this.requests.push(recorded);
+    const rule = this.#rules[index];
+    if (!rule) {
+      this.#unmatched.push(recorded);
+      return sendJson(res, 500, {
+        error: { message: "scripted model: no reply scripted for this request", type: "server_error" },
+      });
+    }
+    rule.remaining--;
+    const reply = typeof rule.reply === "function" ? rule.reply(body) : rule.reply;
+    if (reply.delayMs) await sleep(reply.delayMs);
+    if ("error" in reply) {
+      const headers: Record<string, string> = {};
+      if (reply.error.retryAfter !== undefined) headers["retry-after"] = reply.error.retryAfter;
+      return sendJson(
+        res,
+        reply.error.status,
+        {
+          error: {
+            message: reply.error.message ?? `scripted error ${reply.error.status}`,
+            type: "scripted",
+            code: reply.error.code ?? null,
+          },
+        },
+        headers,
+      );
+    }
+    const id = `chatcmpl-${++this.#counter}`;
+    const toolCalls = (reply.toolCalls ?? []).map((call, i) => ({
+      id: call.id ?? `call_${this.#counter}_${i}`,
+      name: call.name,
+      arguments: typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments),
+    }));
+    const text = reply.text ?? "";
+    const finishReason = reply.finishReason ?? (toolCalls.length > 0 ? "tool_calls" : "stop");
+    const promptTokens =
+      countMessagesTokens(body.messages) + (body.tools ? countTextTokens(JSON.stringify(body.tools)) : 0);
+    const completionTokens =
+      countTextTokens(text) + toolCalls.reduce((n, c) => n + countTextTokens(c.name + c.arguments), 0);
+    const usage = {
+      prompt_tokens: promptTokens,
+      completion_tokens: completionTokens,
+      total_tokens: promptTokens + completionTokens,
+    };
+
+    if (!body.stream) {
+      return sendJson(res, 200, {
+        id,
+        object: "chat.completion",
+        created: Math.floor(Date.now() / 1000),
+        model: body.model,
+        choices: [
+          {
+            index: 0,
+            message: {
+              role: "assistant",
+              content: text || null,
+              ...(toolCalls.length > 0
+                ? {
+                    tool_calls: toolCalls.map((c) => ({
+                      id: c.id,
+                      type: "function",
+                      function: { name: c.name, arguments: c.arguments },
+                    })),
+                  }
+                : {}),
+            },
+            finish_reason: finishReason,
+          },
+        ],
+        ...(reply.omitUsage ? {} : { usage }),
+      });
+    }
+
+    const chunks = streamChunks(text, toolCalls, reply.chunks ?? 3, reply.toolCallStyle ?? "split");
+    res.writeHead(200, {
+      "content-type": "text/event-stream",
+      "cache-control": "no-cache",
+      connection: "keep-alive",
+    });
+    const base = {
+      id,
+      object: "chat.completion.chunk",
+      created: Math.floor(Date.now() / 1000),
+      model: body.model,
+    };
+    // Each chunk is flushed before the next step, so a scripted drop cuts exactly where it says.
+    const send = (payload: unknown) =>
+      new Promise<void>((resolve) => res.write(`data: ${JSON.stringify(payload)}\n\n`, () => resolve()));
+    let sent = 0;
+    for (const delta of [{ role: "assistant", content: "" }, ...chunks]) {
+      if (reply.dropAfterChunks !== undefined && sent >= reply.dropAfterChunks) {
+        res.socket?.destroy();
+        return;
+      }
+      if (res.destroyed) return;
+      await send({ ...base, choices: [{ index: 0, delta, finish_reason: null }] });
+      sent++;
+      if (reply.chunkDelayMs) await sleep(reply.chunkDelayMs);
+    }
+    await send({ ...base, choices: [{ index: 0, delta: {}, finish_reason: finishReason }] });
+    if (!reply.omitUsage && body.stream_options?.include_usage) await send({ ...base, choices: [], usage });
+    res.end("data: [DONE]\n\n");
+  }
+}
+
+type Delta = Record<string, unknown>;
+
+function streamChunks(
+  text: string,
+  calls: Array<{ id: string; name: string; arguments: string }>,
+  textChunks: number,
+  style: "split" | "whole" | "no-index",
+): Delta[] {
+  const deltas: Delta[] = splitEvenly(text, textChunks).map((content) => ({ content }));
+  calls.forEach((call, index) => {
+    const indexField = style === "no-index" ? {} : { index };
+    if (style === "whole") {
+      deltas.push({
+        tool_calls: [
+          {
+            ...indexField,
+            id: call.id,
+            type: "function",
+            function: { name: call.name, arguments: call.arguments },
+          },
+        ],
+      });
+      return;
+    }
+    deltas.push({
+      tool_calls: [
+        { ...indexField, id: call.id, type: "function", function: { name: call.name, arguments: "" } },
+      ],
+    });
+    for (const part of splitEvenly(call.arguments, 3))
+      deltas.push({ tool_calls: [{ ...indexField, function: { arguments: part } }] });
+  });
+  // Interleave the argument chunks of several calls by index, as parallel tool calls arrive.
+  if (style === "split" && calls.length > 1) return interleave(deltas);
+  return deltas;
+}
+
+function interleave(deltas: Delta[]): Delta[] {
+  const text = deltas.filter((d) => "content" in d);
+  const byCall = new Map<number, Delta[]>();
+  for (const delta of deltas) {
+    const call = (delta.tool_calls as Array<{ index: number }> | undefined)?.[0];
+    if (!call) continue;
+    const list = byCall.get(call.index) ?? [];
+    list.push(delta);
+    byCall.set(call.index, list);
+  }
+  const out = [...text];
+  const lists = [...byCall.values()];
+  for (let i = 0; lists.some((list) => i < list.length); i++) {
+    for (const list of lists) if (list[i]) out.push(list[i] as Delta);
+  }
+  return out;
+}
+
+function splitEvenly(text: string, parts: number): string[] {
+  if (!text) return [];
+  const size = Math.max(1, Math.ceil(text.length / Math.max(1, parts)));
+  const out: string[] = [];
+  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size));
+  return out;
+}
+
+function matches(match: RequestMatch | undefined, body: ChatRequest): boolean {
+  if (!match) return true;
+  const test = (pattern: string | RegExp, value: string | undefined) =>
+    value !== undefined && (typeof pattern === "string" ? value.includes(pattern) : pattern.test(value));
+  if (match.system !== undefined) {
+    const system = body.messages.find((m) => m.role === "system")?.content ?? undefined;
+    if (!test(match.system, system)) return false;
+  }
+  if (match.lastUser !== undefined) {
+    const user = body.messages.findLast((m) => m.role === "user")?.content ?? undefined;
+    if (!test(match.lastUser, user)) return false;
+  }
+  if (
+    match.turn !== undefined &&
+    body.messages.filter((m) => m.role === "assistant").length + 1 !== match.turn
+  )
+    return false;
+  if (match.withTools !== undefined && (body.tools?.length ?? 0) > 0 !== match.withTools) return false;
+  return match.where ? match.where(body) : true;
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let data = "";
+    req.setEncoding("utf8");
+    req.on("data", (chunk: string) => (data += chunk));
+    req.on("end", () => resolve(data));
+    req.on("error", reject);
+  });
+}
+
+function sendJson(
+  res: ServerResponse,
+  status: number,
+  payload: unknown,
+  headers: Record<string, string> = {},
+): void {
+  res.writeHead(status, { "content-type": "application/json", ...headers });
+  res.end(JSON.stringify(payload));
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,253 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { troupeConfigSchema } from "../../src/config/schema.js";
+import {
+  CircuitOpenError,
+  ContextLengthExceededError,
+  ModelError,
+  ModelNotConfiguredError,
+  PartialOutputError,
+} from "../../src/model/errors.js";
+import { ModelRouter, type ModelRouterOptions } from "../../src/model/model-router.js";
+import type { ChatMessage } from "../../src/model/types.js";
+import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+
+let server: ScriptedModelServer;
+beforeEach(async () => {
+  server = await ScriptedModelServer.start();
+});
+afterEach(async () => {
+  await server.close();
+});
+
+function router(options: ModelRouterOptions = {}) {
+  const config = troupeConfigSchema.parse({
+    providers: {
+      openai: {
+        baseURL: server.baseURL,
+        models: { "model-a": { contextWindow: 1000, inputPerMTok: 1, outputPerMTok: 2 }, "model-b": {} },
+      },
+    },
+  });
+  return new ModelRouter(config, { env: {}, retry: { baseDelayMs: 5, maxDelayMs: 20 }, ...options });
+}
+
+const messages: ChatMessage[] = [
+  { role: "system", content: "You are a test." },
+  { role: "user", content: "Hello there" },
+];
+const tools = [
+  {
+    name: "read_file",
+    description: "Reads.",
+    parameters: { type: "object", properties: { path: { type: "string" } } },
+  },
+];
+
+describe("ModelRouter over HTTP to the scripted server", () => {
+  it("streams text deltas as they arrive, with usage and cost", async () => {
+    server.script({ reply: { text: "Hello, world. How are you?", chunks: 4 } });
+    const deltas: string[] = [];
+    const response = await router().call(["model-a"], { messages, onDelta: (t) => deltas.push(t) });
+    expect(deltas.length).toBe(4);
+    expect(deltas.join("")).toBe("Hello, world. How are you?");
+    expect(response.message).toEqual({ role: "assistant", content: "Hello, world. How are you?" });
+    expect(response.finishReason).toBe("stop");
+    expect(response.usage.inputTokens).toBeGreaterThan(5);
+    expect(response.usage.outputTokens).toBeGreaterThan(3);
+    expect(response.usage.costUsd).toBeCloseTo(
+      (response.usage.inputTokens * 1 + response.usage.outputTokens * 2) / 1e6,
+      12,
+    );
+    const sent = server.requests[0]?.body;
+    expect(sent).toMatchObject({ model: "model-a", stream: true, stream_options: { include_usage: true } });
+    server.assertComplete();
+  });
+
+  it.each(["split", "whole", "no-index"] as const)(
+    "assembles parallel tool calls streamed %s",
+    async (style) => {
+      server.script({
+        reply: {
+          toolCallStyle: style,
+          toolCalls: [
+            { name: "read_file", arguments: { path: "a.txt", note: "x".repeat(40) } },
+            { name: "read_file", arguments: { path: "b.txt" } },
+          ],
+        },
+      });
+      const response = await router().call(["model-a"], { messages, tools });
+      expect(response.finishReason).toBe("tool_calls");
+      const calls = response.message.tool_calls ?? [];
+      expect(calls.map((c) => JSON.parse(c.function.arguments).path)).toEqual(["a.txt", "b.txt"]);
+      expect(calls.map((c) => c.function.name)).toEqual(["read_file", "read_file"]);
+      expect(new Set(calls.map((c) => c.id)).size).toBe(2);
+      expect(server.requests[0]?.body.tools?.[0]?.function.name).toBe("read_file");
+    },
+  );
+
+  it("counts usage itself when the server sends none", async () => {
+    server.script({ reply: { text: "no usage here", omitUsage: true } });
+    const response = await router().call(["model-a"], { messages });
+    expect(response.usage.inputTokens).toBeGreaterThan(5);
+    expect(response.usage.outputTokens).toBe(3);
+  });
+
+  it("drops a tool call cut short by finish_reason length, and says so", async () => {
+    server.script({
+      reply: { toolCalls: [{ name: "read_file", arguments: '{"path": "a.t' }], finishReason: "length" },
+    });
+    const response = await router().call(["model-a"], { messages, tools });
+    expect(response.finishReason).toBe("length");
+    expect(response.truncatedToolCalls).toBe(true);
+    expect(response.message.tool_calls).toBeUndefined();
+  });
+
+  it("retries 429 and 5xx, honouring Retry-After", async () => {
+    server.script(
+      { reply: { error: { status: 429, retryAfter: "0.3" } } },
+      { reply: { error: { status: 503 } } },
+      { reply: { text: "finally" } },
+    );
+    const response = await router().call(["model-a"], { messages });
+    expect(response.message.content).toBe("finally");
+    const [first, second] = server.requests;
+    expect((second?.receivedAt ?? 0) - (first?.receivedAt ?? 0)).toBeGreaterThanOrEqual(290);
+    server.assertComplete();
+  });
+
+  it("retries a connection dropped before any output", async () => {
+    server.script({ reply: { text: "lost", dropAfterChunks: 0 } }, { reply: { text: "second try" } });
+    const response = await router().call(["model-a"], { messages });
+    expect(response.message.content).toBe("second try");
+  });
+
+  it("never retries once output reached the user", async () => {
+    server.script(
+      { reply: { text: "partial answer that breaks", chunks: 5, dropAfterChunks: 3 } },
+      { reply: { text: "x" } },
+    );
+    const deltas: string[] = [];
+    const failure = await router()
+      .call(["model-a"], { messages, onDelta: (t) => deltas.push(t) })
+      .catch((e) => e);
+    expect(failure).toBeInstanceOf(PartialOutputError);
+    expect(deltas.length).toBeGreaterThan(0);
+    expect(server.requests).toHaveLength(1);
+  });
+
+  it("does not retry a client error", async () => {
+    server.script({ reply: { error: { status: 401, message: "bad key" } } });
+    const failure = await router()
+      .call(["model-a"], { messages })
+      .catch((e) => e);
+    expect(failure).toBeInstanceOf(ModelError);
+    expect(failure.status).toBe(401);
+    expect(server.requests).toHaveLength(1);
+  });
+
+  it("reports context length exceeded without retrying or falling back", async () => {
+    server.script({
+      reply: {
+        error: {
+          status: 400,
+          code: "context_length_exceeded",
+          message: "This model's maximum context length is 1000 tokens",
+        },
+      },
+    });
+    const failure = await router()
+      .call(["model-a", "model-b"], { messages })
+      .catch((e) => e);
+    expect(failure).toBeInstanceOf(ContextLengthExceededError);
+    expect(server.requests).toHaveLength(1);
+  });
+
+  it("falls back down the chain when a model keeps failing", async () => {
+    server.script(
+      { match: { where: (r) => r.model === "model-a" }, reply: { error: { status: 500 } }, times: 2 },
+      { match: { where: (r) => r.model === "model-b" }, reply: { text: "from b" } },
+    );
+    const response = await router({ retry: { maxRetries: 1, baseDelayMs: 1 } }).call(["model-a", "model-b"], {
+      messages,
+    });
+    expect(response.model).toBe("model-b");
+    expect(response.message.content).toBe("from b");
+    server.assertComplete();
+  });
+
+  it("opens a model's circuit after repeated failures, then probes after the cool-down", async () => {
+    let now = 0;
+    const r = router({
+      retry: { maxRetries: 0 },
+      circuit: { failureThreshold: 2, coolDownMs: 1000, now: () => now },
+    });
+    server.script({
+      match: { where: (q) => q.model === "model-a" },
+      reply: { error: { status: 500 } },
+      times: 2,
+    });
+    server.script({
+      match: { where: (q) => q.model === "model-b" },
+      reply: { text: "b" },
+      times: Number.POSITIVE_INFINITY,
+    });
+    await r.call(["model-a", "model-b"], { messages });
+    await r.call(["model-a", "model-b"], { messages });
+    expect(r.breaker("model-a").state).toBe("open");
+    const before = server.requests.length;
+    await r.call(["model-a", "model-b"], { messages });
+    expect(server.requests.slice(before).map((q) => q.body.model)).toEqual(["model-b"]);
+    await expect(r.call(["model-a"], { messages })).rejects.toBeInstanceOf(CircuitOpenError);
+
+    now = 1500;
+    expect(r.breaker("model-a").state).toBe("half-open");
+    server.script({ match: { where: (q) => q.model === "model-a" }, reply: { text: "a is back" } });
+    const probe = await r.call(["model-a", "model-b"], { messages });
+    expect(probe.model).toBe("model-a");
+    expect(r.breaker("model-a").state).toBe("closed");
+  });
+
+  it("aborts a slow stream promptly through the signal", async () => {
+    server.script({ reply: { text: "slow ".repeat(50), chunks: 50, chunkDelayMs: 50 } });
+    const controller = new AbortController();
+    const started = Date.now();
+    setTimeout(() => controller.abort(), 150);
+    await expect(router().call(["model-a"], { messages, signal: controller.signal })).rejects.toThrow();
+    expect(Date.now() - started).toBeLessThan(1000);
+  });
+
+  it("says in one line what to set when there is no key and no server", () => {
+    const r = new ModelRouter(troupeConfigSchema.parse({}), { env: {} });
+    expect(() => r.assertConfigured("gpt-4o-mini")).toThrow(ModelNotConfiguredError);
+    expect(() => r.assertConfigured("gpt-4o-mini")).toThrow(
+      /set OPENAI_API_KEY for OpenAI, or OPENAI_BASE_URL/,
+    );
+    const withKey = new ModelRouter(troupeConfigSchema.parse({}), { env: { OPENAI_API_KEY: "sk-test" } });
+    expect(() => withKey.assertConfigured("gpt-4o-mini")).not.toThrow();
+  });
+
+  it("resolves provider/model names and context windows from the config", () => {
+    const config = troupeConfigSchema.parse({
+      providers: {
+        openai: { models: { "gpt-4o": { contextWindow: 128000 } } },
+        local: {
+          baseURL: "http://127.0.0.1:1/v1",
+          contextWindow: 8192,
+          models: { "llama3.1": { contextWindow: 32768 } },
+        },
+      },
+    });
+    const r = new ModelRouter(config, { env: {} });
+    expect(r.resolve("gpt-4o")).toMatchObject({ provider: "openai", name: "gpt-4o", contextWindow: 128000 });
+    expect(r.resolve("llama3.1")).toMatchObject({
+      provider: "local",
+      name: "llama3.1",
+      contextWindow: 32768,
+    });
+    expect(r.resolve("local/qwen")).toMatchObject({ provider: "local", name: "qwen", contextWindow: 8192 });
+    expect(r.resolve("meta-llama/Llama-3-8B")).toMatchObject({
+      provider: "openai",
+      name: "meta-llama/Llama-3-8B",
+    });
+  });
+});
