@@ -1,0 +1,453 @@
+import { and, assign, fromPromise, not, setup } from "xstate";
+import { repairToolPairs } from "../context/repair.js";
+import { addUsage, type ChatMessage, ZERO_USAGE } from "../model/types.js";
+import type { PlannedCall } from "../tools/plan.js";
+import { resultContent, type ToolResult, toolError } from "../tools/tool.js";
+import type {
+  AgentContext,
+  AgentEvent,
+  AgentInput,
+  AgentOutput,
+  ApprovalDecision,
+  CompactionInput,
+  CompactionOutput,
+  ModelTurn,
+  ModelTurnInput,
+  StopReason,
+  ToolBatchOutput,
+} from "./agent-types.js";
+import { callSignature, detectLoop } from "./loop-detection.js";
+
+/** Bumped when the context or states change incompatibly; stored with every snapshot. */
+export const AGENT_MACHINE_VERSION = 1;
+
+/** setTimeout's ceiling: a budget with no wall-time limit never fires. */
+const NO_WALL_LIMIT_MS = 2 ** 31 - 1;
+
+const notProvided = (name: string) =>
+  fromPromise<never, unknown>(async () => {
+    throw new Error(`${name} is provided by the agent host (machine.provide)`);
+  });
+
+/**
+ * One agent's lifecycle (DESIGN.md): idle → callingModel ⇄ (awaitingApproval →) executingTools,
+ * with compacting before a model call when the context is too full, until stopped. Pure: the model
+ * call, the approval wait, the tool batch and compaction are actors the host provides, and the
+ * only clock is XState's (the wall-time budget is a delay).
+ */
+export const agentMachine = setup({
+  types: {
+    context: {} as AgentContext,
+    events: {} as AgentEvent,
+    input: {} as AgentInput,
+    output: {} as AgentOutput,
+  },
+  actors: {
+    callModel: notProvided("callModel") as unknown as ReturnType<
+      typeof fromPromise<ModelTurn, ModelTurnInput>
+    >,
+    awaitApproval: notProvided("awaitApproval") as unknown as ReturnType<
+      typeof fromPromise<ApprovalDecision[], { calls: PlannedCall[] }>
+    >,
+    runTools: notProvided("runTools") as unknown as ReturnType<
+      typeof fromPromise<ToolBatchOutput, { calls: PlannedCall[] }>
+    >,
+    compact: notProvided("compact") as unknown as ReturnType<
+      typeof fromPromise<CompactionOutput, CompactionInput>
+    >,
+  },
+  guards: {
+    /** The host provides this from the token count and the model's context window. */
+    needsCompaction: () => false,
+    mustFinalizeForBudget: ({ context }) => context.finalizing === null && exhausted(context) !== undefined,
+    isFinalizing: ({ context }) => context.finalizing !== null,
+    truncatedToolCall: ({ event }) => turnOf(event).truncatedToolCalls,
+    hasToolCalls: ({ event }) => turnOf(event).plan.length > 0,
+    needsApproval: ({ context, event }) => limitBatch(context, turnOf(event).plan).some(awaitsDecision),
+    hasSteering: ({ context }) => context.steering.length > 0,
+    hasFollowUp: ({ context }) => context.followUps.length > 0,
+    allTerminate: ({ context, event }) => {
+      const results = batchResults(context, batchOutputOf(event));
+      return results.length > 0 && results.every((r) => r.result.terminate === true);
+    },
+    loopDetected: ({ context, event }) => loopAfter(context, batchOutputOf(event)) !== undefined,
+    alreadyNudged: ({ context }) => context.nudgedForLoop,
+    contextLengthFirstTime: ({ context, event }) =>
+      !context.compactedForError &&
+      (event as { error?: { name?: string } }).error?.name === "ContextLengthExceededError",
+    hasWallLimit: ({ context }) => context.budget.maxWallMs !== undefined && context.finalizing === null,
+  },
+  delays: {
+    wallBudget: ({ context }) =>
+      context.budget.maxWallMs === undefined
+        ? NO_WALL_LIMIT_MS
+        : Math.max(0, context.budget.maxWallMs - context.elapsedMs),
+  },
+  actions: {
+    addTask: assign({
+      messages: ({ context, event }) =>
+        event.type === "START"
+          ? [...context.messages, { role: "user", content: event.task }]
+          : context.messages,
+    }),
+    queueSteering: assign({
+      steering: ({ context, event }) =>
+        event.type === "STEER" ? [...context.steering, event.text] : context.steering,
+    }),
+    queueFollowUp: assign({
+      followUps: ({ context, event }) =>
+        event.type === "FOLLOW_UP" ? [...context.followUps, event.text] : context.followUps,
+    }),
+    injectSteering: assign(({ context }) =>
+      context.steering.length === 0
+        ? {}
+        : { messages: [...context.messages, ...context.steering.map(userMessage)], steering: [] },
+    ),
+    takeFollowUp: assign(({ context }) => {
+      const [next, ...rest] = context.followUps;
+      return next === undefined
+        ? {}
+        : { messages: [...context.messages, userMessage(next)], followUps: rest };
+    }),
+    repairHistory: assign({ messages: ({ context }) => repairToolPairs(context.messages) as ChatMessage[] }),
+    recordTurn: assign(({ context, event }) => {
+      const turn = turnOf(event);
+      return {
+        messages: [...context.messages, turn.message],
+        usage: addUsage(context.usage, turn.usage),
+        turns: context.turns + 1,
+        compactedForError: false,
+      };
+    }),
+    noteTruncation: assign({
+      messages: ({ context }) => [
+        ...context.messages,
+        userMessage(
+          "Your last answer was cut off by the output length limit, so its tool call was not run. Make the call again with shorter arguments, or split the work.",
+        ),
+      ],
+    }),
+    setBatch: assign({ batch: ({ context, event }) => limitBatch(context, turnOf(event).plan) }),
+    applyDecisions: assign({
+      batch: ({ context, event }) => {
+        const decisions = new Map(
+          (event as unknown as { output: ApprovalDecision[] }).output.map((d) => [d.id, d]),
+        );
+        return context.batch.map((call) => {
+          if (!awaitsDecision(call)) return call;
+          const decision = decisions.get(call.id);
+          if (decision?.approved) return { ...call, decision: "allow" as const };
+          const reason = decision?.reason ?? "no decision was made";
+          return {
+            ...call,
+            decision: "deny" as const,
+            result: toolError(
+              `the user denied ${call.name}: ${reason}`,
+              "do not retry this call; find another way or ask the user",
+            ),
+          };
+        });
+      },
+    }),
+    denyAllAsked: assign({
+      batch: ({ context }) =>
+        context.batch.map((call) =>
+          awaitsDecision(call)
+            ? {
+                ...call,
+                decision: "deny" as const,
+                result: toolError(
+                  `${call.name} was not approved: the approval could not be asked`,
+                  "do without this call",
+                ),
+              }
+            : call,
+        ),
+    }),
+    recordResults: assign(({ context, event }) => {
+      const output = batchOutputOf(event);
+      const results = batchResults(context, output);
+      const executed = results.filter((r) => r.executed);
+      const wrote = executed.some((r) => r.call.effect !== "read");
+      const recentCalls = wrote
+        ? []
+        : [...context.recentCalls, ...executed.map((r) => callSignature(r.call.name, r.call.arguments))];
+      return {
+        messages: [
+          ...context.messages,
+          ...results.map(({ call, result }) => ({
+            role: "tool" as const,
+            tool_call_id: call.id,
+            content: resultContent(result),
+          })),
+        ],
+        toolCalls: context.toolCalls + executed.length,
+        recentCalls,
+        batch: [],
+      };
+    }),
+    nudgeLoop: assign(({ context }) => ({
+      messages: [
+        ...context.messages,
+        userMessage(
+          `You seem to be repeating yourself (${detectLoop(context.recentCalls)}). Try a different approach, or give your final answer if you have enough.`,
+        ),
+      ],
+      recentCalls: [],
+      nudgedForLoop: true,
+    })),
+    beginLoopFinal: assign(({ context }) => ({
+      messages: [
+        ...context.messages,
+        userMessage(
+          `You are still repeating yourself (${detectLoop(context.recentCalls)}). Stop calling tools and give your final answer now with what you have.`,
+        ),
+      ],
+      finalizing: "loop_detected" as const,
+    })),
+    beginBudgetFinal: assign(({ context }) => ({
+      messages: [
+        ...context.messages,
+        userMessage(
+          `Your budget is used up (${exhausted(context)}). Give your final answer now with what you have; no more tool calls.`,
+        ),
+      ],
+      finalizing: "budget_exhausted" as const,
+    })),
+    beginWallFinal: assign(({ context }) => ({
+      messages: [
+        ...(repairToolPairs(context.messages) as ChatMessage[]),
+        userMessage(
+          `Your time budget of ${context.budget.maxWallMs} ms is used up. Give your final answer now with what you have; no more tool calls.`,
+        ),
+      ],
+      finalizing: "budget_exhausted" as const,
+      batch: [],
+    })),
+    markContextRetry: assign({ compactedForError: true }),
+    applyCompaction: assign(({ context, event }) => {
+      const output = (event as unknown as { output: CompactionOutput }).output;
+      return { messages: output.messages, usage: addUsage(context.usage, output.usage) };
+    }),
+    stopAfterTurn: assign({
+      stop: ({ context, event }) =>
+        stopWith(context, context.finalizing ?? "done", turnOf(event).message.content ?? ""),
+    }),
+    stopTerminated: assign({
+      stop: ({ context, event }) => {
+        const results = batchResults(context, batchOutputOf(event));
+        const executed = results.filter((r) => r.executed).length;
+        const text = results.map((r) => r.result.output).join("\n");
+        return stopWith({ ...context, toolCalls: context.toolCalls + executed }, "done", text);
+      },
+    }),
+    stopFailed: assign({
+      stop: ({ context, event }) => {
+        const error = (event as { error?: unknown }).error;
+        return {
+          ...stopWith(context, "failed", ""),
+          error: error instanceof Error ? error.message : String(error),
+        };
+      },
+    }),
+    stopAborted: assign({ stop: ({ context }) => stopWith(context, "aborted", lastText(context.messages)) }),
+  },
+}).createMachine({
+  id: "agent",
+  context: ({ input }) => ({
+    runId: input.runId,
+    agentId: input.agentId,
+    name: input.name,
+    budget: input.budget,
+    elapsedMs: input.elapsedMs ?? 0,
+    messages: [{ role: "system", content: input.systemPrompt }],
+    steering: [],
+    followUps: [],
+    usage: { ...ZERO_USAGE },
+    turns: 0,
+    toolCalls: 0,
+    batch: [],
+    recentCalls: [],
+    nudgedForLoop: false,
+    finalizing: null,
+    compactedForError: false,
+    stop: null,
+  }),
+  initial: "idle",
+  on: {
+    STEER: { actions: "queueSteering" },
+    FOLLOW_UP: { actions: "queueFollowUp" },
+    ABORT: { target: ".stopped", actions: "stopAborted" },
+  },
+  after: {
+    wallBudget: { guard: "hasWallLimit", target: ".nextTurn", actions: "beginWallFinal" },
+  },
+  states: {
+    idle: {
+      on: { START: { target: "nextTurn", actions: "addTask" } },
+    },
+    /** Transient: the budget check before every model call. */
+    nextTurn: {
+      always: [
+        { guard: "mustFinalizeForBudget", target: "checkingContext", actions: "beginBudgetFinal" },
+        { target: "checkingContext" },
+      ],
+    },
+    /** Transient: compact first when the context is too full. */
+    checkingContext: {
+      always: [{ guard: "needsCompaction", target: "compacting" }, { target: "callingModel" }],
+    },
+    callingModel: {
+      entry: "repairHistory",
+      invoke: {
+        src: "callModel",
+        input: ({ context }) => ({ messages: context.messages, withTools: context.finalizing === null }),
+        onDone: [
+          { guard: "isFinalizing", target: "stopped", actions: ["recordTurn", "stopAfterTurn"] },
+          { guard: "truncatedToolCall", target: "nextTurn", actions: ["recordTurn", "noteTruncation"] },
+          {
+            guard: and(["hasToolCalls", "needsApproval"]),
+            target: "awaitingApproval",
+            actions: ["recordTurn", "setBatch"],
+          },
+          { guard: "hasToolCalls", target: "executingTools", actions: ["recordTurn", "setBatch"] },
+          { guard: "hasSteering", target: "nextTurn", actions: ["recordTurn", "injectSteering"] },
+          { guard: "hasFollowUp", target: "nextTurn", actions: ["recordTurn", "takeFollowUp"] },
+          { target: "stopped", actions: ["recordTurn", "stopAfterTurn"] },
+        ],
+        onError: [
+          { guard: "contextLengthFirstTime", target: "compacting", actions: "markContextRetry" },
+          { target: "stopped", actions: "stopFailed" },
+        ],
+      },
+    },
+    awaitingApproval: {
+      invoke: {
+        src: "awaitApproval",
+        input: ({ context }) => ({ calls: context.batch.filter(awaitsDecision) }),
+        onDone: { target: "executingTools", actions: "applyDecisions" },
+        onError: { target: "executingTools", actions: "denyAllAsked" },
+      },
+    },
+    executingTools: {
+      invoke: {
+        src: "runTools",
+        input: ({ context }) => ({
+          calls: context.batch.filter((call) => !call.result && call.decision === "allow"),
+        }),
+        onDone: [
+          { guard: "allTerminate", target: "stopped", actions: ["stopTerminated", "recordResults"] },
+          {
+            guard: and(["loopDetected", "alreadyNudged"]),
+            target: "nextTurn",
+            actions: ["recordResults", "beginLoopFinal"],
+          },
+          {
+            guard: and(["loopDetected", not("alreadyNudged")]),
+            target: "nextTurn",
+            actions: ["recordResults", "nudgeLoop", "injectSteering"],
+          },
+          { target: "nextTurn", actions: ["recordResults", "injectSteering"] },
+        ],
+        onError: { target: "stopped", actions: "stopFailed" },
+      },
+    },
+    compacting: {
+      invoke: {
+        src: "compact",
+        input: ({ context }) => ({
+          messages: context.messages,
+          reason: context.compactedForError ? ("context_length" as const) : ("threshold" as const),
+        }),
+        onDone: { target: "callingModel", actions: "applyCompaction" },
+        onError: { target: "stopped", actions: "stopFailed" },
+      },
+    },
+    stopped: {
+      type: "final",
+    },
+  },
+  output: ({ context }) => context.stop ?? stopWith(context, "failed", ""),
+});
+
+function userMessage(content: string): ChatMessage {
+  return { role: "user", content };
+}
+
+function turnOf(event: unknown): ModelTurn {
+  return (event as { output: ModelTurn }).output;
+}
+
+function batchOutputOf(event: unknown): ToolBatchOutput {
+  return (event as { output: ToolBatchOutput }).output;
+}
+
+function awaitsDecision(call: PlannedCall): boolean {
+  return call.decision === "ask" && call.result === undefined;
+}
+
+/** Calls past the tool-call budget get an error result instead of running. */
+function limitBatch(context: AgentContext, plan: PlannedCall[]): PlannedCall[] {
+  const max = context.budget.maxToolCalls;
+  if (max === undefined) return plan;
+  let left = max - context.toolCalls;
+  return plan.map((call) => {
+    if (call.result) return call;
+    if (left > 0) {
+      left--;
+      return call;
+    }
+    return {
+      ...call,
+      decision: "deny" as const,
+      result: toolError(`the tool-call budget of ${max} is used up`, "give your answer with what you have"),
+    };
+  });
+}
+
+/** The batch's results in the order the model asked, and which of them ran. */
+function batchResults(context: AgentContext, output: ToolBatchOutput) {
+  return context.batch.map((call) => {
+    const ran = output[call.id];
+    const result: ToolResult =
+      call.result ??
+      ran ??
+      toolError(`${call.name} did not run (the batch was interrupted)`, "call it again if you still need it");
+    return { call, result, executed: call.result === undefined && ran !== undefined };
+  });
+}
+
+function loopAfter(context: AgentContext, output: ToolBatchOutput): string | undefined {
+  const executed = batchResults(context, output).filter((r) => r.executed);
+  if (executed.some((r) => r.call.effect !== "read")) return undefined;
+  return detectLoop([
+    ...context.recentCalls,
+    ...executed.map((r) => callSignature(r.call.name, r.call.arguments)),
+  ]);
+}
+
+/** The first budget dimension used up, or undefined. */
+export function exhausted(
+  context: Pick<AgentContext, "budget" | "usage" | "turns" | "toolCalls">,
+): string | undefined {
+  const { budget, usage } = context;
+  if (budget.maxTurns !== undefined && context.turns >= budget.maxTurns) return `${budget.maxTurns} turns`;
+  if (budget.maxTokens !== undefined && usage.inputTokens + usage.outputTokens >= budget.maxTokens)
+    return `${budget.maxTokens} tokens`;
+  if (budget.maxToolCalls !== undefined && context.toolCalls >= budget.maxToolCalls)
+    return `${budget.maxToolCalls} tool calls`;
+  if (budget.maxCostUsd !== undefined && usage.costUsd >= budget.maxCostUsd) return `$${budget.maxCostUsd}`;
+  return undefined;
+}
+
+function lastText(messages: readonly ChatMessage[]): string {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const message = messages[i];
+    if (message?.role === "assistant" && message.content) return message.content;
+  }
+  return "";
+}
+
+function stopWith(context: AgentContext, reason: StopReason, result: string): AgentOutput {
+  return { reason, result, usage: context.usage, turns: context.turns, toolCalls: context.toolCalls };
+}

@@ -1,0 +1,93 @@
+import type { Budget } from "../config/schema.js";
+import type { AssistantMessage, ChatMessage, FinishReason, Usage } from "../model/types.js";
+import type { PlannedCall } from "../tools/plan.js";
+import type { ToolResult } from "../tools/tool.js";
+
+/** Why an agent stopped: the output of its machine's final state. */
+export type StopReason = "done" | "aborted" | "budget_exhausted" | "failed" | "loop_detected";
+
+export interface AgentOutput {
+  reason: StopReason;
+  /** The final answer (or, after a terminating tool batch, what the tools said). */
+  result: string;
+  usage: Usage;
+  turns: number;
+  toolCalls: number;
+  /** What went wrong, when `reason` is `failed`. */
+  error?: string;
+}
+
+export interface AgentInput {
+  runId: string;
+  agentId: string;
+  /** The agent's name in config. */
+  name: string;
+  /** The whole system prompt; the first message of the conversation. */
+  systemPrompt: string;
+  budget: Budget;
+  /** Wall time spent before this actor was (re)started, for a restored agent. */
+  elapsedMs?: number;
+}
+
+/** Everything the agent is; all of it is JSON, so a snapshot holds the whole agent. */
+export interface AgentContext extends Required<Omit<AgentInput, "systemPrompt">> {
+  messages: ChatMessage[];
+  /** Injected after the current tool batch. */
+  steering: string[];
+  /** Taken one at a time when the agent would otherwise stop. */
+  followUps: string[];
+  usage: Usage;
+  turns: number;
+  toolCalls: number;
+  /** The tool batch in progress, in the order the model asked. */
+  batch: PlannedCall[];
+  /** Signatures of calls since the last write or execute, for loop detection. */
+  recentCalls: string[];
+  nudgedForLoop: boolean;
+  /** Set when the next model call is the last: no tools, then stop for this reason. */
+  finalizing: "budget_exhausted" | "loop_detected" | null;
+  /** A context-length error was already answered by compacting once. */
+  compactedForError: boolean;
+  stop: AgentOutput | null;
+}
+
+/** What the model actor returns: the model's turn, and its tool calls checked against tools and policy. */
+export interface ModelTurn {
+  message: AssistantMessage;
+  finishReason: FinishReason;
+  usage: Usage;
+  model: string;
+  truncatedToolCalls: boolean;
+  plan: PlannedCall[];
+}
+
+export interface ModelTurnInput {
+  messages: ChatMessage[];
+  /** False for the final answer of a budget or loop stop. */
+  withTools: boolean;
+}
+
+export interface ApprovalDecision {
+  id: string;
+  approved: boolean;
+  reason?: string;
+}
+
+export interface CompactionInput {
+  messages: ChatMessage[];
+  /** `context_length`: the provider refused the prompt as too long. */
+  reason: "threshold" | "context_length";
+}
+
+export interface CompactionOutput {
+  messages: ChatMessage[];
+  usage: Usage;
+}
+
+export type ToolBatchOutput = Record<string, ToolResult>;
+
+export type AgentEvent =
+  | { type: "START"; task: string }
+  | { type: "STEER"; text: string }
+  | { type: "FOLLOW_UP"; text: string }
+  | { type: "ABORT"; reason?: string };

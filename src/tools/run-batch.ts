@@ -1,0 +1,94 @@
+import { type PlannedCall, parseArguments } from "./plan.js";
+import { type ToolContext, type ToolRegistry, type ToolResult, toolError } from "./tool.js";
+
+export interface BatchHooks {
+  onStart?(call: PlannedCall): void;
+  onFinish?(call: PlannedCall, result: ToolResult, durationMs: number): void;
+}
+
+export interface BatchOptions {
+  registry: ToolRegistry;
+  context: Omit<ToolContext, "callId" | "signal">;
+  signal: AbortSignal;
+  hooks?: BatchHooks;
+  defaultTimeoutMs?: number;
+}
+
+/**
+ * Runs the calls of one batch that are cleared to run. Consecutive read calls run together; a write
+ * or execute call runs alone, in the order the model asked, so a read after a write sees it.
+ * Returns results by call id; a tool that throws or times out becomes an error result.
+ */
+export async function runBatch(
+  calls: readonly PlannedCall[],
+  options: BatchOptions,
+): Promise<Record<string, ToolResult>> {
+  const results: Record<string, ToolResult> = {};
+  let group: PlannedCall[] = [];
+  const flush = async () => {
+    const running = group;
+    group = [];
+    await Promise.all(running.map(async (call) => (results[call.id] = await runOne(call, options))));
+  };
+  for (const call of calls) {
+    if (options.signal.aborted) break;
+    if (call.effect === "read") {
+      group.push(call);
+      continue;
+    }
+    await flush();
+    results[call.id] = await runOne(call, options);
+  }
+  await flush();
+  return results;
+}
+
+async function runOne(call: PlannedCall, options: BatchOptions): Promise<ToolResult> {
+  const tool = options.registry.get(call.name);
+  if (!tool) return toolError(`unknown tool "${call.name}"`, "call one of the tools available");
+  options.hooks?.onStart?.(call);
+  const started = performance.now();
+  const timeoutMs = tool.timeoutMs ?? options.defaultTimeoutMs ?? 120_000;
+  const controller = new AbortController();
+  const onAbort = () => controller.abort(options.signal.reason);
+  options.signal.addEventListener("abort", onAbort, { once: true });
+  let timer: NodeJS.Timeout | undefined;
+  let result: ToolResult;
+  try {
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        // Settle the race as a timeout before the tool reacts to the abort.
+        reject(new ToolTimeoutError(timeoutMs));
+        controller.abort(new Error("timeout"));
+      }, timeoutMs);
+    });
+    const args = parseArguments(tool.parameters, call.arguments);
+    result = await Promise.race([
+      Promise.resolve(tool.execute(args, { ...options.context, callId: call.id, signal: controller.signal })),
+      timeout,
+    ]);
+  } catch (error) {
+    result =
+      error instanceof ToolTimeoutError
+        ? toolError(
+            `${call.name} timed out after ${timeoutMs} ms`,
+            "try a smaller request, or a different approach",
+          )
+        : toolError(
+            `${call.name} failed: ${error instanceof Error ? error.message : String(error)}`,
+            "check the arguments, or try a different approach",
+          );
+  } finally {
+    clearTimeout(timer);
+    options.signal.removeEventListener("abort", onAbort);
+  }
+  options.hooks?.onFinish?.(call, result, performance.now() - started);
+  return result;
+}
+
+class ToolTimeoutError extends Error {
+  override name = "ToolTimeoutError";
+  constructor(readonly timeoutMs: number) {
+    super(`timed out after ${timeoutMs} ms`);
+  }
+}

@@ -1,0 +1,101 @@
+import { z } from "zod";
+import type { ToolSpec } from "../model/types.js";
+import type { ToolEffect } from "./catalog.js";
+
+/**
+ * What every tool returns. An error is data the model can act on: `error` says what went wrong and
+ * `recoveryHint` what to do next.
+ */
+export interface ToolResult {
+  ok: boolean;
+  output: string;
+  error?: string;
+  summary?: string;
+  artifacts?: string[];
+  nextActions?: string[];
+  recoveryHint?: string;
+  /** When every result of a batch says so, the agent stops without another model call. */
+  terminate?: boolean;
+}
+
+export interface ToolContext {
+  signal: AbortSignal;
+  callId: string;
+  runId: string;
+  agentId: string;
+  workspace: string;
+}
+
+export interface Tool<Args = unknown> {
+  name: string;
+  description: string;
+  effect: ToolEffect;
+  parameters: z.ZodType<Args>;
+  /** Default 120000. */
+  timeoutMs?: number;
+  execute(args: Args, context: ToolContext): Promise<ToolResult> | ToolResult;
+}
+
+/** Declares a tool whose arguments are typed by its zod schema. */
+export function defineTool<S extends z.ZodType>(tool: {
+  name: string;
+  description: string;
+  effect: ToolEffect;
+  parameters: S;
+  timeoutMs?: number;
+  execute(args: z.infer<S>, context: ToolContext): Promise<ToolResult> | ToolResult;
+}): Tool<z.infer<S>> {
+  return tool as Tool<z.infer<S>>;
+}
+
+export function toolError(error: string, recoveryHint: string): ToolResult {
+  return { ok: false, output: "", error, recoveryHint };
+}
+
+/** The text the model reads for a result. */
+export function resultContent(result: ToolResult): string {
+  if (result.ok) return result.summary ? `${result.summary}\n${result.output}` : result.output;
+  const lines = [`error: ${result.error ?? "the tool failed"}`];
+  if (result.output) lines.push(result.output);
+  if (result.recoveryHint) lines.push(`how to recover: ${result.recoveryHint}`);
+  return lines.join("\n");
+}
+
+/** Tools by name; gives the model JSON Schemas from the zod schemas. */
+export class ToolRegistry {
+  #tools = new Map<string, Tool>();
+  #specs = new Map<string, ToolSpec>();
+
+  constructor(tools: Iterable<Tool> = []) {
+    for (const tool of tools) this.register(tool);
+  }
+
+  register(tool: Tool): this {
+    if (this.#tools.has(tool.name)) throw new Error(`tool "${tool.name}" is registered twice`);
+    this.#tools.set(tool.name, tool);
+    return this;
+  }
+
+  get(name: string): Tool | undefined {
+    return this.#tools.get(name);
+  }
+
+  names(): string[] {
+    return [...this.#tools.keys()];
+  }
+
+  spec(name: string): ToolSpec | undefined {
+    const tool = this.#tools.get(name);
+    if (!tool) return undefined;
+    let spec = this.#specs.get(name);
+    if (!spec) {
+      const { $schema: _, ...parameters } = z.toJSONSchema(tool.parameters, { io: "input" }) as Record<
+        string,
+        unknown
+      >;
+      spec = { name, description: tool.description, parameters };
+      this.#specs.set(name, spec);
+    }
+    return spec;
+  }
+}

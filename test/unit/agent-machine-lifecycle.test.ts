@@ -1,0 +1,123 @@
+import { describe, expect, it } from "vitest";
+import type { Snapshot } from "xstate";
+import { calls, finished, hang, harness, reach, type Stubs, text } from "../support/machine-harness.js";
+
+/** Stubs that hold the machine in `state` until released, and a way to get there. */
+function holdIn(state: string): { stubs: () => Stubs; task: string } {
+  const askCall = () => calls({ name: "shell", effect: "execute", decision: "ask" });
+  switch (state) {
+    case "callingModel":
+      return { task: "x", stubs: () => ({ model: [(_i, signal) => hang(signal), text("resumed")] }) };
+    case "awaitingApproval":
+      return {
+        task: "x",
+        stubs: () => ({ model: [askCall(), text("resumed")], approve: (_c, signal) => hang(signal) }),
+      };
+    case "executingTools":
+      return {
+        task: "x",
+        stubs: () => ({
+          model: [calls({ name: "read_file" }), text("resumed")],
+          tools: (_c, signal) => hang(signal),
+        }),
+      };
+    case "compacting":
+      return {
+        task: "x",
+        stubs: () => ({
+          model: [text("resumed")],
+          needsCompaction: () => true,
+          compact: (_i, signal) => hang(signal),
+        }),
+      };
+    default:
+      return { task: "x", stubs: () => ({ model: [text("resumed")] }) };
+  }
+}
+
+describe("agent machine: ABORT", () => {
+  it.each(["idle", "callingModel", "awaitingApproval", "executingTools", "compacting"])(
+    "from %s ends in stopped(aborted), cancels the work in flight and keeps the queues",
+    async (state) => {
+      const setup = holdIn(state);
+      const { actor, seen } = harness(setup.stubs());
+      actor.start();
+      if (state !== "idle") actor.send({ type: "START", task: setup.task });
+      await reach(actor, state);
+      actor.send({ type: "STEER", text: "kept steering" });
+      actor.send({ type: "FOLLOW_UP", text: "kept follow-up" });
+      actor.send({ type: "ABORT" });
+      const output = await finished(actor);
+      expect(output.reason).toBe("aborted");
+      // The work in flight was cancelled through its signal.
+      if (state !== "idle") expect(seen.signals.at(-1)?.aborted).toBe(true);
+      const context = actor.getSnapshot().context;
+      expect(context.steering).toEqual(["kept steering"]);
+      expect(context.followUps).toEqual(["kept follow-up"]);
+      const persisted = JSON.parse(JSON.stringify(actor.getPersistedSnapshot()));
+      expect(persisted.context.steering).toEqual(["kept steering"]);
+    },
+  );
+});
+
+describe("agent machine: snapshots", () => {
+  it.each(["idle", "callingModel", "awaitingApproval", "executingTools"])(
+    "persists in %s and a restored actor carries on to the end",
+    async (state) => {
+      const setup = holdIn(state);
+      const first = harness(setup.stubs(), { budget: { maxTurns: 10 } });
+      first.actor.start();
+      if (state !== "idle") first.actor.send({ type: "START", task: setup.task });
+      await reach(first.actor, state);
+      first.actor.send({ type: "FOLLOW_UP", text: "queued" });
+      const persisted = JSON.parse(JSON.stringify(first.actor.getPersistedSnapshot())) as Snapshot<unknown>;
+      first.actor.stop();
+
+      // A new host: work that was in flight starts again; everything else comes from the snapshot.
+      const second = harness(
+        {
+          model: [text("resumed"), text("follow-up answered")],
+          approve: (asked) => asked.map((c) => ({ id: c.id, approved: true })),
+        },
+        {},
+        persisted,
+      );
+      second.actor.start();
+      expect(second.actor.getSnapshot().value).toBe(state);
+      if (state === "idle") second.actor.send({ type: "START", task: "x" });
+      const output = await finished(second.actor);
+      expect(output.reason).toBe("done");
+      expect(output.result).toBe("follow-up answered");
+      // The budget comes from the snapshot, not from the new host's input.
+      expect(second.actor.getSnapshot().context.budget).toEqual({ maxTurns: 10 });
+      const messages = second.seen.modelInputs.at(-1)?.messages ?? [];
+      expect(messages[0]).toEqual({ role: "system", content: "You test." });
+      expect(messages.at(-1)).toEqual({ role: "user", content: "queued" });
+    },
+  );
+
+  it("persists in compacting and resumes the compaction", async () => {
+    const first = harness(holdIn("compacting").stubs());
+    first.actor.start();
+    first.actor.send({ type: "START", task: "x" });
+    await reach(first.actor, "compacting");
+    const persisted = JSON.parse(JSON.stringify(first.actor.getPersistedSnapshot())) as Snapshot<unknown>;
+    first.actor.stop();
+    const second = harness({ model: [text("after")] }, {}, persisted);
+    second.actor.start();
+    expect(await finished(second.actor)).toMatchObject({ reason: "done", result: "after" });
+    expect(second.seen.compactions).toHaveLength(1);
+  });
+
+  it("restores a stopped agent as done, with its output", async () => {
+    const first = harness({ model: [text("the end")] });
+    first.actor.start();
+    first.actor.send({ type: "START", task: "x" });
+    await finished(first.actor);
+    const persisted = JSON.parse(JSON.stringify(first.actor.getPersistedSnapshot())) as Snapshot<unknown>;
+    const second = harness({ model: [] }, {}, persisted);
+    second.actor.start();
+    expect(second.actor.getSnapshot().status).toBe("done");
+    expect(second.actor.getSnapshot().output).toMatchObject({ reason: "done", result: "the end" });
+  });
+});

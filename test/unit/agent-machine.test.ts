@@ -1,0 +1,381 @@
+import { describe, expect, it } from "vitest";
+import type { ChatMessage } from "../../src/model/types.js";
+import { calls, finished, hang, harness, okResults, reach, text } from "../support/machine-harness.js";
+
+const roles = (messages: ChatMessage[]) => messages.map((m) => m.role);
+
+describe("agent machine: the loop", () => {
+  it("answers without tools: idle → callingModel → stopped(done)", async () => {
+    const { actor, states, seen } = harness({ model: [text("Hi there.")] });
+    actor.start();
+    actor.send({ type: "START", task: "Say hi" });
+    const output = await finished(actor);
+    expect(output).toMatchObject({ reason: "done", result: "Hi there.", turns: 1, toolCalls: 0 });
+    expect(output.usage).toMatchObject({ inputTokens: 10, outputTokens: 5 });
+    expect(states).toEqual(["idle", "callingModel", "stopped"]);
+    expect(seen.modelInputs[0]?.withTools).toBe(true);
+    expect(seen.modelInputs[0]?.messages).toEqual([
+      { role: "system", content: "You test." },
+      { role: "user", content: "Say hi" },
+    ]);
+  });
+
+  it("runs a tool batch and writes results back in the order the model asked", async () => {
+    const turn = calls({ name: "read_file", args: { path: "a" } }, { name: "grep", args: { q: "b" } });
+    const { actor, states, seen } = harness({
+      model: [turn, text("Done.")],
+      // The batch returns its results in reverse order.
+      tools: (batch) =>
+        Object.fromEntries([...batch].reverse().map((c) => [c.id, { ok: true, output: `out of ${c.name}` }])),
+    });
+    actor.start();
+    actor.send({ type: "START", task: "Look" });
+    const output = await finished(actor);
+    expect(output).toMatchObject({ reason: "done", result: "Done.", turns: 2, toolCalls: 2 });
+    expect(states).toEqual(["idle", "callingModel", "executingTools", "callingModel", "stopped"]);
+    const second = seen.modelInputs[1]?.messages ?? [];
+    expect(roles(second)).toEqual(["system", "user", "assistant", "tool", "tool"]);
+    expect(second.slice(3)).toEqual([
+      { role: "tool", tool_call_id: turn.plan[0]?.id, content: "out of read_file" },
+      { role: "tool", tool_call_id: turn.plan[1]?.id, content: "out of grep" },
+    ]);
+  });
+
+  it("asks for approval of calls whose policy says ask; a denial becomes an error result", async () => {
+    const turn = calls(
+      { name: "read_file", effect: "read" },
+      { name: "write_file", effect: "write", decision: "ask" },
+      { name: "shell", effect: "execute", decision: "ask" },
+    );
+    const { actor, states, seen } = harness({
+      model: [turn, text("ok")],
+      approve: (asked) =>
+        asked.map((c) => ({ id: c.id, approved: c.name === "write_file", reason: "not now" })),
+    });
+    actor.start();
+    actor.send({ type: "START", task: "Change things" });
+    const output = await finished(actor);
+    expect(states).toEqual([
+      "idle",
+      "callingModel",
+      "awaitingApproval",
+      "executingTools",
+      "callingModel",
+      "stopped",
+    ]);
+    expect(seen.approvals[0]?.map((c) => c.name)).toEqual(["write_file", "shell"]);
+    expect(seen.batches[0]?.map((c) => c.name)).toEqual(["read_file", "write_file"]);
+    const shellResult = seen.modelInputs[1]?.messages.at(-1);
+    expect(shellResult).toMatchObject({ role: "tool", tool_call_id: turn.plan[2]?.id });
+    expect(shellResult?.content).toContain("the user denied shell: not now");
+    expect(output.toolCalls).toBe(2);
+  });
+
+  it("denies every asked call when the approval wait fails", async () => {
+    const turn = calls({ name: "shell", effect: "execute", decision: "ask" });
+    const { actor, seen } = harness({
+      model: [turn, text("ok")],
+      approve: () => {
+        throw new Error("no approver");
+      },
+    });
+    actor.start();
+    actor.send({ type: "START", task: "x" });
+    await finished(actor);
+    expect(seen.batches[0]).toEqual([]);
+    expect(seen.modelInputs[1]?.messages.at(-1)?.content).toContain("was not approved");
+  });
+
+  it("gives calls that were refused at planning their error result without running them", async () => {
+    const turn = calls({ name: "read_file" }, { name: "nope" });
+    const refused = turn.plan[1];
+    if (refused)
+      Object.assign(refused, {
+        decision: "deny",
+        result: { ok: false, output: "", error: 'unknown tool "nope"' },
+      });
+    const { actor, seen } = harness({ model: [turn, text("ok")] });
+    actor.start();
+    actor.send({ type: "START", task: "x" });
+    const output = await finished(actor);
+    expect(seen.batches[0]?.map((c) => c.name)).toEqual(["read_file"]);
+    expect(seen.modelInputs[1]?.messages.at(-1)?.content).toContain('unknown tool "nope"');
+    expect(output.toolCalls).toBe(1);
+  });
+
+  it("stops without another model call when every result of a batch says terminate", async () => {
+    const { actor, seen } = harness({
+      model: [calls({ name: "finish" }, { name: "finish" })],
+      tools: (batch) =>
+        Object.fromEntries(batch.map((c) => [c.id, { ok: true, output: "final word", terminate: true }])),
+    });
+    actor.start();
+    actor.send({ type: "START", task: "x" });
+    const output = await finished(actor);
+    expect(output).toMatchObject({ reason: "done", result: "final word\nfinal word", toolCalls: 2 });
+    expect(seen.modelInputs).toHaveLength(1);
+  });
+
+  it("goes on when only some results say terminate", async () => {
+    const { actor, seen } = harness({
+      model: [calls({ name: "finish" }, { name: "other" }), text("end")],
+      tools: (batch) =>
+        Object.fromEntries(
+          batch.map((c) => [c.id, { ok: true, output: "x", terminate: c.name === "finish" }]),
+        ),
+    });
+    actor.start();
+    actor.send({ type: "START", task: "x" });
+    expect((await finished(actor)).result).toBe("end");
+    expect(seen.modelInputs).toHaveLength(2);
+  });
+
+  it("tells the model its answer was cut when a tool call was truncated, and asks again", async () => {
+    const cut = { ...calls(), truncatedToolCalls: true, finishReason: "length" as const };
+    const { actor, seen } = harness({ model: [cut, text("shorter")] });
+    actor.start();
+    actor.send({ type: "START", task: "x" });
+    expect((await finished(actor)).result).toBe("shorter");
+    expect(seen.modelInputs[1]?.messages.at(-1)?.content).toMatch(/cut off by the output length limit/);
+    expect(seen.batches).toHaveLength(0);
+  });
+
+  it("fails with the error when the model call fails", async () => {
+    const { actor } = harness({
+      model: [
+        () => {
+          throw new Error("server on fire");
+        },
+      ],
+    });
+    actor.start();
+    actor.send({ type: "START", task: "x" });
+    expect(await finished(actor)).toMatchObject({ reason: "failed", error: "server on fire" });
+  });
+});
+
+describe("agent machine: steering and follow-ups", () => {
+  it("injects steering after the current batch, before the next model call", async () => {
+    let steer: () => void = () => {};
+    const { actor, seen } = harness({
+      model: [calls({ name: "read_file" }), text("steered")],
+      tools: (batch) => {
+        steer();
+        return okResults(batch);
+      },
+    });
+    steer = () => actor.send({ type: "STEER", text: "Focus on tests." });
+    actor.start();
+    actor.send({ type: "START", task: "x" });
+    await finished(actor);
+    const messages = seen.modelInputs[1]?.messages ?? [];
+    expect(roles(messages)).toEqual(["system", "user", "assistant", "tool", "user"]);
+    expect(messages.at(-1)?.content).toBe("Focus on tests.");
+  });
+
+  it("calls the model again for steering that arrives while it answers", async () => {
+    const { actor, seen } = harness({
+      model: [
+        async () => {
+          actor.send({ type: "STEER", text: "also this" });
+          return text("first");
+        },
+        text("second"),
+      ],
+    });
+    actor.start();
+    actor.send({ type: "START", task: "x" });
+    expect((await finished(actor)).result).toBe("second");
+    expect(seen.modelInputs[1]?.messages.at(-1)).toEqual({ role: "user", content: "also this" });
+  });
+
+  it("takes follow-ups one at a time, only when the agent would otherwise stop", async () => {
+    const { actor, seen } = harness({
+      model: [calls({ name: "read_file" }), text("one"), text("two"), text("three")],
+    });
+    actor.start();
+    actor.send({ type: "START", task: "x" });
+    actor.send({ type: "FOLLOW_UP", text: "then A" });
+    actor.send({ type: "FOLLOW_UP", text: "then B" });
+    expect((await finished(actor)).result).toBe("three");
+    // The follow-up did not jump in after the tool batch.
+    expect(seen.modelInputs[1]?.messages.at(-1)?.role).toBe("tool");
+    expect(seen.modelInputs[2]?.messages.at(-1)).toEqual({ role: "user", content: "then A" });
+    expect(seen.modelInputs[3]?.messages.at(-1)).toEqual({ role: "user", content: "then B" });
+  });
+});
+
+describe("agent machine: budgets", () => {
+  const forever = () => Array.from({ length: 10 }, (_, i) => calls({ name: "read_file", args: { i } }));
+
+  it("turns: one last call without tools at exhaustion, then budget_exhausted", async () => {
+    const { actor, seen } = harness(
+      { model: [...forever().slice(0, 2), text("best I can do")] },
+      { budget: { maxTurns: 2 } },
+    );
+    actor.start();
+    actor.send({ type: "START", task: "x" });
+    const output = await finished(actor);
+    expect(output).toMatchObject({ reason: "budget_exhausted", result: "best I can do", turns: 3 });
+    expect(seen.modelInputs.map((i) => i.withTools)).toEqual([true, true, false]);
+    expect(seen.modelInputs[2]?.messages.at(-1)?.content).toMatch(/budget is used up \(2 turns\)/);
+  });
+
+  it("tokens: stops asking for tools once the token budget is spent", async () => {
+    const { actor, seen } = harness(
+      { model: [...forever().slice(0, 3), text("final")] },
+      { budget: { maxTokens: 30 } },
+    );
+    actor.start();
+    actor.send({ type: "START", task: "x" });
+    const output = await finished(actor);
+    expect(output.reason).toBe("budget_exhausted");
+    // 15 tokens per turn: after 2 turns the budget of 30 is spent.
+    expect(seen.modelInputs.map((i) => i.withTools)).toEqual([true, true, false]);
+  });
+
+  it("cost: stops once the spend reaches maxCostUsd", async () => {
+    const expensive = {
+      ...calls({ name: "read_file" }),
+      usage: { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, costUsd: 0.6 },
+    };
+    const { actor } = harness(
+      { model: [expensive, { ...expensive }, text("done")] },
+      { budget: { maxCostUsd: 1 } },
+    );
+    actor.start();
+    actor.send({ type: "START", task: "x" });
+    expect(await finished(actor)).toMatchObject({ reason: "budget_exhausted", turns: 3 });
+  });
+
+  it("tool calls: runs only what is left of the budget, and refuses the rest with a result", async () => {
+    const big = calls(
+      { name: "read_file", args: { n: 1 } },
+      { name: "read_file", args: { n: 2 } },
+      { name: "read_file", args: { n: 3 } },
+    );
+    const { actor, seen } = harness({ model: [big, text("done")] }, { budget: { maxToolCalls: 2 } });
+    actor.start();
+    actor.send({ type: "START", task: "x" });
+    const output = await finished(actor);
+    expect(seen.batches[0]).toHaveLength(2);
+    expect(seen.modelInputs[1]?.messages.at(-3)?.content).toBe("read_file ok");
+    expect(seen.modelInputs[1]?.messages.at(-2)?.content).toContain("the tool-call budget of 2 is used up");
+    expect(output).toMatchObject({ reason: "budget_exhausted", toolCalls: 2, turns: 2 });
+    expect(seen.modelInputs[1]?.withTools).toBe(false);
+  });
+
+  it("wall time: on XState's clock, cancels the call in flight and asks for a final answer", async () => {
+    const { actor, seen, clock } = harness(
+      { model: [(_input, signal) => hang(signal), text("out of time")] },
+      { budget: { maxWallMs: 1000 } },
+    );
+    actor.start();
+    actor.send({ type: "START", task: "x" });
+    await reach(actor, "callingModel");
+    clock.increment(999);
+    expect(actor.getSnapshot().value).toBe("callingModel");
+    clock.increment(1);
+    const output = await finished(actor);
+    expect(output).toMatchObject({ reason: "budget_exhausted", result: "out of time" });
+    expect(seen.signals[0]?.aborted).toBe(true);
+    expect(seen.modelInputs[1]?.withTools).toBe(false);
+  });
+
+  it("wall time: a tool batch cut short leaves no call without a result", async () => {
+    const turn = calls({ name: "slow" });
+    const { actor, seen, clock } = harness(
+      { model: [turn, text("final")], tools: (_c, signal) => hang(signal) },
+      { budget: { maxWallMs: 500 } },
+    );
+    actor.start();
+    actor.send({ type: "START", task: "x" });
+    await reach(actor, "executingTools");
+    clock.increment(500);
+    await finished(actor);
+    const messages = seen.modelInputs[1]?.messages ?? [];
+    expect(roles(messages)).toEqual(["system", "user", "assistant", "tool", "user"]);
+    expect(messages[3]?.content).toMatch(/outcome is unknown/);
+  });
+});
+
+describe("agent machine: loop detection", () => {
+  it("nudges after the same call three times, then forces a final answer", async () => {
+    const same = () => calls({ name: "read_file", args: { path: "a" } });
+    const { actor, seen } = harness({
+      model: [same(), same(), same(), same(), same(), same(), text("giving up")],
+    });
+    actor.start();
+    actor.send({ type: "START", task: "x" });
+    const output = await finished(actor);
+    expect(output).toMatchObject({ reason: "loop_detected", result: "giving up" });
+    expect(seen.modelInputs[3]?.messages.at(-1)?.content).toMatch(
+      /repeating yourself \(the same call three times: read_file\(\{"path":"a"\}\)\)/,
+    );
+    expect(seen.modelInputs.map((i) => i.withTools)).toEqual([true, true, true, true, true, true, false]);
+    expect(seen.modelInputs[6]?.messages.at(-1)?.content).toMatch(/still repeating yourself/);
+  });
+
+  it("spots a cycle of two different calls", async () => {
+    const a = () => calls({ name: "read_file", args: { path: "a" } });
+    const b = () => calls({ name: "read_file", args: { path: "b" } });
+    const { actor, seen } = harness({ model: [a(), b(), a(), b(), text("ok")] });
+    actor.start();
+    actor.send({ type: "START", task: "x" });
+    await finished(actor);
+    expect(seen.modelInputs[4]?.messages.at(-1)?.content).toMatch(/a cycle of 2 calls repeated/);
+  });
+
+  it("forgets the history after a write", async () => {
+    const same = () => calls({ name: "read_file", args: { path: "a" } });
+    const write = calls({ name: "write_file", args: { path: "a" }, effect: "write" });
+    const { actor, seen } = harness({ model: [same(), same(), write, same(), same(), text("ok")] });
+    actor.start();
+    actor.send({ type: "START", task: "x" });
+    expect((await finished(actor)).reason).toBe("done");
+    expect(
+      seen.modelInputs.every(
+        (i) => !i.messages.some((m) => m.role === "user" && m.content.includes("repeating")),
+      ),
+    ).toBe(true);
+  });
+});
+
+describe("agent machine: context", () => {
+  it("compacts before a model call when the host says the context is too full", async () => {
+    let full = true;
+    const { actor, states, seen } = harness({
+      model: [text("after compaction")],
+      needsCompaction: () => {
+        const answer = full;
+        full = false;
+        return answer;
+      },
+    });
+    actor.start();
+    actor.send({ type: "START", task: "x" });
+    const output = await finished(actor);
+    expect(states).toEqual(["idle", "compacting", "callingModel", "stopped"]);
+    expect(seen.compactions[0]?.reason).toBe("threshold");
+    expect(seen.modelInputs[0]?.messages.at(-1)?.content).toBe("summary");
+    expect(output.usage.inputTokens).toBe(110);
+  });
+
+  it("compacts and retries once when the provider says the context is too long", async () => {
+    const tooLong = () => {
+      const error = new Error("maximum context length");
+      error.name = "ContextLengthExceededError";
+      throw error;
+    };
+    const { actor, seen } = harness({ model: [tooLong, text("fits now")] });
+    actor.start();
+    actor.send({ type: "START", task: "x" });
+    expect((await finished(actor)).result).toBe("fits now");
+    expect(seen.compactions.map((c) => c.reason)).toEqual(["context_length"]);
+
+    const twice = harness({ model: [tooLong, tooLong] });
+    twice.actor.start();
+    twice.actor.send({ type: "START", task: "x" });
+    expect(await finished(twice.actor)).toMatchObject({ reason: "failed", error: "maximum context length" });
+  });
+});

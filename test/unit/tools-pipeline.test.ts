@@ -1,0 +1,230 @@
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { MISSING_RESULT, repairToolPairs } from "../../src/context/repair.js";
+import { callSignature, detectLoop } from "../../src/machines/loop-detection.js";
+import type { ChatMessage } from "../../src/model/types.js";
+import { decideByEffect } from "../../src/safety/policy.js";
+import { planCalls } from "../../src/tools/plan.js";
+import { runBatch } from "../../src/tools/run-batch.js";
+import { defineTool, resultContent, ToolRegistry } from "../../src/tools/tool.js";
+
+const log: string[] = [];
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const registry = new ToolRegistry([
+  defineTool({
+    name: "read",
+    description: "Reads a path.",
+    effect: "read",
+    parameters: z.object({ path: z.string(), limit: z.number().int().optional() }),
+    async execute({ path }) {
+      log.push(`start read ${path}`);
+      await sleep(50);
+      log.push(`end read ${path}`);
+      return { ok: true, output: `contents of ${path}` };
+    },
+  }),
+  defineTool({
+    name: "write",
+    description: "Writes.",
+    effect: "write",
+    parameters: z.object({ path: z.string() }),
+    async execute({ path }) {
+      log.push(`start write ${path}`);
+      await sleep(20);
+      log.push(`end write ${path}`);
+      return { ok: true, output: "written" };
+    },
+  }),
+  defineTool({
+    name: "boom",
+    description: "Throws.",
+    effect: "read",
+    parameters: z.object({}),
+    execute() {
+      throw new Error("disk on fire");
+    },
+  }),
+  defineTool({
+    name: "slow",
+    description: "Takes long.",
+    effect: "read",
+    parameters: z.object({}),
+    timeoutMs: 50,
+    execute: (_args, { signal }) =>
+      new Promise((_, reject) => signal.addEventListener("abort", () => reject(new Error("stopped")))),
+  }),
+]);
+const all = new Set(registry.names());
+const call = (name: string, args: unknown, id = `${name}-${JSON.stringify(args)}`) => ({
+  id,
+  type: "function" as const,
+  function: { name, arguments: typeof args === "string" ? args : JSON.stringify(args) },
+});
+
+describe("planCalls", () => {
+  it("refuses an unknown tool, listing the tools available", () => {
+    const [planned] = planCalls([call("delete_everything", {})], registry, all, "yolo");
+    expect(planned?.decision).toBe("deny");
+    expect(resultContent(planned?.result ?? { ok: true, output: "" })).toBe(
+      'error: unknown tool "delete_everything"\nhow to recover: call one of the tools available: boom, read, slow, write',
+    );
+  });
+
+  it("refuses a registered tool this agent is not allowed, at invoke time", () => {
+    const [planned] = planCalls([call("write", { path: "a" })], registry, new Set(["read"]), "yolo");
+    expect(planned?.result?.error).toBe('unknown tool "write"');
+    expect(planned?.result?.recoveryHint).toContain("read");
+  });
+
+  it("names the field and the expected shape when arguments are invalid", () => {
+    const [bad, notJson] = planCalls(
+      [call("read", { path: 7 }), call("read", "{path:")],
+      registry,
+      all,
+      "ask",
+    );
+    expect(bad?.result?.error).toBe(
+      "invalid arguments for read: path: Invalid input: expected string, received number",
+    );
+    expect(bad?.result?.recoveryHint).toContain('"path":{"type":"string"}');
+    expect(bad?.result?.recoveryHint).toContain('"required":["path"]');
+    expect(notJson?.result?.error).toBe("invalid arguments for read: the arguments are not valid JSON");
+  });
+
+  it.each([
+    ["ask", "read", "allow"],
+    ["ask", "write", "ask"],
+    ["ask", "execute", "ask"],
+    ["auto-edit", "write", "allow"],
+    ["auto-edit", "execute", "ask"],
+    ["never-ask", "write", "deny"],
+    ["never-ask", "read", "allow"],
+    ["yolo", "execute", "allow"],
+  ] as const)("policy %s on a %s tool: %s", (policy, effect, expected) => {
+    expect(decideByEffect(policy, effect)).toBe(expected);
+  });
+
+  it("plans a denial under never-ask as an error result", () => {
+    const [planned] = planCalls([call("write", { path: "a" })], registry, all, "never-ask");
+    expect(planned).toMatchObject({ decision: "deny", effect: "write" });
+    expect(planned?.result?.error).toContain('not allowed under the "never-ask" approval policy');
+  });
+});
+
+describe("runBatch", () => {
+  const context = { runId: "r", agentId: "a", workspace: "/tmp" };
+
+  it("runs consecutive reads in parallel and writes alone, in order", async () => {
+    log.length = 0;
+    const planned = planCalls(
+      [
+        call("read", { path: "a" }),
+        call("read", { path: "b" }),
+        call("write", { path: "c" }),
+        call("read", { path: "d" }),
+      ],
+      registry,
+      all,
+      "yolo",
+    );
+    const started = Date.now();
+    const results = await runBatch(planned, { registry, context, signal: new AbortController().signal });
+    expect(Date.now() - started).toBeLessThan(50 + 20 + 50 + 60);
+    expect(log).toEqual([
+      "start read a",
+      "start read b",
+      "end read a",
+      "end read b",
+      "start write c",
+      "end write c",
+      "start read d",
+      "end read d",
+    ]);
+    expect(Object.keys(results)).toHaveLength(4);
+    expect(results[planned[0]?.id ?? ""]).toEqual({ ok: true, output: "contents of a" });
+  });
+
+  it("turns a throw and a timeout into error results, and reports start and finish", async () => {
+    const events: string[] = [];
+    const planned = planCalls([call("boom", {}), call("slow", {})], registry, all, "yolo");
+    const results = await runBatch(planned, {
+      registry,
+      context,
+      signal: new AbortController().signal,
+      hooks: {
+        onStart: (c) => events.push(`start ${c.name}`),
+        onFinish: (c, r) => events.push(`finish ${c.name} ${r.ok}`),
+      },
+    });
+    expect(results[planned[0]?.id ?? ""]?.error).toBe("boom failed: disk on fire");
+    expect(results[planned[1]?.id ?? ""]?.error).toBe("slow timed out after 50 ms");
+    expect(events.sort()).toEqual(["finish boom false", "finish slow false", "start boom", "start slow"]);
+  });
+
+  it("aborts running tools through their signal", async () => {
+    const controller = new AbortController();
+    const planned = planCalls([call("slow", {})], registry, all, "yolo");
+    const slowTool = registry.get("slow");
+    if (slowTool) slowTool.timeoutMs = 10_000;
+    setTimeout(() => controller.abort(), 30);
+    const started = Date.now();
+    const results = await runBatch(planned, { registry, context, signal: controller.signal });
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect(results[planned[0]?.id ?? ""]?.error).toContain("stopped");
+  });
+});
+
+describe("repairToolPairs", () => {
+  const assistant = (...ids: string[]): ChatMessage => ({
+    role: "assistant",
+    content: null,
+    tool_calls: ids.map((id) => ({ id, type: "function", function: { name: "read", arguments: "{}" } })),
+  });
+  const tool = (id: string): ChatMessage => ({ role: "tool", tool_call_id: id, content: `result ${id}` });
+
+  it("leaves a sound history alone (the same array)", () => {
+    const messages: ChatMessage[] = [
+      { role: "user", content: "x" },
+      assistant("a", "b"),
+      tool("a"),
+      tool("b"),
+    ];
+    expect(repairToolPairs(messages)).toBe(messages);
+  });
+
+  it("adds an outcome-unknown result for a call that has none, and drops a result with no call", () => {
+    const messages: ChatMessage[] = [
+      { role: "user", content: "x" },
+      tool("ghost"),
+      assistant("a", "b"),
+      tool("b"),
+      { role: "user", content: "next" },
+    ];
+    expect(repairToolPairs(messages)).toEqual([
+      { role: "user", content: "x" },
+      assistant("a", "b"),
+      { role: "tool", tool_call_id: "a", content: MISSING_RESULT },
+      tool("b"),
+      { role: "user", content: "next" },
+    ]);
+  });
+});
+
+describe("loop detection", () => {
+  it("counts the same call with its keys in any order as the same", () => {
+    expect(callSignature("read", '{"b":1,"a":2}')).toBe(callSignature("read", '{"a":2,"b":1}'));
+  });
+
+  it.each([
+    [["A", "A", "A"], true],
+    [["A", "B", "A", "C", "A"], true],
+    [["A", "B", "A", "B"], true],
+    [["A", "B", "C", "A", "B", "C"], true],
+    [["A", "B", "C", "D", "A", "B", "C", "D"], true],
+    [["A", "B", "C", "D", "E"], false],
+    [["A", "A", "B", "B"], false],
+    [["A", "B", "A"], false],
+  ])("%j is a loop: %s", (history, expected) => {
+    expect(detectLoop(history) !== undefined).toBe(expected);
+  });
+});
