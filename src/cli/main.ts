@@ -1,5 +1,7 @@
 import { Command, CommanderError, Option } from "commander";
+import { APPROVAL_POLICIES } from "../config/policies.js";
 import { createLogger, LOG_LEVELS, type Logger } from "../log.js";
+import type { RunFlags } from "./run.js";
 
 /** Exit codes every command keeps. */
 export const EXIT = { ok: 0, failed: 1, usage: 2, budget: 3, aborted: 130 } as const;
@@ -56,6 +58,29 @@ export async function main(argv: string[]): Promise<number> {
       process.stdout.write(`${agentsTable(loadConfig({ config: globals().config }))}\n`);
     });
 
+  program
+    .command("run")
+    .description("run a task on an agent and show it as it happens")
+    .argument("<task>", "what the agent should do")
+    .option("--local", "run in this process on the in-process bus (no daemon)")
+    .option("-a, --agent <name>", "the agent to run (default: the config's defaultAgent)")
+    .option("-w, --workspace <dir>", "the directory the agent works in (default: the config's workspace)")
+    .addOption(new Option("--approval <policy>", "approval policy for this run").choices(APPROVAL_POLICIES))
+    .option("--json", "print every event as one JSON line on stdout, and nothing else there")
+    .action(async (task: string, flags: RunFlags) => {
+      const { loadConfig } = await import("../config/load.js");
+      const { runTask } = await import("./run.js");
+      exitCode = await runTask(loadConfig({ config: globals().config }), task, flags, log("run"));
+    });
+  program
+    .command("demo")
+    .description("a canned multi-step run on a built-in scripted model: no API key or server needed")
+    .option("--json", "print every event as one JSON line on stdout")
+    .action(async (flags: { json?: boolean }) => {
+      const { runDemo } = await import("./demo.js");
+      exitCode = await runDemo(flags, log("demo"));
+    });
+
   try {
     await program.parseAsync(argv);
   } catch (error) {
@@ -63,6 +88,8 @@ export async function main(argv: string[]): Promise<number> {
   }
   return exitCode;
 }
+
+const USAGE_ERRORS = new Set(["ModelNotConfiguredError", "UnknownAgentError", "WorkspaceError"]);
 
 async function reportError(error: unknown): Promise<number> {
   if (error instanceof CommanderError) {
@@ -78,6 +105,11 @@ async function reportError(error: unknown): Promise<number> {
   if (error instanceof BusUnavailableError) {
     process.stderr.write(`troupe: ${error.message}\n`);
     return EXIT.failed;
+  }
+  // Mistakes in how troupe was called or configured: one line, exit 2.
+  if (error instanceof Error && USAGE_ERRORS.has(error.name)) {
+    process.stderr.write(`troupe: ${error.message}\n`);
+    return EXIT.usage;
   }
   process.stderr.write(`troupe: ${error instanceof Error ? error.message : String(error)}\n`);
   if (process.env.TROUPE_DEBUG && error instanceof Error) process.stderr.write(`${error.stack}\n`);

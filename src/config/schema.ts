@@ -1,10 +1,11 @@
 import { z } from "zod";
+import { APPROVAL_POLICIES } from "./policies.js";
 
 /** Names users type and the model sees in tool names (`subagent_<name>`): lowercase words. */
 const AGENT_NAME = /^[a-z][a-z0-9_-]{0,63}$/;
 const PROVIDER_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]*$/;
 
-export const APPROVAL_POLICIES = ["ask", "auto-edit", "never-ask", "yolo"] as const;
+export { APPROVAL_POLICIES };
 export const approvalPolicySchema = z.enum(APPROVAL_POLICIES);
 export type ApprovalPolicy = z.infer<typeof approvalPolicySchema>;
 

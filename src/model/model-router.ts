@@ -102,12 +102,13 @@ export class ModelRouter {
   /** Tries each model of the chain in turn; throws the last failure when all fail. */
   async call(chain: readonly string[], request: ModelRequest): Promise<ModelResponse> {
     let lastError: unknown;
-    for (const id of chain) {
+    for (const [position, id] of chain.entries()) {
+      const last = position === chain.length - 1;
       const model = this.resolve(id);
       const breaker = this.breaker(id);
       if (!breaker.tryAcquire()) {
         lastError = new CircuitOpenError(`the circuit of ${id} is open after repeated failures`, id);
-        this.#log.warn({ model: id }, "circuit open; trying the next model");
+        if (!last) this.#log.warn({ model: id }, "circuit open; trying the next model");
         continue;
       }
       try {
@@ -125,7 +126,8 @@ export class ModelRouter {
         }
         breaker.failure();
         lastError = error;
-        this.#log.warn({ model: id, err: (error as Error).message }, "model failed; trying the next model");
+        if (!last)
+          this.#log.warn({ model: id, err: (error as Error).message }, "model failed; trying the next model");
       }
     }
     throw lastError;

@@ -1,0 +1,45 @@
+import type { Budget } from "../config/schema.js";
+import type { StopReason } from "../machines/agent-types.js";
+import type { FinishReason, Usage } from "../model/types.js";
+import type { ToolEffect } from "../tools/catalog.js";
+
+/**
+ * Every event an agent publishes, by type: the `data` of the envelope on
+ * `<p>.evt.<runId>.<agentId>.<type>`. Each agent's events carry a `seq` that starts at 0 and has no gaps.
+ */
+export interface AgentEventMap {
+  /** First event of an agent. */
+  "agent.started": { name: string; model: string; task: string; budget: Budget; parentId?: string };
+  /** The machine entered a state (transient states are not seen). */
+  "state.changed": { from: string; to: string };
+  /** Text as the model streams it. */
+  "model.delta": { text: string };
+  /** One model call finished: what it cost and why it ended. */
+  "model.completed": { model: string; usage: Usage; finishReason: FinishReason; toolCalls: number };
+  /** The model asked for a call; `decision` is the policy's, before any approval. */
+  "tool.requested": {
+    callId: string;
+    name: string;
+    arguments: string;
+    effect: ToolEffect;
+    decision: "allow" | "ask" | "deny";
+    error?: string;
+  };
+  "tool.started": { callId: string; name: string };
+  "tool.finished": { callId: string; name: string; ok: boolean; durationMs: number; error?: string };
+  /** A call waits for a person (or the policy's timeout). */
+  "approval.requested": { callId: string; name: string; arguments: string; effect: ToolEffect };
+  "approval.decided": { callId: string; approved: boolean; reason?: string; by: string };
+  "context.compacted": { tokensBefore: number; tokensAfter: number; pruned: number; summarized: number };
+  /** Last event of an agent. */
+  "agent.stopped": {
+    reason: StopReason;
+    result: string;
+    usage: Usage;
+    turns: number;
+    toolCalls: number;
+    error?: string;
+  };
+}
+
+export type AgentEventType = keyof AgentEventMap;

@@ -1,0 +1,231 @@
+import { ulid } from "ulid";
+import { createActor, fromPromise } from "xstate";
+import type { Bus } from "../bus/bus.js";
+import type { AgentDefinition, ApprovalPolicy, TroupeConfig } from "../config/schema.js";
+import { type CompactionSettings, compactMessages, overThreshold } from "../context/compaction.js";
+import { buildSystemPrompt } from "../context/system-prompt.js";
+import { countToolSpecTokens } from "../context/tokens.js";
+import type { Logger } from "../log.js";
+import { agentMachine } from "../machines/agent-machine.js";
+import type { AgentOutput, CompactionInput, ModelTurn, ModelTurnInput } from "../machines/agent-types.js";
+import type { ModelRouter } from "../model/model-router.js";
+import type { ToolSpec } from "../model/types.js";
+import type { Approver } from "../safety/approver.js";
+import { type PlannedCall, planCalls } from "../tools/plan.js";
+import { runBatch } from "../tools/run-batch.js";
+import type { ToolRegistry } from "../tools/tool.js";
+import { EventPublisher } from "./event-publisher.js";
+import { summarizer } from "./summarizer.js";
+
+/** What every agent of a process shares. */
+export interface AgentDeps {
+  bus: Bus;
+  models: ModelRouter;
+  tools: ToolRegistry;
+  config: TroupeConfig;
+  approver: Approver;
+  workspace: string;
+  log: Logger;
+}
+
+export interface StartAgentOptions {
+  definition: AgentDefinition;
+  task: string;
+  runId: string;
+  agentId?: string;
+  parentId?: string;
+  /** The run's policy; the agent's own `approval` overrides it. */
+  approval?: ApprovalPolicy;
+}
+
+/** A running agent: its id, its result when it stops, and the commands it takes. */
+export interface AgentHandle {
+  readonly runId: string;
+  readonly agentId: string;
+  readonly done: Promise<AgentOutput>;
+  steer(text: string): void;
+  followUp(text: string): void;
+  abort(reason?: string): void;
+}
+
+/**
+ * Hosts one agent machine: provides its actors (model call, approval wait, tool batch, compaction),
+ * publishes its events, and resolves `done` with its output once every event is in the log.
+ */
+export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHandle {
+  const { definition, runId } = options;
+  const agentId = options.agentId ?? `${definition.name}-${ulid().slice(-8).toLowerCase()}`;
+  const log = deps.log.child({ component: "agent", runId, agentId });
+  const events = new EventPublisher(deps.bus, runId, agentId, options.parentId, log);
+  const policy = definition.approval ?? options.approval ?? deps.config.approval.policy;
+  const chain = [definition.model ?? deps.config.defaultModel, ...definition.fallbackModels];
+  const primary = deps.models.resolve(chain[0] as string);
+  const allowed = new Set(definition.tools.filter((name) => deps.tools.get(name)));
+  const specs = [...allowed]
+    .map((name) => deps.tools.spec(name))
+    .filter((spec): spec is ToolSpec => spec !== undefined);
+  const compaction: CompactionSettings = { contextWindow: primary.contextWindow };
+  const overhead = countToolSpecTokens(specs) + Math.min(4096, Math.floor(primary.contextWindow * 0.1));
+
+  const machine = agentMachine.provide({
+    actors: {
+      callModel: fromPromise<ModelTurn, ModelTurnInput>(async ({ input, signal }) => {
+        const response = await deps.models.call(chain, {
+          messages: input.messages,
+          ...(input.withTools ? { tools: specs } : {}),
+          signal,
+          onDelta: (text) => events.emit("model.delta", { text }),
+        });
+        const toolCalls = response.message.tool_calls ?? [];
+        events.emit("model.completed", {
+          model: response.model,
+          usage: response.usage,
+          finishReason: response.finishReason,
+          toolCalls: toolCalls.length,
+        });
+        const plan = planCalls(toolCalls, deps.tools, input.withTools ? allowed : new Set(), policy);
+        for (const call of plan) events.emit("tool.requested", requested(call));
+        return { ...response, plan };
+      }),
+      awaitApproval: fromPromise(
+        async ({ input, signal }: { input: { calls: PlannedCall[] }; signal: AbortSignal }) => {
+          const decisions = [];
+          for (const call of input.calls) {
+            events.emit("approval.requested", {
+              callId: call.id,
+              name: call.name,
+              arguments: call.arguments,
+              effect: call.effect,
+            });
+            const answer = await deps.approver.decide(
+              {
+                runId,
+                agentId,
+                callId: call.id,
+                tool: call.name,
+                arguments: call.arguments,
+                effect: call.effect,
+              },
+              signal,
+            );
+            events.emit("approval.decided", { callId: call.id, ...answer });
+            decisions.push({
+              id: call.id,
+              approved: answer.approved,
+              ...(answer.reason ? { reason: answer.reason } : {}),
+            });
+          }
+          return decisions;
+        },
+      ),
+      runTools: fromPromise(
+        async ({ input, signal }: { input: { calls: PlannedCall[] }; signal: AbortSignal }) =>
+          runBatch(input.calls, {
+            registry: deps.tools,
+            context: { runId, agentId, workspace: deps.workspace },
+            signal,
+            hooks: {
+              onStart: (call) => events.emit("tool.started", { callId: call.id, name: call.name }),
+              onFinish: (call, result, durationMs) =>
+                events.emit("tool.finished", {
+                  callId: call.id,
+                  name: call.name,
+                  ok: result.ok,
+                  durationMs: Math.round(durationMs),
+                  ...(result.error ? { error: result.error } : {}),
+                }),
+            },
+          }),
+      ),
+      compact: fromPromise(async ({ input, signal }: { input: CompactionInput; signal: AbortSignal }) => {
+        const result = await compactMessages(
+          input.messages,
+          compaction,
+          summarizer(deps.models, chain),
+          signal,
+        );
+        events.emit("context.compacted", {
+          tokensBefore: result.tokensBefore,
+          tokensAfter: result.tokensAfter,
+          pruned: result.pruned,
+          summarized: result.summarized,
+        });
+        return { messages: result.messages, usage: result.usage };
+      }),
+    },
+    guards: {
+      needsCompaction: ({ context }) => overThreshold(context.messages, overhead, compaction),
+    },
+  });
+
+  const actor = createActor(machine, {
+    input: {
+      runId,
+      agentId,
+      name: definition.name,
+      systemPrompt: buildSystemPrompt(definition, deps.workspace),
+      budget: definition.budget,
+    },
+  });
+  events.emit("agent.started", {
+    name: definition.name,
+    model: primary.id,
+    task: options.task,
+    budget: definition.budget,
+    ...(options.parentId ? { parentId: options.parentId } : {}),
+  });
+
+  let state = "idle";
+  const done = new Promise<AgentOutput>((resolve) => {
+    actor.subscribe({
+      next: (snapshot) => {
+        const next = String(snapshot.value);
+        if (next !== state) {
+          events.emit("state.changed", { from: state, to: next });
+          state = next;
+        }
+        if (snapshot.status === "done" && snapshot.output) {
+          const output = snapshot.output;
+          events.emit("agent.stopped", { ...output });
+          log.debug({ reason: output.reason, turns: output.turns }, "agent stopped");
+          void events.flushed().then(() => resolve(output));
+        }
+      },
+      error: (error) => {
+        log.error({ err: error }, "the agent machine failed");
+        const output: AgentOutput = {
+          reason: "failed",
+          result: "",
+          usage: actor.getSnapshot().context.usage,
+          turns: actor.getSnapshot().context.turns,
+          toolCalls: actor.getSnapshot().context.toolCalls,
+          error: error instanceof Error ? error.message : String(error),
+        };
+        events.emit("agent.stopped", output);
+        void events.flushed().then(() => resolve(output));
+      },
+    });
+  });
+  actor.start();
+  actor.send({ type: "START", task: options.task });
+
+  return {
+    runId,
+    agentId,
+    done,
+    steer: (text) => actor.send({ type: "STEER", text }),
+    followUp: (text) => actor.send({ type: "FOLLOW_UP", text }),
+    abort: (reason) => actor.send({ type: "ABORT", ...(reason ? { reason } : {}) }),
+  };
+}
+
+function requested(call: PlannedCall) {
+  return {
+    callId: call.id,
+    name: call.name,
+    arguments: call.arguments,
+    effect: call.effect,
+    decision: call.decision,
+    ...(call.result?.error ? { error: call.result.error } : {}),
+  };
+}

@@ -1,0 +1,128 @@
+import { existsSync, statSync } from "node:fs";
+import { resolve } from "node:path";
+import { ulid } from "ulid";
+import type { Bus } from "../bus/bus.js";
+import { LocalBus } from "../bus/local-bus.js";
+import type { LoadedConfig } from "../config/load.js";
+import type { AgentDefinition, ApprovalPolicy } from "../config/schema.js";
+import { type Logger, silentLogger } from "../log.js";
+import { ModelRouter, type ModelRouterOptions } from "../model/model-router.js";
+import { type Approver, denyingApprover } from "../safety/approver.js";
+import { BUILTIN_TOOLS } from "../tools/builtin/read-tools.js";
+import { type Tool, ToolRegistry } from "../tools/tool.js";
+import { didYouMean } from "../util/did-you-mean.js";
+import { type AgentHandle, startAgent } from "./agent-host.js";
+
+export interface RuntimeOptions {
+  config: LoadedConfig;
+  /** Default: a LocalBus (the single-process mode). */
+  bus?: Bus;
+  log?: Logger;
+  env?: NodeJS.ProcessEnv;
+  /** Default: the config's `workspace`, relative to the working directory. */
+  workspace?: string;
+  /** Default: deny every request (nobody to ask). */
+  approver?: Approver;
+  /** Tools besides the built-in ones. */
+  tools?: Tool[];
+  models?: ModelRouterOptions;
+}
+
+export class UnknownAgentError extends Error {
+  override name = "UnknownAgentError";
+}
+
+export class WorkspaceError extends Error {
+  override name = "WorkspaceError";
+}
+
+export interface RunOptions {
+  task: string;
+  /** Default: the config's `defaultAgent`, else `assistant`, else the first agent. */
+  agent?: string;
+  approval?: ApprovalPolicy;
+  runId?: string;
+}
+
+/** One process's agents, their bus, models and tools. */
+export class Runtime {
+  readonly bus: Bus;
+  readonly models: ModelRouter;
+  readonly tools: ToolRegistry;
+  readonly workspace: string;
+  readonly #config: LoadedConfig;
+  readonly #log: Logger;
+  readonly #approver: Approver;
+  readonly #ownsBus: boolean;
+
+  constructor(options: RuntimeOptions) {
+    this.#config = options.config;
+    this.#log = options.log ?? silentLogger;
+    this.#ownsBus = options.bus === undefined;
+    this.bus = options.bus ?? new LocalBus({ prefix: options.config.troupe.nats.prefix, log: this.#log });
+    this.models = new ModelRouter(options.config.troupe, {
+      env: options.env ?? process.env,
+      log: this.#log,
+      ...options.models,
+    });
+    this.tools = new ToolRegistry([...BUILTIN_TOOLS, ...(options.tools ?? [])]);
+    this.workspace = resolve(options.workspace ?? options.config.troupe.workspace);
+    if (!existsSync(this.workspace) || !statSync(this.workspace).isDirectory()) {
+      throw new WorkspaceError(`workspace ${this.workspace} is not a directory; pass --workspace DIR`);
+    }
+    this.#approver = options.approver ?? denyingApprover("nobody can answer approval requests in this run");
+  }
+
+  /** The agent a run uses: the one named, else the default. Throws `UnknownAgentError`. */
+  agent(name?: string): AgentDefinition {
+    const agents = this.#config.agents;
+    const chosen =
+      name ??
+      this.#config.troupe.defaultAgent ??
+      (agents.has("assistant") ? "assistant" : agents.keys().next().value);
+    const agent = chosen === undefined ? undefined : agents.get(chosen)?.definition;
+    if (!agent) {
+      const known = [...agents.keys()];
+      throw new UnknownAgentError(
+        chosen === undefined
+          ? "there are no agents: add one under the agents dir of the config"
+          : `unknown agent "${chosen}"${didYouMean(chosen, known)}; the agents are ${known.join(", ")}`,
+      );
+    }
+    return agent;
+  }
+
+  /** Checks that the agent's model can be reached with what is configured. */
+  assertReady(agent: AgentDefinition): void {
+    this.models.assertConfigured(agent.model ?? this.#config.troupe.defaultModel);
+  }
+
+  start(options: RunOptions): AgentHandle {
+    const definition = this.agent(options.agent);
+    return startAgent(
+      {
+        bus: this.bus,
+        models: this.models,
+        tools: this.tools,
+        config: this.#config.troupe,
+        approver: this.#approver,
+        workspace: this.workspace,
+        log: this.#log,
+      },
+      {
+        definition,
+        task: options.task,
+        runId: options.runId ?? newRunId(),
+        ...(options.approval ? { approval: options.approval } : {}),
+      },
+    );
+  }
+
+  async close(): Promise<void> {
+    if (this.#ownsBus) await this.bus.close();
+  }
+}
+
+export function newRunId(): string {
+  return `run-${ulid().toLowerCase()}`;
+}

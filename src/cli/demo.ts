@@ -1,0 +1,125 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { readdir, readFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { z } from "zod";
+import { loadConfig } from "../config/load.js";
+import type { Logger } from "../log.js";
+import { resolveInWorkspace } from "../safety/workspace-guard.js";
+import { ScriptedModelServer } from "../testing/scripted-model-server.js";
+import { defineTool, type Tool } from "../tools/tool.js";
+import { runTask } from "./run.js";
+
+const TASK = "Look at this project, save a short note about it, and check that it is in order.";
+
+/**
+ * A canned run that shows the machinery with nothing configured: the shipped `assistant` agent on a
+ * scripted model served over real HTTP, in a scratch workspace. It reads two files in parallel,
+ * writes a note (allowed by the auto-edit policy) and asks to run a check (approval: on a terminal
+ * you answer it; without one it is denied, and the agent carries on).
+ */
+export async function runDemo(flags: { json?: boolean }, log: Logger): Promise<number> {
+  const workspace = mkdtempSync(join(tmpdir(), "troupe-demo-"));
+  writeFileSync(join(workspace, "README.md"), "# greeter\n\nA tiny project that greets people.\n");
+  mkdirSync(join(workspace, "src"));
+  writeFileSync(join(workspace, "src", "greet.js"), "export const greet = (name) => `Hello, ${name}!`;\n");
+  const server = await ScriptedModelServer.start(demoScript());
+  try {
+    const config = loadConfig({ env: {} });
+    const provider = config.troupe.providers.openai;
+    if (provider) provider.baseURL = server.baseURL;
+    const assistant = config.agents.get("assistant")?.definition;
+    if (assistant) assistant.tools = [...assistant.tools, "save_note", "run_checks"];
+    if (!flags.json)
+      process.stderr.write(`troupe demo: a scripted model at ${server.baseURL}, workspace ${workspace}\n\n`);
+    return await runTask(
+      config,
+      TASK,
+      { agent: "assistant", approval: "auto-edit", ...(flags.json ? { json: true } : {}) },
+      log,
+      {
+        workspace,
+        env: {},
+        tools: DEMO_TOOLS,
+      },
+    );
+  } finally {
+    await server.close();
+    rmSync(workspace, { recursive: true, force: true });
+  }
+}
+
+function demoScript() {
+  const assistant = { system: '"assistant"' };
+  return [
+    {
+      match: { ...assistant, turn: 1 },
+      reply: {
+        text: "I'll look around the project first.",
+        toolCalls: [
+          { name: "list_dir", arguments: { path: "." } },
+          { name: "read_file", arguments: { path: "README.md" } },
+        ],
+        delayMs: 300,
+      },
+    },
+    {
+      match: { ...assistant, turn: 2 },
+      reply: {
+        text: "It is a small greeter. Saving a note, then checking the sources.",
+        toolCalls: [
+          {
+            name: "save_note",
+            arguments: { text: "greeter: one module, src/greet.js, exports greet(name)." },
+          },
+          { name: "run_checks", arguments: {} },
+        ],
+        delayMs: 300,
+      },
+    },
+    {
+      match: { ...assistant, turn: 3 },
+      reply: {
+        text: "Done. The project is a one-module greeter (src/greet.js); I saved a note to notes/troupe.md. The check ran only if you allowed it.",
+        chunks: 12,
+        chunkDelayMs: 40,
+        delayMs: 300,
+      },
+    },
+  ];
+}
+
+const DEMO_TOOLS: Tool[] = [
+  defineTool({
+    name: "save_note",
+    description: "Append a line to notes/troupe.md in the workspace.",
+    effect: "write",
+    parameters: z.object({ text: z.string() }),
+    async execute({ text }, { workspace }) {
+      const path = resolveInWorkspace(workspace, "notes/troupe.md");
+      mkdirSync(join(workspace, "notes"), { recursive: true });
+      writeFileSync(path, `${text}\n`, { flag: "a" });
+      return { ok: true, output: "saved to notes/troupe.md" };
+    },
+  }) as Tool,
+  defineTool({
+    name: "run_checks",
+    description: "Check the project's sources: every .js file under src/ must be non-empty.",
+    effect: "execute",
+    parameters: z.object({}),
+    async execute(_args, { workspace }) {
+      const files = (await readdir(join(workspace, "src"))).filter((f) => f.endsWith(".js"));
+      const empty = [];
+      for (const file of files)
+        if ((await readFile(join(workspace, "src", file), "utf8")).trim() === "") empty.push(file);
+      return empty.length
+        ? {
+            ok: false,
+            output: "",
+            error: `empty: ${empty.join(", ")}`,
+            recoveryHint: "fill or remove the empty files",
+          }
+        : { ok: true, output: `${files.length} source file(s) checked, all non-empty` };
+    },
+  }) as Tool,
+];

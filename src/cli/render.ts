@@ -1,0 +1,112 @@
+import type { AgentEventMap } from "../actors/agent-events.js";
+import type { LoggedEvent } from "../bus/bus.js";
+
+const SPINNER = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+export interface Renderer {
+  event(event: LoggedEvent): void;
+  close(): void;
+}
+
+/** `--json`: every event as one line on stdout, nothing else there. */
+export function jsonRenderer(out: NodeJS.WritableStream = process.stdout): Renderer {
+  return {
+    event: ({ envelope }) => void out.write(`${JSON.stringify(envelope)}\n`),
+    close: () => {},
+  };
+}
+
+/**
+ * For people: the root agent's answer as it streams (stdout), one line per tool call and a spinner
+ * while the model thinks (stderr, the spinner only on a terminal).
+ */
+export function humanRenderer(
+  rootAgentId: () => string | undefined,
+  out = process.stdout,
+  err = process.stderr,
+): Renderer {
+  const tty = err.isTTY === true;
+  let spinner: NodeJS.Timeout | undefined;
+  let frame = 0;
+  let atLineStart = true;
+  const stopSpinner = () => {
+    if (!spinner) return;
+    clearInterval(spinner);
+    spinner = undefined;
+    err.write("\r\x1b[K");
+  };
+  const startSpinner = (label: string) => {
+    if (!tty || spinner) return;
+    spinner = setInterval(() => err.write(`\r${SPINNER[frame++ % SPINNER.length]} ${label}`), 80);
+    spinner.unref();
+  };
+  const line = (text: string) => {
+    stopSpinner();
+    if (!atLineStart) out.write("\n");
+    out.write(`${text}\n`);
+    atLineStart = true;
+  };
+  return {
+    event({ envelope }) {
+      const root = envelope.agentId === rootAgentId();
+      const prefix = root ? "" : `[${envelope.agentId}] `;
+      switch (envelope.type) {
+        case "state.changed": {
+          const { to } = envelope.data as AgentEventMap["state.changed"];
+          if (root && (to === "callingModel" || to === "compacting"))
+            startSpinner(to === "compacting" ? "compacting context…" : "thinking…");
+          else stopSpinner();
+          break;
+        }
+        case "model.delta": {
+          if (!root) break;
+          stopSpinner();
+          const { text } = envelope.data as AgentEventMap["model.delta"];
+          out.write(text);
+          atLineStart = text.endsWith("\n");
+          break;
+        }
+        case "tool.requested": {
+          const { name, arguments: args, error } = envelope.data as AgentEventMap["tool.requested"];
+          line(`${prefix}▸ ${name} ${short(args)}${error ? `  ✗ ${error}` : ""}`);
+          break;
+        }
+        case "tool.finished": {
+          const { name, ok, error } = envelope.data as AgentEventMap["tool.finished"];
+          if (!ok) line(`${prefix}  ✗ ${name}: ${error ?? "failed"}`);
+          break;
+        }
+        case "approval.decided": {
+          const { approved, by, reason } = envelope.data as AgentEventMap["approval.decided"];
+          if (!approved) line(`${prefix}  ✗ denied by ${by}${reason ? `: ${reason}` : ""}`);
+          break;
+        }
+        case "context.compacted": {
+          const { tokensBefore, tokensAfter } = envelope.data as AgentEventMap["context.compacted"];
+          line(`${prefix}· context compacted: ${tokensBefore} → ${tokensAfter} tokens`);
+          break;
+        }
+        case "agent.stopped": {
+          if (!root) break;
+          stopSpinner();
+          const data = envelope.data as AgentEventMap["agent.stopped"];
+          if (!atLineStart) out.write("\n");
+          atLineStart = true;
+          const tokens = data.usage.inputTokens + data.usage.outputTokens;
+          const cost = data.usage.costUsd > 0 ? ` · $${data.usage.costUsd.toFixed(4)}` : "";
+          err.write(
+            `${data.reason === "done" ? "✓" : "■"} ${data.reason} · ${data.turns} turns · ${data.toolCalls} tool calls · ${tokens} tokens${cost}\n`,
+          );
+          if (data.error) err.write(`troupe: ${data.error}\n`);
+          break;
+        }
+      }
+    },
+    close: stopSpinner,
+  };
+}
+
+function short(json: string, max = 100): string {
+  const flat = json.replace(/\s+/g, " ");
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}

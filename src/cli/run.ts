@@ -1,0 +1,90 @@
+import type { AgentHandle } from "../actors/agent-host.js";
+import { Runtime, type RuntimeOptions } from "../actors/runtime.js";
+import type { LoadedConfig } from "../config/load.js";
+import type { ApprovalPolicy } from "../config/schema.js";
+import type { Logger } from "../log.js";
+import type { AgentOutput } from "../machines/agent-types.js";
+import { denyingApprover } from "../safety/approver.js";
+import { humanRenderer, jsonRenderer } from "./render.js";
+import { ttyApprover } from "./tty-approver.js";
+
+export interface RunFlags {
+  local?: boolean;
+  agent?: string;
+  workspace?: string;
+  approval?: ApprovalPolicy;
+  json?: boolean;
+}
+
+/** Exit codes of `troupe run`, by why the agent stopped. */
+export const RUN_EXIT: Record<AgentOutput["reason"], number> = {
+  done: 0,
+  failed: 1,
+  budget_exhausted: 3,
+  loop_detected: 3,
+  aborted: 130,
+};
+
+/**
+ * Runs one task on one agent in this process and shows it as it happens; returns the exit code.
+ * Ctrl-C aborts the run (a second one leaves at once).
+ */
+export async function runTask(
+  config: LoadedConfig,
+  task: string,
+  flags: RunFlags,
+  log: Logger,
+  extra: Partial<RuntimeOptions> = {},
+): Promise<number> {
+  const interactive = process.stdin.isTTY === true && process.stderr.isTTY === true;
+  const runtime = new Runtime({
+    config,
+    log,
+    ...(flags.workspace ? { workspace: flags.workspace } : {}),
+    approver: interactive
+      ? ttyApprover()
+      : denyingApprover(
+          "no terminal to ask for approval: run from a terminal, or choose a looser --approval policy",
+        ),
+    ...extra,
+  });
+  const definition = runtime.agent(flags.agent);
+  runtime.assertReady(definition);
+
+  let handle: AgentHandle | undefined;
+  const renderer = flags.json ? jsonRenderer() : humanRenderer(() => handle?.agentId);
+  let interrupts = 0;
+  const onSigint = () => {
+    interrupts++;
+    if (interrupts > 1) process.exit(RUN_EXIT.aborted);
+    process.stderr.write("\naborting… (Ctrl-C again to leave at once)\n");
+    handle?.abort("interrupted by the user");
+  };
+  process.on("SIGINT", onSigint);
+  try {
+    handle = runtime.start({
+      task,
+      agent: definition.name,
+      ...(flags.approval ? { approval: flags.approval } : {}),
+    });
+    const reading = new AbortController();
+    const shown = (async () => {
+      for await (const event of runtime.bus.log.read({
+        runId: handle.runId,
+        follow: true,
+        signal: reading.signal,
+      })) {
+        renderer.event(event);
+        if (event.envelope.type === "agent.stopped" && event.envelope.agentId === handle.agentId) break;
+      }
+    })();
+    const output = await handle.done;
+    await Promise.race([shown, new Promise((resolve) => setTimeout(resolve, 2000))]);
+    reading.abort();
+    return RUN_EXIT[output.reason];
+  } finally {
+    renderer.close();
+    process.off("SIGINT", onSigint);
+    await runtime.close();
+  }
+}

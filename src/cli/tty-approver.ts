@@ -1,0 +1,41 @@
+import { createInterface } from "node:readline/promises";
+import type { ApprovalAnswer, ApprovalRequest, Approver } from "../safety/approver.js";
+
+/**
+ * Asks the person at the terminal: y (once), n (deny; anything after is the reason the model sees),
+ * a (always: this tool for the rest of the run). Requests are asked one at a time.
+ */
+export function ttyApprover(
+  input: NodeJS.ReadableStream = process.stdin,
+  output: NodeJS.WritableStream = process.stderr,
+): Approver {
+  const always = new Set<string>();
+  let queue: Promise<unknown> = Promise.resolve();
+  const ask = async (request: ApprovalRequest, signal: AbortSignal): Promise<ApprovalAnswer> => {
+    if (always.has(request.tool)) return { approved: true, by: "user", reason: "always allowed in this run" };
+    const rl = createInterface({ input, output, terminal: true });
+    try {
+      const answer = await rl.question(
+        `\n? allow ${request.tool} (${request.effect}) ${request.arguments}\n  [y]es / [n]o [reason] / [a]lways: `,
+        { signal },
+      );
+      const [word = "", ...rest] = answer.trim().split(/\s+/);
+      const choice = word.toLowerCase();
+      if (choice === "a" || choice === "always") {
+        always.add(request.tool);
+        return { approved: true, by: "user", reason: "always allowed in this run" };
+      }
+      if (choice === "y" || choice === "yes") return { approved: true, by: "user" };
+      return { approved: false, by: "user", reason: rest.join(" ") || "the user said no" };
+    } finally {
+      rl.close();
+    }
+  };
+  return {
+    decide(request, signal) {
+      const next = queue.then(() => ask(request, signal));
+      queue = next.catch(() => {});
+      return next;
+    },
+  };
+}

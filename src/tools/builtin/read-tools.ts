@@ -1,0 +1,93 @@
+import { open, readdir, stat } from "node:fs/promises";
+import { z } from "zod";
+import {
+  PathOutsideWorkspaceError,
+  resolveInWorkspace,
+  workspaceRelative,
+} from "../../safety/workspace-guard.js";
+import { defineTool, type Tool, type ToolResult, toolError } from "../tool.js";
+
+const MAX_READ_BYTES = 256 * 1024;
+const DEFAULT_LIMIT = 400;
+
+function guarded(workspace: string, path: string): string | ToolResult {
+  try {
+    return resolveInWorkspace(workspace, path);
+  } catch (error) {
+    if (error instanceof PathOutsideWorkspaceError)
+      return toolError(error.message, "use a path inside the workspace");
+    throw error;
+  }
+}
+
+export const readFileTool = defineTool({
+  name: "read_file",
+  description: "Read a text file in the workspace. Lines come numbered; use offset and limit for long files.",
+  effect: "read",
+  parameters: z.object({
+    path: z.string().describe("Path relative to the workspace root"),
+    offset: z.number().int().min(1).optional().describe("First line to read, 1-based"),
+    limit: z.number().int().min(1).max(2000).optional().describe(`Lines to read (default ${DEFAULT_LIMIT})`),
+  }),
+  async execute({ path, offset = 1, limit = DEFAULT_LIMIT }, { workspace }) {
+    const real = guarded(workspace, path);
+    if (typeof real !== "string") return real;
+    const info = await stat(real).catch(() => undefined);
+    if (!info) return toolError(`no such file: ${path}`, "list the directory to find the right name");
+    if (info.isDirectory()) return toolError(`${path} is a directory`, "use list_dir for directories");
+    const handle = await open(real, "r");
+    let bytes: Buffer;
+    try {
+      const buffer = Buffer.alloc(Math.min(info.size, MAX_READ_BYTES));
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
+      bytes = buffer.subarray(0, bytesRead);
+    } finally {
+      await handle.close();
+    }
+    if (bytes.includes(0)) return toolError(`${path} is a binary file`, "read text files only");
+    const text = bytes.toString("utf8");
+    const lines = text.split("\n");
+    if (lines.at(-1) === "") lines.pop();
+    const slice = lines.slice(offset - 1, offset - 1 + limit);
+    const width = String(offset + slice.length).length;
+    const numbered = slice.map((line, i) => `${String(offset + i).padStart(width)}\t${line}`).join("\n");
+    const notes: string[] = [];
+    if (offset - 1 + slice.length < lines.length || info.size > MAX_READ_BYTES) {
+      notes.push(
+        `[showing lines ${offset}-${offset + slice.length - 1} of ${info.size > MAX_READ_BYTES ? "more than " : ""}${lines.length}; read on with offset=${offset + slice.length}]`,
+      );
+    }
+    if (info.size <= MAX_READ_BYTES && text.length > 0 && !text.endsWith("\n"))
+      notes.push("[no newline at end of file]");
+    return { ok: true, output: [numbered, ...notes].filter(Boolean).join("\n") };
+  },
+});
+
+export const listDirTool = defineTool({
+  name: "list_dir",
+  description: "List a directory in the workspace: one entry per line, directories end with /.",
+  effect: "read",
+  parameters: z.object({
+    path: z.string().default(".").describe("Directory relative to the workspace root"),
+  }),
+  async execute({ path }, { workspace }) {
+    const real = guarded(workspace, path);
+    if (typeof real !== "string") return real;
+    const entries = await readdir(real, { withFileTypes: true }).catch(() => undefined);
+    if (!entries)
+      return toolError(`no such directory: ${path}`, "list the parent directory to find the right name");
+    const names = entries
+      .filter((e) => e.name !== ".git")
+      .map((e) => (e.isDirectory() ? `${e.name}/` : e.name))
+      .sort();
+    const where = workspaceRelative(workspace, real);
+    return {
+      ok: true,
+      output: names.length ? names.join("\n") : "(empty)",
+      summary: `${where}: ${names.length} entries`,
+    };
+  },
+});
+
+/** The built-in tools available so far, by name. */
+export const BUILTIN_TOOLS: Tool[] = [readFileTool as Tool, listDirTool as Tool];
