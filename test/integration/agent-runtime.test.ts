@@ -1,0 +1,200 @@
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import type { AgentEventMap } from "../../src/actors/agent-events.js";
+import { Runtime } from "../../src/actors/runtime.js";
+import { SUMMARIZER_PROMPT } from "../../src/actors/summarizer.js";
+import type { Envelope } from "../../src/bus/envelope.js";
+import { countMessagesTokens, countTextTokens } from "../../src/context/tokens.js";
+import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { defineTool, type Tool } from "../../src/tools/tool.js";
+import { tempTree } from "../support/cli.js";
+import { testConfig } from "../support/config.js";
+import { collect } from "../support/wait.js";
+
+let server: ScriptedModelServer;
+let workspace: string;
+let dispose: () => void;
+beforeEach(async () => {
+  server = await ScriptedModelServer.start();
+  ({ dir: workspace, dispose } = tempTree({ "notes.txt": "one\ntwo\n" }));
+});
+afterEach(async () => {
+  await server.close();
+  dispose();
+});
+
+function runtime(agent: Record<string, unknown>, options: { contextWindow?: number; tools?: Tool[] } = {}) {
+  const config = testConfig(
+    {
+      defaultModel: "scripted",
+      providers: {
+        openai: {
+          baseURL: server.baseURL,
+          models: { scripted: { contextWindow: options.contextWindow ?? 100_000 } },
+        },
+      },
+    },
+    [{ name: "worker", description: "Works.", tools: ["read_file", "list_dir"], ...agent }],
+  );
+  return new Runtime({
+    config,
+    workspace,
+    env: {},
+    tools: options.tools ?? [],
+    models: { retry: { baseDelayMs: 1 } },
+  });
+}
+
+async function eventsOf(rt: Runtime, runId: string): Promise<Envelope[]> {
+  return (await collect(rt.bus.log.read({ runId }))).map((e) => e.envelope);
+}
+
+describe("agent runtime on LocalBus with the scripted model over HTTP", () => {
+  it("keeps going for 200 turns under a small context window, compacting, never sending a request over the window", async () => {
+    const lines = Array.from({ length: 400 }, (_, i) => `line ${i}: ${"data ".repeat(8)}`).join("\n");
+    writeFileSync(join(workspace, "big.txt"), lines);
+    const window = 2000;
+    let calls = 0;
+    server.script(
+      {
+        match: { system: SUMMARIZER_PROMPT.slice(0, 40) },
+        reply: { text: "Summary: read big.txt in slices so far." },
+        times: Number.POSITIVE_INFINITY,
+      },
+      {
+        match: { system: '"worker"' },
+        reply: () =>
+          ++calls < 200
+            ? {
+                toolCalls: [
+                  {
+                    name: "read_file",
+                    arguments: { path: "big.txt", offset: 1 + ((calls * 2) % 390), limit: 2 },
+                  },
+                ],
+              }
+            : { text: "Read it all." },
+        times: 200,
+      },
+    );
+    const rt = runtime({ budget: { maxTurns: 250 } }, { contextWindow: window });
+    const handle = rt.start({ task: "Read big.txt two lines at a time." });
+    const output = await handle.done;
+    expect(output).toMatchObject({ reason: "done", result: "Read it all.", turns: 200, toolCalls: 199 });
+    server.assertComplete();
+
+    const sizes = server.requests.map(
+      ({ body }) =>
+        countMessagesTokens(body.messages) + (body.tools ? countTextTokens(JSON.stringify(body.tools)) : 0),
+    );
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(window);
+    const events = await eventsOf(rt, handle.runId);
+    const compactions = events
+      .filter((e) => e.type === "context.compacted")
+      .map((e) => e.data as AgentEventMap["context.compacted"]);
+    expect(compactions.length).toBeGreaterThan(3);
+    for (const c of compactions) expect(c.tokensAfter).toBeLessThan(c.tokensBefore);
+    // Summaries are model calls, and their usage is counted in the agent's.
+    const summaries = server.requests.filter((r) => r.body.messages[0]?.content === SUMMARIZER_PROMPT).length;
+    expect(summaries).toBeGreaterThan(0);
+    const completed = events
+      .filter((e) => e.type === "model.completed")
+      .map((e) => e.data as AgentEventMap["model.completed"]);
+    const summed = completed.reduce((n, c) => n + c.usage.inputTokens, 0);
+    expect(output.usage.inputTokens).toBeGreaterThan(summed);
+    await rt.close();
+  }, 120_000);
+
+  it("compacts and retries once when the provider says the context is too long", async () => {
+    server.script(
+      {
+        match: { system: '"worker"' },
+        reply: {
+          error: { status: 400, code: "context_length_exceeded", message: "maximum context length exceeded" },
+        },
+      },
+      {
+        match: { system: SUMMARIZER_PROMPT.slice(0, 40) },
+        reply: { text: "summary" },
+        times: Number.POSITIVE_INFINITY,
+      },
+      { match: { system: '"worker"' }, reply: { text: "fits now" } },
+    );
+    const rt = runtime({});
+    const handle = rt.start({ task: "Hello" });
+    const output = await handle.done;
+    expect(output).toMatchObject({ reason: "done", result: "fits now" });
+    const events = await eventsOf(rt, handle.runId);
+    expect(
+      events.filter((e) => e.type === "state.changed").map((e) => (e.data as { to: string }).to),
+    ).toEqual(["callingModel", "compacting", "callingModel", "stopped"]);
+    await rt.close();
+  });
+
+  it("publishes every event with a gap-free seq, and the run's usage and cost", async () => {
+    server.script(
+      {
+        match: { turn: 1 },
+        reply: { text: "Let me see.", toolCalls: [{ name: "read_file", arguments: { path: "notes.txt" } }] },
+      },
+      { match: { turn: 2 }, reply: { text: "It lists one and two." } },
+    );
+    const rt = runtime({});
+    const handle = rt.start({ task: "What is in notes.txt?" });
+    const output = await handle.done;
+    const events = await eventsOf(rt, handle.runId);
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i));
+    expect(events.every((e) => e.agentId === handle.agentId && e.parentId === undefined)).toBe(true);
+    expect(events[0]).toMatchObject({
+      type: "agent.started",
+      data: { name: "worker", model: "scripted", task: "What is in notes.txt?" },
+    });
+    const deltas = events
+      .filter((e) => e.type === "model.delta")
+      .map((e) => (e.data as { text: string }).text);
+    expect(deltas.join("")).toBe("Let me see.It lists one and two.");
+    const completed = events
+      .filter((e) => e.type === "model.completed")
+      .map((e) => e.data as AgentEventMap["model.completed"]);
+    expect(completed.map((c) => c.finishReason)).toEqual(["tool_calls", "stop"]);
+    expect(output.usage.inputTokens).toBe(completed.reduce((n, c) => n + c.usage.inputTokens, 0));
+    expect(events.at(-1)).toMatchObject({
+      type: "agent.stopped",
+      data: { reason: "done", turns: 2, toolCalls: 1 },
+    });
+    await rt.close();
+  });
+
+  it("aborts running tools promptly through their signal", async () => {
+    let toolSignal: AbortSignal | undefined;
+    const wait = defineTool({
+      name: "wait",
+      description: "Waits for a long time.",
+      effect: "read",
+      parameters: z.object({}),
+      execute: (_args, { signal }) =>
+        new Promise((_, reject) => {
+          toolSignal = signal;
+          signal.addEventListener("abort", () => reject(new Error("cancelled")));
+        }),
+    }) as Tool;
+    server.script({ reply: { toolCalls: [{ name: "wait", arguments: {} }] } });
+    const rt = runtime({ tools: ["wait"] }, { tools: [wait] });
+    const handle = rt.start({ task: "Wait" });
+    const toolRunning = (async () => {
+      for await (const e of rt.bus.log.read({ runId: handle.runId, follow: true }))
+        if (e.envelope.type === "tool.started") return;
+    })();
+    await toolRunning;
+    handle.steer("kept for later");
+    const started = Date.now();
+    handle.abort();
+    const output = await handle.done;
+    expect(Date.now() - started).toBeLessThan(500);
+    expect(output.reason).toBe("aborted");
+    expect(toolSignal?.aborted).toBe(true);
+    await rt.close();
+  });
+});

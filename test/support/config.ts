@@ -1,0 +1,21 @@
+import type { LoadedConfig } from "../../src/config/load.js";
+import { agentSchema, troupeConfigSchema } from "../../src/config/schema.js";
+import { YamlFile } from "../../src/config/yaml-file.js";
+
+/** A loaded config built in memory: troupe.yaml settings and agent definitions as plain objects. */
+export function testConfig(
+  troupe: Record<string, unknown>,
+  agents: Array<Record<string, unknown>>,
+): LoadedConfig {
+  return {
+    dir: "/nonexistent",
+    file: undefined,
+    troupe: troupeConfigSchema.parse(troupe),
+    agents: new Map(
+      agents.map((raw) => {
+        const definition = agentSchema.parse(raw);
+        return [definition.name, { definition, file: new YamlFile(`${definition.name}.yaml`, "") }];
+      }),
+    ),
+  };
+}
