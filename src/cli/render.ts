@@ -76,6 +76,12 @@ export function humanRenderer(
           if (!ok) line(`${prefix}  ✗ ${name}: ${error ?? "failed"}`);
           break;
         }
+        case "approval.requested":
+          // The terminal's question follows; end the line the answer was streaming on.
+          stopSpinner();
+          if (!atLineStart) out.write("\n");
+          atLineStart = true;
+          break;
         case "approval.decided": {
           const { approved, by, reason } = envelope.data as AgentEventMap["approval.decided"];
           if (!approved) line(`${prefix}  ✗ denied by ${by}${reason ? `: ${reason}` : ""}`);

@@ -37,12 +37,13 @@ export async function runTask(
   extra: Partial<RuntimeOptions> = {},
 ): Promise<number> {
   const interactive = process.stdin.isTTY === true && process.stderr.isTTY === true;
+  const displayed = new Signals();
   const runtime = new Runtime({
     config,
     log,
     ...(flags.workspace ? { workspace: flags.workspace } : {}),
     approver: interactive
-      ? ttyApprover()
+      ? ttyApprover((callId) => displayed.wait(callId))
       : denyingApprover(
           "no terminal to ask for approval: run from a terminal, or choose a looser --approval policy",
         ),
@@ -75,6 +76,8 @@ export async function runTask(
         signal: reading.signal,
       })) {
         renderer.event(event);
+        if (event.envelope.type === "approval.requested")
+          displayed.fire((event.envelope.data as { callId: string }).callId);
         if (event.envelope.type === "agent.stopped" && event.envelope.agentId === handle.agentId) break;
       }
     })();
@@ -86,5 +89,21 @@ export async function runTask(
     renderer.close();
     process.off("SIGINT", onSigint);
     await runtime.close();
+  }
+}
+
+/** One-shot signals by key: `wait` resolves once `fire` was called for the key, before or after. */
+class Signals {
+  #fired = new Set<string>();
+  #waiting = new Map<string, () => void>();
+
+  fire(key: string): void {
+    this.#fired.add(key);
+    this.#waiting.get(key)?.();
+  }
+
+  wait(key: string): Promise<void> {
+    if (this.#fired.has(key)) return Promise.resolve();
+    return new Promise((resolve) => this.#waiting.set(key, resolve));
   }
 }

@@ -3,9 +3,12 @@ import type { ApprovalAnswer, ApprovalRequest, Approver } from "../safety/approv
 
 /**
  * Asks the person at the terminal: y (once), n (deny; anything after is the reason the model sees),
- * a (always: this tool for the rest of the run). Requests are asked one at a time.
+ * a (always: this tool for the rest of the run). Requests are asked one at a time, each once
+ * `shown(callId)` resolves: when the run's output has caught up with it, so the question comes
+ * after everything that led to it.
  */
 export function ttyApprover(
+  shown: (callId: string) => Promise<void> = async () => {},
   input: NodeJS.ReadableStream = process.stdin,
   output: NodeJS.WritableStream = process.stderr,
 ): Approver {
@@ -13,10 +16,11 @@ export function ttyApprover(
   let queue: Promise<unknown> = Promise.resolve();
   const ask = async (request: ApprovalRequest, signal: AbortSignal): Promise<ApprovalAnswer> => {
     if (always.has(request.tool)) return { approved: true, by: "user", reason: "always allowed in this run" };
-    const rl = createInterface({ input, output, terminal: true });
+    await shown(request.callId);
+    const rl = createInterface({ input, output, terminal: false });
     try {
       const answer = await rl.question(
-        `\n? allow ${request.tool} (${request.effect}) ${request.arguments}\n  [y]es / [n]o [reason] / [a]lways: `,
+        `? allow ${request.tool} (${request.effect}) ${request.arguments}  [y]es / [n]o [reason] / [a]lways: `,
         { signal },
       );
       const [word = "", ...rest] = answer.trim().split(/\s+/);
