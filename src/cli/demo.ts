@@ -22,7 +22,10 @@ export async function runDemo(flags: { json?: boolean }, log: Logger): Promise<n
   const workspace = mkdtempSync(join(tmpdir(), "troupe-demo-"));
   writeFileSync(join(workspace, "README.md"), "# greeter\n\nA tiny project that greets people.\n");
   mkdirSync(join(workspace, "src"));
-  writeFileSync(join(workspace, "src", "greet.js"), "export const greet = (name) => `Hello, ${name}!`;\n");
+  writeFileSync(
+    join(workspace, "src", "greet.js"),
+    'export const greet = (name) => "Hello, " + name + "!";\n',
+  );
   const server = await ScriptedModelServer.start(demoScript());
   try {
     const config = loadConfig({ env: {} });
