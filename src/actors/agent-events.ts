@@ -1,5 +1,5 @@
 import type { Budget } from "../config/schema.js";
-import type { StopReason } from "../machines/agent-types.js";
+import type { AgentOutput } from "../machines/agent-types.js";
 import type { FinishReason, Usage } from "../model/types.js";
 import type { ToolEffect } from "../tools/catalog.js";
 
@@ -32,14 +32,7 @@ export interface AgentEventMap {
   "approval.decided": { callId: string; approved: boolean; reason?: string; by: string };
   "context.compacted": { tokensBefore: number; tokensAfter: number; pruned: number; summarized: number };
   /** Last event of an agent. */
-  "agent.stopped": {
-    reason: StopReason;
-    result: string;
-    usage: Usage;
-    turns: number;
-    toolCalls: number;
-    error?: string;
-  };
+  "agent.stopped": AgentOutput;
 }
 
 export type AgentEventType = keyof AgentEventMap;
