@@ -13,6 +13,8 @@ export interface LoggerOptions {
   pretty?: boolean;
   /** Where lines go; defaults to stderr, so stdout stays free for a command's own output. */
   destination?: NodeJS.WritableStream;
+  /** Applied to every line before it is written. */
+  redact?: (line: string) => string;
 }
 
 /**
@@ -24,14 +26,15 @@ export function createLogger(options: LoggerOptions = {}): Logger {
   const level = options.level ?? "info";
   const destination = options.destination ?? process.stderr;
   const pretty = options.pretty ?? (destination === process.stderr && process.stderr.isTTY === true);
+  const hooks = options.redact ? { hooks: { streamWrite: options.redact } } : {};
   if (pretty) {
     const prettyStream = createRequire(import.meta.url)("pino-pretty") as typeof import("pino-pretty");
     return pino(
-      { level },
+      { level, ...hooks },
       prettyStream({ destination: destination as Writable, sync: true, ignore: "pid,hostname" }),
     );
   }
-  return pino({ level, base: undefined }, destination as Writable);
+  return pino({ level, base: undefined, ...hooks }, destination as Writable);
 }
 
 /** A logger that drops everything: the default where a caller passes none. */

@@ -11,6 +11,8 @@ import type { AgentOutput, CompactionInput, ModelTurn, ModelTurnInput } from "..
 import type { ModelRouter } from "../model/model-router.js";
 import type { ToolSpec } from "../model/types.js";
 import type { Approver } from "../safety/approver.js";
+import type { Redactor } from "../safety/redact.js";
+import { UNTRUSTED_NOTE } from "../safety/untrusted.js";
 import { type PlannedCall, planCalls } from "../tools/plan.js";
 import { runBatch } from "../tools/run-batch.js";
 import type { ToolRegistry } from "../tools/tool.js";
@@ -26,6 +28,8 @@ export interface AgentDeps {
   approver: Approver;
   workspace: string;
   log: Logger;
+  /** Secrets out of events, tool results and approval requests. */
+  redactor: Redactor;
 }
 
 export interface StartAgentOptions {
@@ -56,7 +60,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
   const { definition, runId } = options;
   const agentId = options.agentId ?? `${definition.name}-${ulid().slice(-8).toLowerCase()}`;
   const log = deps.log.child({ component: "agent", runId, agentId });
-  const events = new EventPublisher(deps.bus, runId, agentId, options.parentId, log);
+  const events = new EventPublisher(deps.bus, runId, agentId, options.parentId, log, deps.redactor);
   const policy = definition.approval ?? options.approval ?? deps.config.approval.policy;
   const chain = [definition.model ?? deps.config.defaultModel, ...definition.fallbackModels];
   const primary = deps.models.resolve(chain[0] as string);
@@ -163,7 +167,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       runId,
       agentId,
       name: definition.name,
-      systemPrompt: buildSystemPrompt(definition, deps.workspace),
+      systemPrompt: buildSystemPrompt(definition, deps.workspace, [UNTRUSTED_NOTE]),
       budget: definition.budget,
     },
   });

@@ -1,6 +1,7 @@
 import type { Bus } from "../bus/bus.js";
 import { makeEnvelope } from "../bus/envelope.js";
 import type { Logger } from "../log.js";
+import type { Redactor } from "../safety/redact.js";
 import type { AgentEventMap, AgentEventType } from "./agent-events.js";
 
 /**
@@ -17,6 +18,7 @@ export class EventPublisher {
     readonly agentId: string,
     private readonly parentId: string | undefined,
     private readonly log: Logger,
+    private readonly redactor: Redactor | undefined,
     nextSeq = 0,
   ) {
     this.#seq = nextSeq;

@@ -8,6 +8,7 @@ import type { AgentDefinition, ApprovalPolicy } from "../config/schema.js";
 import { type Logger, silentLogger } from "../log.js";
 import { ModelRouter, type ModelRouterOptions } from "../model/model-router.js";
 import { type Approver, denyingApprover } from "../safety/approver.js";
+import { Redactor } from "../safety/redact.js";
 import { BUILTIN_TOOLS } from "../tools/builtin/read-tools.js";
 import { type Tool, ToolRegistry } from "../tools/tool.js";
 import { didYouMean } from "../util/did-you-mean.js";
@@ -50,6 +51,7 @@ export class Runtime {
   readonly models: ModelRouter;
   readonly tools: ToolRegistry;
   readonly workspace: string;
+  readonly redactor: Redactor;
   readonly #config: LoadedConfig;
   readonly #log: Logger;
   readonly #approver: Approver;
@@ -59,6 +61,7 @@ export class Runtime {
     this.#config = options.config;
     this.#log = options.log ?? silentLogger;
     this.#ownsBus = options.bus === undefined;
+    this.redactor = secretsOf(options.config, options.env ?? process.env);
     this.bus = options.bus ?? new LocalBus({ prefix: options.config.troupe.nats.prefix, log: this.#log });
     this.models = new ModelRouter(options.config.troupe, {
       env: options.env ?? process.env,
@@ -108,6 +111,7 @@ export class Runtime {
         approver: this.#approver,
         workspace: this.workspace,
         log: this.#log,
+        redactor: this.redactor,
       },
       {
         definition,
@@ -121,6 +125,14 @@ export class Runtime {
   async close(): Promise<void> {
     if (this.#ownsBus) await this.bus.close();
   }
+}
+
+/** A redactor that knows the process's secret-like variables, the providers' key variables and the NATS secrets. */
+export function secretsOf(config: LoadedConfig, env: NodeJS.ProcessEnv): Redactor {
+  const keyVariables = Object.values(config.troupe.providers).map((provider) => provider.apiKeyEnv);
+  const nats = config.troupe.nats;
+  const literals = [nats.password, nats.token].filter((value): value is string => value !== undefined);
+  return Redactor.fromEnv({ ...process.env, ...env }, keyVariables).with(literals);
 }
 
 export function newRunId(): string {

@@ -1,6 +1,7 @@
 import { Command, CommanderError, Option } from "commander";
 import { APPROVAL_POLICIES } from "../config/policies.js";
 import { createLogger, LOG_LEVELS, type Logger } from "../log.js";
+import { Redactor } from "../safety/redact.js";
 import type { RunFlags } from "./run.js";
 
 /** Exit codes every command keeps. */
@@ -30,8 +31,10 @@ export async function main(argv: string[]): Promise<number> {
   let exitCode: number = EXIT.ok;
   const globals = () => program.opts<GlobalOptions>();
   let logger: Logger | undefined;
+  const redactor = Redactor.fromEnv(process.env);
   const log = (component: string) => {
-    logger ??= createLogger({ level: globals().logLevel });
+    // Secrets of the environment never reach a log line.
+    logger ??= createLogger({ level: globals().logLevel, redact: (line) => redactor.redact(line) });
     return logger.child({ component });
   };
 

@@ -1,3 +1,6 @@
+import { cleanOutput, DEFAULT_OUTPUT_CAP } from "../safety/hygiene.js";
+import type { Redactor } from "../safety/redact.js";
+import { wrapUntrusted } from "../safety/untrusted.js";
 import { type PlannedCall, parseArguments } from "./plan.js";
 import { type ToolContext, type ToolRegistry, type ToolResult, toolError } from "./tool.js";
 
@@ -12,6 +15,10 @@ export interface BatchOptions {
   signal: AbortSignal;
   hooks?: BatchHooks;
   defaultTimeoutMs?: number;
+  /** Secrets come out of every output and error. */
+  redactor?: Redactor;
+  /** Characters of output a result may carry. Default 30000. */
+  outputCap?: number;
 }
 
 /**
@@ -82,8 +89,30 @@ async function runOne(call: PlannedCall, options: BatchOptions): Promise<ToolRes
     clearTimeout(timer);
     options.signal.removeEventListener("abort", onAbort);
   }
+  result = finish(result, tool.source ?? tool.name, tool.readMore, options);
   options.hooks?.onFinish?.(call, result, performance.now() - started);
   return result;
+}
+
+/**
+ * Every result on its way to the model: control and escape characters out, the size capped with a
+ * note on how to read the rest, secrets redacted, and the output wrapped as untrusted data.
+ */
+function finish(
+  result: ToolResult,
+  source: string,
+  readMore: string | undefined,
+  options: BatchOptions,
+): ToolResult {
+  const redact = (text: string) => (options.redactor ? options.redactor.redact(text) : text);
+  const cap = options.outputCap ?? DEFAULT_OUTPUT_CAP;
+  const out: ToolResult = {
+    ...result,
+    output: wrapUntrusted(source, redact(cleanOutput(result.output, cap, readMore))),
+  };
+  if (result.error !== undefined) out.error = redact(cleanOutput(result.error, 2000));
+  if (result.summary !== undefined) out.summary = redact(cleanOutput(result.summary, 500));
+  return out;
 }
 
 class ToolTimeoutError extends Error {

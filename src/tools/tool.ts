@@ -33,6 +33,10 @@ export interface Tool<Args = unknown> {
   parameters: z.ZodType<Args>;
   /** Default 120000. */
   timeoutMs?: number;
+  /** What the model is told to do when the output was cut, e.g. "read on with offset". */
+  readMore?: string;
+  /** Where the output comes from, as the model is told; default the tool's name (MCP: `mcp:server`). */
+  source?: string;
   execute(args: Args, context: ToolContext): Promise<ToolResult> | ToolResult;
 }
 
@@ -43,6 +47,8 @@ export function defineTool<S extends z.ZodType>(tool: {
   effect: ToolEffect;
   parameters: S;
   timeoutMs?: number;
+  readMore?: string;
+  source?: string;
   execute(args: z.infer<S>, context: ToolContext): Promise<ToolResult> | ToolResult;
 }): Tool<z.infer<S>> {
   return tool as Tool<z.infer<S>>;

@@ -141,7 +141,10 @@ describe("runBatch", () => {
       "end read d",
     ]);
     expect(Object.keys(results)).toHaveLength(4);
-    expect(results[planned[0]?.id ?? ""]).toEqual({ ok: true, output: "contents of a" });
+    expect(results[planned[0]?.id ?? ""]).toEqual({
+      ok: true,
+      output: '<tool_output source="read">\ncontents of a\n</tool_output>',
+    });
   });
 
   it("turns a throw and a timeout into error results, and reports start and finish", async () => {
