@@ -1,6 +1,8 @@
 /** Terminal escape sequences: CSI, OSC and the two-byte forms. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point here
 const ANSI = /\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])/g;
 /** Control characters other than tab and newline (a lone \r is dropped too: it rewrites lines on a terminal). */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point here
 const CONTROL = /[\x00-\x08\x0b-\x1f\x7f]/g;
 
 export const DEFAULT_OUTPUT_CAP = 30_000;
