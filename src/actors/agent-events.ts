@@ -28,7 +28,16 @@ export interface AgentEventMap {
   "tool.started": { callId: string; name: string };
   "tool.finished": { callId: string; name: string; ok: boolean; durationMs: number; error?: string };
   /** A call waits for a person (or the policy's timeout). */
-  "approval.requested": { callId: string; name: string; arguments: string; effect: ToolEffect };
+  "approval.requested": {
+    callId: string;
+    name: string;
+    arguments: string;
+    effect: ToolEffect;
+    /** The exact command, or the diff of the change. */
+    detail: string;
+    /** The paths the call touches. */
+    paths: string[];
+  };
   "approval.decided": { callId: string; approved: boolean; reason?: string; by: string };
   "context.compacted": { tokensBefore: number; tokensAfter: number; pruned: number; summarized: number };
   /** Last event of an agent. */

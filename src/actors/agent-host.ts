@@ -13,9 +13,9 @@ import type { ToolSpec } from "../model/types.js";
 import type { Approver } from "../safety/approver.js";
 import type { Redactor } from "../safety/redact.js";
 import { UNTRUSTED_NOTE } from "../safety/untrusted.js";
-import { type PlannedCall, planCalls } from "../tools/plan.js";
+import { type PlannedCall, parseArguments, planCalls } from "../tools/plan.js";
 import { runBatch } from "../tools/run-batch.js";
-import type { ToolRegistry } from "../tools/tool.js";
+import type { CallPreview, ToolRegistry } from "../tools/tool.js";
 import { EventPublisher } from "./event-publisher.js";
 import { summarizer } from "./summarizer.js";
 
@@ -30,6 +30,8 @@ export interface AgentDeps {
   log: Logger;
   /** Secrets out of events, tool results and approval requests. */
   redactor: Redactor;
+  /** Directories in the workspace no tool may change (the config dir). */
+  protectedDirs: string[];
 }
 
 export interface StartAgentOptions {
@@ -87,7 +89,13 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
           finishReason: response.finishReason,
           toolCalls: toolCalls.length,
         });
-        const plan = planCalls(toolCalls, deps.tools, input.withTools ? allowed : new Set(), policy);
+        const plan = planCalls(
+          toolCalls,
+          deps.tools,
+          input.withTools ? allowed : new Set(),
+          policy,
+          deps.workspace,
+        );
         for (const call of plan) events.emit("tool.requested", requested(call));
         return { ...response, plan };
       }),
@@ -95,23 +103,20 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         async ({ input, signal }: { input: { calls: PlannedCall[] }; signal: AbortSignal }) => {
           const decisions = [];
           for (const call of input.calls) {
-            events.emit("approval.requested", {
+            const preview = await previewOf(deps, call);
+            const request = {
+              runId,
+              agentId,
               callId: call.id,
-              name: call.name,
-              arguments: call.arguments,
+              tool: call.name,
+              arguments: deps.redactor.redact(call.arguments),
               effect: call.effect,
-            });
-            const answer = await deps.approver.decide(
-              {
-                runId,
-                agentId,
-                callId: call.id,
-                tool: call.name,
-                arguments: call.arguments,
-                effect: call.effect,
-              },
-              signal,
-            );
+              detail: deps.redactor.redact(preview.detail),
+              paths: preview.paths,
+            };
+            const { runId: _r, agentId: _a, tool, ...shown } = request;
+            events.emit("approval.requested", { ...shown, name: tool });
+            const answer = await deps.approver.decide(request, signal);
             events.emit("approval.decided", { callId: call.id, ...answer });
             decisions.push({
               id: call.id,
@@ -126,8 +131,9 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         async ({ input, signal }: { input: { calls: PlannedCall[] }; signal: AbortSignal }) =>
           runBatch(input.calls, {
             registry: deps.tools,
-            context: { runId, agentId, workspace: deps.workspace },
+            context: { runId, agentId, workspace: deps.workspace, protectedDirs: deps.protectedDirs },
             signal,
+            redactor: deps.redactor,
             hooks: {
               onStart: (call) => events.emit("tool.started", { callId: call.id, name: call.name }),
               onFinish: (call, result, durationMs) =>
@@ -221,6 +227,20 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     followUp: (text) => actor.send({ type: "FOLLOW_UP", text }),
     abort: (reason) => actor.send({ type: "ABORT", ...(reason ? { reason } : {}) }),
   };
+}
+
+/** What the person deciding sees: the tool's own preview (a diff, the command), else the arguments. */
+async function previewOf(deps: AgentDeps, call: PlannedCall): Promise<CallPreview> {
+  const tool = deps.tools.get(call.name);
+  try {
+    if (tool?.preview) {
+      const args = parseArguments(tool.parameters, call.arguments);
+      return await tool.preview(args, { workspace: deps.workspace, protectedDirs: deps.protectedDirs });
+    }
+  } catch (error) {
+    deps.log.debug({ err: error, tool: call.name }, "no preview");
+  }
+  return { detail: call.arguments, paths: [] };
 }
 
 function requested(call: PlannedCall) {

@@ -9,7 +9,7 @@ import { type Logger, silentLogger } from "../log.js";
 import { ModelRouter, type ModelRouterOptions } from "../model/model-router.js";
 import { type Approver, denyingApprover } from "../safety/approver.js";
 import { Redactor } from "../safety/redact.js";
-import { BUILTIN_TOOLS } from "../tools/builtin/read-tools.js";
+import { builtinTools } from "../tools/builtin/index.js";
 import { type Tool, ToolRegistry } from "../tools/tool.js";
 import { didYouMean } from "../util/did-you-mean.js";
 import { type AgentHandle, startAgent } from "./agent-host.js";
@@ -68,7 +68,7 @@ export class Runtime {
       log: this.#log,
       ...options.models,
     });
-    this.tools = new ToolRegistry([...BUILTIN_TOOLS, ...(options.tools ?? [])]);
+    this.tools = new ToolRegistry([...builtinTools(), ...(options.tools ?? [])]);
     this.workspace = resolve(options.workspace ?? options.config.troupe.workspace);
     if (!existsSync(this.workspace) || !statSync(this.workspace).isDirectory()) {
       throw new WorkspaceError(`workspace ${this.workspace} is not a directory; pass --workspace DIR`);
@@ -112,6 +112,7 @@ export class Runtime {
         workspace: this.workspace,
         log: this.#log,
         redactor: this.redactor,
+        protectedDirs: [this.#config.dir],
       },
       {
         definition,

@@ -20,7 +20,8 @@ export function ttyApprover(
     const rl = createInterface({ input, output, terminal: false });
     try {
       const answer = await rl.question(
-        `? allow ${request.tool} (${request.effect}) ${request.arguments}  [y]es / [n]o [reason] / [a]lways: `,
+        `${describeRequest(request)}
+? allow ${request.tool}? [y]es / [n]o [reason] / [a]lways: `,
         { signal },
       );
       const [word = "", ...rest] = answer.trim().split(/\s+/);
@@ -42,4 +43,13 @@ export function ttyApprover(
       return next;
     },
   };
+}
+
+function describeRequest(request: ApprovalRequest): string {
+  const paths = request.paths.length ? `\n  paths: ${request.paths.join(", ")}` : "";
+  const detail = request.detail
+    .split("\n")
+    .map((line) => `  │ ${line}`)
+    .join("\n");
+  return `${request.tool} (${request.effect}) wants to:\n${detail}${paths}`;
 }

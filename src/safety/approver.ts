@@ -7,6 +7,10 @@ export interface ApprovalRequest {
   tool: string;
   arguments: string;
   effect: ToolEffect;
+  /** The exact command, or the diff of the change (redacted). */
+  detail: string;
+  /** The paths the call touches. */
+  paths: string[];
 }
 
 export interface ApprovalAnswer {

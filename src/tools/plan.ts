@@ -1,7 +1,7 @@
 import type { z } from "zod";
 import type { ApprovalPolicy } from "../config/schema.js";
 import type { ToolCall } from "../model/types.js";
-import { decideByEffect, type PolicyDecision } from "../safety/policy.js";
+import { decide, type PolicyDecision } from "../safety/policy.js";
 import type { ToolEffect } from "./catalog.js";
 import { type ToolRegistry, type ToolResult, toolError } from "./tool.js";
 
@@ -28,6 +28,7 @@ export function planCalls(
   registry: ToolRegistry,
   allowed: ReadonlySet<string>,
   policy: ApprovalPolicy,
+  workspace = process.cwd(),
 ): PlannedCall[] {
   return calls.map((call) => {
     const name = call.function.name;
@@ -58,12 +59,13 @@ export function planCalls(
         ),
       };
     }
-    const decision = decideByEffect(policy, tool.effect);
+    const judgement = tool.judge?.(parseArguments(tool.parameters, call.function.arguments), workspace);
+    const { decision, reason } = decide(policy, tool.effect, judgement);
     const planned: PlannedCall = { ...base, effect: tool.effect, decision };
     if (decision === "deny") {
       planned.result = toolError(
-        `${name} is not allowed under the "${policy}" approval policy`,
-        "do without this tool, or ask the user to change the policy",
+        reason ?? `${name} is not allowed under the "${policy}" approval policy`,
+        "do without this call, or ask the user to change the approval policy",
       );
     }
     return planned;

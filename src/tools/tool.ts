@@ -1,5 +1,6 @@
 import { z } from "zod";
 import type { ToolSpec } from "../model/types.js";
+import type { CallJudgement } from "../safety/policy.js";
 import type { ToolEffect } from "./catalog.js";
 
 /**
@@ -24,6 +25,15 @@ export interface ToolContext {
   runId: string;
   agentId: string;
   workspace: string;
+  /** Directories inside the workspace that tools may not change (the config dir). */
+  protectedDirs?: string[];
+}
+
+/** What a person deciding on a call sees: the exact change or command, and the paths it touches. */
+export interface CallPreview {
+  /** The exact command, or a unified diff of the change. */
+  detail: string;
+  paths: string[];
 }
 
 export interface Tool<Args = unknown> {
@@ -37,6 +47,13 @@ export interface Tool<Args = unknown> {
   readMore?: string;
   /** Where the output comes from, as the model is told; default the tool's name (MCP: `mcp:server`). */
   source?: string;
+  /** What this call would do, for the approval policy (the shell tool parses its command). */
+  judge?(args: Args, workspace: string): CallJudgement;
+  /** For approval requests; default: the arguments. */
+  preview?(
+    args: Args,
+    context: Pick<ToolContext, "workspace" | "protectedDirs">,
+  ): Promise<CallPreview> | CallPreview;
   execute(args: Args, context: ToolContext): Promise<ToolResult> | ToolResult;
 }
 
@@ -49,6 +66,11 @@ export function defineTool<S extends z.ZodType>(tool: {
   timeoutMs?: number;
   readMore?: string;
   source?: string;
+  preview?(
+    args: z.infer<S>,
+    context: Pick<ToolContext, "workspace" | "protectedDirs">,
+  ): Promise<CallPreview> | CallPreview;
+  judge?(args: z.infer<S>, workspace: string): CallJudgement;
   execute(args: z.infer<S>, context: ToolContext): Promise<ToolResult> | ToolResult;
 }): Tool<z.infer<S>> {
   return tool as Tool<z.infer<S>>;

@@ -107,7 +107,7 @@ describe("planCalls", () => {
   it("plans a denial under never-ask as an error result", () => {
     const [planned] = planCalls([call("write", { path: "a" })], registry, all, "never-ask");
     expect(planned).toMatchObject({ decision: "deny", effect: "write" });
-    expect(planned?.result?.error).toContain('not allowed under the "never-ask" approval policy');
+    expect(planned?.result?.error).toContain('under the "never-ask" policy');
   });
 });
 

@@ -1,24 +1,11 @@
 import { open, readdir, stat } from "node:fs/promises";
 import { z } from "zod";
-import {
-  PathOutsideWorkspaceError,
-  resolveInWorkspace,
-  workspaceRelative,
-} from "../../safety/workspace-guard.js";
-import { defineTool, type Tool, type ToolResult, toolError } from "../tool.js";
+import { workspaceRelative } from "../../safety/workspace-guard.js";
+import { defineTool, toolError } from "../tool.js";
+import { readablePath } from "./guarded.js";
 
 const MAX_READ_BYTES = 256 * 1024;
 const DEFAULT_LIMIT = 400;
-
-function guarded(workspace: string, path: string): string | ToolResult {
-  try {
-    return resolveInWorkspace(workspace, path);
-  } catch (error) {
-    if (error instanceof PathOutsideWorkspaceError)
-      return toolError(error.message, "use a path inside the workspace");
-    throw error;
-  }
-}
 
 export const readFileTool = defineTool({
   name: "read_file",
@@ -29,8 +16,9 @@ export const readFileTool = defineTool({
     offset: z.number().int().min(1).optional().describe("First line to read, 1-based"),
     limit: z.number().int().min(1).max(2000).optional().describe(`Lines to read (default ${DEFAULT_LIMIT})`),
   }),
-  async execute({ path, offset = 1, limit = DEFAULT_LIMIT }, { workspace }) {
-    const real = guarded(workspace, path);
+  readMore: "read on with a larger offset",
+  async execute({ path, offset = 1, limit = DEFAULT_LIMIT }, context) {
+    const real = readablePath(context, path);
     if (typeof real !== "string") return real;
     const info = await stat(real).catch(() => undefined);
     if (!info) return toolError(`no such file: ${path}`, "list the directory to find the right name");
@@ -70,8 +58,9 @@ export const listDirTool = defineTool({
   parameters: z.object({
     path: z.string().default(".").describe("Directory relative to the workspace root"),
   }),
-  async execute({ path }, { workspace }) {
-    const real = guarded(workspace, path);
+  async execute({ path }, context) {
+    const { workspace } = context;
+    const real = readablePath(context, path);
     if (typeof real !== "string") return real;
     const entries = await readdir(real, { withFileTypes: true }).catch(() => undefined);
     if (!entries)
@@ -88,6 +77,3 @@ export const listDirTool = defineTool({
     };
   },
 });
-
-/** The built-in tools available so far, by name. */
-export const BUILTIN_TOOLS: Tool[] = [readFileTool as Tool, listDirTool as Tool];

@@ -1,0 +1,19 @@
+// Types for the parts of mvdan-sh (mvdan/sh compiled to JavaScript) that Troupe uses.
+declare module "mvdan-sh" {
+  export interface ShPos {
+    Offset(): number;
+  }
+  export interface ShNode {
+    Pos(): ShPos;
+    End(): ShPos;
+    [field: string]: unknown;
+  }
+  export interface ShParser {
+    Parse(source: string, name: string): ShNode;
+  }
+  export const syntax: {
+    NewParser(): ShParser;
+    NodeType(node: ShNode): string;
+    Walk(node: ShNode, visit: (node: ShNode | null) => boolean): void;
+  };
+}

@@ -1,0 +1,101 @@
+import { readFile, stat } from "node:fs/promises";
+import { join } from "node:path";
+import { glob as findFiles } from "tinyglobby";
+import { z } from "zod";
+import { defineTool, type Tool, toolError } from "../tool.js";
+import { readablePath } from "./guarded.js";
+
+const IGNORED = ["**/.git/**", "**/node_modules/**", "**/.troupe/**"];
+const MAX_GREP_FILE_BYTES = 2 * 1024 * 1024;
+
+export const globTool = defineTool({
+  name: "glob",
+  description:
+    "Find files by glob pattern (e.g. src/**/*.ts) under a directory of the workspace. .git and node_modules are skipped.",
+  effect: "read",
+  parameters: z.object({
+    pattern: z.string().min(1),
+    path: z.string().default("."),
+    max_results: z.number().int().min(1).max(5000).default(500),
+  }),
+  readMore: "use a narrower pattern or path",
+  async execute({ pattern, path, max_results }, context) {
+    const root = readablePath(context, path);
+    if (typeof root !== "string") return root;
+    const files = (
+      await findFiles(pattern, { cwd: root, ignore: IGNORED, dot: true, followSymbolicLinks: false })
+    ).sort();
+    const shown = files.slice(0, max_results);
+    const more =
+      files.length > shown.length ? `\n[${files.length - shown.length} more; narrow the pattern]` : "";
+    return {
+      ok: true,
+      output: shown.length ? shown.join("\n") + more : "(no files match)",
+      summary: `${files.length} files`,
+    };
+  },
+});
+
+export const grepTool = defineTool({
+  name: "grep",
+  description:
+    "Search file contents with a regular expression (JavaScript syntax). Prints path:line: text for each match, with context lines if asked.",
+  effect: "read",
+  parameters: z.object({
+    pattern: z.string().min(1),
+    path: z.string().default("."),
+    glob: z.string().default("**/*").describe("Only files matching this glob, relative to path"),
+    ignore_case: z.boolean().default(false),
+    context: z.number().int().min(0).max(10).default(0).describe("Lines of context around each match"),
+    max_matches: z.number().int().min(1).max(2000).default(100),
+  }),
+  readMore: "use a narrower pattern, path or glob",
+  async execute(args, context) {
+    let regex: RegExp;
+    try {
+      regex = new RegExp(args.pattern, args.ignore_case ? "i" : "");
+    } catch (error) {
+      return toolError(
+        `invalid regular expression: ${(error as Error).message}`,
+        "fix the pattern (JavaScript regex syntax)",
+      );
+    }
+    const root = readablePath(context, args.path);
+    if (typeof root !== "string") return root;
+    const info = await stat(root).catch(() => undefined);
+    if (!info) return toolError(`no such path: ${args.path}`, "check the path with list_dir");
+    const files = info.isFile()
+      ? [""]
+      : (
+          await findFiles(args.glob, { cwd: root, ignore: IGNORED, dot: true, followSymbolicLinks: false })
+        ).sort();
+    const out: string[] = [];
+    let matches = 0;
+    for (const file of files) {
+      if (context.signal.aborted || matches >= args.max_matches) break;
+      const full = file ? join(root, file) : root;
+      const size = (await stat(full).catch(() => undefined))?.size ?? 0;
+      if (size > MAX_GREP_FILE_BYTES) continue;
+      const buffer = await readFile(full).catch(() => undefined);
+      if (!buffer || buffer.includes(0)) continue;
+      const lines = buffer.toString("utf8").split("\n");
+      const name = file || args.path;
+      let lastShown = -1;
+      for (let i = 0; i < lines.length && matches < args.max_matches; i++) {
+        if (!regex.test(lines[i] as string)) continue;
+        matches++;
+        const from = Math.max(lastShown + 1, i - args.context);
+        const to = Math.min(lines.length - 1, i + args.context);
+        if (args.context > 0 && out.length > 0 && from > lastShown + 1) out.push("--");
+        for (let k = from; k <= to; k++) out.push(`${name}:${k + 1}${k === i ? ":" : "-"} ${lines[k]}`);
+        lastShown = to;
+      }
+    }
+    if (matches === 0) return { ok: true, output: "(no matches)" };
+    const capped =
+      matches >= args.max_matches ? `\n[stopped at ${args.max_matches} matches; narrow the search]` : "";
+    return { ok: true, output: out.join("\n") + capped, summary: `${matches} matches` };
+  },
+});
+
+export const SEARCH_TOOLS: Tool[] = [globTool as Tool, grepTool as Tool];

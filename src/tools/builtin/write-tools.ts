@@ -1,0 +1,225 @@
+import { existsSync } from "node:fs";
+import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { dirname } from "node:path";
+import { applyPatch, createTwoFilesPatch, parsePatch, type StructuredPatch } from "diff";
+import { z } from "zod";
+import { workspaceRelative } from "../../safety/workspace-guard.js";
+import {
+  type CallPreview,
+  defineTool,
+  type Tool,
+  type ToolContext,
+  type ToolResult,
+  toolError,
+} from "../tool.js";
+import { writablePath } from "./guarded.js";
+
+async function textOf(path: string): Promise<string | undefined> {
+  return existsSync(path) ? readFile(path, "utf8") : undefined;
+}
+
+function diffOf(path: string, before: string | undefined, after: string): string {
+  return createTwoFilesPatch(
+    before === undefined ? "/dev/null" : `a/${path}`,
+    `b/${path}`,
+    before ?? "",
+    after,
+    "",
+    "",
+    { context: 3 },
+  );
+}
+
+export const writeFileTool = defineTool({
+  name: "write_file",
+  description:
+    "Create or overwrite a file in the workspace with the given content. Parent directories are created.",
+  effect: "write",
+  parameters: z.object({ path: z.string(), content: z.string() }),
+  async preview({ path, content }, context) {
+    const real = writablePath(context as ToolContext, path);
+    if (typeof real !== "string") return { detail: real.error ?? "", paths: [path] };
+    return {
+      detail: diffOf(path, await textOf(real), content),
+      paths: [workspaceRelative(context.workspace, real)],
+    };
+  },
+  async execute({ path, content }, context) {
+    const real = writablePath(context, path);
+    if (typeof real !== "string") return real;
+    const existed = existsSync(real);
+    await mkdir(dirname(real), { recursive: true });
+    await writeFile(real, content);
+    return {
+      ok: true,
+      output: `${existed ? "overwrote" : "created"} ${path} (${Buffer.byteLength(content)} bytes)`,
+    };
+  },
+});
+
+export const editFileTool = defineTool({
+  name: "edit_file",
+  description:
+    "Replace old_string with new_string in a file. old_string must match the file exactly (whitespace included) and only once, unless replace_all is true. Read the file first.",
+  effect: "write",
+  parameters: z.object({
+    path: z.string(),
+    old_string: z.string().min(1),
+    new_string: z.string(),
+    replace_all: z.boolean().optional(),
+  }),
+  async preview(args, context) {
+    const real = writablePath(context as ToolContext, args.path);
+    if (typeof real !== "string") return { detail: real.error ?? "", paths: [args.path] };
+    const before = await textOf(real);
+    const after = before === undefined ? undefined : replace(before, args);
+    return {
+      detail:
+        typeof after === "string" ? diffOf(args.path, before, after) : `edit ${args.path} (does not apply)`,
+      paths: [args.path],
+    };
+  },
+  async execute(args, context) {
+    const real = writablePath(context, args.path);
+    if (typeof real !== "string") return real;
+    const before = await textOf(real);
+    if (before === undefined)
+      return toolError(
+        `no such file: ${args.path}`,
+        "create it with write_file, or check the path with list_dir",
+      );
+    const after = replace(before, args);
+    if (typeof after !== "string") return after;
+    await writeFile(real, after);
+    const count = args.replace_all ? before.split(args.old_string).length - 1 : 1;
+    return { ok: true, output: `edited ${args.path}: ${count} replacement${count === 1 ? "" : "s"}` };
+  },
+});
+
+function replace(
+  text: string,
+  args: { path: string; old_string: string; new_string: string; replace_all?: boolean | undefined },
+): string | ToolResult {
+  const count = text.split(args.old_string).length - 1;
+  if (count === 0) {
+    return {
+      ...toolError(
+        `old_string was not found in ${args.path}`,
+        "re-read the file with read_file and copy the text exactly, whitespace included",
+      ),
+      output: closestLines(text, args.old_string),
+    };
+  }
+  if (count > 1 && !args.replace_all) {
+    return toolError(
+      `old_string appears ${count} times in ${args.path}`,
+      "add surrounding lines to old_string so it matches once, or set replace_all",
+    );
+  }
+  return args.replace_all
+    ? text.split(args.old_string).join(args.new_string)
+    : text.replace(args.old_string, () => args.new_string);
+}
+
+/** The lines of the file most like the first line of what was looked for, numbered, with a little context. */
+function closestLines(text: string, wanted: string): string {
+  const lines = text.split("\n");
+  const target = (wanted.split("\n").find((line) => line.trim()) ?? "").trim();
+  let best = 0;
+  let bestScore = -1;
+  lines.forEach((line, i) => {
+    const score = similarity(line.trim(), target);
+    if (score > bestScore) {
+      best = i;
+      bestScore = score;
+    }
+  });
+  const from = Math.max(0, best - 2);
+  const shown = lines.slice(from, best + 3).map((line, i) => `${from + i + 1}\t${line}`);
+  return `closest lines in the file:\n${shown.join("\n")}`;
+}
+
+/** Shared character bigrams, as a share of both: cheap and good enough to point at a near miss. */
+function similarity(a: string, b: string): number {
+  if (!a || !b) return 0;
+  const grams = (s: string) => {
+    const out = new Map<string, number>();
+    for (let i = 0; i < s.length - 1; i++) out.set(s.slice(i, i + 2), (out.get(s.slice(i, i + 2)) ?? 0) + 1);
+    return out;
+  };
+  const ga = grams(a);
+  const gb = grams(b);
+  let shared = 0;
+  for (const [gram, n] of ga) shared += Math.min(n, gb.get(gram) ?? 0);
+  return (2 * shared) / Math.max(1, a.length - 1 + b.length - 1);
+}
+
+const stripPrefix = (name: string | undefined) => (name ?? "").replace(/^[ab]\//, "");
+
+export const applyPatchTool = defineTool({
+  name: "apply_patch",
+  description:
+    "Apply a unified diff (as `diff -u` or `git diff` prints it) to files in the workspace. All hunks must apply or nothing is changed. Set dry_run to check it without writing.",
+  effect: "write",
+  parameters: z.object({ patch: z.string().min(1), dry_run: z.boolean().optional() }),
+  preview({ patch }) {
+    const files = safeParse(patch);
+    return { detail: patch, paths: Array.isArray(files) ? files.map(targetOf) : [] } satisfies CallPreview;
+  },
+  async execute({ patch, dry_run }, context) {
+    const files = safeParse(patch);
+    if (!Array.isArray(files)) return files;
+    const planned: Array<{ path: string; real: string; after: string | null }> = [];
+    for (const file of files) {
+      const path = targetOf(file);
+      const real = writablePath(context, path);
+      if (typeof real !== "string") return real;
+      const before = (await textOf(real)) ?? "";
+      if (file.newFileName === "/dev/null") {
+        planned.push({ path, real, after: null });
+        continue;
+      }
+      const after = applyPatch(before, file, { fuzzFactor: 0 });
+      if (after === false) {
+        return toolError(
+          `the patch does not apply to ${path}`,
+          "re-read the file and make the hunk's context lines match it exactly",
+        );
+      }
+      planned.push({ path, real, after });
+    }
+    if (!dry_run) {
+      for (const { real, after } of planned) {
+        if (after === null) await rm(real, { force: true });
+        else {
+          await mkdir(dirname(real), { recursive: true });
+          await writeFile(real, after);
+        }
+      }
+    }
+    const lines = planned.map(({ path, after }) => `${after === null ? "deleted" : "patched"} ${path}`);
+    return { ok: true, output: `${dry_run ? "dry run, nothing written: " : ""}${lines.join("; ")}` };
+  },
+});
+
+function targetOf(file: StructuredPatch): string {
+  return stripPrefix(file.newFileName === "/dev/null" ? file.oldFileName : file.newFileName);
+}
+
+function safeParse(patch: string): StructuredPatch[] | ToolResult {
+  try {
+    const files = parsePatch(patch).filter(
+      (file) => file.hunks.length > 0 || file.newFileName === "/dev/null",
+    );
+    if (files.length === 0)
+      return toolError("the patch holds no hunks", "pass a unified diff with ---/+++ headers and @@ hunks");
+    return files;
+  } catch (error) {
+    return toolError(
+      `the patch cannot be read: ${(error as Error).message}`,
+      "pass a unified diff with ---/+++ headers and @@ hunks",
+    );
+  }
+}
+
+export const WRITE_TOOLS: Tool[] = [writeFileTool as Tool, editFileTool as Tool, applyPatchTool as Tool];
