@@ -52,6 +52,8 @@ export interface AgentHandle {
   steer(text: string): void;
   followUp(text: string): void;
   abort(reason?: string): void;
+  /** The machine's persisted snapshot: everything the agent is, as JSON. */
+  snapshot(): unknown;
 }
 
 /**
@@ -226,6 +228,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     steer: (text) => actor.send({ type: "STEER", text }),
     followUp: (text) => actor.send({ type: "FOLLOW_UP", text }),
     abort: (reason) => actor.send({ type: "ABORT", ...(reason ? { reason } : {}) }),
+    snapshot: () => actor.getPersistedSnapshot(),
   };
 }
 

@@ -68,7 +68,10 @@ export class Runtime {
       log: this.#log,
       ...options.models,
     });
-    this.tools = new ToolRegistry([...builtinTools(), ...(options.tools ?? [])]);
+    this.tools = new ToolRegistry([
+      ...builtinTools({ shell: { env: options.config.troupe.shell.env } }),
+      ...(options.tools ?? []),
+    ]);
     this.workspace = resolve(options.workspace ?? options.config.troupe.workspace);
     if (!existsSync(this.workspace) || !statSync(this.workspace).isDirectory()) {
       throw new WorkspaceError(`workspace ${this.workspace} is not a directory; pass --workspace DIR`);

@@ -146,6 +146,14 @@ export const troupeConfigSchema = z.strictObject({
       mcpServerSchema,
     )
     .default({}),
+  shell: z
+    .strictObject({
+      /** Environment variables passed to commands besides the safe defaults (PATH, HOME, LANG…). */
+      env: z
+        .array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name"))
+        .default([]),
+    })
+    .default({ env: [] }),
   subagents: z
     .strictObject({
       /** How deep subagents may nest under a top-level agent. */

@@ -1,0 +1,269 @@
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { resolveForWrite, resolveInWorkspace } from "../../src/safety/workspace-guard.js";
+import { builtinTools } from "../../src/tools/builtin/index.js";
+import { commandEnv } from "../../src/tools/builtin/shell.js";
+import { BUILTIN_TOOL_EFFECTS } from "../../src/tools/catalog.js";
+import type { Tool, ToolContext, ToolResult } from "../../src/tools/tool.js";
+import { tempTree } from "../support/cli.js";
+
+let root: string;
+let ws: string;
+let dispose: () => void;
+beforeEach(() => {
+  ({ dir: root, dispose } = tempTree({
+    "ws/src/a.ts": "export const a = 1;\nexport const b = 2;\n",
+    "ws/notes.txt": "first line\nsecond line\nthird line",
+    "ws/.git/config": "[core]\n",
+    "ws-evil/secret.txt": "outside\n",
+    "outside.txt": "outside\n",
+  }));
+  ws = join(root, "ws");
+});
+afterEach(() => dispose());
+
+const tools = new Map(builtinTools().map((t) => [t.name, t]));
+async function call(
+  name: string,
+  args: Record<string, unknown>,
+  extra: Partial<ToolContext> = {},
+): Promise<ToolResult> {
+  const tool = tools.get(name) as Tool;
+  const parsed = tool.parameters.parse(args);
+  return tool.execute(parsed, {
+    signal: new AbortController().signal,
+    callId: "c",
+    runId: "r",
+    agentId: "a",
+    workspace: ws,
+    ...extra,
+  });
+}
+
+describe("the built-in tools", () => {
+  it("are exactly the catalogue, with the same effects", () => {
+    const names = builtinTools().map((t) => [t.name, t.effect]);
+    const catalogue = Object.entries(BUILTIN_TOOL_EFFECTS).filter(([name]) => name !== "load_skill");
+    expect(new Map(names)).toEqual(new Map(catalogue));
+  });
+});
+
+describe("the workspace guard", () => {
+  it.each([
+    ["a .. that leaves", "../outside.txt"],
+    ["an absolute path outside", "/etc/passwd"],
+    ["a sibling with the same prefix", "../ws-evil/secret.txt"],
+    ["a symlinked file that leads outside", "link-file"],
+    ["a file under a symlinked parent that leads outside", "link-dir/secret.txt"],
+    ["a dangling symlink to outside", "dangling/new.txt"],
+  ])("rejects %s", (_row, path) => {
+    symlinkSync(join(root, "outside.txt"), join(ws, "link-file"));
+    symlinkSync(join(root, "ws-evil"), join(ws, "link-dir"));
+    symlinkSync(join(root, "not-yet"), join(ws, "dangling"));
+    expect(() => resolveInWorkspace(ws, path)).toThrow(/outside the workspace/);
+  });
+
+  it("accepts paths inside, including ones that do not exist yet", () => {
+    expect(resolveInWorkspace(ws, "src/a.ts")).toBe(join(ws, "src/a.ts"));
+    expect(resolveInWorkspace(ws, "new/dir/file.txt")).toBe(join(ws, "new/dir/file.txt"));
+    expect(resolveInWorkspace(ws, join(ws, "notes.txt"))).toBe(join(ws, "notes.txt"));
+  });
+
+  it("refuses writes to .git/, .troupe/ and the config dir", () => {
+    mkdirSync(join(ws, "config"));
+    expect(() => resolveForWrite(ws, ".git/config")).toThrow(/\.git/);
+    expect(() => resolveForWrite(ws, ".troupe/state.json")).toThrow(/\.troupe/);
+    expect(() => resolveForWrite(ws, "config/troupe.yaml", { protectedDirs: [join(ws, "config")] })).toThrow(
+      /config directory/,
+    );
+    expect(resolveForWrite(ws, "src/new.ts")).toBe(join(ws, "src/new.ts"));
+  });
+
+  it("applies in the tools: a write outside is an error result and changes nothing", async () => {
+    const result = await call("write_file", { path: "../outside.txt", content: "pwned" });
+    expect(result).toMatchObject({ ok: false, error: '"../outside.txt" is outside the workspace' });
+    expect(readFileSync(join(root, "outside.txt"), "utf8")).toBe("outside\n");
+    const git = await call("edit_file", { path: ".git/config", old_string: "[core]", new_string: "[evil]" });
+    expect(git.ok).toBe(false);
+  });
+});
+
+describe("read_file", () => {
+  it("numbers lines, flags a missing trailing newline, and pages with offset and limit", async () => {
+    const all = await call("read_file", { path: "notes.txt" });
+    expect(all.output).toBe("1\tfirst line\n2\tsecond line\n3\tthird line\n[no newline at end of file]");
+    const page = await call("read_file", { path: "notes.txt", offset: 2, limit: 1 });
+    expect(page.output).toBe(
+      "2\tsecond line\n[showing lines 2-2 of 3; read on with offset=3]\n[no newline at end of file]",
+    );
+  });
+
+  it("refuses binary files and directories with a hint", async () => {
+    writeFileSync(join(ws, "blob.bin"), Buffer.from([0, 1, 2, 3]));
+    expect((await call("read_file", { path: "blob.bin" })).error).toBe("blob.bin is a binary file");
+    expect((await call("read_file", { path: "src" })).recoveryHint).toBe("use list_dir for directories");
+  });
+});
+
+describe("write_file and edit_file", () => {
+  it("creates files with their parents", async () => {
+    expect((await call("write_file", { path: "deep/new/file.txt", content: "x" })).output).toBe(
+      "created deep/new/file.txt (1 bytes)",
+    );
+    expect(readFileSync(join(ws, "deep/new/file.txt"), "utf8")).toBe("x");
+  });
+
+  it("replaces an exact, unique match", async () => {
+    const result = await call("edit_file", {
+      path: "src/a.ts",
+      old_string: "const b = 2",
+      new_string: "const b = 3",
+    });
+    expect(result.ok).toBe(true);
+    expect(readFileSync(join(ws, "src/a.ts"), "utf8")).toBe("export const a = 1;\nexport const b = 3;\n");
+  });
+
+  it("refuses an ambiguous match unless replace_all", async () => {
+    const ambiguous = await call("edit_file", {
+      path: "src/a.ts",
+      old_string: "export const",
+      new_string: "const",
+    });
+    expect(ambiguous.error).toBe("old_string appears 2 times in src/a.ts");
+    const all = await call("edit_file", {
+      path: "src/a.ts",
+      old_string: "export const",
+      new_string: "const",
+      replace_all: true,
+    });
+    expect(all.output).toBe("edited src/a.ts: 2 replacements");
+  });
+
+  it("on a miss, shows the closest lines and says to re-read the file", async () => {
+    const miss = await call("edit_file", {
+      path: "src/a.ts",
+      old_string: "export const b = 22;",
+      new_string: "x",
+    });
+    expect(miss.ok).toBe(false);
+    expect(miss.output).toContain("2\texport const b = 2;");
+    expect(miss.recoveryHint).toMatch(/re-read the file/);
+    expect(readFileSync(join(ws, "src/a.ts"), "utf8")).toBe("export const a = 1;\nexport const b = 2;\n");
+  });
+
+  it("previews a change as a unified diff for the approval request", async () => {
+    const tool = tools.get("edit_file") as Tool;
+    const preview = await tool.preview?.(
+      tool.parameters.parse({ path: "src/a.ts", old_string: "= 2", new_string: "= 3" }),
+      { workspace: ws },
+    );
+    expect(preview?.paths).toEqual(["src/a.ts"]);
+    expect(preview?.detail).toContain("-export const b = 2;\n+export const b = 3;");
+  });
+});
+
+describe("apply_patch", () => {
+  const patch = [
+    "--- a/src/a.ts",
+    "+++ b/src/a.ts",
+    "@@ -1,2 +1,2 @@",
+    " export const a = 1;",
+    "-export const b = 2;",
+    "+export const b = 20;",
+    "--- /dev/null",
+    "+++ b/src/c.ts",
+    "@@ -0,0 +1 @@",
+    "+export const c = 3;",
+    "",
+  ].join("\n");
+
+  it("checks with dry_run without writing, then applies every file", async () => {
+    const dry = await call("apply_patch", { patch, dry_run: true });
+    expect(dry.output).toBe("dry run, nothing written: patched src/a.ts; patched src/c.ts");
+    expect(readFileSync(join(ws, "src/a.ts"), "utf8")).toContain("b = 2;");
+    const applied = await call("apply_patch", { patch });
+    expect(applied.ok).toBe(true);
+    expect(readFileSync(join(ws, "src/a.ts"), "utf8")).toContain("b = 20;");
+    expect(readFileSync(join(ws, "src/c.ts"), "utf8")).toBe("export const c = 3;\n");
+  });
+
+  it("changes nothing when a hunk does not apply", async () => {
+    const bad = patch.replace(" export const a = 1;", " export const a = 100;");
+    const result = await call("apply_patch", { patch: bad });
+    expect(result.error).toBe("the patch does not apply to src/a.ts");
+    expect(readFileSync(join(ws, "src/a.ts"), "utf8")).toBe("export const a = 1;\nexport const b = 2;\n");
+  });
+
+  it("rejects a path outside the workspace", async () => {
+    const escape = "--- a/../outside.txt\n+++ b/../outside.txt\n@@ -1 +1 @@\n-outside\n+pwned\n";
+    const result = await call("apply_patch", { patch: escape });
+    expect(result.error).toBe('"../outside.txt" is outside the workspace');
+    expect(readFileSync(join(root, "outside.txt"), "utf8")).toBe("outside\n");
+  });
+});
+
+describe("glob and grep", () => {
+  it("globs files, skipping .git", async () => {
+    const result = await call("glob", { pattern: "**/*" });
+    expect(result.output).toBe("notes.txt\nsrc/a.ts");
+  });
+
+  it("greps with a regex, path filter, context lines and a cap", async () => {
+    expect((await call("grep", { pattern: "const [ab]", glob: "**/*.ts" })).output).toBe(
+      "src/a.ts:1: export const a = 1;\nsrc/a.ts:2: export const b = 2;",
+    );
+    expect((await call("grep", { pattern: "SECOND", ignore_case: true, context: 1 })).output).toBe(
+      "notes.txt:1- first line\nnotes.txt:2: second line\nnotes.txt:3- third line",
+    );
+    const capped = await call("grep", { pattern: "line", max_matches: 2 });
+    expect(capped.output).toContain("[stopped at 2 matches; narrow the search]");
+    expect((await call("grep", { pattern: "(" })).error).toMatch(/^invalid regular expression/);
+  });
+});
+
+describe("shell", () => {
+  it("runs in the workspace and reports the exit code", async () => {
+    expect(await call("shell", { command: "pwd && ls src" })).toEqual({ ok: true, output: `${ws}\na.ts\n` });
+    const failed = await call("shell", { command: "echo oops >&2; exit 3" });
+    expect(failed).toMatchObject({ ok: false, error: "the command failed (exit code 3)", output: "oops\n" });
+  });
+
+  it("kills the whole process group on timeout", async () => {
+    const marker = join(root, "survived");
+    const started = Date.now();
+    const result = await call("shell", {
+      command: `(sleep 1.5; touch ${marker}) & sleep 5`,
+      timeout_ms: 300,
+    });
+    expect(result.error).toBe("the command timed out after 300 ms and was killed");
+    expect(Date.now() - started).toBeLessThan(1500);
+    await new Promise((resolve) => setTimeout(resolve, 1800));
+    expect(() => readFileSync(marker)).toThrow();
+  });
+
+  it("stops on abort", async () => {
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 100);
+    const started = Date.now();
+    const result = await call("shell", { command: "sleep 5" }, { signal: controller.signal });
+    expect(result.error).toBe("the command was cancelled");
+    expect(Date.now() - started).toBeLessThan(1000);
+  });
+
+  it("passes only allowed variables; secret-like names only when configured", () => {
+    const env = commandEnv(
+      {
+        PATH: "/bin",
+        HOME: "/h",
+        LC_ALL: "C",
+        OPENAI_API_KEY: "sk-x",
+        GITHUB_TOKEN: "t",
+        RANDOM_VAR: "r",
+        DB_PASSWORD: "p",
+      },
+      ["DB_PASSWORD"],
+    );
+    expect(env).toEqual({ PATH: "/bin", HOME: "/h", LC_ALL: "C", DB_PASSWORD: "p" });
+  });
+});

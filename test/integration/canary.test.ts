@@ -1,0 +1,92 @@
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Writable } from "node:stream";
+import { afterEach, beforeEach, expect, it } from "vitest";
+import { Runtime } from "../../src/actors/runtime.js";
+import { createLogger } from "../../src/log.js";
+import { Redactor } from "../../src/safety/redact.js";
+import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { tempTree } from "../support/cli.js";
+import { testConfig } from "../support/config.js";
+import { collect } from "../support/wait.js";
+
+const CANARY = `canary-${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`;
+const ENV_NAME = "CANARY_SERVICE_TOKEN";
+
+let server: ScriptedModelServer;
+let workspace: string;
+let dispose: () => void;
+let previous: string | undefined;
+beforeEach(async () => {
+  server = await ScriptedModelServer.start();
+  ({ dir: workspace, dispose } = tempTree({}));
+  writeFileSync(join(workspace, ".env"), `${ENV_NAME}=${CANARY}\nNOTE=the token is ${CANARY}\n`);
+  previous = process.env[ENV_NAME];
+  process.env[ENV_NAME] = CANARY;
+});
+afterEach(async () => {
+  await server.close();
+  dispose();
+  if (previous === undefined) delete process.env[ENV_NAME];
+  else process.env[ENV_NAME] = previous;
+});
+
+it("keeps a planted secret off the bus, out of the logs, out of stored state and away from the model", async () => {
+  server.script(
+    {
+      match: { turn: 1 },
+      reply: {
+        toolCalls: [
+          { name: "shell", arguments: { command: "env" } },
+          { name: "shell", arguments: { command: "cat .env" } },
+          { name: "read_file", arguments: { path: ".env" } },
+        ],
+      },
+    },
+    { match: { turn: 2 }, reply: { text: "I looked at the environment." } },
+  );
+  const lines: string[] = [];
+  const sink = new Writable({
+    write(chunk, _e, done) {
+      lines.push(String(chunk));
+      done();
+    },
+  });
+  const redactor = Redactor.fromEnv(process.env);
+  const log = createLogger({
+    level: "trace",
+    destination: sink,
+    pretty: false,
+    redact: (line) => redactor.redact(line),
+  });
+  // The shell passes the variable on (as a user may configure), so `env` prints it.
+  const config = testConfig(
+    {
+      defaultModel: "scripted",
+      shell: { env: [ENV_NAME] },
+      providers: { openai: { baseURL: server.baseURL, models: { scripted: {} } } },
+    },
+    [{ name: "worker", description: "Works.", tools: ["shell", "read_file"] }],
+  );
+  const runtime = new Runtime({ config, workspace, env: process.env, log });
+  const handle = runtime.start({ task: "Show me the environment and the .env file.", approval: "yolo" });
+  const output = await handle.done;
+  expect(output).toMatchObject({ reason: "done", toolCalls: 3 });
+
+  const events = JSON.stringify(await collect(runtime.bus.log.read({ runId: handle.runId })));
+  const state = JSON.stringify(handle.snapshot());
+  const requests = JSON.stringify(server.requests.map((r) => r.body));
+  // The tools really did see it: the outputs went through redaction.
+  expect(requests).toContain(`${ENV_NAME}=[REDACTED]`);
+  expect(requests).toContain("the token is [REDACTED]");
+  expect(lines.join("").length).toBeGreaterThan(0);
+  for (const [where, text] of [
+    ["the bus", events],
+    ["the logs", lines.join("")],
+    ["stored state", state],
+    ["the model's requests", requests],
+  ] as const) {
+    expect(text.includes(CANARY), `the canary reached ${where}`).toBe(false);
+  }
+  await runtime.close();
+});
