@@ -13,6 +13,7 @@ import type { ToolSpec } from "../model/types.js";
 import type { Approver } from "../safety/approver.js";
 import type { Redactor } from "../safety/redact.js";
 import { UNTRUSTED_NOTE } from "../safety/untrusted.js";
+import { type Skill, skillCatalogue } from "../skills/skills.js";
 import { type PlannedCall, parseArguments, planCalls } from "../tools/plan.js";
 import { runBatch } from "../tools/run-batch.js";
 import type { CallPreview, ToolRegistry } from "../tools/tool.js";
@@ -32,6 +33,8 @@ export interface AgentDeps {
   redactor: Redactor;
   /** Directories in the workspace no tool may change (the config dir). */
   protectedDirs: string[];
+  /** Every skill there is; an agent's `skills:` picks from them. */
+  skills: ReadonlyMap<string, Skill>;
 }
 
 export interface StartAgentOptions {
@@ -133,7 +136,13 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         async ({ input, signal }: { input: { calls: PlannedCall[] }; signal: AbortSignal }) =>
           runBatch(input.calls, {
             registry: deps.tools,
-            context: { runId, agentId, workspace: deps.workspace, protectedDirs: deps.protectedDirs },
+            context: {
+              runId,
+              agentId,
+              workspace: deps.workspace,
+              protectedDirs: deps.protectedDirs,
+              ...(definition.skills ? { skills: definition.skills } : {}),
+            },
             signal,
             redactor: deps.redactor,
             hooks: {
@@ -175,7 +184,10 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       runId,
       agentId,
       name: definition.name,
-      systemPrompt: buildSystemPrompt(definition, deps.workspace, [UNTRUSTED_NOTE]),
+      systemPrompt: buildSystemPrompt(definition, deps.workspace, [
+        UNTRUSTED_NOTE,
+        ...catalogueFor(definition, deps),
+      ]),
       budget: definition.budget,
     },
   });
@@ -230,6 +242,16 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     abort: (reason) => actor.send({ type: "ABORT", ...(reason ? { reason } : {}) }),
     snapshot: () => actor.getPersistedSnapshot(),
   };
+}
+
+/** The catalogue of the skills this agent may load, when it has the load_skill tool. */
+function catalogueFor(definition: AgentDefinition, deps: AgentDeps): string[] {
+  if (!definition.tools.includes("load_skill")) return [];
+  const visible = [...deps.skills.values()].filter(
+    (skill) => !definition.skills || definition.skills.includes(skill.name),
+  );
+  const catalogue = skillCatalogue(visible);
+  return catalogue ? [catalogue] : [];
 }
 
 /** What the person deciding sees: the tool's own preview (a diff, the command), else the arguments. */

@@ -1,5 +1,5 @@
 import { existsSync, statSync } from "node:fs";
-import { resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { ulid } from "ulid";
 import type { Bus } from "../bus/bus.js";
 import { LocalBus } from "../bus/local-bus.js";
@@ -9,7 +9,9 @@ import { type Logger, silentLogger } from "../log.js";
 import { ModelRouter, type ModelRouterOptions } from "../model/model-router.js";
 import { type Approver, denyingApprover } from "../safety/approver.js";
 import { Redactor } from "../safety/redact.js";
+import { discoverSkills, type Skill } from "../skills/skills.js";
 import { builtinTools } from "../tools/builtin/index.js";
+import { loadSkillTool } from "../tools/builtin/load-skill.js";
 import { type Tool, ToolRegistry } from "../tools/tool.js";
 import { didYouMean } from "../util/did-you-mean.js";
 import { type AgentHandle, startAgent } from "./agent-host.js";
@@ -52,6 +54,8 @@ export class Runtime {
   readonly tools: ToolRegistry;
   readonly workspace: string;
   readonly redactor: Redactor;
+  /** From the config's skills dir, then the workspace's `.troupe/skills`. */
+  readonly skills: Map<string, Skill>;
   readonly #config: LoadedConfig;
   readonly #log: Logger;
   readonly #approver: Approver;
@@ -68,14 +72,22 @@ export class Runtime {
       log: this.#log,
       ...options.models,
     });
-    this.tools = new ToolRegistry([
-      ...builtinTools({ shell: { env: options.config.troupe.shell.env } }),
-      ...(options.tools ?? []),
-    ]);
     this.workspace = resolve(options.workspace ?? options.config.troupe.workspace);
     if (!existsSync(this.workspace) || !statSync(this.workspace).isDirectory()) {
       throw new WorkspaceError(`workspace ${this.workspace} is not a directory; pass --workspace DIR`);
     }
+    this.skills = discoverSkills(
+      [
+        resolve(options.config.dir, options.config.troupe.skillsDir),
+        join(this.workspace, ".troupe", "skills"),
+      ],
+      this.#log,
+    );
+    this.tools = new ToolRegistry([
+      ...builtinTools({ shell: { env: options.config.troupe.shell.env } }),
+      loadSkillTool(this.skills),
+      ...(options.tools ?? []),
+    ]);
     this.#approver = options.approver ?? denyingApprover("nobody can answer approval requests in this run");
   }
 
@@ -116,6 +128,7 @@ export class Runtime {
         log: this.#log,
         redactor: this.redactor,
         protectedDirs: [this.#config.dir],
+        skills: this.skills,
       },
       {
         definition,

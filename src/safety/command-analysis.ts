@@ -1,5 +1,7 @@
 import { basename } from "node:path";
-import { type ShNode, syntax } from "mvdan-sh";
+import sh, { type ShNode } from "mvdan-sh";
+
+const { syntax } = sh;
 
 /** One simple command found anywhere in a command line: pipelines, lists, subshells, `$(...)`, backticks. */
 export interface CommandSegment {

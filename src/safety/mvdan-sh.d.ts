@@ -11,9 +11,12 @@ declare module "mvdan-sh" {
   export interface ShParser {
     Parse(source: string, name: string): ShNode;
   }
-  export const syntax: {
+  export interface ShSyntax {
     NewParser(): ShParser;
     NodeType(node: ShNode): string;
     Walk(node: ShNode, visit: (node: ShNode | null) => boolean): void;
-  };
+  }
+  /** A CommonJS module: Node exposes it as the default export only. */
+  const sh: { syntax: ShSyntax };
+  export default sh;
 }

@@ -27,6 +27,8 @@ export interface ToolContext {
   workspace: string;
   /** Directories inside the workspace that tools may not change (the config dir). */
   protectedDirs?: string[];
+  /** The skills this agent may load; all when absent. */
+  skills?: string[];
 }
 
 /** What a person deciding on a call sees: the exact change or command, and the paths it touches. */

@@ -43,7 +43,7 @@ async function call(
 
 describe("the built-in tools", () => {
   it("are exactly the catalogue, with the same effects", () => {
-    const names = builtinTools().map((t) => [t.name, t.effect]);
+    const names = builtinTools().map((t) => [t.name, t.effect] as const);
     const catalogue = Object.entries(BUILTIN_TOOL_EFFECTS).filter(([name]) => name !== "load_skill");
     expect(new Map(names)).toEqual(new Map(catalogue));
   });
@@ -196,8 +196,8 @@ describe("apply_patch", () => {
   });
 
   it("rejects a path outside the workspace", async () => {
-    const escape = "--- a/../outside.txt\n+++ b/../outside.txt\n@@ -1 +1 @@\n-outside\n+pwned\n";
-    const result = await call("apply_patch", { patch: escape });
+    const leaving = "--- a/../outside.txt\n+++ b/../outside.txt\n@@ -1 +1 @@\n-outside\n+pwned\n";
+    const result = await call("apply_patch", { patch: leaving });
     expect(result.error).toBe('"../outside.txt" is outside the workspace');
     expect(readFileSync(join(root, "outside.txt"), "utf8")).toBe("outside\n");
   });

@@ -1,0 +1,75 @@
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { parse } from "yaml";
+import { z } from "zod";
+import type { Logger } from "../log.js";
+
+export interface Skill {
+  name: string;
+  description: string;
+  /** The SKILL.md file. */
+  path: string;
+}
+
+const frontmatterSchema = z.object({
+  name: z.string().regex(/^[a-z0-9][a-z0-9_-]*$/),
+  description: z.string().min(1),
+});
+
+/**
+ * Skills in the Claude Code layout: `<dir>/<skill>/SKILL.md` (or `<dir>/<skill>.md`), each with YAML
+ * frontmatter (`name`, `description`) and a body. Later dirs override earlier ones by name, so a
+ * workspace's `.troupe/skills` can replace a shipped skill. A file without valid frontmatter is
+ * skipped with a warning.
+ */
+export function discoverSkills(dirs: readonly string[], log?: Logger): Map<string, Skill> {
+  const skills = new Map<string, Skill>();
+  for (const dir of dirs) {
+    if (!existsSync(dir) || !statSync(dir).isDirectory()) continue;
+    for (const entry of readdirSync(dir).sort()) {
+      const full = join(dir, entry);
+      const path = statSync(full).isDirectory()
+        ? join(full, "SKILL.md")
+        : entry.endsWith(".md")
+          ? full
+          : undefined;
+      if (!path || !existsSync(path)) continue;
+      const skill = readSkill(path);
+      if (typeof skill === "string") log?.warn({ path, problem: skill }, "skipped a skill");
+      else skills.set(skill.name, skill);
+    }
+  }
+  return skills;
+}
+
+/** The body of a skill (the text after its frontmatter). */
+export function skillBody(skill: Skill): string {
+  return splitFrontmatter(readFileSync(skill.path, "utf8"))?.body.trim() ?? "";
+}
+
+/** The catalogue for a system prompt: names and descriptions only. */
+export function skillCatalogue(skills: Iterable<Skill>): string | undefined {
+  const lines = [...skills].map((skill) => `- ${skill.name}: ${skill.description}`);
+  if (lines.length === 0) return undefined;
+  return `Skills you can load with the load_skill tool when a task calls for one (only their descriptions are shown here):\n${lines.join("\n")}`;
+}
+
+function readSkill(path: string): Skill | string {
+  const parts = splitFrontmatter(readFileSync(path, "utf8"));
+  if (!parts) return "no frontmatter (--- name: … description: … ---)";
+  let data: unknown;
+  try {
+    data = parse(parts.frontmatter);
+  } catch (error) {
+    return `frontmatter is not YAML: ${(error as Error).message}`;
+  }
+  const parsed = frontmatterSchema.safeParse(data);
+  if (!parsed.success)
+    return `frontmatter needs a lowercase name and a description: ${parsed.error.issues[0]?.message}`;
+  return { ...parsed.data, path };
+}
+
+function splitFrontmatter(text: string): { frontmatter: string; body: string } | undefined {
+  const match = /^---\r?\n([\s\S]*?)\r?\n---\r?\n?([\s\S]*)$/.exec(text);
+  return match ? { frontmatter: match[1] ?? "", body: match[2] ?? "" } : undefined;
+}

@@ -1,0 +1,25 @@
+import { z } from "zod";
+import { type Skill, skillBody } from "../../skills/skills.js";
+import { didYouMean } from "../../util/did-you-mean.js";
+import { defineTool, type Tool, toolError } from "../tool.js";
+
+/** Brings a skill's body into the conversation when the model asks; only skills this agent may see. */
+export function loadSkillTool(skills: ReadonlyMap<string, Skill>): Tool {
+  return defineTool({
+    name: "load_skill",
+    description: "Load the full instructions of a skill listed in your system prompt.",
+    effect: "read",
+    parameters: z.object({ name: z.string().min(1) }),
+    execute({ name }, { skills: allowed }) {
+      const visible = [...skills.keys()].filter((skill) => allowed === undefined || allowed.includes(skill));
+      const skill = visible.includes(name) ? skills.get(name) : undefined;
+      if (!skill) {
+        return toolError(
+          `no skill "${name}"${didYouMean(name, visible)}`,
+          `load one of: ${visible.join(", ") || "(none)"}`,
+        );
+      }
+      return { ok: true, output: skillBody(skill), summary: `skill ${name}` };
+    },
+  }) as Tool;
+}
