@@ -71,19 +71,16 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
   const policy = definition.approval ?? options.approval ?? deps.config.approval.policy;
   const chain = [definition.model ?? deps.config.defaultModel, ...definition.fallbackModels];
   const primary = deps.models.resolve(chain[0] as string);
-  const allowed = new Set(definition.tools.filter((name) => deps.tools.get(name)));
-  const specs = [...allowed]
-    .map((name) => deps.tools.spec(name))
-    .filter((spec): spec is ToolSpec => spec !== undefined);
   const compaction: CompactionSettings = { contextWindow: primary.contextWindow };
-  const overhead = countToolSpecTokens(specs) + Math.min(4096, Math.floor(primary.contextWindow * 0.1));
+  const reply = Math.min(4096, Math.floor(primary.contextWindow * 0.1));
+  const tools = toolView(definition.tools, deps.tools);
 
   const machine = agentMachine.provide({
     actors: {
       callModel: fromPromise<ModelTurn, ModelTurnInput>(async ({ input, signal }) => {
         const response = await deps.models.call(chain, {
           messages: input.messages,
-          ...(input.withTools ? { tools: specs } : {}),
+          ...(input.withTools ? { tools: tools().specs } : {}),
           signal,
           onDelta: (text) => events.emit("model.delta", { text }),
         });
@@ -97,7 +94,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         const plan = planCalls(
           toolCalls,
           deps.tools,
-          input.withTools ? allowed : new Set(),
+          input.withTools ? tools().allowed : new Set(),
           policy,
           deps.workspace,
         );
@@ -175,7 +172,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       }),
     },
     guards: {
-      needsCompaction: ({ context }) => overThreshold(context.messages, overhead, compaction),
+      needsCompaction: ({ context }) => overThreshold(context.messages, tools().tokens + reply, compaction),
     },
   });
 
@@ -241,6 +238,30 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     followUp: (text) => actor.send({ type: "FOLLOW_UP", text }),
     abort: (reason) => actor.send({ type: "ABORT", ...(reason ? { reason } : {}) }),
     snapshot: () => actor.getPersistedSnapshot(),
+  };
+}
+
+/**
+ * The tools an agent has now: its list, where `server__*` stands for every tool of that MCP server,
+ * against what is registered (an MCP server's tools come and go). Recomputed only when the
+ * registered names change.
+ */
+function toolView(list: readonly string[], registry: ToolRegistry) {
+  const matches = (name: string) =>
+    list.includes(name) || list.some((entry) => entry.endsWith("__*") && name.startsWith(entry.slice(0, -1)));
+  let key = "";
+  let view = { allowed: new Set<string>(), specs: [] as ToolSpec[], tokens: 0 };
+  return () => {
+    const names = registry.names().filter(matches);
+    const nextKey = names.join("\n");
+    if (nextKey !== key || names.length === 0) {
+      key = nextKey;
+      const specs = names
+        .map((name) => registry.spec(name))
+        .filter((spec): spec is ToolSpec => spec !== undefined);
+      view = { allowed: new Set(names), specs, tokens: countToolSpecTokens(specs) };
+    }
+    return view;
   };
 }
 

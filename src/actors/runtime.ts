@@ -12,6 +12,7 @@ import { Redactor } from "../safety/redact.js";
 import { discoverSkills, type Skill } from "../skills/skills.js";
 import { builtinTools } from "../tools/builtin/index.js";
 import { loadSkillTool } from "../tools/builtin/load-skill.js";
+import { McpManager } from "../tools/mcp/mcp-manager.js";
 import { type Tool, ToolRegistry } from "../tools/tool.js";
 import { didYouMean } from "../util/did-you-mean.js";
 import { type AgentHandle, startAgent } from "./agent-host.js";
@@ -56,6 +57,7 @@ export class Runtime {
   readonly redactor: Redactor;
   /** From the config's skills dir, then the workspace's `.troupe/skills`. */
   readonly skills: Map<string, Skill>;
+  readonly mcp: McpManager;
   readonly #config: LoadedConfig;
   readonly #log: Logger;
   readonly #approver: Approver;
@@ -88,6 +90,10 @@ export class Runtime {
       loadSkillTool(this.skills),
       ...(options.tools ?? []),
     ]);
+    this.mcp = new McpManager(options.config.troupe.mcpServers, this.tools, {
+      workspace: this.workspace,
+      log: this.#log,
+    });
     this.#approver = options.approver ?? denyingApprover("nobody can answer approval requests in this run");
   }
 
@@ -139,7 +145,14 @@ export class Runtime {
     );
   }
 
+  /** Starts what needs starting: the MCP servers. Throws `McpToolCollisionError` on clashing tool names. */
+  async open(): Promise<this> {
+    await this.mcp.start();
+    return this;
+  }
+
   async close(): Promise<void> {
+    await this.mcp.close();
     if (this.#ownsBus) await this.bus.close();
   }
 }

@@ -92,7 +92,12 @@ export async function main(argv: string[]): Promise<number> {
   return exitCode;
 }
 
-const USAGE_ERRORS = new Set(["ModelNotConfiguredError", "UnknownAgentError", "WorkspaceError"]);
+const USAGE_ERRORS = new Set([
+  "ModelNotConfiguredError",
+  "UnknownAgentError",
+  "WorkspaceError",
+  "McpToolCollisionError",
+]);
 
 async function reportError(error: unknown): Promise<number> {
   if (error instanceof CommanderError) {

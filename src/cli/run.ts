@@ -51,6 +51,7 @@ export async function runTask(
   });
   const definition = runtime.agent(flags.agent);
   runtime.assertReady(definition);
+  await runtime.open();
 
   let handle: AgentHandle | undefined;
   const renderer = flags.json ? jsonRenderer() : humanRenderer(() => handle?.agentId);

@@ -49,6 +49,8 @@ export interface Tool<Args = unknown> {
   readMore?: string;
   /** Where the output comes from, as the model is told; default the tool's name (MCP: `mcp:server`). */
   source?: string;
+  /** The arguments' JSON Schema as the model sees it, when it does not come from `parameters` (MCP tools). */
+  jsonSchema?: Record<string, unknown>;
   /** What this call would do, for the approval policy (the shell tool parses its command). */
   judge?(args: Args, workspace: string): CallJudgement;
   /** For approval requests; default: the arguments. */
@@ -106,6 +108,17 @@ export class ToolRegistry {
     return this;
   }
 
+  /** Puts a tool in place of one of the same name (an MCP server's refreshed list). */
+  replace(tool: Tool): void {
+    this.#tools.set(tool.name, tool);
+    this.#specs.delete(tool.name);
+  }
+
+  unregister(name: string): void {
+    this.#tools.delete(name);
+    this.#specs.delete(name);
+  }
+
   get(name: string): Tool | undefined {
     return this.#tools.get(name);
   }
@@ -119,10 +132,8 @@ export class ToolRegistry {
     if (!tool) return undefined;
     let spec = this.#specs.get(name);
     if (!spec) {
-      const { $schema: _, ...parameters } = z.toJSONSchema(tool.parameters, { io: "input" }) as Record<
-        string,
-        unknown
-      >;
+      const schema = tool.jsonSchema ?? z.toJSONSchema(tool.parameters, { io: "input" });
+      const { $schema: _, ...parameters } = schema as Record<string, unknown>;
       spec = { name, description: tool.description, parameters };
       this.#specs.set(name, spec);
     }

@@ -1,0 +1,114 @@
+import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
+import type { McpServerConfig } from "../../config/schema.js";
+import { PathOutsideWorkspaceError, resolveInWorkspace } from "../../safety/workspace-guard.js";
+import { MCP_SEPARATOR } from "../catalog.js";
+import { type Tool, type ToolResult, toolError } from "../tool.js";
+
+/** What an MCP server says of one tool (the parts Troupe uses). */
+export interface McpToolInfo {
+  name: string;
+  description?: string | undefined;
+  inputSchema: Record<string, unknown>;
+  annotations?: { readOnlyHint?: boolean | undefined } | undefined;
+}
+
+/** What a tool call needs of its server's connection. */
+export interface McpCaller {
+  readonly server: string;
+  readonly config: McpServerConfig;
+  /** Throws a clear error when the server is not running. */
+  call(name: string, args: Record<string, unknown>, signal: AbortSignal): Promise<McpCallResult>;
+}
+
+export interface McpCallResult {
+  content?: Array<{
+    type: string;
+    text?: string;
+    mimeType?: string;
+    resource?: { uri?: string; text?: string };
+  }>;
+  isError?: boolean;
+  structuredContent?: unknown;
+}
+
+/** Arguments whose names say they hold paths are checked against the workspace before the call. */
+const PATH_ARGUMENT = /path|file|dir|directory|folder|source|destination|root/i;
+
+/** `server__tool`, with anything a model API would refuse in a tool name made `_`. */
+export function mcpToolName(server: string, tool: string): string {
+  return `${server}${MCP_SEPARATOR}${tool.replace(/[^A-Za-z0-9_-]/g, "_")}`.slice(0, 64);
+}
+
+/**
+ * One MCP tool as a Troupe tool. It counts as `execute` unless its server is marked `readOnly` or the
+ * tool says `readOnlyHint`. Path-like arguments are held to the workspace, whatever the server allows.
+ */
+export function mcpTool(caller: McpCaller, info: McpToolInfo, workspace: string): Tool {
+  const readOnly = caller.config.readOnly || info.annotations?.readOnlyHint === true;
+  return {
+    name: mcpToolName(caller.server, info.name),
+    description: info.description ?? `${info.name} from the ${caller.server} MCP server`,
+    effect: readOnly ? "read" : "execute",
+    parameters: z.record(z.string(), z.unknown()),
+    jsonSchema: { type: "object", ...info.inputSchema },
+    source: `mcp:${caller.server}`,
+    // The server's own call timeout applies first; this is a backstop.
+    timeoutMs: caller.config.timeoutMs + 5000,
+    async execute(args, { signal }) {
+      const outside = pathOutside(args as Record<string, unknown>, workspace);
+      if (outside) return outside;
+      try {
+        return toResult(await caller.call(info.name, args as Record<string, unknown>, signal));
+      } catch (error) {
+        if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
+          return toolError(
+            `${caller.server}: ${info.name} timed out after ${caller.config.timeoutMs} ms`,
+            "try a smaller request, or do without it",
+          );
+        }
+        return toolError(
+          `${caller.server}: ${info.name} failed: ${(error as Error).message}`,
+          "try again shortly, or do without this tool",
+        );
+      }
+    },
+  };
+}
+
+function pathOutside(args: Record<string, unknown>, workspace: string): ToolResult | undefined {
+  for (const [key, value] of Object.entries(args)) {
+    if (!PATH_ARGUMENT.test(key)) continue;
+    for (const path of Array.isArray(value) ? value : [value]) {
+      if (typeof path !== "string") continue;
+      try {
+        resolveInWorkspace(workspace, path);
+      } catch (error) {
+        if (error instanceof PathOutsideWorkspaceError)
+          return toolError(`${key}: ${error.message}`, "use a path inside the workspace");
+        throw error;
+      }
+    }
+  }
+  return undefined;
+}
+
+function toResult(result: McpCallResult): ToolResult {
+  const parts = (result.content ?? []).map((item) => {
+    if (item.type === "text") return item.text ?? "";
+    if (item.type === "resource") return item.resource?.text ?? `[resource ${item.resource?.uri ?? ""}]`;
+    if (item.type === "resource_link") return `[resource link]`;
+    return `[${item.type}${item.mimeType ? ` ${item.mimeType}` : ""}]`;
+  });
+  if (parts.length === 0 && result.structuredContent !== undefined)
+    parts.push(JSON.stringify(result.structuredContent));
+  const text = parts.join("\n");
+  if (result.isError)
+    return {
+      ok: false,
+      output: "",
+      error: text || "the tool reported an error",
+      recoveryHint: "read the error, fix the arguments or try another way",
+    };
+  return { ok: true, output: text };
+}

@@ -1,0 +1,193 @@
+import { existsSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { mcpServerSchema } from "../../src/config/schema.js";
+import { memoryLogger } from "../../src/log.js";
+import { Redactor } from "../../src/safety/redact.js";
+import { McpManager, McpToolCollisionError } from "../../src/tools/mcp/mcp-manager.js";
+import { planCalls } from "../../src/tools/plan.js";
+import { runBatch } from "../../src/tools/run-batch.js";
+import { defineTool, type Tool, ToolRegistry, type ToolResult } from "../../src/tools/tool.js";
+import { tempTree } from "../support/cli.js";
+import { waitFor } from "../support/wait.js";
+
+const require = createRequire(import.meta.url);
+const bin = (pkg: string) => join(dirname(require.resolve(`${pkg}/package.json`)), "dist", "index.js");
+const FILESYSTEM = bin("@modelcontextprotocol/server-filesystem");
+const EVERYTHING = bin("@modelcontextprotocol/server-everything");
+const FIXTURE = resolve(dirname(fileURLToPath(import.meta.url)), "../support/mcp-fixture-server.mjs");
+
+let ws: string;
+let root: string;
+let dispose: () => void;
+let managers: McpManager[] = [];
+beforeEach(() => {
+  ({ dir: root, dispose } = tempTree({
+    "ws/hello.txt": "hello from the workspace\n",
+    "outside.txt": "outside\n",
+  }));
+  ws = join(root, "ws");
+});
+afterEach(async () => {
+  for (const manager of managers) await manager.close();
+  managers = [];
+  dispose();
+});
+
+function server(args: string[], extra: Record<string, unknown> = {}) {
+  return mcpServerSchema.parse({ command: process.execPath, args, ...extra });
+}
+
+async function start(servers: Record<string, ReturnType<typeof server>>, registry = new ToolRegistry()) {
+  const memory = memoryLogger();
+  const manager = new McpManager(servers, registry, { workspace: ws, log: memory.log, restartDelayMs: 100 });
+  managers.push(manager);
+  await manager.start();
+  return { manager, registry, logs: memory.records };
+}
+
+/** Runs one call through the whole pipeline, as an agent's batch would. */
+async function run(registry: ToolRegistry, name: string, args: Record<string, unknown>): Promise<ToolResult> {
+  const [planned] = planCalls(
+    [{ id: "c1", type: "function", function: { name, arguments: JSON.stringify(args) } }],
+    registry,
+    new Set(registry.names()),
+    "yolo",
+    ws,
+  );
+  if (!planned) throw new Error("no plan");
+  if (planned.result) return planned.result;
+  const results = await runBatch([planned], {
+    registry,
+    context: { runId: "r", agentId: "a", workspace: ws },
+    signal: new AbortController().signal,
+    redactor: new Redactor(),
+  });
+  return results.c1 as ToolResult;
+}
+
+describe("MCP: @modelcontextprotocol/server-filesystem", () => {
+  it("registers its tools as server__tool, reads and writes in the workspace, and the guard still applies", async () => {
+    const { registry } = await start({ files: server([FILESYSTEM, ws]) });
+    expect(registry.names()).toContain("files__read_text_file");
+    expect(registry.get("files__read_text_file")?.effect).toBe("read");
+    expect(registry.get("files__write_file")?.effect).toBe("execute");
+    expect(registry.spec("files__read_text_file")?.parameters).toMatchObject({
+      type: "object",
+      properties: { path: { type: "string" } },
+    });
+
+    const read = await run(registry, "files__read_text_file", { path: join(ws, "hello.txt") });
+    expect(read.ok).toBe(true);
+    expect(read.output).toBe('<tool_output source="mcp:files">\nhello from the workspace\n\n</tool_output>');
+
+    const wrote = await run(registry, "files__write_file", {
+      path: join(ws, "new.txt"),
+      content: "written over MCP",
+    });
+    expect(wrote.ok).toBe(true);
+    expect(readFileSync(join(ws, "new.txt"), "utf8")).toBe("written over MCP");
+
+    const outside = await run(registry, "files__write_file", {
+      path: join(root, "outside.txt"),
+      content: "pwned",
+    });
+    expect(outside).toMatchObject({ ok: false, error: expect.stringContaining("outside the workspace") });
+    expect(readFileSync(join(root, "outside.txt"), "utf8")).toBe("outside\n");
+    const sneaky = await run(registry, "files__read_text_file", { path: "../outside.txt" });
+    expect(sneaky.ok).toBe(false);
+  });
+
+  it("counts a server marked readOnly as read-only, whatever its tools say", async () => {
+    const { registry } = await start({ files: server([FILESYSTEM, ws], { readOnly: true }) });
+    expect(registry.get("files__write_file")?.effect).toBe("read");
+  });
+});
+
+describe("MCP: @modelcontextprotocol/server-everything", () => {
+  it("passes arguments and results, and reports a tool's error as an error result", async () => {
+    const { registry } = await start({ everything: server([EVERYTHING]) });
+    const sum = await run(registry, "everything__get-sum", { a: 2, b: 3 });
+    expect(sum.ok).toBe(true);
+    expect(sum.output).toContain("5");
+    const bad = await run(registry, "everything__get-sum", { a: "two", b: 3 });
+    expect(bad.ok).toBe(false);
+    expect(bad.error).toMatch(/everything|invalid|expected/i);
+  });
+
+  it("caps a large output with a note", async () => {
+    const { registry } = await start({ everything: server([EVERYTHING]) });
+    const big = await run(registry, "everything__echo", { message: "x".repeat(100_000) });
+    expect(big.ok).toBe(true);
+    expect(big.output.length).toBeLessThan(31_000);
+    expect(big.output).toMatch(/characters omitted of \d+/);
+  });
+
+  it("fails a slow tool at the server's call timeout", async () => {
+    const { registry } = await start({ everything: server([EVERYTHING], { timeoutMs: 500 }) });
+    const started = Date.now();
+    const slow = await run(registry, "everything__trigger-long-running-operation", {
+      duration: 10,
+      steps: 5,
+    });
+    expect(Date.now() - started).toBeLessThan(3000);
+    expect(slow).toMatchObject({
+      ok: false,
+      error: "everything: trigger-long-running-operation timed out after 500 ms",
+    });
+  });
+
+  it("refreshes its tools when the server says the list changed", async () => {
+    const { logs } = await start({ everything: server([EVERYTHING]) });
+    // The server registers its client-dependent tools after initialization and announces it.
+    await waitFor(
+      "a refresh after tools/list_changed",
+      () => logs.filter((r) => r.msg === "registered MCP tools").length >= 2,
+    );
+  });
+
+  it("restarts a server that was killed, failing its calls clearly meanwhile", async () => {
+    const { manager, registry } = await start({ everything: server([EVERYTHING]) });
+    const pid = manager.pid("everything");
+    expect(pid).toBeGreaterThan(0);
+    process.kill(pid as number, "SIGKILL");
+    await waitFor("the server to be seen down", () => manager.state("everything") !== "ready");
+    const during = await run(registry, "everything__get-sum", { a: 1, b: 1 });
+    expect(during).toMatchObject({
+      ok: false,
+      error: expect.stringContaining('the MCP server "everything" is not running (restarting)'),
+    });
+    await waitFor("the restart", () => manager.state("everything") === "ready", 15_000);
+    expect(manager.pid("everything")).not.toBe(pid);
+    expect((await run(registry, "everything__get-sum", { a: 1, b: 1 })).ok).toBe(true);
+  });
+});
+
+describe("MCP: tool lists", () => {
+  it("adds a tool that appears while the server runs", async () => {
+    const { registry } = await start({ fixture: server([FIXTURE]) });
+    expect(registry.get("fixture__extra")).toBeUndefined();
+    expect((await run(registry, "fixture__add_tool", {})).ok).toBe(true);
+    await waitFor("the new tool", () => registry.get("fixture__extra") !== undefined);
+    expect((await run(registry, "fixture__extra", { n: 7 })).output).toContain("extra 7");
+  });
+
+  it("refuses to start when a tool name collides", async () => {
+    const registry = new ToolRegistry([
+      defineTool({
+        name: "fixture__add_tool",
+        description: "A clash.",
+        effect: "read",
+        parameters: z.object({}),
+        execute: () => ({ ok: true, output: "" }),
+      }) as Tool,
+    ]);
+    const manager = new McpManager({ fixture: server([FIXTURE]) }, registry, { workspace: ws });
+    managers.push(manager);
+    await expect(manager.start()).rejects.toBeInstanceOf(McpToolCollisionError);
+    expect(existsSync(ws)).toBe(true);
+  });
+});
