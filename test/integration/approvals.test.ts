@@ -1,0 +1,115 @@
+import { PassThrough } from "node:stream";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { AgentEventMap } from "../../src/actors/agent-events.js";
+import { Runtime } from "../../src/actors/runtime.js";
+import { ttyApprover } from "../../src/cli/tty-approver.js";
+import type { ApprovalRequest, Approver } from "../../src/safety/approver.js";
+import { UNTRUSTED_NOTE } from "../../src/safety/untrusted.js";
+import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { tempTree } from "../support/cli.js";
+import { testConfig } from "../support/config.js";
+import { collect } from "../support/wait.js";
+
+let server: ScriptedModelServer;
+let ws: string;
+let dispose: () => void;
+beforeEach(async () => {
+  server = await ScriptedModelServer.start();
+  ({ dir: ws, dispose } = tempTree({ "app.js": "const port = 80;\n" }));
+});
+afterEach(async () => {
+  await server.close();
+  dispose();
+});
+
+function runtime(approver: Approver) {
+  const config = testConfig(
+    {
+      defaultModel: "scripted",
+      providers: { openai: { baseURL: server.baseURL, models: { scripted: {} } } },
+    },
+    [{ name: "coder", description: "Codes.", tools: ["read_file", "edit_file", "shell"] }],
+  );
+  return new Runtime({ config, workspace: ws, env: {}, approver });
+}
+
+describe("approval requests", () => {
+  it("show the exact diff or command and the paths, redacted, and a denial's reason reaches the model", async () => {
+    server.script(
+      {
+        match: { turn: 1 },
+        reply: {
+          toolCalls: [
+            {
+              name: "edit_file",
+              arguments: { path: "app.js", old_string: "port = 80", new_string: "port = 8080" },
+            },
+            {
+              name: "shell",
+              arguments: { command: "API_TOKEN=sk-abcdefghijklmnopqrstuvwxyz123456 npm test > out/log.txt" },
+            },
+          ],
+        },
+      },
+      { match: { turn: 2 }, reply: { text: "done" } },
+    );
+    const asked: ApprovalRequest[] = [];
+    const rt = runtime({
+      decide: async (request) => {
+        asked.push(request);
+        return request.tool === "edit_file"
+          ? { approved: true, by: "test" }
+          : { approved: false, by: "test", reason: "no tests today" };
+      },
+    });
+    const handle = rt.start({ task: "Change the port", approval: "ask" });
+    await handle.done;
+    expect(asked.map((r) => r.tool)).toEqual(["edit_file", "shell"]);
+    expect(asked[0]?.detail).toContain("-const port = 80;\n+const port = 8080;");
+    expect(asked[0]?.paths).toEqual(["app.js"]);
+    expect(asked[1]?.detail).toBe("API_TOKEN=[REDACTED:openai-key] npm test > out/log.txt");
+    expect(asked[1]?.paths).toEqual(["out/log.txt"]);
+
+    const events = (await collect(rt.bus.log.read({ runId: handle.runId }))).map((e) => e.envelope);
+    const requested = events
+      .filter((e) => e.type === "approval.requested")
+      .map((e) => e.data as AgentEventMap["approval.requested"]);
+    expect(requested[1]?.arguments).not.toContain("sk-abcdefghij");
+    const toolMessages = server.requests[1]?.body.messages.filter((m) => m.role === "tool") ?? [];
+    expect(toolMessages[1]?.content).toContain("the user denied shell: no tests today");
+    expect(server.requests[0]?.body.messages[0]?.content).toContain(UNTRUSTED_NOTE);
+    await rt.close();
+  });
+
+  it("on a terminal: y allows once, n with a reason denies, a allows the tool for the rest of the run", async () => {
+    const input = new PassThrough();
+    const output = new PassThrough();
+    let printed = "";
+    output.on("data", (chunk) => (printed += chunk));
+    const approver = ttyApprover(async () => {}, input, output);
+    const request = (tool: string): ApprovalRequest => ({
+      runId: "r",
+      agentId: "a",
+      callId: `c-${tool}`,
+      tool,
+      arguments: "{}",
+      effect: "execute",
+      detail: "rm build/out.txt",
+      paths: ["build/out.txt"],
+    });
+    const signal = new AbortController().signal;
+    const first = approver.decide(request("shell"), signal);
+    input.write("n not in this repo\n");
+    expect(await first).toEqual({ approved: false, by: "user", reason: "not in this repo" });
+    const second = approver.decide(request("shell"), signal);
+    input.write("a\n");
+    expect((await second).approved).toBe(true);
+    // "always" holds for the rest of the run: no question asked.
+    expect(await approver.decide(request("shell"), signal)).toMatchObject({ approved: true, by: "user" });
+    const third = approver.decide(request("write_file"), signal);
+    input.write("y\n");
+    expect(await third).toEqual({ approved: true, by: "user" });
+    expect(printed).toContain("  │ rm build/out.txt\n  paths: build/out.txt\n? allow shell?");
+    expect(printed.match(/\? allow shell\?/g)).toHaveLength(2);
+  });
+});
