@@ -9,7 +9,14 @@ import type { ToolEffect } from "../tools/catalog.js";
  */
 export interface AgentEventMap {
   /** First event of an agent. */
-  "agent.started": { name: string; model: string; task: string; budget: Budget; parentId?: string };
+  "agent.started": {
+    name: string;
+    model: string;
+    task: string;
+    budget: Budget;
+    depth: number;
+    parentId?: string;
+  };
   /** The machine entered a state (transient states are not seen). */
   "state.changed": { from: string; to: string };
   /** Text as the model streams it. */
@@ -40,8 +47,17 @@ export interface AgentEventMap {
   };
   "approval.decided": { callId: string; approved: boolean; reason?: string; by: string };
   "context.compacted": { tokensBefore: number; tokensAfter: number; pruned: number; summarized: number };
+  /** What this agent and its subagents have spent so far; a parent charges its budget from it. */
+  "usage.updated": { usage: Usage; toolCalls: number; turns: number };
+  /** A subagent was spawned as a child actor with a budget carved out of this agent's. */
+  "subagent.spawned": { childId: string; name: string; task: string; budget: Budget };
+  /** A subagent stopped; `usage` is what its whole subtree spent. */
+  "subagent.finished": { childId: string; reason: SubagentStopReason; usage: Usage; toolCalls: number };
   /** Last event of an agent. */
   "agent.stopped": AgentOutput;
 }
 
 export type AgentEventType = keyof AgentEventMap;
+
+/** A subagent stops for an agent's reasons, or because it ran past its wall time. */
+export type SubagentStopReason = AgentOutput["reason"] | "timeout";

@@ -1,12 +1,13 @@
 import { ulid } from "ulid";
 import { createActor, fromPromise } from "xstate";
 import type { Bus } from "../bus/bus.js";
-import type { AgentDefinition, ApprovalPolicy, TroupeConfig } from "../config/schema.js";
+import { makeEnvelope } from "../bus/envelope.js";
+import type { AgentDefinition, ApprovalPolicy, Budget, TroupeConfig } from "../config/schema.js";
 import { type CompactionSettings, compactMessages, overThreshold } from "../context/compaction.js";
 import { buildSystemPrompt } from "../context/system-prompt.js";
 import { countToolSpecTokens } from "../context/tokens.js";
 import type { Logger } from "../log.js";
-import { agentMachine } from "../machines/agent-machine.js";
+import { agentMachine, totalSpend } from "../machines/agent-machine.js";
 import type { AgentOutput, CompactionInput, ModelTurn, ModelTurnInput } from "../machines/agent-types.js";
 import type { ModelRouter } from "../model/model-router.js";
 import type { ToolSpec } from "../model/types.js";
@@ -18,6 +19,7 @@ import { type PlannedCall, parseArguments, planCalls } from "../tools/plan.js";
 import { runBatch } from "../tools/run-batch.js";
 import type { CallPreview, ToolRegistry } from "../tools/tool.js";
 import { EventPublisher } from "./event-publisher.js";
+import { type SubagentLimits, subagentTools } from "./subagents.js";
 import { summarizer } from "./summarizer.js";
 
 /** What every agent of a process shares. */
@@ -35,6 +37,9 @@ export interface AgentDeps {
   protectedDirs: string[];
   /** Every skill there is; an agent's `skills:` picks from them. */
   skills: ReadonlyMap<string, Skill>;
+  /** Every agent definition, for the subagents an agent lists. */
+  agents: ReadonlyMap<string, AgentDefinition>;
+  limits: SubagentLimits;
 }
 
 export interface StartAgentOptions {
@@ -45,6 +50,10 @@ export interface StartAgentOptions {
   parentId?: string;
   /** The run's policy; the agent's own `approval` overrides it. */
   approval?: ApprovalPolicy;
+  /** 0 for the agent a run starts with; a subagent is one deeper than its parent. */
+  depth?: number;
+  /** The budget carved out for a subagent; the definition's otherwise. */
+  budget?: Budget;
 }
 
 /** A running agent: its id, its result when it stops, and the commands it takes. */
@@ -73,7 +82,40 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
   const primary = deps.models.resolve(chain[0] as string);
   const compaction: CompactionSettings = { contextWindow: primary.contextWindow };
   const reply = Math.min(4096, Math.floor(primary.contextWindow * 0.1));
-  const tools = toolView(definition.tools, deps.tools);
+  const depth = options.depth ?? 0;
+  const budget = options.budget ?? definition.budget;
+  // Every subagent is read-only, whatever its YAML says; so is an agent marked readOnly.
+  const readOnly = depth > 0 || definition.readOnly;
+  const startedAt = Date.now();
+  const children = subagentTools(
+    definition.subagents
+      .map((name) => deps.agents.get(name))
+      .filter((child): child is AgentDefinition => child !== undefined),
+    {
+      bus: deps.bus,
+      runId,
+      agentId,
+      depth,
+      budget,
+      limits: deps.limits,
+      events,
+      startedAt,
+      spent: () => totalSpend(actor.getSnapshot().context),
+      charge: (delta) => actor.send({ type: "CHILD_SPENT", ...delta }),
+      spawn: (child) =>
+        startAgent(deps, {
+          definition: child.definition,
+          task: child.task,
+          runId,
+          agentId: child.childId,
+          parentId: child.parentId,
+          depth: child.depth,
+          budget: child.budget,
+        }),
+    },
+  );
+  const registry = children.tools.length > 0 ? deps.tools.with(children.tools) : deps.tools;
+  const tools = toolView([...definition.tools, ...children.tools.map((tool) => tool.name)], registry);
 
   const machine = agentMachine.provide({
     actors: {
@@ -93,10 +135,11 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         });
         const plan = planCalls(
           toolCalls,
-          deps.tools,
+          registry,
           input.withTools ? tools().allowed : new Set(),
           policy,
           deps.workspace,
+          readOnly,
         );
         for (const call of plan) events.emit("tool.requested", requested(call));
         return { ...response, plan };
@@ -130,9 +173,10 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         },
       ),
       runTools: fromPromise(
-        async ({ input, signal }: { input: { calls: PlannedCall[] }; signal: AbortSignal }) =>
-          runBatch(input.calls, {
-            registry: deps.tools,
+        async ({ input, signal }: { input: { calls: PlannedCall[] }; signal: AbortSignal }) => {
+          children.beginBatch(input.calls.filter((call) => call.name.startsWith("subagent_")).length);
+          return runBatch(input.calls, {
+            registry,
             context: {
               runId,
               agentId,
@@ -153,7 +197,8 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
                   ...(result.error ? { error: result.error } : {}),
                 }),
             },
-          }),
+          });
+        },
       ),
       compact: fromPromise(async ({ input, signal }: { input: CompactionInput; signal: AbortSignal }) => {
         const result = await compactMessages(
@@ -185,18 +230,32 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         UNTRUSTED_NOTE,
         ...catalogueFor(definition, deps),
       ]),
-      budget: definition.budget,
+      budget,
     },
   });
   events.emit("agent.started", {
     name: definition.name,
     model: primary.id,
     task: options.task,
-    budget: definition.budget,
+    budget,
+    depth,
     ...(options.parentId ? { parentId: options.parentId } : {}),
   });
 
+  // Commands reach an agent on its control subjects, from its parent or any client (acked by reply).
+  const control = deps.bus.reply(deps.bus.subjects.controls(runId, agentId), (request, subject) => {
+    const command = subject.slice(subject.lastIndexOf(".") + 1);
+    const text = String((request.data as { text?: unknown; reason?: unknown } | null)?.text ?? "");
+    if (command === "abort")
+      actor.send({ type: "ABORT", reason: String((request.data as { reason?: unknown })?.reason ?? "") });
+    else if (command === "steer") actor.send({ type: "STEER", text });
+    else if (command === "follow_up") actor.send({ type: "FOLLOW_UP", text });
+    else throw new Error(`unknown command "${command}"`);
+    return makeEnvelope({ runId, agentId, seq: 0, type: "ack", data: { command } });
+  });
+
   let state = "idle";
+  let reported = JSON.stringify(totalSpend(actor.getSnapshot().context));
   const done = new Promise<AgentOutput>((resolve) => {
     actor.subscribe({
       next: (snapshot) => {
@@ -205,8 +264,19 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
           events.emit("state.changed", { from: state, to: next });
           state = next;
         }
+        const spend = totalSpend(snapshot.context);
+        const key = JSON.stringify(spend);
+        if (key !== reported) {
+          reported = key;
+          events.emit("usage.updated", {
+            usage: spend.usage,
+            toolCalls: spend.toolCalls,
+            turns: snapshot.context.turns,
+          });
+        }
         if (snapshot.status === "done" && snapshot.output) {
           const output = snapshot.output;
+          control.unsubscribe();
           events.emit("agent.stopped", { ...output });
           log.debug({ reason: output.reason, turns: output.turns }, "agent stopped");
           void events.flushed().then(() => resolve(output));
@@ -214,12 +284,15 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       },
       error: (error) => {
         log.error({ err: error }, "the agent machine failed");
+        control.unsubscribe();
+        const context = actor.getSnapshot().context;
         const output: AgentOutput = {
           reason: "failed",
           result: "",
-          usage: actor.getSnapshot().context.usage,
-          turns: actor.getSnapshot().context.turns,
-          toolCalls: actor.getSnapshot().context.toolCalls,
+          usage: context.usage,
+          turns: context.turns,
+          toolCalls: context.toolCalls,
+          total: totalSpend(context),
           error: error instanceof Error ? error.message : String(error),
         };
         events.emit("agent.stopped", output);

@@ -135,6 +135,8 @@ export class Runtime {
         redactor: this.redactor,
         protectedDirs: [this.#config.dir],
         skills: this.skills,
+        agents: new Map([...this.#config.agents].map(([name, agent]) => [name, agent.definition])),
+        limits: this.#config.troupe.subagents,
       },
       {
         definition,

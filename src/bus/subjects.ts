@@ -48,10 +48,14 @@ export interface Subjects {
   readonly prefix: string;
   /** `<p>.evt.<runId>.<agentId>.<type>`: one event of one agent. */
   event(runId: string, agentId: string, type: string): string;
+  /** Every event of one agent: `<p>.evt.<runId>.<agentId>.>`. */
+  agentEvents(runId: string, agentId: string): string;
   /** Every event of one run (`runId` given) or of all runs. */
   events(runId?: string): string;
   /** `<p>.ctl.<runId>.<agentId>.<command>`: a command to one actor. */
   control(runId: string, agentId: string, command: ControlCommand): string;
+  /** Every command to one actor: `<p>.ctl.<runId>.<agentId>.*`. */
+  controls(runId: string, agentId: string): string;
   /** `<p>.api.<verb>`: the daemon's API; verbs are dotted (`runs.start`). */
   api(verb: string): string;
   /** `<p>.approval.<runId>.<callId>`: decisions on one pending call. */
@@ -70,9 +74,13 @@ export function subjects(prefix = DEFAULT_PREFIX): Subjects {
     prefix: p,
     event: (runId, agentId, type) =>
       `${p}.evt.${assertToken("run id", runId)}.${assertToken("agent id", agentId)}.${assertEventType(type)}`,
+    agentEvents: (runId, agentId) =>
+      `${p}.evt.${assertToken("run id", runId)}.${assertToken("agent id", agentId)}.>`,
     events: (runId) => (runId === undefined ? `${p}.evt.>` : `${p}.evt.${assertToken("run id", runId)}.>`),
     control: (runId, agentId, command) =>
       `${p}.ctl.${assertToken("run id", runId)}.${assertToken("agent id", agentId)}.${command}`,
+    controls: (runId, agentId) =>
+      `${p}.ctl.${assertToken("run id", runId)}.${assertToken("agent id", agentId)}.*`,
     api: (verb) => `${p}.api.${assertEventType(verb)}`,
     approval: (runId, callId) =>
       `${p}.approval.${assertToken("run id", runId)}.${assertToken("call id", callId)}`,

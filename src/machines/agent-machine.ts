@@ -13,6 +13,7 @@ import type {
   CompactionOutput,
   ModelTurn,
   ModelTurnInput,
+  Spend,
   StopReason,
   ToolBatchOutput,
 } from "./agent-types.js";
@@ -225,6 +226,15 @@ export const agentMachine = setup({
       batch: [],
     })),
     markContextRetry: assign({ compactedForError: true }),
+    chargeChild: assign({
+      children: ({ context, event }) =>
+        event.type === "CHILD_SPENT"
+          ? {
+              usage: addUsage(context.children.usage, event.usage),
+              toolCalls: context.children.toolCalls + event.toolCalls,
+            }
+          : context.children,
+    }),
     applyCompaction: assign(({ context, event }) => {
       const output = (event as unknown as { output: CompactionOutput }).output;
       return { messages: output.messages, usage: addUsage(context.usage, output.usage) };
@@ -266,6 +276,7 @@ export const agentMachine = setup({
     usage: { ...ZERO_USAGE },
     turns: 0,
     toolCalls: 0,
+    children: { usage: { ...ZERO_USAGE }, toolCalls: 0 },
     batch: [],
     recentCalls: [],
     nudgedForLoop: false,
@@ -278,6 +289,7 @@ export const agentMachine = setup({
     STEER: { actions: "queueSteering" },
     FOLLOW_UP: { actions: "queueFollowUp" },
     ABORT: { target: ".stopped", actions: "stopAborted" },
+    CHILD_SPENT: { actions: "chargeChild" },
   },
   after: {
     wallBudget: { guard: "hasWallLimit", target: ".nextTurn", actions: "beginWallFinal" },
@@ -426,15 +438,24 @@ function loopAfter(context: AgentContext, output: ToolBatchOutput): string | und
   ]);
 }
 
-/** The first budget dimension used up, or undefined. */
+/** What an agent and its subagents have spent together. */
+export function totalSpend(context: Pick<AgentContext, "usage" | "toolCalls" | "children">): Spend {
+  return {
+    usage: addUsage(context.usage, context.children.usage),
+    toolCalls: context.toolCalls + context.children.toolCalls,
+  };
+}
+
+/** The first budget dimension used up (counting what subagents spent), or undefined. */
 export function exhausted(
-  context: Pick<AgentContext, "budget" | "usage" | "turns" | "toolCalls">,
+  context: Pick<AgentContext, "budget" | "usage" | "turns" | "toolCalls" | "children">,
 ): string | undefined {
-  const { budget, usage } = context;
+  const { budget } = context;
+  const { usage, toolCalls } = totalSpend(context);
   if (budget.maxTurns !== undefined && context.turns >= budget.maxTurns) return `${budget.maxTurns} turns`;
   if (budget.maxTokens !== undefined && usage.inputTokens + usage.outputTokens >= budget.maxTokens)
     return `${budget.maxTokens} tokens`;
-  if (budget.maxToolCalls !== undefined && context.toolCalls >= budget.maxToolCalls)
+  if (budget.maxToolCalls !== undefined && toolCalls >= budget.maxToolCalls)
     return `${budget.maxToolCalls} tool calls`;
   if (budget.maxCostUsd !== undefined && usage.costUsd >= budget.maxCostUsd) return `$${budget.maxCostUsd}`;
   return undefined;
@@ -449,5 +470,12 @@ function lastText(messages: readonly ChatMessage[]): string {
 }
 
 function stopWith(context: AgentContext, reason: StopReason, result: string): AgentOutput {
-  return { reason, result, usage: context.usage, turns: context.turns, toolCalls: context.toolCalls };
+  return {
+    reason,
+    result,
+    usage: context.usage,
+    turns: context.turns,
+    toolCalls: context.toolCalls,
+    total: totalSpend(context),
+  };
 }

@@ -6,13 +6,23 @@ import type { ToolResult } from "../tools/tool.js";
 /** Why an agent stopped: the output of its machine's final state. */
 export type StopReason = "done" | "aborted" | "budget_exhausted" | "failed" | "loop_detected";
 
+/** What a subtree spent. */
+export interface Spend {
+  usage: Usage;
+  toolCalls: number;
+}
+
 export interface AgentOutput {
   reason: StopReason;
   /** The final answer (or, after a terminating tool batch, what the tools said). */
   result: string;
+  /** This agent's own model calls. */
   usage: Usage;
   turns: number;
+  /** This agent's own tool calls. */
   toolCalls: number;
+  /** This agent and all its subagents: what its budget was charged. */
+  total: Spend;
   /** What went wrong, when `reason` is `failed`. */
   error?: string;
 }
@@ -39,6 +49,8 @@ export interface AgentContext extends Required<Omit<AgentInput, "systemPrompt">>
   usage: Usage;
   turns: number;
   toolCalls: number;
+  /** What subagents spent, charged to this agent as they spent it. */
+  children: Spend;
   /** The tool batch in progress, in the order the model asked. */
   batch: PlannedCall[];
   /** Signatures of calls since the last write or execute, for loop detection. */
@@ -90,4 +102,6 @@ export type AgentEvent =
   | { type: "START"; task: string }
   | { type: "STEER"; text: string }
   | { type: "FOLLOW_UP"; text: string }
-  | { type: "ABORT"; reason?: string };
+  | { type: "ABORT"; reason?: string }
+  /** A subagent spent this much more (a delta): charged to this agent's budget. */
+  | { type: "CHILD_SPENT"; usage: Usage; toolCalls: number };

@@ -29,6 +29,7 @@ export function planCalls(
   allowed: ReadonlySet<string>,
   policy: ApprovalPolicy,
   workspace = process.cwd(),
+  readOnly = false,
 ): PlannedCall[] {
   return calls.map((call) => {
     const name = call.function.name;
@@ -56,6 +57,17 @@ export function planCalls(
         result: toolError(
           `invalid arguments for ${name}: ${problem}`,
           `call it again with arguments of this shape: ${shape}`,
+        ),
+      };
+    }
+    if (readOnly && tool.effect !== "read") {
+      return {
+        ...base,
+        effect: tool.effect,
+        decision: "deny",
+        result: toolError(
+          `${name} ${tool.effect === "write" ? "writes" : "executes"}, and this agent is read-only`,
+          "use a read tool, or report back what should be done",
         ),
       };
     }

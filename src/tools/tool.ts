@@ -97,13 +97,21 @@ export function resultContent(result: ToolResult): string {
 export class ToolRegistry {
   #tools = new Map<string, Tool>();
   #specs = new Map<string, ToolSpec>();
+  readonly #base: ToolRegistry | undefined;
 
-  constructor(tools: Iterable<Tool> = []) {
+  constructor(tools: Iterable<Tool> = [], base?: ToolRegistry) {
+    this.#base = base;
     for (const tool of tools) this.register(tool);
   }
 
+  /** A registry with these tools on top of this one (an agent's subagent tools over the shared ones). */
+  with(tools: Iterable<Tool>): ToolRegistry {
+    return new ToolRegistry(tools, this);
+  }
+
   register(tool: Tool): this {
-    if (this.#tools.has(tool.name)) throw new Error(`tool "${tool.name}" is registered twice`);
+    if (this.#tools.has(tool.name) || this.#base?.get(tool.name))
+      throw new Error(`tool "${tool.name}" is registered twice`);
     this.#tools.set(tool.name, tool);
     return this;
   }
@@ -120,14 +128,16 @@ export class ToolRegistry {
   }
 
   get(name: string): Tool | undefined {
-    return this.#tools.get(name);
+    return this.#tools.get(name) ?? this.#base?.get(name);
   }
 
   names(): string[] {
-    return [...this.#tools.keys()];
+    const own = [...this.#tools.keys()];
+    return this.#base ? [...new Set([...this.#base.names(), ...own])] : own;
   }
 
   spec(name: string): ToolSpec | undefined {
+    if (!this.#tools.has(name)) return this.#base?.spec(name);
     const tool = this.#tools.get(name);
     if (!tool) return undefined;
     let spec = this.#specs.get(name);

@@ -1,0 +1,301 @@
+import { ulid } from "ulid";
+import { z } from "zod";
+import type { Bus } from "../bus/bus.js";
+import { makeEnvelope } from "../bus/envelope.js";
+import type { AgentDefinition, Budget } from "../config/schema.js";
+import type { AgentOutput, Spend } from "../machines/agent-types.js";
+import { addUsage, type Usage, ZERO_USAGE } from "../model/types.js";
+import { defineTool, type Tool, type ToolResult, toolError } from "../tools/tool.js";
+import type { AgentEventMap, SubagentStopReason } from "./agent-events.js";
+import type { EventPublisher } from "./event-publisher.js";
+
+/** A child with no wall-time limit of its own or its parent's still stops after this long. */
+const DEFAULT_CHILD_WALL_MS = 600_000;
+
+export interface SubagentLimits {
+  /** How deep subagents may nest under a top-level agent. */
+  maxDepth: number;
+  /** Children of one parent running at once. */
+  maxConcurrent: number;
+}
+
+/** What the subagent tools of one parent need from their host. */
+export interface ParentSide {
+  bus: Bus;
+  runId: string;
+  agentId: string;
+  depth: number;
+  budget: Budget;
+  limits: SubagentLimits;
+  events: EventPublisher;
+  /** When the parent started (for its wall-time budget). */
+  startedAt: number;
+  /** What the parent and its subtree have spent so far. */
+  spent(): Spend;
+  /** Charges a child's new spending to the parent, as it happens. */
+  charge(delta: Spend): void;
+  /** Starts a child actor (in this process, or on a worker); it reports only through the bus. */
+  spawn(child: ChildSpec): void;
+}
+
+export interface ChildSpec {
+  definition: AgentDefinition;
+  task: string;
+  childId: string;
+  parentId: string;
+  depth: number;
+  budget: Budget;
+}
+
+/** The budget each running child still holds back from its parent. */
+interface Reservation {
+  cap: Budget;
+  spent: Spend;
+}
+
+/**
+ * One `subagent_<name>` tool per subagent a parent lists. A call spawns a child actor with a budget
+ * carved out of what the parent has left, charges what the child spends to the parent as it goes,
+ * and returns the child's answer as a structured result. A failing child never fails the parent.
+ */
+export function subagentTools(
+  children: readonly AgentDefinition[],
+  parent: ParentSide,
+): { tools: Tool[]; beginBatch(calls: number): void } {
+  const running = new Map<string, Reservation>();
+  let sharesLeft = 1;
+  const beginBatch = (calls: number) => {
+    sharesLeft = Math.max(1, calls);
+  };
+  const tools = children.map(
+    (child) =>
+      defineTool({
+        name: `subagent_${child.name}`,
+        description: child.description,
+        // A subagent only reads, so several run at once.
+        effect: "read",
+        parameters: z.object({
+          task: z
+            .string()
+            .min(1)
+            .describe(
+              "What the subagent should find out or check; it sees nothing else of this conversation",
+            ),
+          context: z
+            .string()
+            .optional()
+            .describe("Facts the subagent needs: paths, names, what is already known"),
+        }),
+        timeoutMs: 24 * 3_600_000,
+        async execute({ task, context }, { signal }) {
+          const depth = parent.depth + 1;
+          if (depth > parent.limits.maxDepth) {
+            return toolError(
+              `subagents may nest at most ${parent.limits.maxDepth} deep`,
+              "do this part yourself",
+            );
+          }
+          if (running.size >= parent.limits.maxConcurrent) {
+            return toolError(
+              `${parent.limits.maxConcurrent} subagents are already running`,
+              "wait for their results, then call again",
+            );
+          }
+          const budget = carve(child.budget, parent, [...running.values()], sharesLeft);
+          sharesLeft = Math.max(1, sharesLeft - 1);
+          const childId = `${child.name}-${ulid().slice(-10).toLowerCase()}`;
+          const reservation: Reservation = { cap: budget, spent: { usage: { ...ZERO_USAGE }, toolCalls: 0 } };
+          running.set(childId, reservation);
+          try {
+            const fullTask = context ? `${task}\n\nContext from the agent that asked:\n${context}` : task;
+            parent.events.emit("subagent.spawned", { childId, name: child.name, task: fullTask, budget });
+            const outcome = await runChild(
+              parent,
+              { definition: child, task: fullTask, childId, parentId: parent.agentId, depth, budget },
+              reservation,
+              signal,
+            );
+            parent.events.emit("subagent.finished", {
+              childId,
+              reason: outcome.reason,
+              usage: reservation.spent.usage,
+              toolCalls: reservation.spent.toolCalls,
+            });
+            return resultOf(child.name, childId, outcome, reservation.spent);
+          } finally {
+            running.delete(childId);
+          }
+        },
+      }) as Tool,
+  );
+  return { tools, beginBatch };
+}
+
+/**
+ * The child's budget: its own turns; for tokens, tool calls, cost and wall time the smaller of its
+ * YAML budget and its share of what the parent has left (after what running siblings hold back).
+ */
+export function carve(own: Budget, parent: ParentSide, siblings: Reservation[], shares: number): Budget {
+  const spent = parent.spent();
+  const held = (dimension: (s: Spend) => number, cap: (b: Budget) => number | undefined) =>
+    siblings.reduce((sum, r) => sum + Math.max(0, (cap(r.cap) ?? 0) - dimension(r.spent)), 0);
+  const tokens = (s: Spend) => s.usage.inputTokens + s.usage.outputTokens;
+  const left = (limit: number | undefined, used: number, heldBack: number) =>
+    limit === undefined ? undefined : Math.max(0, (limit - used - heldBack) / shares);
+  const pick = (mine: number | undefined, available: number | undefined, round: boolean) => {
+    const value = mine === undefined ? available : available === undefined ? mine : Math.min(mine, available);
+    return value === undefined ? undefined : round ? Math.floor(value) : value;
+  };
+  const budget: Budget = {};
+  if (own.maxTurns !== undefined) budget.maxTurns = own.maxTurns;
+  const maxTokens = pick(
+    own.maxTokens,
+    left(
+      parent.budget.maxTokens,
+      tokens(spent),
+      held(tokens, (b) => b.maxTokens),
+    ),
+    true,
+  );
+  if (maxTokens !== undefined) budget.maxTokens = Math.max(1, maxTokens);
+  const maxToolCalls = pick(
+    own.maxToolCalls,
+    left(
+      parent.budget.maxToolCalls,
+      spent.toolCalls,
+      held(
+        (s) => s.toolCalls,
+        (b) => b.maxToolCalls,
+      ),
+    ),
+    true,
+  );
+  if (maxToolCalls !== undefined) budget.maxToolCalls = Math.max(1, maxToolCalls);
+  const maxCostUsd = pick(
+    own.maxCostUsd,
+    left(
+      parent.budget.maxCostUsd,
+      spent.usage.costUsd,
+      held(
+        (s) => s.usage.costUsd,
+        (b) => b.maxCostUsd,
+      ),
+    ),
+    false,
+  );
+  if (maxCostUsd !== undefined) budget.maxCostUsd = Math.max(1e-9, maxCostUsd);
+  const wallLeft =
+    parent.budget.maxWallMs === undefined
+      ? undefined
+      : parent.budget.maxWallMs - (Date.now() - parent.startedAt);
+  budget.maxWallMs = Math.max(1, Math.floor(pick(own.maxWallMs, wallLeft, true) ?? DEFAULT_CHILD_WALL_MS));
+  return budget;
+}
+
+interface ChildOutcome {
+  reason: SubagentStopReason;
+  result: string;
+  error?: string;
+}
+
+/**
+ * Spawns the child and follows it on the bus: its `usage.updated` events are charged to the parent,
+ * its `agent.stopped` ends the wait. Past its wall time, or when the parent is aborted, it is told to
+ * abort on its control subject; a child that does not stop then is left behind, never waited for.
+ */
+async function runChild(
+  parent: ParentSide,
+  spec: ChildSpec,
+  reservation: Reservation,
+  signal: AbortSignal,
+): Promise<ChildOutcome> {
+  let settle: (outcome: ChildOutcome) => void = () => {};
+  const finished = new Promise<ChildOutcome>((resolve) => (settle = resolve));
+  let timedOut = false;
+  const chargeUpTo = (total: Spend) => {
+    const delta: Spend = {
+      usage: subtract(total.usage, reservation.spent.usage),
+      toolCalls: total.toolCalls - reservation.spent.toolCalls,
+    };
+    if (
+      delta.toolCalls === 0 &&
+      delta.usage.inputTokens === 0 &&
+      delta.usage.outputTokens === 0 &&
+      delta.usage.costUsd === 0
+    )
+      return;
+    reservation.spent = total;
+    parent.charge(delta);
+  };
+  const subscription = parent.bus.subscribe(
+    parent.bus.subjects.agentEvents(parent.runId, spec.childId),
+    (envelope) => {
+      if (envelope.type === "usage.updated") {
+        const data = envelope.data as AgentEventMap["usage.updated"];
+        chargeUpTo({ usage: data.usage, toolCalls: data.toolCalls });
+      } else if (envelope.type === "agent.stopped") {
+        const data = envelope.data as AgentOutput;
+        chargeUpTo(data.total);
+        settle({
+          reason: timedOut ? "timeout" : data.reason,
+          result: data.result,
+          ...(data.error ? { error: data.error } : {}),
+        });
+      }
+    },
+  );
+  const abortChild = (reason: string) => {
+    const envelope = makeEnvelope({
+      runId: parent.runId,
+      agentId: parent.agentId,
+      seq: 0,
+      type: "abort",
+      data: { reason },
+    });
+    parent.bus.publish(parent.bus.subjects.control(parent.runId, spec.childId, "abort"), envelope);
+  };
+  const onAbort = () => abortChild("the parent was aborted");
+  signal.addEventListener("abort", onAbort, { once: true });
+  const wall = spec.budget.maxWallMs ?? DEFAULT_CHILD_WALL_MS;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    abortChild(`past its wall time of ${wall} ms`);
+    // A child that does not answer the abort promptly is not waited for.
+    setTimeout(() => settle({ reason: "timeout", result: "" }), 2000).unref();
+  }, wall);
+  try {
+    await parent.bus.flush();
+    parent.spawn(spec);
+    return await finished;
+  } finally {
+    clearTimeout(timer);
+    signal.removeEventListener("abort", onAbort);
+    subscription.unsubscribe();
+  }
+}
+
+function resultOf(name: string, childId: string, outcome: ChildOutcome, spent: Spend): ToolResult {
+  const tokens = spent.usage.inputTokens + spent.usage.outputTokens;
+  const footer = `[subagent ${name} (${childId}) stopped: ${outcome.reason}; ${tokens} tokens, ${spent.toolCalls} tool calls, $${spent.usage.costUsd.toFixed(4)}]`;
+  const answer = outcome.result || "(no answer)";
+  if (outcome.reason === "done")
+    return { ok: true, output: `${answer}\n${footer}`, summary: `${name}: done` };
+  return {
+    ok: false,
+    output: `${answer}\n${footer}`,
+    error: `subagent ${name} stopped: ${outcome.reason}${outcome.error ? ` (${outcome.error})` : ""}`,
+    recoveryHint:
+      outcome.reason === "aborted"
+        ? "the run is being aborted"
+        : "use what it found, give it a narrower task, or do this part yourself",
+  };
+}
+
+function subtract(a: Usage, b: Usage): Usage {
+  return addUsage(a, {
+    inputTokens: -b.inputTokens,
+    outputTokens: -b.outputTokens,
+    cachedInputTokens: -b.cachedInputTokens,
+    costUsd: -b.costUsd,
+  });
+}
