@@ -310,7 +310,8 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     steer: (text) => actor.send({ type: "STEER", text }),
     followUp: (text) => actor.send({ type: "FOLLOW_UP", text }),
     abort: (reason) => actor.send({ type: "ABORT", ...(reason ? { reason } : {}) }),
-    snapshot: () => actor.getPersistedSnapshot(),
+    // What is stored is redacted like everything else that leaves the process.
+    snapshot: () => deps.redactor.redactDeep(actor.getPersistedSnapshot()),
   };
 }
 

@@ -29,6 +29,7 @@ export class EventPublisher {
     return this.#seq;
   }
 
+  /** Every string in the data is redacted before it leaves the process. */
   emit<T extends AgentEventType>(type: T, data: AgentEventMap[T]): void {
     const envelope = makeEnvelope({
       runId: this.runId,
@@ -36,7 +37,7 @@ export class EventPublisher {
       parentId: this.parentId,
       seq: this.#seq++,
       type,
-      data,
+      data: this.redactor ? this.redactor.redactDeep(data) : data,
     });
     this.#chain = this.#chain
       .then(() => this.bus.log.append(envelope).then(() => undefined))

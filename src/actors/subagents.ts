@@ -252,7 +252,12 @@ async function runChild(
       type: "abort",
       data: { reason },
     });
-    parent.bus.publish(parent.bus.subjects.control(parent.runId, spec.childId, "abort"), envelope);
+    // Commands are requests the child acks; one that is already gone has nothing to abort.
+    parent.bus
+      .request(parent.bus.subjects.control(parent.runId, spec.childId, "abort"), envelope, {
+        timeoutMs: 2000,
+      })
+      .catch(() => {});
   };
   const onAbort = () => abortChild("the parent was aborted");
   signal.addEventListener("abort", onAbort, { once: true });

@@ -301,6 +301,7 @@ function dangerOf(
       "~/",
       "~/*",
       "$HOME",
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: the shell's own spelling of $HOME
       "${HOME}",
       "$HOME/",
       ".",

@@ -43,7 +43,8 @@ it("keeps a planted secret off the bus, out of the logs, out of stored state and
         ],
       },
     },
-    { match: { turn: 2 }, reply: { text: "I looked at the environment." } },
+    // A model that repeats a secret it saw (say, in the task) in its answer.
+    { match: { turn: 2 }, reply: { text: `I looked at the environment; the token was ${CANARY}.` } },
   );
   const lines: string[] = [];
   const sink = new Writable({
@@ -80,6 +81,7 @@ it("keeps a planted secret off the bus, out of the logs, out of stored state and
   expect(requests).toContain(`${ENV_NAME}=[REDACTED]`);
   expect(requests).toContain("the token is [REDACTED]");
   expect(lines.join("").length).toBeGreaterThan(0);
+  expect(events).toContain("the token was [REDACTED]");
   for (const [where, text] of [
     ["the bus", events],
     ["the logs", lines.join("")],

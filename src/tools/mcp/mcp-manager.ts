@@ -35,11 +35,7 @@ type State = "connecting" | "ready" | "down" | "closed";
 export class McpManager {
   readonly #connections = new Map<string, McpConnection>();
 
-  constructor(
-    servers: Record<string, McpServerConfig>,
-    private readonly registry: ToolRegistry,
-    private readonly options: McpManagerOptions,
-  ) {
+  constructor(servers: Record<string, McpServerConfig>, registry: ToolRegistry, options: McpManagerOptions) {
     for (const [name, config] of Object.entries(servers)) {
       this.#connections.set(name, new McpConnection(name, config, registry, options));
     }
