@@ -14,9 +14,10 @@ const TASK = "Look at this project, save a short note about it, and check that i
 
 /**
  * A canned run that shows the machinery with nothing configured: the shipped `assistant` agent on a
- * scripted model served over real HTTP, in a scratch workspace. It reads two files in parallel,
- * writes a note (allowed by the auto-edit policy) and asks to run a check (approval: on a terminal
- * you answer it; without one it is denied, and the agent carries on).
+ * scripted model served over real HTTP, in a scratch workspace. It reads two files and runs two
+ * subagents (explorer and reviewer, child actors with budgets of their own) all at once, writes a note
+ * (allowed by the auto-edit policy) and asks to run a check (approval: on a terminal you answer it;
+ * without one it is denied, and the agent carries on).
  */
 export async function runDemo(flags: { json?: boolean }, log: Logger): Promise<number> {
   const workspace = mkdtempSync(join(tmpdir(), "troupe-demo-"));
@@ -53,27 +54,51 @@ export async function runDemo(flags: { json?: boolean }, log: Logger): Promise<n
 }
 
 function demoScript() {
-  const assistant = { system: '"assistant"' };
+  const as = (name: string, turn: number) => ({ system: `"${name}"`, turn });
   return [
     {
-      match: { ...assistant, turn: 1 },
+      match: as("assistant", 1),
       reply: {
-        text: "I'll look around the project first.",
+        text: "I'll look around, and ask an explorer and a reviewer at the same time.",
         toolCalls: [
           { name: "list_dir", arguments: { path: "." } },
           { name: "read_file", arguments: { path: "README.md" } },
+          {
+            name: "subagent_explorer",
+            arguments: { task: "Where is greet defined, and what does it return?" },
+          },
+          {
+            name: "subagent_reviewer",
+            arguments: { task: "Review src/greet.js for bugs and missing tests." },
+          },
         ],
         delayMs: 300,
       },
     },
     {
-      match: { ...assistant, turn: 2 },
+      match: as("explorer", 1),
+      reply: { toolCalls: [{ name: "grep", arguments: { pattern: "greet" } }], delayMs: 400 },
+    },
+    {
+      match: as("explorer", 2),
+      reply: { text: 'greet is defined in src/greet.js:1 and returns "Hello, <name>!".', delayMs: 400 },
+    },
+    {
+      match: as("reviewer", 1),
+      reply: { toolCalls: [{ name: "read_file", arguments: { path: "src/greet.js" } }], delayMs: 400 },
+    },
+    {
+      match: as("reviewer", 2),
+      reply: { text: 'Sound, but nothing tests it: add a test for greet("x").', delayMs: 400 },
+    },
+    {
+      match: as("assistant", 2),
       reply: {
-        text: "It is a small greeter. Saving a note, then checking the sources.",
+        text: "A one-module greeter; the reviewer wants a test. Saving a note, then checking the sources.",
         toolCalls: [
           {
             name: "save_note",
-            arguments: { text: "greeter: one module, src/greet.js, exports greet(name)." },
+            arguments: { text: "greeter: src/greet.js exports greet(name); it needs a test." },
           },
           { name: "run_checks", arguments: {} },
         ],
@@ -81,10 +106,10 @@ function demoScript() {
       },
     },
     {
-      match: { ...assistant, turn: 3 },
+      match: as("assistant", 3),
       reply: {
-        text: "Done. The project is a one-module greeter (src/greet.js); I saved a note to notes/troupe.md. The check ran only if you allowed it.",
-        chunks: 12,
+        text: "Done. greet lives in src/greet.js (found by the explorer); the reviewer found no bug but no test either. I saved a note to notes/troupe.md; the check ran only if you allowed it.",
+        chunks: 16,
         chunkDelayMs: 40,
         delayMs: 300,
       },

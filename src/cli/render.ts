@@ -92,16 +92,24 @@ export function humanRenderer(
           line(`${prefix}· context compacted: ${tokensBefore} → ${tokensAfter} tokens`);
           break;
         }
+        case "subagent.finished": {
+          const data = envelope.data as AgentEventMap["subagent.finished"];
+          const tokens = data.usage.inputTokens + data.usage.outputTokens;
+          line(`${prefix}◂ ${data.childId} ${data.reason} · ${tokens} tokens · ${data.toolCalls} tool calls`);
+          break;
+        }
         case "agent.stopped": {
           if (!root) break;
           stopSpinner();
           const data = envelope.data as AgentEventMap["agent.stopped"];
           if (!atLineStart) out.write("\n");
           atLineStart = true;
-          const tokens = data.usage.inputTokens + data.usage.outputTokens;
-          const cost = data.usage.costUsd > 0 ? ` · $${data.usage.costUsd.toFixed(4)}` : "";
+          // The run's spend: this agent and every subagent under it.
+          const { usage, toolCalls } = data.total;
+          const tokens = usage.inputTokens + usage.outputTokens;
+          const cost = usage.costUsd > 0 ? ` · $${usage.costUsd.toFixed(4)}` : "";
           err.write(
-            `${data.reason === "done" ? "✓" : "■"} ${data.reason} · ${data.turns} turns · ${data.toolCalls} tool calls · ${tokens} tokens${cost}\n`,
+            `${data.reason === "done" ? "✓" : "■"} ${data.reason} · ${data.turns} turns · ${toolCalls} tool calls · ${tokens} tokens${cost}\n`,
           );
           if (data.error) err.write(`troupe: ${data.error}\n`);
           break;

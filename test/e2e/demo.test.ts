@@ -3,7 +3,7 @@ import type { Envelope } from "../../src/bus/envelope.js";
 import { runTroupe, tempTree } from "../support/cli.js";
 
 describe("troupe demo", () => {
-  it("runs the canned scenario with nothing configured: parallel reads, a write allowed by policy, an approval denied without a terminal", async () => {
+  it("runs the canned scenario with nothing configured: parallel reads and subagents, a write allowed by policy, an approval denied without a terminal", async () => {
     const { dir, dispose } = tempTree({});
     try {
       const result = await runTroupe(["demo", "--json"], {
@@ -15,11 +15,16 @@ describe("troupe demo", () => {
         .trim()
         .split("\n")
         .map((line) => JSON.parse(line) as Envelope);
-      const data = (type: string) =>
-        events.filter((e) => e.type === type).map((e) => e.data as Record<string, unknown>);
+      const root = events[0]?.agentId;
+      const data = (type: string, agent = root) =>
+        events
+          .filter((e) => e.type === type && e.agentId === agent)
+          .map((e) => e.data as Record<string, unknown>);
       expect(data("tool.requested").map((d) => [d.name, d.decision])).toEqual([
         ["list_dir", "allow"],
         ["read_file", "allow"],
+        ["subagent_explorer", "allow"],
+        ["subagent_reviewer", "allow"],
         ["save_note", "allow"],
         ["run_checks", "ask"],
       ]);
@@ -35,8 +40,33 @@ describe("troupe demo", () => {
         data("tool.finished")
           .map((d) => `${d.name}:${d.ok}`)
           .sort(),
-      ).toEqual(["list_dir:true", "read_file:true", "save_note:true"]);
-      expect(data("agent.stopped")[0]).toMatchObject({ reason: "done", turns: 3, toolCalls: 3 });
+      ).toEqual([
+        "list_dir:true",
+        "read_file:true",
+        "save_note:true",
+        "subagent_explorer:true",
+        "subagent_reviewer:true",
+      ]);
+
+      // Two subagents ran as child actors at the same time, and their answers reached the parent.
+      const spawned = data("subagent.spawned");
+      expect(spawned.map((d) => d.name)).toEqual(["explorer", "reviewer"]);
+      expect(data("subagent.finished").map((d) => d.reason)).toEqual(["done", "done"]);
+      const children = spawned.map((d) => String(d.childId));
+      const spans = children.map((id) => {
+        const times = events.filter((e) => e.agentId === id).map((e) => e.ts);
+        return [Math.min(...times), Math.max(...times)] as const;
+      });
+      const [a, b] = spans;
+      expect(a && b && a[0] < b[1] && b[0] < a[1]).toBe(true);
+      for (const id of children)
+        expect(events.filter((e) => e.agentId === id).every((e) => e.parentId === root)).toBe(true);
+      expect(data("agent.stopped")[0]).toMatchObject({
+        reason: "done",
+        turns: 3,
+        toolCalls: 5,
+        total: { toolCalls: 7 },
+      });
     } finally {
       dispose();
     }
