@@ -2,7 +2,19 @@ import { and, assign, fromPromise, not, setup } from "xstate";
 import { repairToolPairs } from "../context/repair.js";
 import { addUsage, type ChatMessage, ZERO_USAGE } from "../model/types.js";
 import type { PlannedCall } from "../tools/plan.js";
-import { resultContent, type ToolResult, toolError } from "../tools/tool.js";
+import { resultContent, toolError } from "../tools/tool.js";
+import {
+  awaitsDecision,
+  batchOutputOf,
+  batchResults,
+  exhausted,
+  lastText,
+  limitBatch,
+  loopAfter,
+  stopWith,
+  turnOf,
+  userMessage,
+} from "./agent-rules.js";
 import type {
   AgentContext,
   AgentEvent,
@@ -13,8 +25,6 @@ import type {
   CompactionOutput,
   ModelTurn,
   ModelTurnInput,
-  Spend,
-  StopReason,
   ToolBatchOutput,
 } from "./agent-types.js";
 import { callSignature, detectLoop } from "./loop-detection.js";
@@ -382,100 +392,4 @@ export const agentMachine = setup({
   output: ({ context }) => context.stop ?? stopWith(context, "failed", ""),
 });
 
-function userMessage(content: string): ChatMessage {
-  return { role: "user", content };
-}
-
-function turnOf(event: unknown): ModelTurn {
-  return (event as { output: ModelTurn }).output;
-}
-
-function batchOutputOf(event: unknown): ToolBatchOutput {
-  return (event as { output: ToolBatchOutput }).output;
-}
-
-function awaitsDecision(call: PlannedCall): boolean {
-  return call.decision === "ask" && call.result === undefined;
-}
-
-/** Calls past the tool-call budget get an error result instead of running. */
-function limitBatch(context: AgentContext, plan: PlannedCall[]): PlannedCall[] {
-  const max = context.budget.maxToolCalls;
-  if (max === undefined) return plan;
-  let left = max - context.toolCalls;
-  return plan.map((call) => {
-    if (call.result) return call;
-    if (left > 0) {
-      left--;
-      return call;
-    }
-    return {
-      ...call,
-      decision: "deny" as const,
-      result: toolError(`the tool-call budget of ${max} is used up`, "give your answer with what you have"),
-    };
-  });
-}
-
-/** The batch's results in the order the model asked, and which of them ran. */
-function batchResults(context: AgentContext, output: ToolBatchOutput) {
-  return context.batch.map((call) => {
-    const ran = output[call.id];
-    const result: ToolResult =
-      call.result ??
-      ran ??
-      toolError(`${call.name} did not run (the batch was interrupted)`, "call it again if you still need it");
-    return { call, result, executed: call.result === undefined && ran !== undefined };
-  });
-}
-
-function loopAfter(context: AgentContext, output: ToolBatchOutput): string | undefined {
-  const executed = batchResults(context, output).filter((r) => r.executed);
-  if (executed.some((r) => r.call.effect !== "read")) return undefined;
-  return detectLoop([
-    ...context.recentCalls,
-    ...executed.map((r) => callSignature(r.call.name, r.call.arguments)),
-  ]);
-}
-
-/** What an agent and its subagents have spent together. */
-export function totalSpend(context: Pick<AgentContext, "usage" | "toolCalls" | "children">): Spend {
-  return {
-    usage: addUsage(context.usage, context.children.usage),
-    toolCalls: context.toolCalls + context.children.toolCalls,
-  };
-}
-
-/** The first budget dimension used up (counting what subagents spent), or undefined. */
-export function exhausted(
-  context: Pick<AgentContext, "budget" | "usage" | "turns" | "toolCalls" | "children">,
-): string | undefined {
-  const { budget } = context;
-  const { usage, toolCalls } = totalSpend(context);
-  if (budget.maxTurns !== undefined && context.turns >= budget.maxTurns) return `${budget.maxTurns} turns`;
-  if (budget.maxTokens !== undefined && usage.inputTokens + usage.outputTokens >= budget.maxTokens)
-    return `${budget.maxTokens} tokens`;
-  if (budget.maxToolCalls !== undefined && toolCalls >= budget.maxToolCalls)
-    return `${budget.maxToolCalls} tool calls`;
-  if (budget.maxCostUsd !== undefined && usage.costUsd >= budget.maxCostUsd) return `$${budget.maxCostUsd}`;
-  return undefined;
-}
-
-function lastText(messages: readonly ChatMessage[]): string {
-  for (let i = messages.length - 1; i >= 0; i--) {
-    const message = messages[i];
-    if (message?.role === "assistant" && message.content) return message.content;
-  }
-  return "";
-}
-
-function stopWith(context: AgentContext, reason: StopReason, result: string): AgentOutput {
-  return {
-    reason,
-    result,
-    usage: context.usage,
-    turns: context.turns,
-    toolCalls: context.toolCalls,
-    total: totalSpend(context),
-  };
-}
+export { exhausted, totalSpend } from "./agent-rules.js";

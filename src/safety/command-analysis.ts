@@ -1,6 +1,17 @@
 import { basename } from "node:path";
 import sh, { type ShNode } from "mvdan-sh";
 
+import {
+  DOWNLOADERS,
+  FIND_NEVER,
+  GIT_NEVER,
+  GIT_READ,
+  INTERPRETERS,
+  READ_ONLY,
+  SHELLS,
+  WRAPPERS,
+} from "./command-lists.js";
+
 const { syntax } = sh;
 
 /** One simple command found anywhere in a command line: pipelines, lists, subshells, `$(...)`, backticks. */
@@ -30,124 +41,6 @@ export interface CommandAnalysis {
   /** Paths the command names (arguments that look like paths, and redirect targets). */
   paths: string[];
 }
-
-/** Commands that only read, with no flags that change that (checked below). */
-const READ_ONLY = new Set([
-  "ls",
-  "cat",
-  "head",
-  "tail",
-  "wc",
-  "grep",
-  "egrep",
-  "fgrep",
-  "rg",
-  "find",
-  "echo",
-  "printf",
-  "pwd",
-  "which",
-  "file",
-  "stat",
-  "du",
-  "df",
-  "sort",
-  "uniq",
-  "cut",
-  "tr",
-  "diff",
-  "cmp",
-  "tree",
-  "basename",
-  "dirname",
-  "realpath",
-  "readlink",
-  "date",
-  "true",
-  "false",
-  "test",
-  "[",
-  "cd",
-  "whoami",
-  "uname",
-  "hostname",
-  "id",
-  "nl",
-  "column",
-  "comm",
-  "md5sum",
-  "sha1sum",
-  "sha256sum",
-  "jq",
-  "less",
-  "more",
-  "git",
-  "seq",
-  "expr",
-  "sleep",
-]);
-
-/** git subcommands that only read. */
-const GIT_READ = new Set([
-  "status",
-  "log",
-  "diff",
-  "show",
-  "branch",
-  "rev-parse",
-  "ls-files",
-  "blame",
-  "describe",
-  "shortlog",
-  "tag",
-  "remote",
-  "grep",
-  "ls-tree",
-  "cat-file",
-]);
-const GIT_NEVER = [
-  "-c",
-  "-p",
-  "--paginate",
-  "--output",
-  "--ext-diff",
-  "--textconv",
-  "--exec-path",
-  "--git-dir",
-  "--work-tree",
-  "--upload-pack",
-  "--config-env",
-];
-const FIND_NEVER = /^-(exec|execdir|ok|okdir|delete|fprint|fprint0|fprintf|fls)$/;
-const INTERPRETERS = new Set([
-  "node",
-  "nodejs",
-  "python",
-  "python3",
-  "python2",
-  "perl",
-  "ruby",
-  "php",
-  "deno",
-  "bun",
-  "lua",
-  "Rscript",
-]);
-const SHELLS = new Set(["sh", "bash", "zsh", "dash", "ksh", "fish", "csh", "tcsh"]);
-const WRAPPERS = new Set([
-  "sudo",
-  "nohup",
-  "time",
-  "nice",
-  "ionice",
-  "timeout",
-  "stdbuf",
-  "doas",
-  "command",
-  "builtin",
-  "exec",
-]);
-const DOWNLOADERS = new Set(["curl", "wget", "fetch", "aria2c"]);
 
 /**
  * Parses a shell command with a real shell parser and judges every segment. Anything it cannot be
