@@ -1,23 +1,23 @@
 import { ulid } from "ulid";
-import { createActor, fromPromise } from "xstate";
+import { createActor, fromPromise, type Snapshot } from "xstate";
 import type { Bus } from "../bus/bus.js";
 import { makeEnvelope } from "../bus/envelope.js";
 import type { AgentDefinition, ApprovalPolicy, Budget, TroupeConfig } from "../config/schema.js";
 import { type CompactionSettings, compactMessages, overThreshold } from "../context/compaction.js";
 import { buildSystemPrompt } from "../context/system-prompt.js";
-import { countToolSpecTokens } from "../context/tokens.js";
 import type { Logger } from "../log.js";
-import { agentMachine, totalSpend } from "../machines/agent-machine.js";
+import { AGENT_MACHINE_VERSION, agentMachine, totalSpend } from "../machines/agent-machine.js";
 import type { AgentOutput, CompactionInput, ModelTurn, ModelTurnInput } from "../machines/agent-types.js";
 import type { ModelRouter } from "../model/model-router.js";
-import type { ToolSpec } from "../model/types.js";
 import type { Approver } from "../safety/approver.js";
 import type { Redactor } from "../safety/redact.js";
 import { UNTRUSTED_NOTE } from "../safety/untrusted.js";
-import { type Skill, skillCatalogue } from "../skills/skills.js";
-import { type PlannedCall, parseArguments, planCalls } from "../tools/plan.js";
-import { runBatch } from "../tools/run-batch.js";
-import type { CallPreview, ToolRegistry } from "../tools/tool.js";
+import type { Skill } from "../skills/skills.js";
+import { type PlannedCall, planCalls } from "../tools/plan.js";
+import { type BatchJournal, runBatch } from "../tools/run-batch.js";
+import type { ToolRegistry } from "../tools/tool.js";
+import { AGENT_RECORD_VERSION, type AgentRecord, type AgentStore, type ToolJournal } from "./agent-store.js";
+import { catalogueFor, previewOf, requested, toolView } from "./agent-tools.js";
 import { EventPublisher } from "./event-publisher.js";
 import { type SubagentLimits, subagentTools } from "./subagents.js";
 import { summarizer } from "./summarizer.js";
@@ -40,6 +40,8 @@ export interface AgentDeps {
   /** Every agent definition, for the subagents an agent lists. */
   agents: ReadonlyMap<string, AgentDefinition>;
   limits: SubagentLimits;
+  /** Snapshots and the tool-call journal in KV; without it nothing survives the process. */
+  persistence?: { agents: AgentStore; journal: ToolJournal };
 }
 
 export interface StartAgentOptions {
@@ -54,6 +56,8 @@ export interface StartAgentOptions {
   depth?: number;
   /** The budget carved out for a subagent; the definition's otherwise. */
   budget?: Budget;
+  /** Resume this agent from its stored record instead of starting it. */
+  restore?: AgentRecord;
 }
 
 /** A running agent: its id, its result when it stops, and the commands it takes. */
@@ -66,6 +70,8 @@ export interface AgentHandle {
   abort(reason?: string): void;
   /** The machine's persisted snapshot: everything the agent is, as JSON. */
   snapshot(): unknown;
+  /** Stops hosting the agent here, saving and publishing nothing: another host resumes it. */
+  detach(): void;
 }
 
 /**
@@ -76,17 +82,32 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
   const { definition, runId } = options;
   const agentId = options.agentId ?? `${definition.name}-${ulid().slice(-8).toLowerCase()}`;
   const log = deps.log.child({ component: "agent", runId, agentId });
-  const events = new EventPublisher(deps.bus, runId, agentId, options.parentId, log, deps.redactor);
+  const restore = options.restore;
+  const events = new EventPublisher(
+    deps.bus,
+    runId,
+    agentId,
+    options.parentId,
+    log,
+    deps.redactor,
+    restore?.nextSeq ?? 0,
+  );
   const policy = definition.approval ?? options.approval ?? deps.config.approval.policy;
   const chain = [definition.model ?? deps.config.defaultModel, ...definition.fallbackModels];
   const primary = deps.models.resolve(chain[0] as string);
   const compaction: CompactionSettings = { contextWindow: primary.contextWindow };
   const reply = Math.min(4096, Math.floor(primary.contextWindow * 0.1));
-  const depth = options.depth ?? 0;
-  const budget = options.budget ?? definition.budget;
+  const depth = restore?.depth ?? options.depth ?? 0;
+  const budget = restore?.budget ?? options.budget ?? definition.budget;
   // Every subagent is read-only, whatever its YAML says; so is an agent marked readOnly.
   const readOnly = depth > 0 || definition.readOnly;
-  const startedAt = Date.now();
+  const startedAt = Date.now() - (restore?.elapsedMs ?? 0);
+  const store = deps.persistence?.journal;
+  const journal: BatchJournal | undefined = store && {
+    get: (callId) => store.get(runId, agentId, callId),
+    started: (call) => store.started(runId, agentId, call.id, call.name, call.effect),
+    finished: (call, result) => store.finished(runId, agentId, call.id, call.name, call.effect, result),
+  };
   const children = subagentTools(
     definition.subagents
       .map((name) => deps.agents.get(name))
@@ -186,6 +207,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
             },
             signal,
             redactor: deps.redactor,
+            ...(journal ? { journal } : {}),
             hooks: {
               onStart: (call) => events.emit("tool.started", { callId: call.id, name: call.name }),
               onFinish: (call, result, durationMs) =>
@@ -231,16 +253,21 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         ...catalogueFor(definition, deps),
       ]),
       budget,
+      elapsedMs: restore?.elapsedMs ?? 0,
     },
+    ...(restore ? { snapshot: restore.snapshot as Snapshot<unknown> } : {}),
   });
-  events.emit("agent.started", {
-    name: definition.name,
-    model: primary.id,
-    task: options.task,
-    budget,
-    depth,
-    ...(options.parentId ? { parentId: options.parentId } : {}),
-  });
+
+  if (!restore) {
+    events.emit("agent.started", {
+      name: definition.name,
+      model: primary.id,
+      task: options.task,
+      budget,
+      depth,
+      ...(options.parentId ? { parentId: options.parentId } : {}),
+    });
+  }
 
   // Commands reach an agent on its control subjects, from its parent or any client (acked by reply).
   const control = deps.bus.reply(deps.bus.subjects.controls(runId, agentId), (request, subject) => {
@@ -263,6 +290,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         if (next !== state) {
           events.emit("state.changed", { from: state, to: next });
           state = next;
+          save();
         }
         const spend = totalSpend(snapshot.context);
         const key = JSON.stringify(spend);
@@ -300,8 +328,29 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       },
     });
   });
+  let detached = false;
+  const save = () => {
+    if (!deps.persistence || detached) return;
+    const snapshot = actor.getSnapshot();
+    void deps.persistence.agents.save({
+      v: AGENT_RECORD_VERSION,
+      machineVersion: AGENT_MACHINE_VERSION,
+      runId,
+      agentId,
+      ...(options.parentId ? { parentId: options.parentId } : {}),
+      name: definition.name,
+      depth,
+      task: restore?.task ?? options.task,
+      budget,
+      nextSeq: events.nextSeq,
+      elapsedMs: Date.now() - startedAt,
+      snapshot: deps.redactor.redactDeep(actor.getPersistedSnapshot()),
+      done: snapshot.status === "done",
+    });
+  };
   actor.start();
-  actor.send({ type: "START", task: options.task });
+  if (restore) log.info({ state: String(actor.getSnapshot().value) }, "agent resumed from its snapshot");
+  else actor.send({ type: "START", task: options.task });
 
   return {
     runId,
@@ -312,64 +361,11 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     abort: (reason) => actor.send({ type: "ABORT", ...(reason ? { reason } : {}) }),
     // What is stored is redacted like everything else that leaves the process.
     snapshot: () => deps.redactor.redactDeep(actor.getPersistedSnapshot()),
-  };
-}
-
-/**
- * The tools an agent has now: its list, where `server__*` stands for every tool of that MCP server,
- * against what is registered (an MCP server's tools come and go). Recomputed only when the
- * registered names change.
- */
-function toolView(list: readonly string[], registry: ToolRegistry) {
-  const matches = (name: string) =>
-    list.includes(name) || list.some((entry) => entry.endsWith("__*") && name.startsWith(entry.slice(0, -1)));
-  let key = "";
-  let view = { allowed: new Set<string>(), specs: [] as ToolSpec[], tokens: 0 };
-  return () => {
-    const names = registry.names().filter(matches);
-    const nextKey = names.join("\n");
-    if (nextKey !== key || names.length === 0) {
-      key = nextKey;
-      const specs = names
-        .map((name) => registry.spec(name))
-        .filter((spec): spec is ToolSpec => spec !== undefined);
-      view = { allowed: new Set(names), specs, tokens: countToolSpecTokens(specs) };
-    }
-    return view;
-  };
-}
-
-/** The catalogue of the skills this agent may load, when it has the load_skill tool. */
-function catalogueFor(definition: AgentDefinition, deps: AgentDeps): string[] {
-  if (!definition.tools.includes("load_skill")) return [];
-  const visible = [...deps.skills.values()].filter(
-    (skill) => !definition.skills || definition.skills.includes(skill.name),
-  );
-  const catalogue = skillCatalogue(visible);
-  return catalogue ? [catalogue] : [];
-}
-
-/** What the person deciding sees: the tool's own preview (a diff, the command), else the arguments. */
-async function previewOf(deps: AgentDeps, call: PlannedCall): Promise<CallPreview> {
-  const tool = deps.tools.get(call.name);
-  try {
-    if (tool?.preview) {
-      const args = parseArguments(tool.parameters, call.arguments);
-      return await tool.preview(args, { workspace: deps.workspace, protectedDirs: deps.protectedDirs });
-    }
-  } catch (error) {
-    deps.log.debug({ err: error, tool: call.name }, "no preview");
-  }
-  return { detail: call.arguments, paths: [] };
-}
-
-function requested(call: PlannedCall) {
-  return {
-    callId: call.id,
-    name: call.name,
-    arguments: call.arguments,
-    effect: call.effect,
-    decision: call.decision,
-    ...(call.result?.error ? { error: call.result.error } : {}),
+    detach: () => {
+      // Another host takes over from the stored snapshot: stop here without a word or a save.
+      detached = true;
+      control.unsubscribe();
+      actor.stop();
+    },
   };
 }

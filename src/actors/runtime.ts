@@ -15,7 +15,8 @@ import { loadSkillTool } from "../tools/builtin/load-skill.js";
 import { McpManager } from "../tools/mcp/mcp-manager.js";
 import { type Tool, ToolRegistry } from "../tools/tool.js";
 import { didYouMean } from "../util/did-you-mean.js";
-import { type AgentHandle, startAgent } from "./agent-host.js";
+import { type AgentDeps, type AgentHandle, startAgent } from "./agent-host.js";
+import { AgentStore, ToolJournal } from "./agent-store.js";
 
 export interface RuntimeOptions {
   config: LoadedConfig;
@@ -62,6 +63,7 @@ export class Runtime {
   readonly #log: Logger;
   readonly #approver: Approver;
   readonly #ownsBus: boolean;
+  #persistence: { agents: AgentStore; journal: ToolJournal } | undefined;
 
   constructor(options: RuntimeOptions) {
     this.#config = options.config;
@@ -123,32 +125,61 @@ export class Runtime {
 
   start(options: RunOptions): AgentHandle {
     const definition = this.agent(options.agent);
-    return startAgent(
-      {
-        bus: this.bus,
-        models: this.models,
-        tools: this.tools,
-        config: this.#config.troupe,
-        approver: this.#approver,
-        workspace: this.workspace,
-        log: this.#log,
-        redactor: this.redactor,
-        protectedDirs: [this.#config.dir],
-        skills: this.skills,
-        agents: new Map([...this.#config.agents].map(([name, agent]) => [name, agent.definition])),
-        limits: this.#config.troupe.subagents,
-      },
-      {
-        definition,
-        task: options.task,
-        runId: options.runId ?? newRunId(),
-        ...(options.approval ? { approval: options.approval } : {}),
-      },
-    );
+    return startAgent(this.#deps(), {
+      definition,
+      task: options.task,
+      runId: options.runId ?? newRunId(),
+      ...(options.approval ? { approval: options.approval } : {}),
+    });
   }
 
-  /** Starts what needs starting: the MCP servers. Throws `McpToolCollisionError` on clashing tool names. */
+  /**
+   * Brings an unfinished agent back from its stored snapshot: its conversation, budget use, queues
+   * and machine state. A tool call that had finished is not run again. Needs `open()` first.
+   */
+  async resume(runId: string, agentId: string): Promise<AgentHandle | undefined> {
+    if (!this.#persistence) throw new Error("resume needs an opened runtime");
+    const record = await this.#persistence.agents.load(runId, agentId);
+    if (!record || record.done) return undefined;
+    const definition = this.agent(record.name);
+    // Events made after the last snapshot are in the log already: carry on after them, without a gap.
+    let nextSeq = record.nextSeq;
+    for await (const { envelope } of this.bus.log.read({ runId })) {
+      if (envelope.agentId === agentId && envelope.seq >= nextSeq) nextSeq = envelope.seq + 1;
+    }
+    return startAgent(this.#deps(), {
+      definition,
+      task: record.task,
+      runId,
+      agentId,
+      ...(record.parentId ? { parentId: record.parentId } : {}),
+      restore: { ...record, nextSeq },
+    });
+  }
+
+  #deps(): AgentDeps {
+    return {
+      bus: this.bus,
+      models: this.models,
+      tools: this.tools,
+      config: this.#config.troupe,
+      approver: this.#approver,
+      workspace: this.workspace,
+      log: this.#log,
+      redactor: this.redactor,
+      protectedDirs: [this.#config.dir],
+      skills: this.skills,
+      agents: new Map([...this.#config.agents].map(([name, agent]) => [name, agent.definition])),
+      limits: this.#config.troupe.subagents,
+      ...(this.#persistence ? { persistence: this.#persistence } : {}),
+    };
+  }
+
   async open(): Promise<this> {
+    this.#persistence = {
+      agents: await AgentStore.open(this.bus, this.#log),
+      journal: await ToolJournal.open(this.bus),
+    };
     await this.mcp.start();
     return this;
   }

@@ -19,6 +19,15 @@ export interface BatchOptions {
   redactor?: Redactor;
   /** Characters of output a result may carry. Default 30000. */
   outputCap?: number;
+  /** Where calls are journaled, so a finished call is never run again after a restart. */
+  journal?: BatchJournal;
+}
+
+/** The tool-call journal of one agent. */
+export interface BatchJournal {
+  get(callId: string): Promise<{ status: "started" | "finished"; result?: ToolResult } | undefined>;
+  started(call: PlannedCall): Promise<void>;
+  finished(call: PlannedCall, result: ToolResult): Promise<void>;
 }
 
 /**
@@ -51,6 +60,22 @@ export async function runBatch(
 }
 
 async function runOne(call: PlannedCall, options: BatchOptions): Promise<ToolResult> {
+  const journaled = await options.journal?.get(call.id);
+  if (journaled?.status === "finished" && journaled.result) return journaled.result;
+  if (journaled?.status === "started" && call.effect !== "read") {
+    // It may or may not have taken effect: say so rather than run it twice.
+    return toolError(
+      `${call.name} was running when its host stopped; its outcome is unknown`,
+      "check whether it took effect (read the files it touches) before you run it again",
+    );
+  }
+  await options.journal?.started(call);
+  const result = await execute(call, options);
+  await options.journal?.finished(call, result);
+  return result;
+}
+
+async function execute(call: PlannedCall, options: BatchOptions): Promise<ToolResult> {
   const tool = options.registry.get(call.name);
   if (!tool) return toolError(`unknown tool "${call.name}"`, "call one of the tools available");
   options.hooks?.onStart?.(call);

@@ -1,0 +1,152 @@
+import { z } from "zod";
+import type { Bus, KvStore } from "../bus/bus.js";
+import { KvConflictError } from "../bus/bus.js";
+import { budgetSchema } from "../config/schema.js";
+import type { Logger } from "../log.js";
+import { AGENT_MACHINE_VERSION } from "../machines/agent-machine.js";
+import type { ToolEffect } from "../tools/catalog.js";
+import type { ToolResult } from "../tools/tool.js";
+
+/** Bumped when the record's shape changes; a record of another version is refused, never misread. */
+export const AGENT_RECORD_VERSION = 1;
+
+/** Everything needed to bring an agent back: its machine's persisted snapshot and who it is. */
+export const agentRecordSchema = z.object({
+  v: z.literal(AGENT_RECORD_VERSION),
+  machineVersion: z.number().int(),
+  runId: z.string(),
+  agentId: z.string(),
+  parentId: z.string().optional(),
+  name: z.string(),
+  depth: z.number().int().nonnegative(),
+  task: z.string(),
+  budget: budgetSchema,
+  /** The seq its next event gets. */
+  nextSeq: z.number().int().nonnegative(),
+  /** Wall time spent so far. */
+  elapsedMs: z.number().nonnegative(),
+  /** XState's `getPersistedSnapshot()`, redacted. */
+  snapshot: z.unknown(),
+  /** Whether the machine has reached `stopped`. */
+  done: z.boolean(),
+});
+export type AgentRecord = z.infer<typeof agentRecordSchema>;
+
+export class IncompatibleRecordError extends Error {
+  override name = "IncompatibleRecordError";
+}
+
+/** Keys are `<runId>.<agentId>`: both are subject tokens, so they are valid KV keys. */
+const keyOf = (runId: string, agentId: string) => `${runId}.${agentId}`;
+
+/**
+ * Agent snapshots in the KV bucket `snapshots`. Each agent writes its own key with the revision it
+ * last wrote, so a stale writer (a host that lost its agent to another) cannot move state backwards.
+ */
+export class AgentStore {
+  #revisions = new Map<string, number>();
+  #chains = new Map<string, Promise<void>>();
+
+  private constructor(
+    private readonly kv: KvStore,
+    private readonly log: Logger,
+  ) {}
+
+  static async open(bus: Bus, log: Logger): Promise<AgentStore> {
+    return new AgentStore(await bus.kv("snapshots"), log);
+  }
+
+  /** Saves in the order called; a conflict (another host owns the agent now) is logged, not thrown. */
+  save(record: AgentRecord): Promise<void> {
+    const key = keyOf(record.runId, record.agentId);
+    const previous = this.#chains.get(key) ?? Promise.resolve();
+    const next = previous.then(async () => {
+      try {
+        const expected = this.#revisions.get(key);
+        const revision = await this.kv.put(
+          key,
+          record,
+          expected === undefined ? {} : { expectedRevision: expected },
+        );
+        this.#revisions.set(key, revision);
+      } catch (error) {
+        if (error instanceof KvConflictError)
+          this.log.warn({ key }, "snapshot not saved: another host has moved this agent on");
+        else this.log.error({ err: error, key }, "snapshot not saved");
+      }
+    });
+    this.#chains.set(key, next);
+    return next;
+  }
+
+  /** The record, refusing one of another version with a clear message. */
+  async load(runId: string, agentId: string): Promise<AgentRecord | undefined> {
+    const key = keyOf(runId, agentId);
+    const entry = await this.kv.get<unknown>(key);
+    if (!entry) return undefined;
+    const raw = entry.value as { v?: unknown; machineVersion?: unknown };
+    if (raw?.v !== AGENT_RECORD_VERSION || raw.machineVersion !== AGENT_MACHINE_VERSION) {
+      throw new IncompatibleRecordError(
+        `the snapshot of ${agentId} was written by another version of Troupe (record v${String(raw?.v)}, machine v${String(raw?.machineVersion)}; this one reads v${AGENT_RECORD_VERSION}/v${AGENT_MACHINE_VERSION})`,
+      );
+    }
+    this.#revisions.set(key, entry.revision);
+    return agentRecordSchema.parse(entry.value);
+  }
+}
+
+/** One tool call's journal entry: a finished call is never run again. */
+export interface JournalEntry {
+  status: "started" | "finished";
+  name: string;
+  effect: ToolEffect;
+  result?: ToolResult;
+}
+
+/** Tool calls journaled in the KV bucket `journal` under `<runId>.<agentId>.<callId>`. */
+export class ToolJournal {
+  private constructor(private readonly kv: KvStore) {}
+
+  static async open(bus: Bus): Promise<ToolJournal> {
+    return new ToolJournal(await bus.kv("journal"));
+  }
+
+  async get(runId: string, agentId: string, callId: string): Promise<JournalEntry | undefined> {
+    return (await this.kv.get<JournalEntry>(journalKey(runId, agentId, callId)))?.value;
+  }
+
+  async started(
+    runId: string,
+    agentId: string,
+    callId: string,
+    name: string,
+    effect: ToolEffect,
+  ): Promise<void> {
+    await this.kv.put(journalKey(runId, agentId, callId), {
+      status: "started",
+      name,
+      effect,
+    } satisfies JournalEntry);
+  }
+
+  async finished(
+    runId: string,
+    agentId: string,
+    callId: string,
+    name: string,
+    effect: ToolEffect,
+    result: ToolResult,
+  ): Promise<void> {
+    await this.kv.put(journalKey(runId, agentId, callId), {
+      status: "finished",
+      name,
+      effect,
+      result,
+    } satisfies JournalEntry);
+  }
+}
+
+/** Call ids come from model servers: anything outside a KV key's alphabet is replaced. */
+function journalKey(runId: string, agentId: string, callId: string): string {
+  return `${runId}.${agentId}.${callId.replace(/[^-/_=A-Za-z0-9]/g, "_")}`;
+}

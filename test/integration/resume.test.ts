@@ -1,0 +1,121 @@
+import { afterEach, beforeEach, expect, inject, it } from "vitest";
+import { z } from "zod";
+import { Runtime } from "../../src/actors/runtime.js";
+import type { Envelope } from "../../src/bus/envelope.js";
+import { NatsBus } from "../../src/bus/nats-bus.js";
+import { uniquePrefix } from "../../src/bus/subjects.js";
+import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { defineTool, type Tool } from "../../src/tools/tool.js";
+import { removePrefix } from "../support/buses.js";
+import { tempTree } from "../support/cli.js";
+import { testConfig } from "../support/config.js";
+import { collect } from "../support/wait.js";
+
+let server: ScriptedModelServer;
+let ws: string;
+let dispose: () => void;
+const prefix = uniquePrefix();
+beforeEach(async () => {
+  server = await ScriptedModelServer.start();
+  ({ dir: ws, dispose } = tempTree({}));
+});
+afterEach(async () => {
+  await server.close();
+  dispose();
+  await removePrefix(inject("natsUrl"), prefix);
+});
+
+const runs = { fast: 0, write: 0 };
+const tools: Tool[] = [
+  defineTool({
+    name: "count_fast",
+    description: "Counts.",
+    effect: "read",
+    parameters: z.object({}),
+    execute: () => ({ ok: true, output: `counted ${++runs.fast}` }),
+  }) as Tool,
+  defineTool({
+    name: "slow_write",
+    description: "Writes slowly.",
+    effect: "write",
+    parameters: z.object({}),
+    execute: (_args, { signal }) => {
+      runs.write++;
+      return new Promise((resolve) => {
+        const timer = setTimeout(() => resolve({ ok: true, output: "written" }), 30_000);
+        signal.addEventListener("abort", () => clearTimeout(timer));
+      });
+    },
+  }) as Tool,
+];
+
+async function runtime() {
+  const config = testConfig(
+    {
+      defaultModel: "scripted",
+      providers: { openai: { baseURL: server.baseURL, models: { scripted: {} } } },
+    },
+    [{ name: "worker", description: "Works.", tools: ["count_fast", "slow_write"] }],
+  );
+  const bus = await NatsBus.connect({ url: inject("natsUrl"), prefix });
+  return { rt: await new Runtime({ config, workspace: ws, env: {}, tools, bus }).open(), bus };
+}
+
+it("resumes an agent on another host from its KV snapshot: a finished call is not run again, an interrupted write is reported as outcome unknown", async () => {
+  server.script(
+    {
+      match: { turn: 1 },
+      reply: {
+        toolCalls: [
+          { name: "count_fast", arguments: {} },
+          { name: "slow_write", arguments: {} },
+        ],
+      },
+    },
+    { match: { turn: 2 }, reply: { text: "carried on after the move" } },
+  );
+  const first = await runtime();
+  const handle = first.rt.start({ task: "Count, then write", approval: "yolo" });
+  for await (const { envelope } of first.bus.log.read({ runId: handle.runId, follow: true })) {
+    if (envelope.type === "tool.started" && (envelope.data as { name: string }).name === "slow_write") break;
+  }
+  // The first host goes away in the middle of the write.
+  handle.detach();
+  await first.rt.close();
+  await first.bus.close();
+  expect(runs).toEqual({ fast: 1, write: 1 });
+
+  const second = await runtime();
+  const resumed = await second.rt.resume(handle.runId, handle.agentId);
+  if (!resumed) throw new Error("nothing to resume");
+  const output = await resumed.done;
+  expect(output).toMatchObject({ reason: "done", result: "carried on after the move", turns: 2 });
+  expect(runs).toEqual({ fast: 1, write: 1 });
+  const toolResults =
+    server.requests[1]?.body.messages.filter((m) => m.role === "tool").map((m) => m.content) ?? [];
+  expect(toolResults[0]).toContain("counted 1");
+  expect(toolResults[1]).toContain("slow_write was running when its host stopped; its outcome is unknown");
+
+  // One agent, one gap-free sequence of events across both hosts.
+  const events: Envelope[] = (await collect(second.bus.log.read({ runId: handle.runId }))).map(
+    (e) => e.envelope,
+  );
+  expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i));
+  expect(events.filter((e) => e.type === "agent.started")).toHaveLength(1);
+  expect(events.at(-1)?.type).toBe("agent.stopped");
+  // A finished agent is not resumed again.
+  expect(await second.rt.resume(handle.runId, handle.agentId)).toBeUndefined();
+  await second.rt.close();
+  await second.bus.close();
+});
+
+it("refuses a snapshot written by another version, with a clear message, rather than misread it", async () => {
+  const { rt, bus } = await runtime();
+  const kv = await bus.kv("snapshots");
+  await kv.put("run-x.agent-y", { v: 1, machineVersion: 99, runId: "run-x", agentId: "agent-y" });
+  await expect(rt.resume("run-x", "agent-y")).rejects.toThrow(
+    /^the snapshot of agent-y was written by another version of Troupe \(record v1, machine v99; this one reads v1\/v1\)$/,
+  );
+  await rt.close();
+  await bus.close();
+});
