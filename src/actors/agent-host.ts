@@ -19,7 +19,7 @@ import type { ToolRegistry } from "../tools/tool.js";
 import { AGENT_RECORD_VERSION, type AgentRecord, type AgentStore, type ToolJournal } from "./agent-store.js";
 import { catalogueFor, previewOf, requested, toolView } from "./agent-tools.js";
 import { EventPublisher } from "./event-publisher.js";
-import { type SubagentLimits, subagentTools } from "./subagents.js";
+import { type ChildSpec, type SubagentLimits, subagentTools } from "./subagents.js";
 import { summarizer } from "./summarizer.js";
 
 /** What every agent of a process shares. */
@@ -40,6 +40,8 @@ export interface AgentDeps {
   /** Every agent definition, for the subagents an agent lists. */
   agents: ReadonlyMap<string, AgentDefinition>;
   limits: SubagentLimits;
+  /** Hands a subagent to a worker; false when none took it (then this process hosts it). */
+  placeElsewhere?: (runId: string, child: ChildSpec) => Promise<boolean>;
   /** Snapshots and the tool-call journal in KV; without it nothing survives the process. */
   persistence?: { agents: AgentStore; journal: ToolJournal };
 }
@@ -123,7 +125,9 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       startedAt,
       spent: () => totalSpend(actor.getSnapshot().context),
       charge: (delta) => actor.send({ type: "CHILD_SPENT", ...delta }),
-      spawn: (child) =>
+      spawn: async (child) => {
+        // A worker takes it when one is attached; otherwise this process hosts it.
+        if (await deps.placeElsewhere?.(runId, child)) return;
         startAgent(deps, {
           definition: child.definition,
           task: child.task,
@@ -132,7 +136,8 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
           parentId: child.parentId,
           depth: child.depth,
           budget: child.budget,
-        }),
+        });
+      },
     },
   );
   const registry = children.tools.length > 0 ? deps.tools.with(children.tools) : deps.tools;

@@ -17,6 +17,7 @@ import { type Tool, ToolRegistry } from "../tools/tool.js";
 import { didYouMean } from "../util/did-you-mean.js";
 import { type AgentDeps, type AgentHandle, startAgent } from "./agent-host.js";
 import { AgentStore, ToolJournal } from "./agent-store.js";
+import { type SpawnRequest, workerPlacement } from "./placement.js";
 
 export interface RuntimeOptions {
   config: LoadedConfig;
@@ -157,6 +158,19 @@ export class Runtime {
     });
   }
 
+  /** Hosts a subagent a parent placed here (a worker's side of placement). */
+  spawnChild(request: SpawnRequest): AgentHandle {
+    return startAgent(this.#deps(), {
+      definition: this.agent(request.name),
+      task: request.task,
+      runId: request.runId,
+      agentId: request.childId,
+      parentId: request.parentId,
+      depth: request.depth,
+      budget: request.budget,
+    });
+  }
+
   #deps(): AgentDeps {
     return {
       bus: this.bus,
@@ -171,6 +185,7 @@ export class Runtime {
       skills: this.skills,
       agents: new Map([...this.#config.agents].map(([name, agent]) => [name, agent.definition])),
       limits: this.#config.troupe.subagents,
+      placeElsewhere: workerPlacement(this.bus, this.#log),
       ...(this.#persistence ? { persistence: this.#persistence } : {}),
     };
   }

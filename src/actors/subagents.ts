@@ -35,7 +35,7 @@ export interface ParentSide {
   /** Charges a child's new spending to the parent, as it happens. */
   charge(delta: Spend): void;
   /** Starts a child actor (in this process, or on a worker); it reports only through the bus. */
-  spawn(child: ChildSpec): void;
+  spawn(child: ChildSpec): Promise<void>;
 }
 
 export interface ChildSpec {
@@ -270,7 +270,7 @@ async function runChild(
   }, wall);
   try {
     await parent.bus.flush();
-    parent.spawn(spec);
+    await parent.spawn(spec);
     return await finished;
   } finally {
     clearTimeout(timer);

@@ -76,6 +76,25 @@ export async function main(argv: string[]): Promise<number> {
       exitCode = await runTask(loadConfig({ config: globals().config }), task, flags, log("run"));
     });
   program
+    .command("worker")
+    .description(
+      "host subagents for the daemon and other runs, from the NATS queue group <prefix>.work.spawn",
+    )
+    .option("--heartbeat-ms <ms>", "how often to say it is alive", "1000")
+    .option(
+      "--dead-after-ms <ms>",
+      "how long another worker may be silent before its actors are taken over",
+      "5000",
+    )
+    .action(async (flags: { heartbeatMs: string; deadAfterMs: string }) => {
+      const { runWorker } = await import("./worker.js");
+      exitCode = await runWorker(
+        globals().config,
+        { heartbeatMs: Number(flags.heartbeatMs), deadAfterMs: Number(flags.deadAfterMs) },
+        log("worker"),
+      );
+    });
+  program
     .command("demo")
     .description("a canned multi-step run on a built-in scripted model: no API key or server needed")
     .option("--json", "print every event as one JSON line on stdout")

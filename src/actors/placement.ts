@@ -1,0 +1,97 @@
+import { hostname } from "node:os";
+import { z } from "zod";
+import { type Bus, KvConflictError, NoRespondersError, RequestTimeoutError } from "../bus/bus.js";
+import { makeEnvelope } from "../bus/envelope.js";
+import { budgetSchema } from "../config/schema.js";
+import type { Logger } from "../log.js";
+import type { ChildSpec } from "./subagents.js";
+
+/** The queue group every worker joins on `<p>.work.spawn`. */
+export const WORKER_QUEUE = "workers";
+
+/** What a parent sends to have a subagent hosted by a worker. */
+export const spawnRequestSchema = z.object({
+  runId: z.string(),
+  childId: z.string(),
+  parentId: z.string(),
+  name: z.string(),
+  task: z.string(),
+  depth: z.number().int(),
+  budget: budgetSchema,
+});
+export type SpawnRequest = z.infer<typeof spawnRequestSchema>;
+
+/** Who hosts an actor: the KV bucket `actors`, key `<runId>.<agentId>`. */
+export interface Placement {
+  worker: string;
+}
+
+/** A worker's heartbeat: the KV bucket `workers`, key = worker id. */
+export interface Heartbeat {
+  pid: number;
+  host: string;
+  beats: number;
+}
+
+export const actorKey = (runId: string, agentId: string) => `${runId}.${agentId}`;
+
+/**
+ * The parent's side of placement: offers a subagent to the worker queue. Nobody listening means no
+ * worker is attached, and the parent hosts the child itself. A lost acknowledgement is settled by the
+ * placement record, so a child is never started twice.
+ */
+export function workerPlacement(bus: Bus, log: Logger) {
+  return async (runId: string, child: ChildSpec): Promise<boolean> => {
+    const request: SpawnRequest = {
+      runId,
+      childId: child.childId,
+      parentId: child.parentId,
+      name: child.definition.name,
+      task: child.task,
+      depth: child.depth,
+      budget: child.budget,
+    };
+    const envelope = makeEnvelope({ runId, agentId: child.parentId, seq: 0, type: "spawn", data: request });
+    try {
+      const reply = await bus.request(bus.subjects.workSpawn(), envelope, { timeoutMs: 5000 });
+      log.debug(
+        { childId: child.childId, worker: (reply.data as { worker?: string }).worker },
+        "subagent placed on a worker",
+      );
+      return true;
+    } catch (error) {
+      if (error instanceof NoRespondersError) return false;
+      if (error instanceof RequestTimeoutError) {
+        const placed = await (await bus.kv("actors")).get(actorKey(runId, child.childId));
+        if (placed) return true;
+      }
+      log.warn(
+        { err: (error as Error).message, childId: child.childId },
+        "no worker took the subagent; hosting it here",
+      );
+      return false;
+    }
+  };
+}
+
+/** Claims an actor for a worker; false when another got there first. */
+export async function claim(
+  bus: Bus,
+  key: string,
+  worker: string,
+  expectedRevision?: number,
+): Promise<boolean> {
+  const actors = await bus.kv("actors");
+  try {
+    if (expectedRevision === undefined) await actors.create(key, { worker } satisfies Placement);
+    else await actors.put(key, { worker } satisfies Placement, { expectedRevision });
+    return true;
+  } catch (error) {
+    if (error instanceof KvConflictError) return false;
+    throw error;
+  }
+}
+
+export function heartbeat(beats: number): Heartbeat {
+  return { pid: process.pid, host: hostname(), beats };
+}

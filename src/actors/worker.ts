@@ -1,0 +1,140 @@
+import { ulid } from "ulid";
+import type { Subscription } from "../bus/bus.js";
+import { makeEnvelope } from "../bus/envelope.js";
+import type { Logger } from "../log.js";
+import type { AgentHandle } from "./agent-host.js";
+import {
+  actorKey,
+  claim,
+  type Heartbeat,
+  heartbeat,
+  type Placement,
+  spawnRequestSchema,
+  WORKER_QUEUE,
+} from "./placement.js";
+import type { Runtime } from "./runtime.js";
+
+export interface WorkerOptions {
+  /** How often the worker says it is alive. Default 1000. */
+  heartbeatMs?: number;
+  /** A worker silent this long is dead and its actors are taken over. Default 5000. */
+  deadAfterMs?: number;
+}
+
+/**
+ * `troupe worker`: hosts subagents spawned through the queue group `<p>.work.spawn`. Workers
+ * heartbeat in KV; when one goes silent, the others claim its actors (compare-and-set on their
+ * placement records) and resume each from its last snapshot.
+ */
+export class Worker {
+  readonly id = `worker-${ulid().slice(-10).toLowerCase()}`;
+  #beats = 0;
+  #timer: NodeJS.Timeout | undefined;
+  #serving: Subscription | undefined;
+  #hosted = new Map<string, AgentHandle>();
+  /** Other workers' heartbeat revisions and when each last changed, by this worker's own clock. */
+  #seen = new Map<string, { revision: number; changedAt: number }>();
+  readonly #heartbeatMs: number;
+  readonly #deadAfterMs: number;
+
+  constructor(
+    private readonly runtime: Runtime,
+    private readonly log: Logger,
+    options: WorkerOptions = {},
+  ) {
+    this.#heartbeatMs = options.heartbeatMs ?? 1000;
+    this.#deadAfterMs = options.deadAfterMs ?? 5000;
+  }
+
+  get hosted(): string[] {
+    return [...this.#hosted.keys()];
+  }
+
+  async start(): Promise<void> {
+    const bus = this.runtime.bus;
+    await this.#beat();
+    this.#serving = bus.reply(
+      bus.subjects.workSpawn(),
+      async (request) => {
+        const spec = spawnRequestSchema.parse(request.data);
+        const key = actorKey(spec.runId, spec.childId);
+        if (!(await claim(bus, key, this.id))) throw new Error(`${spec.childId} is already placed`);
+        const handle = this.runtime.spawnChild(spec);
+        this.#host(key, handle);
+        return makeEnvelope({
+          runId: spec.runId,
+          agentId: spec.childId,
+          seq: 0,
+          type: "spawned",
+          data: { worker: this.id },
+        });
+      },
+      { queue: WORKER_QUEUE },
+    );
+    this.#timer = setInterval(() => {
+      void this.#beat()
+        .then(() => this.#takeOverFromTheDead())
+        .catch((error) => this.log.error({ err: error }, "heartbeat failed"));
+    }, this.#heartbeatMs);
+    this.log.info({ worker: this.id }, "worker ready");
+  }
+
+  /** Stops taking work; what it hosts is left to its snapshots (another worker takes over). */
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    this.#serving?.unsubscribe();
+    const workers = await this.runtime.bus.kv("workers");
+    await workers.delete(this.id).catch(() => {});
+  }
+
+  #host(key: string, handle: AgentHandle): void {
+    this.#hosted.set(key, handle);
+    void handle.done.then(async () => {
+      this.#hosted.delete(key);
+      await (await this.runtime.bus.kv("actors")).delete(key).catch(() => {});
+    });
+  }
+
+  async #beat(): Promise<void> {
+    const workers = await this.runtime.bus.kv("workers");
+    await workers.put(this.id, heartbeat(++this.#beats) satisfies Heartbeat);
+  }
+
+  /** Workers whose heartbeat stopped changing are dead: claim and resume each of their actors. */
+  async #takeOverFromTheDead(): Promise<void> {
+    const bus = this.runtime.bus;
+    const workers = await bus.kv("workers");
+    const now = Date.now();
+    const dead: string[] = [];
+    for (const id of await workers.keys()) {
+      if (id === this.id) continue;
+      const entry = await workers.get<Heartbeat>(id);
+      if (!entry) continue;
+      const seen = this.#seen.get(id);
+      if (!seen || seen.revision !== entry.revision)
+        this.#seen.set(id, { revision: entry.revision, changedAt: now });
+      else if (now - seen.changedAt > this.#deadAfterMs) dead.push(id);
+    }
+    if (dead.length === 0) return;
+    const actors = await bus.kv("actors");
+    for (const key of await actors.keys()) {
+      const entry = await actors.get<Placement>(key);
+      if (!entry || !dead.includes(entry.value.worker)) continue;
+      if (!(await claim(bus, key, this.id, entry.revision))) continue;
+      const [runId, agentId] = splitKey(key);
+      this.log.warn({ agentId, from: entry.value.worker }, "taking over an actor from a dead worker");
+      const handle = await this.runtime.resume(runId, agentId);
+      if (handle) this.#host(key, handle);
+      else await actors.delete(key).catch(() => {});
+    }
+    for (const id of dead) {
+      this.#seen.delete(id);
+      await workers.delete(id).catch(() => {});
+    }
+  }
+}
+
+function splitKey(key: string): [string, string] {
+  const dot = key.indexOf(".");
+  return [key.slice(0, dot), key.slice(dot + 1)];
+}

@@ -1,0 +1,42 @@
+import { Runtime } from "../actors/runtime.js";
+import { Worker, type WorkerOptions } from "../actors/worker.js";
+import { natsOptionsFromConfig } from "../bus/from-config.js";
+import { NatsBus } from "../bus/nats-bus.js";
+import { loadConfig } from "../config/load.js";
+import type { Logger } from "../log.js";
+import { denyingApprover } from "../safety/approver.js";
+
+/** `troupe worker`: joins the worker queue and hosts subagents until SIGINT or SIGTERM. */
+export async function runWorker(
+  configPath: string | undefined,
+  options: WorkerOptions,
+  log: Logger,
+): Promise<number> {
+  const config = loadConfig({ config: configPath });
+  const bus = await NatsBus.connect({
+    ...natsOptionsFromConfig(config.troupe.nats, config.dir),
+    name: "troupe-worker",
+    log,
+  });
+  const runtime = await new Runtime({
+    config,
+    bus,
+    log,
+    // Subagents only read: nothing they do is ever asked about.
+    approver: denyingApprover("a subagent cannot ask for approval"),
+  }).open();
+  const worker = new Worker(runtime, log, options);
+  await worker.start();
+  process.stderr.write(
+    `troupe worker ${worker.id} (pid ${process.pid}) on ${config.troupe.nats.url}, prefix ${config.troupe.nats.prefix}\n`,
+  );
+  await new Promise<void>((resolve) => {
+    process.once("SIGINT", resolve);
+    process.once("SIGTERM", resolve);
+  });
+  log.info({ worker: worker.id }, "stopping");
+  await worker.stop();
+  await runtime.close();
+  await bus.close();
+  return 0;
+}
