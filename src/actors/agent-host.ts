@@ -334,10 +334,13 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     });
   });
   let detached = false;
+  // A snapshot is written only after the events made before it are in the log: a record never
+  // claims a seq the log lacks, so a resumed agent carries on without a gap.
   const save = () => {
-    if (!deps.persistence || detached) return;
+    const persistence = deps.persistence;
+    if (!persistence || detached) return;
     const snapshot = actor.getSnapshot();
-    void deps.persistence.agents.save({
+    const record: AgentRecord = {
       v: AGENT_RECORD_VERSION,
       machineVersion: AGENT_MACHINE_VERSION,
       runId,
@@ -351,7 +354,8 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       elapsedMs: Date.now() - startedAt,
       snapshot: deps.redactor.redactDeep(actor.getPersistedSnapshot()),
       done: snapshot.status === "done",
-    });
+    };
+    void events.flushed().then(() => persistence.agents.save(record));
   };
   actor.start();
   if (restore) log.info({ state: String(actor.getSnapshot().value) }, "agent resumed from its snapshot");
