@@ -1,9 +1,12 @@
+import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import { createConnection } from "node:net";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
+import { freePort } from "../../src/bus/embedded-nats.js";
 import { mcpServerSchema } from "../../src/config/schema.js";
 import { memoryLogger } from "../../src/log.js";
 import { Redactor } from "../../src/safety/redact.js";
@@ -166,6 +169,27 @@ describe("MCP: @modelcontextprotocol/server-everything", () => {
   });
 });
 
+describe("MCP over Streamable HTTP", () => {
+  it("connects to a server by url, as the `url` entries of troupe.yaml do", async () => {
+    const port = await freePort();
+    const child = spawn(process.execPath, [EVERYTHING, "streamableHttp"], {
+      env: { ...process.env, PORT: String(port) },
+      stdio: "ignore",
+    });
+    try {
+      await waitFor("the HTTP server", () => answers(port), 10_000);
+      const { registry } = await start({
+        remote: mcpServerSchema.parse({ url: `http://127.0.0.1:${port}/mcp` }),
+      });
+      const sum = await run(registry, "remote__get-sum", { a: 20, b: 22 });
+      expect(sum.ok).toBe(true);
+      expect(sum.output).toContain("42");
+    } finally {
+      child.kill("SIGKILL");
+    }
+  });
+});
+
 describe("MCP: tool lists", () => {
   it("adds a tool that appears while the server runs", async () => {
     const { registry } = await start({ fixture: server([FIXTURE]) });
@@ -191,3 +215,14 @@ describe("MCP: tool lists", () => {
     expect(existsSync(ws)).toBe(true);
   });
 });
+
+function answers(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host: "127.0.0.1", port });
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once("error", () => resolve(false));
+  });
+}
