@@ -119,6 +119,11 @@ export class Runtime {
     return agent;
   }
 
+  /** Every agent definition of the config. */
+  definitions(): AgentDefinition[] {
+    return [...this.#config.agents.values()].map((agent) => agent.definition);
+  }
+
   /** Checks that the agent's model can be reached with what is configured. */
   assertReady(agent: AgentDefinition): void {
     this.models.assertConfigured(agent.model ?? this.#config.troupe.defaultModel);

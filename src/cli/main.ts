@@ -72,8 +72,22 @@ export async function main(argv: string[]): Promise<number> {
     .option("--json", "print every event as one JSON line on stdout, and nothing else there")
     .action(async (task: string, flags: RunFlags) => {
       const { loadConfig } = await import("../config/load.js");
-      const { runTask } = await import("./run.js");
-      exitCode = await runTask(loadConfig({ config: globals().config }), task, flags, log("run"));
+      const config = loadConfig({ config: globals().config });
+      if (flags.local) {
+        const { runTask } = await import("./run.js");
+        exitCode = await runTask(config, task, flags, log("run"));
+      } else {
+        const { runViaDaemon } = await import("./run-client.js");
+        exitCode = await runViaDaemon(config, task, flags, log("run"));
+      }
+    });
+  program
+    .command("daemon")
+    .description("serve the API and host runs on NATS (starts a nats-server child when none answers)")
+    .option("--nats <url>", "NATS server URL (default: the config's, or NATS_URL)")
+    .action(async (flags: { nats?: string }) => {
+      const { runDaemon } = await import("./daemon.js");
+      exitCode = await runDaemon(globals().config, flags.nats, log("daemon"));
     });
   program
     .command("worker")
@@ -112,6 +126,8 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 const USAGE_ERRORS = new Set([
+  "NoNatsError",
+  "NoDaemonError",
   "ModelNotConfiguredError",
   "UnknownAgentError",
   "WorkspaceError",

@@ -1,0 +1,100 @@
+import { NoRespondersError } from "../bus/bus.js";
+import { makeEnvelope } from "../bus/envelope.js";
+import { natsOptionsFromConfig } from "../bus/from-config.js";
+import { NatsBus } from "../bus/nats-bus.js";
+import type { LoadedConfig } from "../config/load.js";
+import type { Logger } from "../log.js";
+import type { AgentOutput } from "../machines/agent-types.js";
+import { humanRenderer, jsonRenderer } from "./render.js";
+import { RUN_EXIT, type RunFlags } from "./run.js";
+
+export class NoDaemonError extends Error {
+  override name = "NoDaemonError";
+}
+
+/**
+ * `troupe run` against a daemon: asks it to start the run, then follows the run's events on the bus
+ * (from its first event) until its first agent stops. Ctrl-C once asks; twice aborts the run.
+ */
+export async function runViaDaemon(
+  config: LoadedConfig,
+  task: string,
+  flags: RunFlags,
+  log: Logger,
+): Promise<number> {
+  const nats = config.troupe.nats;
+  const bus = await NatsBus.connect({
+    ...natsOptionsFromConfig(nats, config.dir),
+    name: "troupe-run",
+    log,
+    connectTimeoutMs: 3000,
+  });
+  try {
+    const request = makeEnvelope({
+      runId: "new",
+      agentId: "cli",
+      seq: 0,
+      type: "runs.start",
+      data: {
+        task,
+        ...(flags.agent ? { agent: flags.agent } : {}),
+        ...(flags.approval ? { approval: flags.approval } : {}),
+      },
+    });
+    let started: { runId: string; agentId: string };
+    try {
+      started = (await bus.request(bus.subjects.api("runs.start"), request, { timeoutMs: 10_000 }))
+        .data as typeof started;
+    } catch (error) {
+      if (error instanceof NoRespondersError) {
+        throw new NoDaemonError(
+          `no daemon answers on ${nats.url} (prefix ${nats.prefix}): start one with "troupe daemon", or run with --local`,
+        );
+      }
+      throw error;
+    }
+    const renderer = flags.json ? jsonRenderer() : humanRenderer(() => started.agentId);
+    const reading = new AbortController();
+    let pressed = 0;
+    const onSigint = () => {
+      pressed++;
+      if (pressed === 1) {
+        process.stderr.write(
+          "\npress Ctrl-C again to abort the run (otherwise the daemon carries on with it)\n",
+        );
+        return;
+      }
+      const abort = makeEnvelope({
+        runId: started.runId,
+        agentId: "cli",
+        seq: 0,
+        type: "runs.abort",
+        data: { runId: started.runId },
+      });
+      void bus
+        .request(bus.subjects.api("runs.abort"), abort, { timeoutMs: 5000 })
+        .catch(() => reading.abort());
+    };
+    process.on("SIGINT", onSigint);
+    let output: AgentOutput | undefined;
+    try {
+      for await (const event of bus.log.read({
+        runId: started.runId,
+        follow: true,
+        signal: reading.signal,
+      })) {
+        renderer.event(event);
+        if (event.envelope.type === "agent.stopped" && event.envelope.agentId === started.agentId) {
+          output = event.envelope.data as AgentOutput;
+          break;
+        }
+      }
+    } finally {
+      process.off("SIGINT", onSigint);
+      renderer.close();
+    }
+    return output ? RUN_EXIT[output.reason] : RUN_EXIT.aborted;
+  } finally {
+    await bus.close();
+  }
+}

@@ -1,0 +1,37 @@
+import { z } from "zod";
+import { APPROVAL_POLICIES } from "../config/policies.js";
+
+/**
+ * The daemon's API on `<p>.api.<verb>` (request/reply). Each request's `data` is checked against its
+ * schema; a malformed one gets an error reply and the daemon carries on.
+ */
+export const apiRequests = {
+  "runs.start": z.strictObject({
+    task: z.string().min(1),
+    agent: z.string().optional(),
+    approval: z.enum(APPROVAL_POLICIES).optional(),
+  }),
+  "runs.list": z.strictObject({}),
+  "runs.get": z.strictObject({ runId: z.string().min(1) }),
+  "runs.abort": z.strictObject({ runId: z.string().min(1), reason: z.string().optional() }),
+  "runs.steer": z.strictObject({ runId: z.string().min(1), text: z.string().min(1) }),
+  "runs.followUp": z.strictObject({ runId: z.string().min(1), text: z.string().min(1) }),
+  "agents.list": z.strictObject({}),
+} as const;
+
+export type ApiVerb = keyof typeof apiRequests;
+export type ApiRequest<V extends ApiVerb> = z.infer<(typeof apiRequests)[V]>;
+
+/** One run as the daemon's run index (KV bucket `runs`) keeps it. */
+export const runRecordSchema = z.object({
+  runId: z.string(),
+  /** The agent the run started with. */
+  agentId: z.string(),
+  agent: z.string(),
+  task: z.string(),
+  status: z.enum(["running", "done", "aborted", "budget_exhausted", "failed", "loop_detected"]),
+  startedAt: z.number(),
+  stoppedAt: z.number().optional(),
+  result: z.string().optional(),
+});
+export type RunRecord = z.infer<typeof runRecordSchema>;

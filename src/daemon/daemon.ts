@@ -1,0 +1,157 @@
+import type { AgentHandle } from "../actors/agent-host.js";
+import type { Runtime } from "../actors/runtime.js";
+import { type Bus, BusError, type KvStore, type Subscription } from "../bus/bus.js";
+import { type Envelope, makeEnvelope } from "../bus/envelope.js";
+import type { Logger } from "../log.js";
+import type { AgentOutput } from "../machines/agent-types.js";
+import { type ApiVerb, apiRequests, type RunRecord } from "./api.js";
+
+/**
+ * `troupe daemon`: hosts runs on a NATS bus and serves the API. Every run is in the KV bucket `runs`;
+ * runs left unfinished by a previous daemon are resumed from their snapshots when it starts.
+ */
+export class Daemon {
+  #serving: Subscription[] = [];
+  #runs = new Map<string, AgentHandle>();
+  #accepting = true;
+  #index: KvStore | undefined;
+
+  constructor(
+    private readonly runtime: Runtime,
+    private readonly log: Logger,
+  ) {}
+
+  private get bus(): Bus {
+    return this.runtime.bus;
+  }
+
+  async start(): Promise<void> {
+    this.#index = await this.bus.kv("runs");
+    await this.#resumeUnfinished();
+    for (const verb of Object.keys(apiRequests) as ApiVerb[]) {
+      this.#serving.push(
+        this.bus.reply(this.bus.subjects.api(verb), (request) => this.#answer(verb, request)),
+      );
+    }
+    this.log.info({ runs: this.#runs.size }, "daemon ready");
+  }
+
+  /** Stops taking runs; what runs keeps its snapshots, and the next daemon resumes it. */
+  async stop(): Promise<void> {
+    this.#accepting = false;
+    for (const sub of this.#serving) sub.unsubscribe();
+    for (const handle of this.#runs.values()) handle.detach();
+    this.log.info({ runs: this.#runs.size }, "daemon stopped; unfinished runs resume on the next start");
+  }
+
+  async #answer(verb: ApiVerb, request: Envelope): Promise<Envelope> {
+    const parsed = apiRequests[verb].safeParse(request.data ?? {});
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      throw new BusError(`invalid ${verb} request: ${issue?.path.join(".") || "data"}: ${issue?.message}`);
+    }
+    const data = await this.#handle(verb, parsed.data as never);
+    return makeEnvelope({ runId: request.runId, agentId: "daemon", seq: 0, type: `${verb}.reply`, data });
+  }
+
+  async #handle(verb: ApiVerb, data: Record<string, string | undefined>): Promise<unknown> {
+    switch (verb) {
+      case "runs.start": {
+        if (!this.#accepting) throw new BusError("the daemon is shutting down");
+        const handle = this.runtime.start({
+          task: data.task as string,
+          ...(data.agent ? { agent: data.agent } : {}),
+          ...(data.approval ? { approval: data.approval as never } : {}),
+        });
+        const record: RunRecord = {
+          runId: handle.runId,
+          agentId: handle.agentId,
+          agent: data.agent ?? this.runtime.agent().name,
+          task: data.task as string,
+          status: "running",
+          startedAt: Date.now(),
+        };
+        await this.#index?.put(handle.runId, record);
+        this.#track(handle, record);
+        return { runId: handle.runId, agentId: handle.agentId };
+      }
+      case "runs.list":
+        return { runs: await this.#records() };
+      case "runs.get": {
+        const entry = await this.#index?.get<RunRecord>(data.runId as string);
+        if (!entry) throw new BusError(`no run ${data.runId}`);
+        return entry.value;
+      }
+      case "runs.abort":
+      case "runs.steer":
+      case "runs.followUp": {
+        const entry = await this.#index?.get<RunRecord>(data.runId as string);
+        if (!entry) throw new BusError(`no run ${data.runId}`);
+        const command = verb === "runs.abort" ? "abort" : verb === "runs.steer" ? "steer" : "follow_up";
+        const envelope = makeEnvelope({
+          runId: entry.value.runId,
+          agentId: "daemon",
+          seq: 0,
+          type: command,
+          data,
+        });
+        await this.bus.request(
+          this.bus.subjects.control(entry.value.runId, entry.value.agentId, command),
+          envelope,
+          { timeoutMs: 5000 },
+        );
+        return { ok: true };
+      }
+      case "agents.list":
+        return {
+          agents: this.runtime
+            .definitions()
+            .map(({ name, description, model, tools, subagents, budget }) => ({
+              name,
+              description,
+              model,
+              tools,
+              subagents,
+              budget,
+            })),
+        };
+    }
+  }
+
+  #track(handle: AgentHandle, record: RunRecord): void {
+    this.#runs.set(handle.runId, handle);
+    void handle.done.then(async (output: AgentOutput) => {
+      this.#runs.delete(handle.runId);
+      await this.#index?.put(handle.runId, {
+        ...record,
+        status: output.reason,
+        stoppedAt: Date.now(),
+        result: output.result,
+      });
+    });
+  }
+
+  async #records(): Promise<RunRecord[]> {
+    const records: RunRecord[] = [];
+    for (const key of (await this.#index?.keys()) ?? []) {
+      const entry = await this.#index?.get<RunRecord>(key);
+      if (entry) records.push(entry.value);
+    }
+    return records.sort((a, b) => a.startedAt - b.startedAt);
+  }
+
+  async #resumeUnfinished(): Promise<void> {
+    for (const record of await this.#records()) {
+      if (record.status !== "running") continue;
+      try {
+        const handle = await this.runtime.resume(record.runId, record.agentId);
+        if (handle) {
+          this.log.info({ runId: record.runId }, "resumed an unfinished run");
+          this.#track(handle, record);
+        }
+      } catch (error) {
+        this.log.error({ runId: record.runId, err: (error as Error).message }, "could not resume a run");
+      }
+    }
+  }
+}

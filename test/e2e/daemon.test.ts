@@ -1,0 +1,132 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { join } from "node:path";
+import { afterEach, describe, expect, inject, it } from "vitest";
+import { RemoteError } from "../../src/bus/bus.js";
+import { answersNats, freePort } from "../../src/bus/embedded-nats.js";
+import { makeEnvelope } from "../../src/bus/envelope.js";
+import { NatsBus } from "../../src/bus/nats-bus.js";
+import { uniquePrefix } from "../../src/bus/subjects.js";
+import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { removePrefix } from "../support/buses.js";
+import { runTroupe, TROUPE_BIN, tempTree } from "../support/cli.js";
+import { waitFor } from "../support/wait.js";
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/** A project dir whose config uses its own prefix, and a daemon started on it. */
+async function startDaemon(env: NodeJS.ProcessEnv, prefix: string) {
+  const { dir, dispose } = tempTree({
+    "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: worker\ndefaultModel: scripted\n`,
+    "config/agents/worker.yaml": "name: worker\ndescription: Works.\ntools: [read_file]\n",
+    "notes.txt": "daemon notes\n",
+  });
+  cleanups.push(dispose);
+  const daemon = spawn(process.execPath, [TROUPE_BIN, "--config", join(dir, "config"), "daemon"], {
+    cwd: dir,
+    env: { ...process.env, TROUPE_DATA_DIR: join(dir, ".data"), ...env },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  let stderr = "";
+  daemon.stderr?.on("data", (chunk) => (stderr += chunk));
+  cleanups.push(() => void daemon.kill("SIGKILL"));
+  await waitFor("the daemon to be ready", () => stderr.includes("troupe daemon ready"), 15_000);
+  return { dir, daemon, stderr: () => stderr };
+}
+
+function exited(child: ChildProcess): Promise<number | null> {
+  return new Promise((resolve) =>
+    child.exitCode !== null ? resolve(child.exitCode) : child.once("exit", (code) => resolve(code)),
+  );
+}
+
+describe("troupe daemon", () => {
+  it("runs tasks for troupe run, serves the API, refuses malformed requests unharmed, and stops cleanly on SIGTERM", async () => {
+    const url = inject("natsUrl");
+    const prefix = uniquePrefix();
+    cleanups.push(() => removePrefix(url, prefix));
+    const model = await ScriptedModelServer.start([
+      { match: { turn: 1 }, reply: { toolCalls: [{ name: "read_file", arguments: { path: "notes.txt" } }] } },
+      { match: { turn: 2 }, reply: { text: "The notes say: daemon notes." } },
+    ]);
+    cleanups.push(() => model.close());
+    const env = { NATS_URL: url, OPENAI_BASE_URL: model.baseURL, OPENAI_API_KEY: "" };
+    const { dir, daemon } = await startDaemon(env, prefix);
+
+    const run = await runTroupe(
+      ["--config", join(dir, "config"), "run", "--json", "What do the notes say?"],
+      { cwd: dir, env },
+    );
+    expect(run.code).toBe(0);
+    const events = run.stdout
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line));
+    expect(events.at(-1)).toMatchObject({
+      type: "agent.stopped",
+      data: { reason: "done", result: "The notes say: daemon notes." },
+    });
+    expect(events.map((e: { seq: number }) => e.seq)).toEqual(events.map((_: unknown, i: number) => i));
+
+    const bus = await NatsBus.connect({ url, prefix });
+    cleanups.push(() => bus.close());
+    const ask = (verb: string, data: unknown) =>
+      bus.request(
+        bus.subjects.api(verb),
+        makeEnvelope({ runId: "x", agentId: "test", seq: 0, type: verb, data }),
+        { timeoutMs: 5000 },
+      );
+    const runId = events[0].runId as string;
+    expect((await ask("runs.list", {})).data).toMatchObject({
+      runs: [{ runId, status: "done", agent: "worker" }],
+    });
+    expect((await ask("runs.get", { runId })).data).toMatchObject({
+      status: "done",
+      result: "The notes say: daemon notes.",
+    });
+    expect((await ask("agents.list", {})).data).toMatchObject({
+      agents: [{ name: "worker", tools: ["read_file"] }],
+    });
+    const malformed = await ask("runs.start", { task: 42 }).catch((error) => error);
+    expect(malformed).toBeInstanceOf(RemoteError);
+    expect(malformed.message).toContain("invalid runs.start request: task:");
+    await bus.connection.publish(bus.subjects.api("runs.list"), new TextEncoder().encode("not an envelope"));
+    expect((await ask("runs.list", {})).data).toMatchObject({ runs: [{ runId }] });
+
+    daemon.kill("SIGTERM");
+    expect(await exited(daemon)).toBe(0);
+  });
+
+  it("troupe run says in one line how to go on when no daemon answers", async () => {
+    const url = inject("natsUrl");
+    const { dir, dispose } = tempTree({
+      "config/troupe.yaml": `nats:\n  prefix: ${uniquePrefix()}\n`,
+      "config/agents/a.yaml": "name: a\ndescription: A.\n",
+    });
+    cleanups.push(dispose);
+    const result = await runTroupe(["--config", join(dir, "config"), "run", "hello"], {
+      cwd: dir,
+      env: { NATS_URL: url },
+    });
+    expect(result.stderr).toMatch(
+      /^troupe: no daemon answers on nats:\/\/.* \(prefix t[0-9a-z]+\): start one with "troupe daemon", or run with --local\n$/,
+    );
+    expect(result.code).toBe(2);
+  });
+
+  it("starts a nats-server of its own when nothing answers, with its store in the data dir, and stops it on exit", async () => {
+    const port = await freePort();
+    const prefix = uniquePrefix();
+    const { daemon, stderr } = await startDaemon(
+      { NATS_URL: `nats://127.0.0.1:${port}`, OPENAI_BASE_URL: "http://127.0.0.1:1/v1" },
+      prefix,
+    );
+    expect(stderr()).toMatch(/nats-server pid \d+/);
+    expect(await answersNats("127.0.0.1", port)).toBe(true);
+    daemon.kill("SIGTERM");
+    expect(await exited(daemon)).toBe(0);
+    await waitFor("the embedded server to stop", async () => !(await answersNats("127.0.0.1", port)), 5000);
+  });
+});
