@@ -8,7 +8,7 @@ import { loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import { Daemon } from "../daemon/daemon.js";
 import type { Logger } from "../log.js";
-import { denyingApprover } from "../safety/approver.js";
+import { BusApprover } from "../safety/bus-approver.js";
 
 export class NoNatsError extends Error {
   override name = "NoNatsError";
@@ -35,9 +35,8 @@ export async function runDaemon(
     config,
     bus,
     log,
-    approver: denyingApprover(
-      "approvals from other terminals are not served by this daemon yet: choose a looser --approval policy",
-    ),
+    // Approvals are records on the bus: any terminal may answer them.
+    approver: new BusApprover(bus, config.troupe.approval.timeoutMs, log),
   }).open();
   const daemon = new Daemon(runtime, log);
   await daemon.start();

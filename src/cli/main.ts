@@ -90,6 +90,17 @@ export async function main(argv: string[]): Promise<number> {
       exitCode = await runDaemon(globals().config, flags.nats, log("daemon"));
     });
   program
+    .command("approve")
+    .description("answer a pending approval from any terminal: the first answer wins")
+    .argument("<callId>", "the tool call's id, as approval.requested shows it")
+    .option("--allow", "allow the call")
+    .option("--deny", "deny the call")
+    .option("--reason <text>", "why; the model reads it")
+    .action(async (callId: string, flags: { allow?: boolean; deny?: boolean; reason?: string }) => {
+      const { runApprove } = await import("./approve.js");
+      exitCode = await runApprove(globals().config, callId, flags, log("approve"));
+    });
+  program
     .command("worker")
     .description(
       "host subagents for the daemon and other runs, from the NATS queue group <prefix>.work.spawn",
@@ -128,6 +139,7 @@ export async function main(argv: string[]): Promise<number> {
 const USAGE_ERRORS = new Set([
   "NoNatsError",
   "NoDaemonError",
+  "ApproveUsageError",
   "ModelNotConfiguredError",
   "UnknownAgentError",
   "WorkspaceError",

@@ -1,12 +1,15 @@
+import type { AgentEventMap } from "../actors/agent-events.js";
 import { NoRespondersError } from "../bus/bus.js";
-import { makeEnvelope } from "../bus/envelope.js";
+import { type Envelope, makeEnvelope } from "../bus/envelope.js";
 import { natsOptionsFromConfig } from "../bus/from-config.js";
 import { NatsBus } from "../bus/nats-bus.js";
 import type { LoadedConfig } from "../config/load.js";
 import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
+import { answerApproval } from "../safety/bus-approver.js";
 import { humanRenderer, jsonRenderer } from "./render.js";
 import { RUN_EXIT, type RunFlags } from "./run.js";
+import { ttyApprover } from "./tty-approver.js";
 
 export class NoDaemonError extends Error {
   override name = "NoDaemonError";
@@ -76,6 +79,20 @@ export async function runViaDaemon(
         .catch(() => reading.abort());
     };
     process.on("SIGINT", onSigint);
+    // On a terminal, this client is one of the places an approval can be answered; the first answer wins.
+    const asker = process.stdin.isTTY && process.stderr.isTTY ? ttyApprover() : undefined;
+    const answerHere = async (envelope: Envelope) => {
+      const data = envelope.data as AgentEventMap["approval.requested"];
+      const request = { runId: envelope.runId, agentId: envelope.agentId, tool: data.name, ...data };
+      const answer = await asker?.decide(request, reading.signal).catch(() => undefined);
+      if (!answer) return;
+      const { outcome, record } = await answerApproval(bus, envelope.runId, data.callId, {
+        ...answer,
+        by: "user (troupe run)",
+      });
+      if (outcome === "already-decided")
+        process.stderr.write(`  (already ${record?.status} by ${record?.by})\n`);
+    };
     let output: AgentOutput | undefined;
     try {
       for await (const event of bus.log.read({
@@ -84,6 +101,7 @@ export async function runViaDaemon(
         signal: reading.signal,
       })) {
         renderer.event(event);
+        if (asker && event.envelope.type === "approval.requested") void answerHere(event.envelope);
         if (event.envelope.type === "agent.stopped" && event.envelope.agentId === started.agentId) {
           output = event.envelope.data as AgentOutput;
           break;

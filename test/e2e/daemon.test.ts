@@ -17,10 +17,10 @@ afterEach(async () => {
 });
 
 /** A project dir whose config uses its own prefix, and a daemon started on it. */
-async function startDaemon(env: NodeJS.ProcessEnv, prefix: string) {
+async function startDaemon(env: NodeJS.ProcessEnv, prefix: string, tools = "tools: [read_file]") {
   const { dir, dispose } = tempTree({
     "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: worker\ndefaultModel: scripted\n`,
-    "config/agents/worker.yaml": "name: worker\ndescription: Works.\ntools: [read_file]\n",
+    "config/agents/worker.yaml": `name: worker\ndescription: Works.\n${tools}\n`,
     "notes.txt": "daemon notes\n",
   });
   cleanups.push(dispose);
@@ -97,6 +97,61 @@ describe("troupe daemon", () => {
 
     daemon.kill("SIGTERM");
     expect(await exited(daemon)).toBe(0);
+  });
+
+  it("takes approvals from any terminal: troupe approve answers, the first answer wins, a late one is told so", async () => {
+    const url = inject("natsUrl");
+    const prefix = uniquePrefix();
+    cleanups.push(() => removePrefix(url, prefix));
+    const model = await ScriptedModelServer.start([
+      {
+        match: { turn: 1 },
+        reply: { toolCalls: [{ name: "shell", arguments: { command: "make deploy" }, id: "call_deploy" }] },
+      },
+      { match: { turn: 2 }, reply: { text: "Not deployed: denied." } },
+    ]);
+    cleanups.push(() => model.close());
+    const env = { NATS_URL: url, OPENAI_BASE_URL: model.baseURL, OPENAI_API_KEY: "" };
+    const { dir } = await startDaemon(env, prefix, "tools: [shell]");
+    const client = spawn(
+      process.execPath,
+      [TROUPE_BIN, "--config", join(dir, "config"), "run", "--json", "--approval", "ask", "Deploy"],
+      {
+        cwd: dir,
+        env: { ...process.env, ...env },
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    cleanups.push(() => void client.kill("SIGKILL"));
+    const clientExit = exited(client);
+    let stdout = "";
+    client.stdout.on("data", (chunk) => (stdout += chunk));
+    await waitFor("the approval request", () => stdout.includes('"approval.requested"'), 15_000);
+    const requested = stdout
+      .split("\n")
+      .filter(Boolean)
+      .map((line) => JSON.parse(line))
+      .find((e) => e.type === "approval.requested");
+    expect(requested.data).toMatchObject({ callId: "call_deploy", name: "shell", detail: "make deploy" });
+
+    const deny = await runTroupe(
+      ["--config", join(dir, "config"), "approve", "call_deploy", "--deny", "--reason", "not on a Friday"],
+      { cwd: dir, env },
+    );
+    expect(deny.stdout).toBe("denied shell (call_deploy)\n");
+    expect(deny.code).toBe(0);
+    const late = await runTroupe(["--config", join(dir, "config"), "approve", "call_deploy", "--allow"], {
+      cwd: dir,
+      env,
+    });
+    expect(late.stderr).toMatch(
+      /^troupe: too late: call_deploy was already denied by .* \(not on a Friday\)\n$/,
+    );
+    expect(late.code).toBe(1);
+
+    expect(await clientExit).toBe(0);
+    const toolResult = model.requests[1]?.body.messages.find((m) => m.role === "tool")?.content;
+    expect(toolResult).toContain("the user denied shell: not on a Friday");
   });
 
   it("troupe run says in one line how to go on when no daemon answers", async () => {
