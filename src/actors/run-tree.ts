@@ -5,6 +5,7 @@ import type { AgentEventMap } from "./agent-events.js";
 
 /** One agent of a run as its events describe it. */
 export interface TreeNode {
+  runId: string;
   agentId: string;
   name: string;
   parentId: string | undefined;
@@ -18,19 +19,32 @@ export interface TreeNode {
   turns: number;
   /** Why it stopped, once it has. */
   reason: string | undefined;
+  /** The tool call running now, if any. */
+  tool: string | undefined;
+  /** The end of what the model is streaming (or last streamed). */
+  text: string;
+  /** Pending approval requests, by call id. */
+  approvals: Map<string, AgentEventMap["approval.requested"]>;
+  /** Each state it entered, with when (ms since the epoch). */
+  transitions: Array<{ from: string; to: string; at: number }>;
   children: TreeNode[];
 }
 
+const TEXT_KEPT = 400;
+
 /**
- * Rebuilds the tree of a run from its event log alone: who spawned whom, each agent's state and
- * spend. Events can come in any interleaving of agents; each agent's own are in seq order.
+ * Builds the tree of runs from their events, one event at a time: who spawned whom, each agent's
+ * state, spend, current tool, streaming text and pending approvals. The event log alone is enough.
  */
-export function buildRunTree(events: Iterable<Envelope>): TreeNode[] {
-  const nodes = new Map<string, TreeNode>();
-  for (const event of events) {
+export class RunTreeBuilder {
+  readonly nodes = new Map<string, TreeNode>();
+
+  apply(event: Envelope): TreeNode | undefined {
+    const key = `${event.runId}/${event.agentId}`;
     if (event.type === "agent.started") {
       const data = event.data as AgentEventMap["agent.started"];
-      nodes.set(event.agentId, {
+      const node: TreeNode = {
+        runId: event.runId,
         agentId: event.agentId,
         name: data.name,
         parentId: event.parentId,
@@ -41,32 +55,77 @@ export function buildRunTree(events: Iterable<Envelope>): TreeNode[] {
         toolCalls: 0,
         turns: 0,
         reason: undefined,
+        tool: undefined,
+        text: "",
+        approvals: new Map(),
+        transitions: [],
         children: [],
-      });
-      continue;
+      };
+      this.nodes.set(key, node);
+      const parent =
+        event.parentId === undefined ? undefined : this.nodes.get(`${event.runId}/${event.parentId}`);
+      parent?.children.push(node);
+      return node;
     }
-    const node = nodes.get(event.agentId);
-    if (!node) continue;
-    if (event.type === "state.changed") node.state = (event.data as AgentEventMap["state.changed"]).to;
-    if (event.type === "usage.updated") {
-      const data = event.data as AgentEventMap["usage.updated"];
-      node.usage = data.usage;
-      node.toolCalls = data.toolCalls;
-      node.turns = data.turns;
+    const node = this.nodes.get(key);
+    if (!node) return undefined;
+    switch (event.type) {
+      case "state.changed": {
+        const data = event.data as AgentEventMap["state.changed"];
+        node.state = data.to;
+        node.transitions.push({ ...data, at: event.ts });
+        if (data.to === "callingModel") node.text = "";
+        break;
+      }
+      case "model.delta":
+        node.text = (node.text + (event.data as AgentEventMap["model.delta"]).text).slice(-TEXT_KEPT);
+        break;
+      case "tool.started":
+        node.tool = (event.data as AgentEventMap["tool.started"]).name;
+        break;
+      case "tool.finished":
+        node.tool = undefined;
+        break;
+      case "approval.requested": {
+        const data = event.data as AgentEventMap["approval.requested"];
+        node.approvals.set(data.callId, data);
+        break;
+      }
+      case "approval.decided":
+        node.approvals.delete((event.data as AgentEventMap["approval.decided"]).callId);
+        break;
+      case "usage.updated": {
+        const data = event.data as AgentEventMap["usage.updated"];
+        node.usage = data.usage;
+        node.toolCalls = data.toolCalls;
+        node.turns = data.turns;
+        break;
+      }
+      case "agent.stopped": {
+        const data = event.data as AgentEventMap["agent.stopped"];
+        node.reason = data.reason;
+        node.usage = data.total.usage;
+        node.toolCalls = data.total.toolCalls;
+        node.turns = data.turns;
+        node.tool = undefined;
+        node.approvals.clear();
+        break;
+      }
     }
-    if (event.type === "agent.stopped") {
-      const data = event.data as AgentEventMap["agent.stopped"];
-      node.reason = data.reason;
-      node.usage = data.total.usage;
-      node.toolCalls = data.total.toolCalls;
-      node.turns = data.turns;
-    }
+    return node;
   }
-  const roots: TreeNode[] = [];
-  for (const node of nodes.values()) {
-    const parent = node.parentId === undefined ? undefined : nodes.get(node.parentId);
-    if (parent) parent.children.push(node);
-    else roots.push(node);
+
+  /** The agents no other agent spawned (in this view), in the order they started. */
+  roots(): TreeNode[] {
+    return [...this.nodes.values()].filter(
+      (node) => node.parentId === undefined || !this.nodes.has(`${node.runId}/${node.parentId}`),
+    );
   }
-  return roots;
+}
+
+/** Rebuilds the tree of a run (or several) from its event log alone. */
+export function buildRunTree(events: Iterable<Envelope>): TreeNode[] {
+  const builder = new RunTreeBuilder();
+  for (const event of events) builder.apply(event);
+  return builder.roots();
 }

@@ -90,6 +90,54 @@ export async function main(argv: string[]): Promise<number> {
       exitCode = await runDaemon(globals().config, flags.nats, log("daemon"));
     });
   program
+    .command("steer")
+    .description("send a running run a message; it reaches the agent after its current tool batch")
+    .argument("<runId>")
+    .argument("<text>")
+    .action(async (runId: string, text: string) => {
+      const { runControl } = await import("./control.js");
+      exitCode = await runControl(globals().config, "runs.steer", { runId, text }, log("steer"));
+    });
+  program
+    .command("abort")
+    .description("abort a running run and all its subagents")
+    .argument("<runId>")
+    .action(async (runId: string) => {
+      const { runControl } = await import("./control.js");
+      exitCode = await runControl(globals().config, "runs.abort", { runId }, log("abort"));
+    });
+  program
+    .command("status")
+    .description("the daemon's runs and the attached workers")
+    .option("--json", "as JSON")
+    .action(async (flags: { json?: boolean }) => {
+      const { runStatus } = await import("./control.js");
+      exitCode = await runStatus(globals().config, flags, log("status"));
+    });
+  program
+    .command("observe")
+    .description(
+      "follow a run (or every run) live from any terminal: the agent tree, spend, tools, approvals",
+    )
+    .argument("[runId]", "one run; every run when absent")
+    .option("--from-start", "replay from the run's first event, then follow live")
+    .option("--json", "one event per line (also the default without a terminal)")
+    .action(async (runId: string | undefined, flags: { fromStart?: boolean; json?: boolean }) => {
+      const { runObserve } = await import("./observe.js");
+      exitCode = await runObserve(globals().config, runId, flags, log("observe"));
+    });
+  program
+    .command("inspect")
+    .description(
+      "an agent's machine as a Mermaid state diagram with its current state marked, and its transitions with times",
+    )
+    .argument("<runId>")
+    .argument("[agentId]", "default: the run's first agent")
+    .action(async (runId: string, agentId: string | undefined) => {
+      const { runInspect } = await import("./inspect.js");
+      exitCode = await runInspect(globals().config, runId, agentId, log("inspect"));
+    });
+  program
     .command("approve")
     .description("answer a pending approval from any terminal: the first answer wins")
     .argument("<callId>", "the tool call's id, as approval.requested shows it")
@@ -140,6 +188,7 @@ const USAGE_ERRORS = new Set([
   "NoNatsError",
   "NoDaemonError",
   "ApproveUsageError",
+  "InspectError",
   "ModelNotConfiguredError",
   "UnknownAgentError",
   "WorkspaceError",

@@ -1,19 +1,13 @@
 import type { AgentEventMap } from "../actors/agent-events.js";
-import { NoRespondersError } from "../bus/bus.js";
-import { type Envelope, makeEnvelope } from "../bus/envelope.js";
-import { natsOptionsFromConfig } from "../bus/from-config.js";
-import { NatsBus } from "../bus/nats-bus.js";
+import type { Envelope } from "../bus/envelope.js";
 import type { LoadedConfig } from "../config/load.js";
 import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import { answerApproval } from "../safety/bus-approver.js";
+import { callApi, connectClient } from "./client.js";
 import { humanRenderer, jsonRenderer } from "./render.js";
 import { RUN_EXIT, type RunFlags } from "./run.js";
 import { ttyApprover } from "./tty-approver.js";
-
-export class NoDaemonError extends Error {
-  override name = "NoDaemonError";
-}
 
 /**
  * `troupe run` against a daemon: asks it to start the run, then follows the run's events on the bus
@@ -25,37 +19,13 @@ export async function runViaDaemon(
   flags: RunFlags,
   log: Logger,
 ): Promise<number> {
-  const nats = config.troupe.nats;
-  const bus = await NatsBus.connect({
-    ...natsOptionsFromConfig(nats, config.dir),
-    name: "troupe-run",
-    log,
-    connectTimeoutMs: 3000,
-  });
+  const bus = await connectClient(config, "troupe-run", log);
   try {
-    const request = makeEnvelope({
-      runId: "new",
-      agentId: "cli",
-      seq: 0,
-      type: "runs.start",
-      data: {
-        task,
-        ...(flags.agent ? { agent: flags.agent } : {}),
-        ...(flags.approval ? { approval: flags.approval } : {}),
-      },
-    });
-    let started: { runId: string; agentId: string };
-    try {
-      started = (await bus.request(bus.subjects.api("runs.start"), request, { timeoutMs: 10_000 }))
-        .data as typeof started;
-    } catch (error) {
-      if (error instanceof NoRespondersError) {
-        throw new NoDaemonError(
-          `no daemon answers on ${nats.url} (prefix ${nats.prefix}): start one with "troupe daemon", or run with --local`,
-        );
-      }
-      throw error;
-    }
+    const started = (await callApi(bus, config, "runs.start", {
+      task,
+      ...(flags.agent ? { agent: flags.agent } : {}),
+      ...(flags.approval ? { approval: flags.approval } : {}),
+    })) as { runId: string; agentId: string };
     const renderer = flags.json ? jsonRenderer() : humanRenderer(() => started.agentId);
     const reading = new AbortController();
     let pressed = 0;
@@ -67,16 +37,7 @@ export async function runViaDaemon(
         );
         return;
       }
-      const abort = makeEnvelope({
-        runId: started.runId,
-        agentId: "cli",
-        seq: 0,
-        type: "runs.abort",
-        data: { runId: started.runId },
-      });
-      void bus
-        .request(bus.subjects.api("runs.abort"), abort, { timeoutMs: 5000 })
-        .catch(() => reading.abort());
+      void callApi(bus, config, "runs.abort", { runId: started.runId }).catch(() => reading.abort());
     };
     process.on("SIGINT", onSigint);
     // On a terminal, this client is one of the places an approval can be answered; the first answer wins.

@@ -154,6 +154,91 @@ describe("troupe daemon", () => {
     expect(toolResult).toContain("the user denied shell: not on a Friday");
   });
 
+  it("is watched by several observers at once, replayed from the start, inspected, listed, steered and aborted from other terminals", async () => {
+    const url = inject("natsUrl");
+    const prefix = uniquePrefix();
+    cleanups.push(() => removePrefix(url, prefix));
+    const model = await ScriptedModelServer.start([
+      { match: { lastUser: "quick" }, reply: { text: "Quick answer." } },
+      { match: { lastUser: "slow" }, reply: { text: "slow ".repeat(100), chunks: 100, chunkDelayMs: 50 } },
+    ]);
+    cleanups.push(() => model.close());
+    const env = { NATS_URL: url, OPENAI_BASE_URL: model.baseURL, OPENAI_API_KEY: "" };
+    const { dir } = await startDaemon(env, prefix);
+    const config = ["--config", join(dir, "config")];
+    const observe = () => {
+      const child = spawn(process.execPath, [TROUPE_BIN, ...config, "observe", "--json"], {
+        cwd: dir,
+        env: { ...process.env, ...env },
+        stdio: ["ignore", "pipe", "ignore"],
+      });
+      cleanups.push(() => void child.kill("SIGKILL"));
+      let out = "";
+      child.stdout.on("data", (chunk) => (out += chunk));
+      return () => out;
+    };
+    const [first, second] = [observe(), observe()];
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const run = await runTroupe([...config, "run", "--json", "quick"], { cwd: dir, env });
+    expect(run.code).toBe(0);
+    const expected = run.stdout
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line).id);
+    for (const watcher of [first, second]) {
+      await waitFor(
+        "the observer to see the run",
+        () => expected.every((id) => watcher().includes(id)),
+        5000,
+      );
+    }
+    const runId = JSON.parse(run.stdout.split("\n")[0] ?? "{}").runId as string;
+
+    const replay = await runTroupe([...config, "observe", runId, "--from-start", "--json"], {
+      cwd: dir,
+      env,
+    });
+    expect(replay.code).toBe(0);
+    expect(
+      replay.stdout
+        .trim()
+        .split("\n")
+        .map((line) => JSON.parse(line).id),
+    ).toEqual(expected);
+
+    const inspect = await runTroupe([...config, "inspect", runId], { cwd: dir, env });
+    expect(inspect.stdout).toContain("stateDiagram-v2");
+    expect(inspect.stdout).toContain("class stopped current");
+    expect(inspect.stdout).toMatch(/idle → callingModel\n.*callingModel → stopped/);
+
+    const status = await runTroupe([...config, "status", "--json"], { cwd: dir, env });
+    expect(JSON.parse(status.stdout).runs).toEqual([expect.objectContaining({ runId, status: "done" })]);
+
+    // A slow run, aborted from another terminal: its client ends with 130.
+    const slow = spawn(process.execPath, [TROUPE_BIN, ...config, "run", "--json", "slow"], {
+      cwd: dir,
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "ignore"],
+    });
+    cleanups.push(() => void slow.kill("SIGKILL"));
+    const slowExit = exited(slow);
+    let slowOut = "";
+    slow.stdout.on("data", (chunk) => (slowOut += chunk));
+    await waitFor("the slow run to stream", () => slowOut.includes('"model.delta"'), 10_000);
+    const slowRun = JSON.parse(slowOut.split("\n")[0] ?? "{}").runId as string;
+    const steer = await runTroupe([...config, "steer", slowRun, "steered"], { cwd: dir, env });
+    expect(steer.stdout).toBe(`steering sent to ${slowRun}\n`);
+    const abort = await runTroupe([...config, "abort", slowRun], { cwd: dir, env });
+    expect(abort.stdout).toBe(`abort sent to ${slowRun}\n`);
+    expect(await slowExit).toBe(130);
+    const stopped = slowOut
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line))
+      .at(-1);
+    expect(stopped).toMatchObject({ type: "agent.stopped", data: { reason: "aborted" } });
+  });
+
   it("troupe run says in one line how to go on when no daemon answers", async () => {
     const url = inject("natsUrl");
     const { dir, dispose } = tempTree({

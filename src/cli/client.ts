@@ -1,0 +1,48 @@
+import { NoRespondersError } from "../bus/bus.js";
+import { makeEnvelope } from "../bus/envelope.js";
+import { natsOptionsFromConfig } from "../bus/from-config.js";
+import { NatsBus } from "../bus/nats-bus.js";
+import type { LoadedConfig } from "../config/load.js";
+import type { ApiRequest, ApiVerb } from "../daemon/api.js";
+import type { Logger } from "../log.js";
+
+export class NoDaemonError extends Error {
+  override name = "NoDaemonError";
+}
+
+/** A connection to the daemon's NATS for one CLI command. */
+export async function connectClient(config: LoadedConfig, name: string, log: Logger): Promise<NatsBus> {
+  return NatsBus.connect({
+    ...natsOptionsFromConfig(config.troupe.nats, config.dir),
+    name,
+    log,
+    connectTimeoutMs: 3000,
+  });
+}
+
+/** One API call; no daemon listening becomes a one-line `NoDaemonError`. */
+export async function callApi<V extends ApiVerb>(
+  bus: NatsBus,
+  config: LoadedConfig,
+  verb: V,
+  data: ApiRequest<V>,
+): Promise<unknown> {
+  const envelope = makeEnvelope({
+    runId: "runId" in data ? String(data.runId) : "new",
+    agentId: "cli",
+    seq: 0,
+    type: verb,
+    data,
+  });
+  try {
+    return (await bus.request(bus.subjects.api(verb), envelope, { timeoutMs: 10_000 })).data;
+  } catch (error) {
+    if (error instanceof NoRespondersError) {
+      const { url, prefix } = config.troupe.nats;
+      throw new NoDaemonError(
+        `no daemon answers on ${url} (prefix ${prefix}): start one with "troupe daemon", or run with --local`,
+      );
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,73 @@
+import type { Heartbeat } from "../actors/placement.js";
+import { loadConfig } from "../config/load.js";
+import type { ApiRequest, RunRecord } from "../daemon/api.js";
+import type { Logger } from "../log.js";
+import { callApi, connectClient } from "./client.js";
+import { table } from "./table.js";
+
+/** `troupe steer` and `troupe abort`: one acknowledged command to a run through the daemon. */
+export async function runControl<V extends "runs.steer" | "runs.abort">(
+  configPath: string | undefined,
+  verb: V,
+  data: ApiRequest<V>,
+  log: Logger,
+): Promise<number> {
+  const config = loadConfig({ config: configPath });
+  const bus = await connectClient(config, `troupe-${verb}`, log);
+  try {
+    await callApi(bus, config, verb, data);
+    process.stdout.write(`${verb === "runs.abort" ? "abort sent to" : "steering sent to"} ${data.runId}\n`);
+    return 0;
+  } finally {
+    await bus.close();
+  }
+}
+
+/** `troupe status`: the runs the daemon knows, and the workers whose heartbeats are in KV. */
+export async function runStatus(
+  configPath: string | undefined,
+  flags: { json?: boolean },
+  log: Logger,
+): Promise<number> {
+  const config = loadConfig({ config: configPath });
+  const bus = await connectClient(config, "troupe-status", log);
+  try {
+    const { runs } = (await callApi(bus, config, "runs.list", {})) as { runs: RunRecord[] };
+    const workersKv = await bus.kv("workers");
+    const workers: Array<{ id: string } & Heartbeat> = [];
+    for (const id of await workersKv.keys()) {
+      const entry = await workersKv.get<Heartbeat>(id);
+      if (entry) workers.push({ id, ...entry.value });
+    }
+    if (flags.json) {
+      process.stdout.write(
+        `${JSON.stringify({ daemon: { nats: config.troupe.nats.url, prefix: config.troupe.nats.prefix }, workers, runs })}\n`,
+      );
+      return 0;
+    }
+    const now = Date.now();
+    process.stdout.write(
+      `daemon: answering on ${config.troupe.nats.url} (prefix ${config.troupe.nats.prefix})\n`,
+    );
+    process.stdout.write(
+      `workers: ${workers.length ? workers.map((w) => `${w.id} (pid ${w.pid} on ${w.host})`).join(", ") : "none"}\n\n`,
+    );
+    const rows = runs.map((run) => [
+      run.runId,
+      run.agent,
+      run.status,
+      age(now - run.startedAt),
+      run.task.slice(0, 50),
+    ]);
+    process.stdout.write(`${table(["RUN", "AGENT", "STATUS", "AGE", "TASK"], rows)}\n`);
+    return 0;
+  } finally {
+    await bus.close();
+  }
+}
+
+function age(ms: number): string {
+  if (ms < 60_000) return `${Math.round(ms / 1000)}s`;
+  if (ms < 3_600_000) return `${Math.round(ms / 60_000)}m`;
+  return `${Math.round(ms / 3_600_000)}h`;
+}

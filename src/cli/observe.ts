@@ -1,0 +1,83 @@
+import { emitKeypressEvents } from "node:readline";
+import { RunTreeBuilder, type TreeNode } from "../actors/run-tree.js";
+import { loadConfig } from "../config/load.js";
+import type { Logger } from "../log.js";
+import { answerApproval } from "../safety/bus-approver.js";
+import { connectClient } from "./client.js";
+import { firstPending, renderTree } from "./tree-view.js";
+
+export interface ObserveFlags {
+  fromStart?: boolean;
+  json?: boolean;
+}
+
+/**
+ * `troupe observe [RUN_ID]`: follows one run, or every run, from another terminal or host. On a
+ * terminal it shows the live tree and answers approvals with a key; otherwise (or with --json) it
+ * prints one event per line. Ends when the run ends (with a RUN_ID), or on q / Ctrl-C.
+ */
+export async function runObserve(
+  configPath: string | undefined,
+  runId: string | undefined,
+  flags: ObserveFlags,
+  log: Logger,
+): Promise<number> {
+  const config = loadConfig({ config: configPath });
+  const bus = await connectClient(config, "troupe-observe", log);
+  const live = !flags.json && process.stdout.isTTY === true;
+  const reading = new AbortController();
+  const builder = new RunTreeBuilder();
+  let focus: TreeNode | undefined;
+  let drawn = 0;
+  let dirty = false;
+  const draw = () => {
+    if (!dirty) return;
+    dirty = false;
+    const lines = renderTree(builder, focus, process.stdout.columns ?? 100);
+    process.stdout.write(`${drawn > 0 ? `\x1b[${drawn}A` : ""}\x1b[0J${lines.join("\n")}\n`);
+    drawn = lines.length;
+  };
+  const timer = live ? setInterval(draw, 100) : undefined;
+  const quit = () => reading.abort();
+  process.once("SIGINT", quit);
+  if (live && process.stdin.isTTY) {
+    emitKeypressEvents(process.stdin);
+    process.stdin.setRawMode(true);
+    process.stdin.on("keypress", (key: string | undefined, info: { ctrl?: boolean; name?: string }) => {
+      if (key === "q" || (info.ctrl && info.name === "c")) return quit();
+      const pending = firstPending(builder);
+      if (!pending || (key !== "a" && key !== "d")) return;
+      void answerApproval(bus, pending.runId, pending.callId, {
+        approved: key === "a",
+        by: "user (troupe observe)",
+        ...(key === "d" ? { reason: "denied from an observer" } : {}),
+      });
+    });
+  }
+  try {
+    const options = {
+      ...(runId ? { runId } : {}),
+      from: flags.fromStart || runId ? ("start" as const) : ("now" as const),
+      follow: true,
+      signal: reading.signal,
+    };
+    for await (const { envelope } of bus.log.read(options)) {
+      if (!live) process.stdout.write(`${JSON.stringify(envelope)}\n`);
+      const node = builder.apply(envelope);
+      if (envelope.type === "model.delta" && node) focus = node;
+      dirty = true;
+      if (runId && envelope.type === "agent.stopped" && envelope.parentId === undefined) break;
+    }
+  } finally {
+    clearInterval(timer);
+    if (live) {
+      dirty = true;
+      draw();
+      if (process.stdin.isTTY) process.stdin.setRawMode(false);
+      process.stdin.pause();
+    }
+    process.off("SIGINT", quit);
+    await bus.close();
+  }
+  return 0;
+}
