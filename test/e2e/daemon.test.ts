@@ -241,11 +241,12 @@ describe("troupe daemon", () => {
 
   it("troupe run says in one line how to go on when no daemon answers", async () => {
     const url = inject("natsUrl");
+    const prefix = uniquePrefix();
     const { dir, dispose } = tempTree({
-      "config/troupe.yaml": `nats:\n  prefix: ${uniquePrefix()}\n`,
+      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\n`,
       "config/agents/a.yaml": "name: a\ndescription: A.\n",
     });
-    cleanups.push(dispose);
+    cleanups.push(dispose, () => removePrefix(url, prefix));
     const result = await runTroupe(["--config", join(dir, "config"), "run", "hello"], {
       cwd: dir,
       env: { NATS_URL: url },
