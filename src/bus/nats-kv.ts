@@ -14,34 +14,51 @@ import {
 
 const encoder = new TextEncoder();
 
-export async function openNatsKv(nc: NatsConnection, bucket: string): Promise<KvStore> {
+export async function openNatsKv(nc: NatsConnection, bucket: string, retryMs = 30_000): Promise<KvStore> {
   // `create` binds to an existing bucket of the same name, so concurrent openers agree.
   const kv = await new Kvm(nc).create(bucket, { history: 1 });
-  return new NatsKv(bucket, kv);
+  return new NatsKv(bucket, kv, retryMs);
 }
 
+/**
+ * A KV bucket on JetStream. While the server is away, reads and writes are retried (up to
+ * `retryMs`), so a brief outage delays state rather than losing it; a conflict or a permission
+ * refusal is never retried.
+ */
 class NatsKv implements KvStore {
   constructor(
     readonly name: string,
     private readonly kv: KV,
+    private readonly retryMs: number,
   ) {}
 
   async get<T>(key: string): Promise<KvEntry<T> | null> {
-    const entry = await this.kv.get(assertKvKey(key));
+    const entry = await this.#retry(() => this.kv.get(assertKvKey(key)));
     if (entry?.operation !== "PUT") return null;
     return { key, value: entry.json<T>(), revision: entry.revision };
   }
 
   async put(key: string, value: unknown, options: KvPutOptions = {}): Promise<number> {
     assertKvKey(key);
-    const bytes = encoder.encode(JSON.stringify(value));
+    const json = JSON.stringify(value);
+    const bytes = encoder.encode(json);
     const expected = options.expectedRevision;
+    let attempts = 0;
     try {
-      if (expected === undefined) return await this.kv.put(key, bytes);
-      if (expected === 0) return await this.kv.create(key, bytes);
-      return await this.kv.update(key, bytes, expected);
+      return await this.#retry(() => {
+        attempts++;
+        if (expected === undefined) return this.kv.put(key, bytes);
+        if (expected === 0) return this.kv.create(key, bytes);
+        return this.kv.update(key, bytes, expected);
+      });
     } catch (error) {
-      throw this.#conflictOr(error, key, expected);
+      const failure = this.#conflictOr(error, key, expected);
+      // A retried write whose first try did land (its ack was lost) conflicts with itself.
+      if (failure instanceof KvConflictError && attempts > 1) {
+        const current = await this.kv.get(key);
+        if (current?.operation === "PUT" && current.string() === json) return current.revision;
+      }
+      throw failure;
     }
   }
 
@@ -53,7 +70,7 @@ class NatsKv implements KvStore {
     assertKvKey(key);
     const expected = options.expectedRevision;
     try {
-      await this.kv.delete(key, expected === undefined ? {} : { previousSeq: expected });
+      await this.#retry(() => this.kv.delete(key, expected === undefined ? {} : { previousSeq: expected }));
     } catch (error) {
       throw this.#conflictOr(error, key, expected);
     }
@@ -89,12 +106,33 @@ class NatsKv implements KvStore {
     return queue;
   }
 
+  async #retry<T>(operation: () => Promise<T>): Promise<T> {
+    const deadline = Date.now() + this.retryMs;
+    let delay = 25;
+    for (;;) {
+      try {
+        return await operation();
+      } catch (error) {
+        if (!isTransient(error) || Date.now() + delay >= deadline) throw error;
+        await new Promise((resolve) => setTimeout(resolve, delay));
+        delay = Math.min(delay * 2, 1000);
+      }
+    }
+  }
+
   #conflictOr(error: unknown, key: string, expected: number | undefined): unknown {
     if (expected !== undefined && isWrongLastSequence(error)) {
       return new KvConflictError(this.name, key, expected, { cause: error });
     }
     return error;
   }
+}
+
+/** Faults worth waiting out: the server away or slow. Conflicts and refusals are answers, not faults. */
+function isTransient(error: unknown): boolean {
+  if (isWrongLastSequence(error)) return false;
+  const text = `${(error as Error)?.name} ${(error as Error)?.message} ${String((error as Error)?.cause ?? "")}`;
+  return !/Permission|Authoriz|InvalidArgument|InvalidSubject|bucket not found/i.test(text);
 }
 
 /** JetStream's "wrong last sequence": the compare-and-set of a KV write failed. */

@@ -1,0 +1,83 @@
+import { spawn } from "node:child_process";
+import { join } from "node:path";
+import { afterEach, expect, it } from "vitest";
+import { NatsServerProcess } from "../../src/bus/embedded-nats.js";
+import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { TROUPE_BIN, tempTree } from "../support/cli.js";
+import { waitFor } from "../support/wait.js";
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+it("nats-server killed and restarted under a running daemon: the run goes on and the client sees every event", async () => {
+  const { dir, dispose } = tempTree({
+    "config/troupe.yaml": "defaultAgent: worker\ndefaultModel: scripted\n",
+    "config/agents/worker.yaml": "name: worker\ndescription: Works.\ntools: [read_file]\n",
+    "notes.txt": "survives\n",
+  });
+  cleanups.push(dispose);
+  let nats = await NatsServerProcess.start({ storeDir: join(dir, "nats-store") });
+  cleanups.push(() => nats.stop());
+  const model = await ScriptedModelServer.start([
+    {
+      match: { turn: 1 },
+      reply: { text: "Reading.", toolCalls: [{ name: "read_file", arguments: { path: "notes.txt" } }] },
+    },
+    {
+      match: { turn: 2 },
+      reply: { text: `It says: survives. ${"More. ".repeat(40)}`, chunks: 40, chunkDelayMs: 100 },
+    },
+  ]);
+  cleanups.push(() => model.close());
+  const env = {
+    ...process.env,
+    NATS_URL: nats.url,
+    OPENAI_BASE_URL: model.baseURL,
+    OPENAI_API_KEY: "",
+    TROUPE_DATA_DIR: join(dir, ".data"),
+  };
+  const daemon = spawn(process.execPath, [TROUPE_BIN, "--config", join(dir, "config"), "daemon"], {
+    cwd: dir,
+    env,
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  cleanups.push(() => void daemon.kill("SIGKILL"));
+  let daemonErr = "";
+  daemon.stderr.on("data", (chunk) => (daemonErr += chunk));
+  await waitFor("the daemon", () => daemonErr.includes("troupe daemon ready"), 15_000);
+
+  const client = spawn(
+    process.execPath,
+    [TROUPE_BIN, "--config", join(dir, "config"), "run", "--json", "What do the notes say?"],
+    {
+      cwd: dir,
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  cleanups.push(() => void client.kill("SIGKILL"));
+  const clientExit = new Promise<number | null>((resolve) => client.once("exit", resolve));
+  let stdout = "";
+  client.stdout.on("data", (chunk) => (stdout += chunk));
+  await waitFor("the second answer to stream", () => stdout.split('"model.delta"').length > 6, 15_000);
+
+  await nats.kill("SIGKILL");
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  nats = await nats.restart();
+
+  expect(await clientExit).toBe(0);
+  const events = stdout
+    .trim()
+    .split("\n")
+    .map((line) => JSON.parse(line) as { seq: number; type: string; data: { text?: string } });
+  expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i));
+  expect(events.at(-1)).toMatchObject({ type: "agent.stopped", data: { reason: "done" } });
+  const streamed = events
+    .filter((e) => e.type === "model.delta")
+    .map((e) => e.data.text)
+    .join("");
+  expect(streamed).toBe(`Reading.It says: survives. ${"More. ".repeat(40)}`);
+  expect(daemon.exitCode).toBeNull();
+}, 60_000);
