@@ -1,11 +1,11 @@
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, expect, inject, it } from "vitest";
 import { uniquePrefix } from "../../src/bus/subjects.js";
-import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { ScriptedModelServer, type ScriptRule } from "../../src/testing/scripted-model-server.js";
 import { removePrefix } from "../support/buses.js";
-import { TROUPE_BIN, tempTree } from "../support/cli.js";
+import { runTroupe, TROUPE_BIN, tempTree } from "../support/cli.js";
 import { waitFor } from "../support/wait.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -13,16 +13,11 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-it("a daemon killed with SIGKILL during a model call is restarted and the run finishes; the client follows throughout; the finished write ran once", async () => {
+/** A project on its own prefix, daemons to start and kill, and a `troupe run` client following throughout. */
+async function scenario(rules: ScriptRule[], approval: string) {
   const url = inject("natsUrl");
   const prefix = uniquePrefix();
-  const model = await ScriptedModelServer.start([
-    {
-      match: { turn: 1 },
-      reply: { toolCalls: [{ name: "shell", arguments: { command: "echo ran >> log.txt" } }] },
-    },
-    { match: { turn: 2 }, reply: { text: "Appended once.", delayMs: 2500 }, times: Number.POSITIVE_INFINITY },
-  ]);
+  const model = await ScriptedModelServer.start(rules);
   const { dir, dispose } = tempTree({
     "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: worker\ndefaultModel: scripted\n`,
     "config/agents/worker.yaml": "name: worker\ndescription: Works.\ntools: [shell]\n",
@@ -39,8 +34,9 @@ it("a daemon killed with SIGKILL during a model call is restarted and the run fi
     OPENAI_API_KEY: "",
     TROUPE_DATA_DIR: join(dir, ".data"),
   };
-  const startDaemon = async () => {
-    const daemon = spawn(process.execPath, [TROUPE_BIN, "--config", join(dir, "config"), "daemon"], {
+  const config = ["--config", join(dir, "config")];
+  const startDaemon = async (): Promise<ChildProcess> => {
+    const daemon = spawn(process.execPath, [TROUPE_BIN, ...config, "daemon"], {
       cwd: dir,
       env,
       stdio: ["ignore", "ignore", "pipe"],
@@ -51,41 +47,117 @@ it("a daemon killed with SIGKILL during a model call is restarted and the run fi
     await waitFor("the daemon", () => stderr.includes("troupe daemon ready"), 15_000);
     return daemon;
   };
-
-  const first = await startDaemon();
+  const daemon = await startDaemon();
   const client = spawn(
     process.execPath,
-    [TROUPE_BIN, "--config", join(dir, "config"), "run", "--json", "--approval", "yolo", "Append a line"],
-    {
-      cwd: dir,
-      env,
-      stdio: ["ignore", "pipe", "pipe"],
-    },
+    [TROUPE_BIN, ...config, "run", "--json", "--approval", approval, "Do it"],
+    { cwd: dir, env, stdio: ["ignore", "pipe", "pipe"] },
   );
   cleanups.push(() => void client.kill("SIGKILL"));
   const clientExit = new Promise<number | null>((resolve) => client.once("exit", resolve));
   let stdout = "";
   client.stdout.on("data", (chunk) => (stdout += chunk));
+  const events = () =>
+    stdout
+      .trim()
+      .split("\n")
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as { seq: number; type: string; data: Record<string, unknown> });
+  const crash = async () => {
+    expect(stdout).not.toContain('"agent.stopped"');
+    daemon.kill("SIGKILL");
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await startDaemon();
+  };
+  return { dir, model, env, config, events, stdout: () => stdout, crash, clientExit };
+}
+
+it("SIGKILL during a model call: the restarted daemon finishes the run; the client follows throughout; the finished command ran once", async () => {
+  const s = await scenario(
+    [
+      {
+        match: { turn: 1 },
+        reply: { toolCalls: [{ name: "shell", arguments: { command: "echo ran >> log.txt" } }] },
+      },
+      {
+        match: { turn: 2 },
+        reply: { text: "Appended once.", delayMs: 2500 },
+        times: Number.POSITIVE_INFINITY,
+      },
+    ],
+    "yolo",
+  );
   await waitFor(
-    "the write to finish and the next model call to start",
-    () => stdout.includes('"tool.finished"') && stdout.split('"state.changed"').length > 3,
+    "the next model call",
+    () => s.stdout().includes('"tool.finished"') && s.stdout().split('"state.changed"').length > 3,
     15_000,
   );
-  expect(stdout).not.toContain('"agent.stopped"');
-  first.kill("SIGKILL");
-  await new Promise((resolve) => setTimeout(resolve, 300));
-  await startDaemon();
-
-  const code = await clientExit;
-  expect(code).toBe(0);
-  const events = stdout
-    .trim()
-    .split("\n")
-    .map((line) => JSON.parse(line) as { seq: number; type: string; data: unknown });
-  expect(events.at(-1)).toMatchObject({
+  await s.crash();
+  expect(await s.clientExit).toBe(0);
+  expect(s.events().at(-1)).toMatchObject({
     type: "agent.stopped",
     data: { reason: "done", result: "Appended once." },
   });
-  expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i));
-  expect(readFileSync(join(dir, "log.txt"), "utf8")).toBe("ran\n");
+  expect(s.events().map((e) => e.seq)).toEqual(s.events().map((_, i) => i));
+  expect(readFileSync(join(s.dir, "log.txt"), "utf8")).toBe("ran\n");
+}, 60_000);
+
+it("SIGKILL during a command: it is not run again, and the model is told its outcome is unknown", async () => {
+  const s = await scenario(
+    [
+      {
+        match: { turn: 1 },
+        reply: { toolCalls: [{ name: "shell", arguments: { command: "echo started >> log.txt; sleep 2" } }] },
+      },
+      { match: { turn: 2 }, reply: { text: "I will check log.txt before running it again." } },
+    ],
+    "yolo",
+  );
+  await waitFor("the command to start", () => s.stdout().includes('"tool.started"'), 15_000);
+  await waitFor("its first line", () => {
+    try {
+      return readFileSync(join(s.dir, "log.txt"), "utf8").length > 0;
+    } catch {
+      return false;
+    }
+  });
+  await s.crash();
+  expect(await s.clientExit).toBe(0);
+  expect(s.events().at(-1)).toMatchObject({ type: "agent.stopped", data: { reason: "done" } });
+  expect(s.events().map((e) => e.seq)).toEqual(s.events().map((_, i) => i));
+  expect(readFileSync(join(s.dir, "log.txt"), "utf8")).toBe("started\n");
+  const toolResult = s.model.requests.at(-1)?.body.messages.find((m) => m.role === "tool")?.content;
+  expect(toolResult).toContain("shell was running when its host stopped; its outcome is unknown");
+}, 60_000);
+
+it("SIGKILL while an approval is pending: the request is still there after the restart and can be answered", async () => {
+  const s = await scenario(
+    [
+      {
+        match: { turn: 1 },
+        reply: {
+          toolCalls: [
+            { name: "shell", arguments: { command: "echo approved >> log.txt" }, id: "call_pending" },
+          ],
+        },
+      },
+      { match: { turn: 2 }, reply: { text: "Done after approval." } },
+    ],
+    "ask",
+  );
+  await waitFor("the approval request", () => s.stdout().includes('"approval.requested"'), 15_000);
+  await s.crash();
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const approve = await runTroupe([...s.config, "approve", "call_pending", "--allow"], {
+    cwd: s.dir,
+    env: s.env,
+  });
+  expect(approve.stdout).toBe("allowed shell (call_pending)\n");
+  expect(await s.clientExit).toBe(0);
+  expect(s.events().at(-1)).toMatchObject({
+    type: "agent.stopped",
+    data: { reason: "done", result: "Done after approval." },
+  });
+  expect(s.events().map((e) => e.seq)).toEqual(s.events().map((_, i) => i));
+  expect(readFileSync(join(s.dir, "log.txt"), "utf8")).toBe("approved\n");
 }, 60_000);
