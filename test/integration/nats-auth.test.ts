@@ -1,8 +1,10 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { createUser } from "@nats-io/nkeys";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsServerProcess } from "../../src/bus/embedded-nats.js";
+import { makeEnvelope } from "../../src/bus/envelope.js";
 import { natsOptionsFromConfig } from "../../src/bus/from-config.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { BusUnavailableError } from "../../src/bus/nats-connect.js";
@@ -72,4 +74,61 @@ it("gives up on an address where nothing answers after its connect timeout", asy
   );
   expect(failure).toBeInstanceOf(BusUnavailableError);
   expect(failure.message).toContain("cannot connect to NATS at nats://127.0.0.1:1");
+});
+
+describe("other credentials from troupe.yaml", () => {
+  it("connects with a token read from the variable tokenEnv names", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "troupe-token-"));
+    const tokenServer = await NatsServerProcess.start({
+      storeDir: join(dir, "store"),
+      args: ["--auth", "s3cret-token-value"],
+    });
+    try {
+      const nats = natsConfigSchema.parse({
+        url: tokenServer.url,
+        tokenEnv: "TEST_NATS_TOKEN",
+        prefix: "tok",
+      });
+      const bus = await NatsBus.connect(
+        natsOptionsFromConfig(nats, dir, { TEST_NATS_TOKEN: "s3cret-token-value" }),
+      );
+      expect(
+        (await bus.log.append(makeEnvelope({ runId: "r", agentId: "a", seq: 0, type: "t", data: null })))
+          .duplicate,
+      ).toBe(false);
+      await bus.close();
+      const wrong = await NatsBus.connect({
+        url: tokenServer.url,
+        token: "nope",
+        connectTimeoutMs: 2000,
+      }).catch((e) => e);
+      expect(wrong).toBeInstanceOf(BusUnavailableError);
+    } finally {
+      await tokenServer.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("connects with an nkey seed file, relative to the config dir", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "troupe-nkey-"));
+    const user = createUser();
+    writeFileSync(join(dir, "user.nk"), new TextDecoder().decode(user.getSeed()));
+    writeFileSync(join(dir, "nkey.conf"), `authorization { users = [ { nkey: ${user.getPublicKey()} } ] }\n`);
+    const nkeyServer = await NatsServerProcess.start({
+      storeDir: join(dir, "store"),
+      args: ["-c", join(dir, "nkey.conf")],
+    });
+    try {
+      const nats = natsConfigSchema.parse({ url: nkeyServer.url, nkeySeedFile: "user.nk", prefix: "nk" });
+      const bus = await NatsBus.connect(natsOptionsFromConfig(nats, dir, {}));
+      expect(
+        (await bus.log.append(makeEnvelope({ runId: "r", agentId: "a", seq: 0, type: "t", data: null })))
+          .duplicate,
+      ).toBe(false);
+      await bus.close();
+    } finally {
+      await nkeyServer.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
