@@ -239,6 +239,46 @@ describe("troupe daemon", () => {
     expect(stopped).toMatchObject({ type: "agent.stopped", data: { reason: "aborted" } });
   });
 
+  it("troupe run asks on the first Ctrl-C and aborts the run on the second", async () => {
+    const url = inject("natsUrl");
+    const prefix = uniquePrefix();
+    cleanups.push(() => removePrefix(url, prefix));
+    const model = await ScriptedModelServer.start([
+      { reply: { text: "slow ".repeat(200), chunks: 200, chunkDelayMs: 50 } },
+    ]);
+    cleanups.push(() => model.close());
+    const env = { NATS_URL: url, OPENAI_BASE_URL: model.baseURL, OPENAI_API_KEY: "" };
+    const { dir } = await startDaemon(env, prefix);
+    const client = spawn(
+      process.execPath,
+      [TROUPE_BIN, "--config", join(dir, "config"), "run", "--json", "talk"],
+      {
+        cwd: dir,
+        env: { ...process.env, ...env },
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    cleanups.push(() => void client.kill("SIGKILL"));
+    const clientExit = exited(client);
+    let stdout = "";
+    let stderr = "";
+    client.stdout.on("data", (chunk) => (stdout += chunk));
+    client.stderr.on("data", (chunk) => (stderr += chunk));
+    await waitFor("streaming", () => stdout.includes('"model.delta"'), 10_000);
+    client.kill("SIGINT");
+    await waitFor("the question", () => stderr.includes("press Ctrl-C again to abort the run"));
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(client.exitCode).toBeNull();
+    client.kill("SIGINT");
+    expect(await clientExit).toBe(130);
+    const last = stdout
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line))
+      .at(-1);
+    expect(last).toMatchObject({ type: "agent.stopped", data: { reason: "aborted" } });
+  });
+
   it("troupe run says in one line how to go on when no daemon answers", async () => {
     const url = inject("natsUrl");
     const prefix = uniquePrefix();
