@@ -40,6 +40,11 @@ export interface AgentDeps {
   /** Every agent definition, for the subagents an agent lists. */
   agents: ReadonlyMap<string, AgentDefinition>;
   limits: SubagentLimits;
+  /** Finds a child a resumed parent had started: stopped (with its output), running, or none. */
+  adoptChild?: (
+    runId: string,
+    childId: string,
+  ) => Promise<{ stopped: AgentOutput } | { running: true } | undefined>;
   /** Hands a subagent to a worker; false when none took it (then this process hosts it). */
   placeElsewhere?: (runId: string, child: ChildSpec) => Promise<boolean>;
   /** Snapshots and the tool-call journal in KV; without it nothing survives the process. */
@@ -125,6 +130,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       startedAt,
       spent: () => totalSpend(actor.getSnapshot().context),
       charge: (delta) => actor.send({ type: "CHILD_SPENT", ...delta }),
+      adopt: async (childId) => (deps.adoptChild ? deps.adoptChild(runId, childId) : undefined),
       spawn: async (child) => {
         // A worker takes it when one is attached; otherwise this process hosts it.
         if (await deps.placeElsewhere?.(runId, child)) return;
@@ -286,7 +292,8 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     return makeEnvelope({ runId, agentId, seq: 0, type: "ack", data: { command } });
   });
 
-  let state = "idle";
+  // A resumed agent starts in its restored state: entering it again is not a transition.
+  let state = String(actor.getSnapshot().value);
   let reported = JSON.stringify(totalSpend(actor.getSnapshot().context));
   const done = new Promise<AgentOutput>((resolve) => {
     actor.subscribe({

@@ -6,6 +6,7 @@ import { LocalBus } from "../bus/local-bus.js";
 import type { LoadedConfig } from "../config/load.js";
 import type { AgentDefinition, ApprovalPolicy } from "../config/schema.js";
 import { type Logger, silentLogger } from "../log.js";
+import type { AgentOutput } from "../machines/agent-types.js";
 import { ModelRouter, type ModelRouterOptions } from "../model/model-router.js";
 import { type Approver, denyingApprover } from "../safety/approver.js";
 import { Redactor } from "../safety/redact.js";
@@ -17,7 +18,7 @@ import { type Tool, ToolRegistry } from "../tools/tool.js";
 import { didYouMean } from "../util/did-you-mean.js";
 import { type AgentDeps, type AgentHandle, startAgent } from "./agent-host.js";
 import { AgentStore, ToolJournal } from "./agent-store.js";
-import { type SpawnRequest, workerPlacement } from "./placement.js";
+import { actorKey, type SpawnRequest, workerPlacement } from "./placement.js";
 
 export interface RuntimeOptions {
   config: LoadedConfig;
@@ -176,6 +177,28 @@ export class Runtime {
     });
   }
 
+  /**
+   * A child that a resumed parent had started before the crash: its output when it has stopped, else
+   * `running` when a worker hosts it or it was resumed here; undefined when it never got going.
+   */
+  async adoptChild(
+    runId: string,
+    childId: string,
+  ): Promise<{ stopped: AgentOutput } | { running: true } | undefined> {
+    const record = await this.#persistence?.agents.load(runId, childId);
+    if (!record) return undefined;
+    if (record.done) {
+      const output = (record.snapshot as { output?: AgentOutput }).output;
+      if (output) return { stopped: output };
+    }
+    for await (const { envelope } of this.bus.log.read({ runId })) {
+      if (envelope.agentId === childId && envelope.type === "agent.stopped")
+        return { stopped: envelope.data as AgentOutput };
+    }
+    if (await (await this.bus.kv("actors")).get(actorKey(runId, childId))) return { running: true };
+    return (await this.resume(runId, childId)) ? { running: true } : undefined;
+  }
+
   #deps(): AgentDeps {
     return {
       bus: this.bus,
@@ -191,6 +214,7 @@ export class Runtime {
       agents: new Map([...this.#config.agents].map(([name, agent]) => [name, agent.definition])),
       limits: this.#config.troupe.subagents,
       placeElsewhere: workerPlacement(this.bus, this.#log),
+      adoptChild: (runId, childId) => this.adoptChild(runId, childId),
       ...(this.#persistence ? { persistence: this.#persistence } : {}),
     };
   }

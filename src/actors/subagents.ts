@@ -1,4 +1,4 @@
-import { ulid } from "ulid";
+import { createHash } from "node:crypto";
 import { z } from "zod";
 import type { Bus } from "../bus/bus.js";
 import { makeEnvelope } from "../bus/envelope.js";
@@ -36,6 +36,11 @@ export interface ParentSide {
   charge(delta: Spend): void;
   /** Starts a child actor (in this process, or on a worker); it reports only through the bus. */
   spawn(child: ChildSpec): Promise<void>;
+  /**
+   * A child this call started before a restart: its output when it has stopped, `running` when it is
+   * hosted (or now resumed) somewhere, undefined when there is none.
+   */
+  adopt(childId: string): Promise<{ stopped: AgentOutput } | { running: true } | undefined>;
 }
 
 export interface ChildSpec {
@@ -87,7 +92,7 @@ export function subagentTools(
             .describe("Facts the subagent needs: paths, names, what is already known"),
         }),
         timeoutMs: 24 * 3_600_000,
-        async execute({ task, context }, { signal }) {
+        async execute({ task, context }, { signal, callId }) {
           const depth = parent.depth + 1;
           if (depth > parent.limits.maxDepth) {
             return toolError(
@@ -103,12 +108,12 @@ export function subagentTools(
           }
           const budget = carve(child.budget, parent, [...running.values()], sharesLeft);
           sharesLeft = Math.max(1, sharesLeft - 1);
-          const childId = `${child.name}-${ulid().slice(-10).toLowerCase()}`;
+          // The same call gets the same child: a parent resumed after a crash finds it again.
+          const childId = `${child.name}-${createHash("sha256").update(`${parent.runId}/${parent.agentId}/${callId}`).digest("hex").slice(0, 10)}`;
           const reservation: Reservation = { cap: budget, spent: { usage: { ...ZERO_USAGE }, toolCalls: 0 } };
           running.set(childId, reservation);
           try {
             const fullTask = context ? `${task}\n\nContext from the agent that asked:\n${context}` : task;
-            parent.events.emit("subagent.spawned", { childId, name: child.name, task: fullTask, budget });
             const outcome = await runChild(
               parent,
               { definition: child, task: fullTask, childId, parentId: parent.agentId, depth, budget },
@@ -270,7 +275,21 @@ async function runChild(
   }, wall);
   try {
     await parent.bus.flush();
-    await parent.spawn(spec);
+    const existing = await parent.adopt(spec.childId);
+    if (existing && "stopped" in existing) {
+      chargeUpTo(existing.stopped.total);
+      const { reason, result, error } = existing.stopped;
+      return { reason, result, ...(error ? { error } : {}) };
+    }
+    if (!existing) {
+      parent.events.emit("subagent.spawned", {
+        childId: spec.childId,
+        name: spec.definition.name,
+        task: spec.task,
+        budget: spec.budget,
+      });
+      await parent.spawn(spec);
+    }
     return await finished;
   } finally {
     clearTimeout(timer);

@@ -36,6 +36,10 @@ export class BusApprover implements Approver {
       const record: ApprovalRecord = { request, status: "pending", expiresAt: Date.now() + this.timeoutMs };
       try {
         await kv.create(key, record);
+        this.log.info(
+          { callId: request.callId, tool: request.tool },
+          "waiting for an approval from any terminal",
+        );
       } catch (error) {
         if (!(error instanceof KvConflictError)) throw error;
       }
@@ -69,7 +73,7 @@ export class BusApprover implements Approver {
 /** Denies a pending request that nobody answered in time (unless an answer got there first). */
 async function expire(kv: KvStore, key: string): Promise<void> {
   const entry = await kv.get<ApprovalRecord>(key);
-  if (!entry || entry.value.status !== "pending") return;
+  if (entry?.value.status !== "pending") return;
   try {
     await kv.put(
       key,

@@ -14,14 +14,20 @@ afterEach(async () => {
 });
 
 /** A project on its own prefix, daemons to start and kill, and a `troupe run` client following throughout. */
-async function scenario(rules: ScriptRule[], approval: string) {
+async function scenario(
+  rules: ScriptRule[],
+  approval: string,
+  agents: Record<string, string> = { worker: "name: worker\ndescription: Works.\ntools: [shell]\n" },
+) {
   const url = inject("natsUrl");
   const prefix = uniquePrefix();
   const model = await ScriptedModelServer.start(rules);
-  const { dir, dispose } = tempTree({
-    "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: worker\ndefaultModel: scripted\n`,
-    "config/agents/worker.yaml": "name: worker\ndescription: Works.\ntools: [shell]\n",
-  });
+  const files: Record<string, string> = {
+    "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: ${Object.keys(agents)[0]}\ndefaultModel: scripted\n`,
+    "notes.txt": "the answer is 42\n",
+  };
+  for (const [name, yaml] of Object.entries(agents)) files[`config/agents/${name}.yaml`] = yaml;
+  const { dir, dispose } = tempTree(files);
   cleanups.push(
     dispose,
     () => model.close(),
@@ -160,4 +166,49 @@ it("SIGKILL while an approval is pending: the request is still there after the r
   });
   expect(s.events().map((e) => e.seq)).toEqual(s.events().map((_, i) => i));
   expect(readFileSync(join(s.dir, "log.txt"), "utf8")).toBe("approved\n");
+}, 60_000);
+
+it("SIGKILL while a subagent runs in the daemon: the child is resumed, not spawned again, and its finished read is not repeated", async () => {
+  const as = (name: string, turn: number) => ({ system: `"${name}"`, turn });
+  const s = await scenario(
+    [
+      {
+        match: as("lead", 1),
+        reply: { toolCalls: [{ name: "subagent_explorer", arguments: { task: "What is the answer?" } }] },
+      },
+      {
+        match: as("explorer", 1),
+        reply: { toolCalls: [{ name: "read_file", arguments: { path: "notes.txt" } }] },
+      },
+      {
+        match: as("explorer", 2),
+        reply: { text: "The answer is 42.", delayMs: 2500 },
+        times: Number.POSITIVE_INFINITY,
+      },
+      { match: as("lead", 2), reply: { text: "42." } },
+    ],
+    "yolo",
+    {
+      lead: "name: lead\ndescription: Leads.\nsubagents: [explorer]\n",
+      explorer: "name: explorer\ndescription: Explores.\nreadOnly: true\ntools: [read_file]\n",
+    },
+  );
+  // The client shows the whole run; wait until the explorer has read and is asking the model again.
+  await waitFor("the child's second model call", () => s.stdout().includes('"subagent.spawned"'), 15_000);
+  await new Promise((resolve) => setTimeout(resolve, 1200));
+  await s.crash();
+  expect(await s.clientExit).toBe(0);
+  const events = s.events();
+  expect(events.at(-1)).toMatchObject({ type: "agent.stopped", data: { reason: "done", result: "42." } });
+  expect(events.filter((e) => e.type === "subagent.spawned")).toHaveLength(1);
+  const childId = String(events.find((e) => e.type === "subagent.spawned")?.data.childId);
+  const child = events.filter((e) => (e as unknown as { agentId: string }).agentId === childId);
+  expect(child.filter((e) => e.type === "agent.started")).toHaveLength(1);
+  expect(child.filter((e) => e.type === "tool.started")).toHaveLength(1);
+  expect(child.map((e) => e.seq)).toEqual(child.map((_, i) => i));
+  expect(
+    s.model.requests.filter(
+      (r) => String(r.body.messages[0]?.content).includes('"explorer"') && r.body.messages.length === 2,
+    ),
+  ).toHaveLength(1);
 }, 60_000);
