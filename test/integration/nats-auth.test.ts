@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -128,6 +129,59 @@ describe("other credentials from troupe.yaml", () => {
       await bus.close();
     } finally {
       await nkeyServer.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("TLS from troupe.yaml", () => {
+  it("connects over TLS with the CA file given, and refuses a server it cannot verify", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "troupe-tls-"));
+    const made = spawnSync(
+      "openssl",
+      [
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "key.pem",
+        "-out",
+        "cert.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=localhost",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1,DNS:localhost",
+      ],
+      { cwd: dir, stdio: "ignore" },
+    );
+    expect(made.status).toBe(0);
+    const tlsServer = await NatsServerProcess.start({
+      storeDir: join(dir, "store"),
+      args: ["--tls", "--tlscert", join(dir, "cert.pem"), "--tlskey", join(dir, "key.pem")],
+    });
+    try {
+      const nats = natsConfigSchema.parse({
+        url: `tls://127.0.0.1:${tlsServer.port}`,
+        tls: { caFile: "cert.pem" },
+        prefix: "tls",
+      });
+      const bus = await NatsBus.connect(natsOptionsFromConfig(nats, dir, {}));
+      expect(
+        (await bus.log.append(makeEnvelope({ runId: "r", agentId: "a", seq: 0, type: "t", data: null })))
+          .duplicate,
+      ).toBe(false);
+      await bus.close();
+      const untrusted = await NatsBus.connect({
+        url: `tls://127.0.0.1:${tlsServer.port}`,
+        connectTimeoutMs: 1500,
+      }).catch((e) => e);
+      expect(untrusted).toBeInstanceOf(BusUnavailableError);
+    } finally {
+      await tlsServer.stop();
       rmSync(dir, { recursive: true, force: true });
     }
   });
