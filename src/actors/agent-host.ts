@@ -63,9 +63,15 @@ export interface StartAgentOptions {
   depth?: number;
   /** The budget carved out for a subagent; the definition's otherwise. */
   budget?: Budget;
+  /** `plan` for this run (overrides the agent's `mode`). */
+  mode?: "act" | "plan";
   /** Resume this agent from its stored record instead of starting it. */
   restore?: AgentRecord;
 }
+
+/** What the system prompt of an agent in plan mode adds. */
+export const PLAN_NOTE =
+  "You are in plan mode: investigate with the read tools you have and answer with a plan (the steps, the files to change, the risks, how to check the result). Do not try to change anything: write and execute tools are not available in plan mode.";
 
 /** A running agent: its id, its result when it stops, and the commands it takes. */
 export interface AgentHandle {
@@ -105,9 +111,18 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
   const compaction: CompactionSettings = { contextWindow: primary.contextWindow };
   const reply = Math.min(4096, Math.floor(primary.contextWindow * 0.1));
   const depth = restore?.depth ?? options.depth ?? 0;
-  const budget = restore?.budget ?? options.budget ?? definition.budget;
-  // Every subagent is read-only, whatever its YAML says; so is an agent marked readOnly.
-  const readOnly = depth > 0 || definition.readOnly;
+  // Every subagent is read-only, whatever its YAML says; so is an agent marked readOnly, and one planning.
+  const mode = restore?.mode ?? options.mode ?? definition.mode ?? "act";
+  const planning = mode === "plan";
+  const given = restore?.budget ?? options.budget ?? definition.budget;
+  const budget = planning
+    ? { ...given, maxTurns: Math.min(given.maxTurns ?? Number.POSITIVE_INFINITY, deps.config.plan.maxTurns) }
+    : given;
+  const readOnlyBecause = planning
+    ? "in plan mode"
+    : depth > 0 || definition.readOnly
+      ? "read-only"
+      : undefined;
   const startedAt = Date.now() - (restore?.elapsedMs ?? 0);
   const store = deps.persistence?.journal;
   const journal: BatchJournal | undefined = store && {
@@ -147,7 +162,11 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     },
   );
   const registry = children.tools.length > 0 ? deps.tools.with(children.tools) : deps.tools;
-  const tools = toolView([...definition.tools, ...children.tools.map((tool) => tool.name)], registry);
+  const tools = toolView(
+    [...definition.tools, ...children.tools.map((tool) => tool.name)],
+    registry,
+    readOnlyBecause !== undefined,
+  );
 
   const machine = agentMachine.provide({
     actors: {
@@ -171,7 +190,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
           input.withTools ? tools().allowed : new Set(),
           policy,
           deps.workspace,
-          readOnly,
+          readOnlyBecause,
         );
         for (const call of plan) events.emit("tool.requested", requested(call));
         return { ...response, plan };
@@ -262,6 +281,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       systemPrompt: buildSystemPrompt(definition, deps.workspace, [
         UNTRUSTED_NOTE,
         ...catalogueFor(definition, deps),
+        ...(planning ? [PLAN_NOTE] : []),
       ]),
       budget,
       elapsedMs: restore?.elapsedMs ?? 0,
@@ -357,6 +377,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       depth,
       task: restore?.task ?? options.task,
       budget,
+      mode,
       nextSeq: events.nextSeq,
       elapsedMs: Date.now() - startedAt,
       snapshot: deps.redactor.redactDeep(actor.getPersistedSnapshot()),

@@ -21,6 +21,8 @@ export const agentRecordSchema = z.object({
   depth: z.number().int().nonnegative(),
   task: z.string(),
   budget: budgetSchema,
+  /** `plan` when the agent runs in plan mode. */
+  mode: z.enum(["act", "plan"]).optional(),
   /** The seq its next event gets. */
   nextSeq: z.number().int().nonnegative(),
   /** Wall time spent so far. */

@@ -14,9 +14,10 @@ import type { AgentDeps } from "./agent-host.js";
  * against what is registered (an MCP server's tools come and go). Recomputed only when the
  * registered names change.
  */
-export function toolView(list: readonly string[], registry: ToolRegistry) {
-  const matches = (name: string) =>
+export function toolView(list: readonly string[], registry: ToolRegistry, onlyReads = false) {
+  const listed = (name: string) =>
     list.includes(name) || list.some((entry) => entry.endsWith("__*") && name.startsWith(entry.slice(0, -1)));
+  const matches = (name: string) => listed(name) && (!onlyReads || registry.get(name)?.effect === "read");
   let key = "";
   let view = { allowed: new Set<string>(), specs: [] as ToolSpec[], tokens: 0 };
   return () => {

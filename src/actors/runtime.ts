@@ -48,6 +48,8 @@ export interface RunOptions {
   /** Default: the config's `defaultAgent`, else `assistant`, else the first agent. */
   agent?: string;
   approval?: ApprovalPolicy;
+  /** `plan`: read tools only, a capped turn budget, a prompt asking for a plan. */
+  mode?: "act" | "plan";
   runId?: string;
 }
 
@@ -137,6 +139,7 @@ export class Runtime {
       task: options.task,
       runId: options.runId ?? newRunId(),
       ...(options.approval ? { approval: options.approval } : {}),
+      ...(options.mode ? { mode: options.mode } : {}),
     });
   }
 

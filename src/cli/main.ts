@@ -69,6 +69,12 @@ export async function main(argv: string[]): Promise<number> {
     .option("-a, --agent <name>", "the agent to run (default: the config's defaultAgent)")
     .option("-w, --workspace <dir>", "the directory the agent works in (default: the config's workspace)")
     .addOption(new Option("--approval <policy>", "approval policy for this run").choices(APPROVAL_POLICIES))
+    .addOption(
+      new Option("--mode <mode>", "plan: read tools only, a few turns, answer with a plan").choices([
+        "act",
+        "plan",
+      ]),
+    )
     .option("--json", "print every event as one JSON line on stdout, and nothing else there")
     .action(async (task: string, flags: RunFlags) => {
       const { loadConfig } = await import("../config/load.js");

@@ -25,6 +25,7 @@ export async function runViaDaemon(
       task,
       ...(flags.agent ? { agent: flags.agent } : {}),
       ...(flags.approval ? { approval: flags.approval } : {}),
+      ...(flags.mode ? { mode: flags.mode } : {}),
     })) as { runId: string; agentId: string };
     const renderer = flags.json ? jsonRenderer() : humanRenderer(() => started.agentId);
     const reading = new AbortController();

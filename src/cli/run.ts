@@ -13,6 +13,7 @@ export interface RunFlags {
   agent?: string;
   workspace?: string;
   approval?: ApprovalPolicy;
+  mode?: "act" | "plan";
   json?: boolean;
 }
 
@@ -68,6 +69,7 @@ export async function runTask(
       task,
       agent: definition.name,
       ...(flags.approval ? { approval: flags.approval } : {}),
+      ...(flags.mode ? { mode: flags.mode } : {}),
     });
     const reading = new AbortController();
     const shown = (async () => {

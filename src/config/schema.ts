@@ -45,6 +45,8 @@ export const agentSchema = z.strictObject({
   approval: approvalPolicySchema.optional(),
   /** A read-only agent may list read tools only. Every subagent is read-only. */
   readOnly: z.boolean().default(false),
+  /** `plan`: only read tools, a capped number of turns, and a prompt that asks for a plan. */
+  mode: z.enum(["act", "plan"]).optional(),
 });
 export type AgentDefinition = z.infer<typeof agentSchema>;
 
@@ -146,6 +148,12 @@ export const troupeConfigSchema = z.strictObject({
       mcpServerSchema,
     )
     .default({}),
+  plan: z
+    .strictObject({
+      /** The turn budget of an agent in plan mode (the smaller of this and its own). */
+      maxTurns: positiveInt.default(8),
+    })
+    .default({ maxTurns: 8 }),
   shell: z
     .strictObject({
       /** Environment variables passed to commands besides the safe defaults (PATH, HOME, LANG…). */

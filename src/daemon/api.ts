@@ -10,6 +10,7 @@ export const apiRequests = {
     task: z.string().min(1),
     agent: z.string().optional(),
     approval: z.enum(APPROVAL_POLICIES).optional(),
+    mode: z.enum(["act", "plan"]).optional(),
   }),
   "runs.list": z.strictObject({}),
   "runs.get": z.strictObject({ runId: z.string().min(1) }),

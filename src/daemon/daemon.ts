@@ -62,6 +62,7 @@ export class Daemon {
           task: data.task as string,
           ...(data.agent ? { agent: data.agent } : {}),
           ...(data.approval ? { approval: data.approval as never } : {}),
+          ...(data.mode ? { mode: data.mode as "act" | "plan" } : {}),
         });
         const record: RunRecord = {
           runId: handle.runId,

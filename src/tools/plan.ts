@@ -29,12 +29,26 @@ export function planCalls(
   allowed: ReadonlySet<string>,
   policy: ApprovalPolicy,
   workspace = process.cwd(),
-  readOnly = false,
+  /** Set when only read tools may run: why ("read-only", "in plan mode"). */
+  readOnlyBecause?: string,
 ): PlannedCall[] {
   return calls.map((call) => {
     const name = call.function.name;
     const base = { id: call.id, name, arguments: call.function.arguments };
-    const tool = allowed.has(name) ? registry.get(name) : undefined;
+    // Refused for what it does even when it is not this agent's: the reason is the clearer answer.
+    const registered = registry.get(name);
+    if (readOnlyBecause && registered && registered.effect !== "read") {
+      return {
+        ...base,
+        effect: registered.effect,
+        decision: "deny",
+        result: toolError(
+          `${name} ${registered.effect === "write" ? "writes" : "executes"}, and this agent is ${readOnlyBecause}`,
+          "use a read tool, or report back what should be done",
+        ),
+      };
+    }
+    const tool = allowed.has(name) ? registered : undefined;
     if (!tool) {
       const available = [...allowed].filter((n) => registry.get(n)).sort();
       return {
@@ -57,17 +71,6 @@ export function planCalls(
         result: toolError(
           `invalid arguments for ${name}: ${problem}`,
           `call it again with arguments of this shape: ${shape}`,
-        ),
-      };
-    }
-    if (readOnly && tool.effect !== "read") {
-      return {
-        ...base,
-        effect: tool.effect,
-        decision: "deny",
-        result: toolError(
-          `${name} ${tool.effect === "write" ? "writes" : "executes"}, and this agent is read-only`,
-          "use a read tool, or report back what should be done",
         ),
       };
     }
