@@ -53,6 +53,8 @@ export interface AgentEventMap {
   "subagent.spawned": { childId: string; name: string; task: string; budget: Budget };
   /** A subagent stopped; `usage` is what its whole subtree spent. */
   "subagent.finished": { childId: string; reason: SubagentStopReason; usage: Usage; toolCalls: number };
+  /** A skill's body was put before the task: named by the user, or matched to the task. */
+  "skill.loaded": { name: string; by: "user" | "match"; score?: number };
   /** Last event of an agent. */
   "agent.stopped": AgentOutput;
 }

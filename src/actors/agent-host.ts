@@ -63,6 +63,8 @@ export interface StartAgentOptions {
   depth?: number;
   /** The budget carved out for a subagent; the definition's otherwise. */
   budget?: Budget;
+  /** A skill loaded before the first model call. */
+  skill?: { name: string; body: string; by: "user" | "match"; score?: number };
   /** `plan` for this run (overrides the agent's `mode`). */
   mode?: "act" | "plan";
   /** Resume this agent from its stored record instead of starting it. */
@@ -387,7 +389,19 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
   };
   actor.start();
   if (restore) log.info({ state: String(actor.getSnapshot().value) }, "agent resumed from its snapshot");
-  else actor.send({ type: "START", task: options.task });
+  else {
+    const skill = options.skill;
+    if (skill)
+      events.emit("skill.loaded", {
+        name: skill.name,
+        by: skill.by,
+        ...(skill.score !== undefined ? { score: skill.score } : {}),
+      });
+    const task = skill
+      ? `Follow this skill (${skill.name}) for the task below.\n\n${skill.body}\n\nTask: ${options.task}`
+      : options.task;
+    actor.send({ type: "START", task });
+  }
 
   return {
     runId,

@@ -10,13 +10,13 @@ import type { AgentOutput } from "../machines/agent-types.js";
 import { ModelRouter, type ModelRouterOptions } from "../model/model-router.js";
 import { type Approver, denyingApprover } from "../safety/approver.js";
 import { Redactor } from "../safety/redact.js";
-import { discoverSkills, type Skill } from "../skills/skills.js";
+import { discoverSkills, matchSkill, type Skill, skillBody, skillCommand } from "../skills/skills.js";
 import { builtinTools } from "../tools/builtin/index.js";
 import { loadSkillTool } from "../tools/builtin/load-skill.js";
 import { McpManager } from "../tools/mcp/mcp-manager.js";
 import { type Tool, ToolRegistry } from "../tools/tool.js";
 import { didYouMean } from "../util/did-you-mean.js";
-import { type AgentDeps, type AgentHandle, startAgent } from "./agent-host.js";
+import { type AgentDeps, type AgentHandle, type StartAgentOptions, startAgent } from "./agent-host.js";
 import { AgentStore, ToolJournal } from "./agent-store.js";
 import { actorKey, type SpawnRequest, workerPlacement } from "./placement.js";
 
@@ -39,6 +39,10 @@ export class UnknownAgentError extends Error {
   override name = "UnknownAgentError";
 }
 
+export class UnknownSkillError extends Error {
+  override name = "UnknownSkillError";
+}
+
 export class WorkspaceError extends Error {
   override name = "WorkspaceError";
 }
@@ -48,6 +52,8 @@ export interface RunOptions {
   /** Default: the config's `defaultAgent`, else `assistant`, else the first agent. */
   agent?: string;
   approval?: ApprovalPolicy;
+  /** A skill to load before the first model call (a task starting `/skill:NAME` says the same). */
+  skill?: string;
   /** `plan`: read tools only, a capped turn budget, a prompt asking for a plan. */
   mode?: "act" | "plan";
   runId?: string;
@@ -134,9 +140,11 @@ export class Runtime {
 
   start(options: RunOptions): AgentHandle {
     const definition = this.agent(options.agent);
+    const { task, skill } = this.#skillFor(definition, options);
     return startAgent(this.#deps(), {
       definition,
-      task: options.task,
+      task,
+      ...(skill ? { skill } : {}),
       runId: options.runId ?? newRunId(),
       ...(options.approval ? { approval: options.approval } : {}),
       ...(options.mode ? { mode: options.mode } : {}),
@@ -165,6 +173,44 @@ export class Runtime {
       ...(record.parentId ? { parentId: record.parentId } : {}),
       restore: { ...record, nextSeq },
     });
+  }
+
+  /**
+   * The skill a run starts with: named with `skill` or a task starting `/skill:NAME`, else (with
+   * `skills.autoMatch`) the one whose description best matches the task. Only skills the agent may see.
+   */
+  #skillFor(
+    definition: AgentDefinition,
+    options: RunOptions,
+  ): { task: string; skill?: NonNullable<StartAgentOptions["skill"]> } {
+    const command = skillCommand(options.task);
+    const task = command ? command.task : options.task;
+    const name = options.skill ?? command?.name;
+    const visible = [...this.skills.values()].filter(
+      (skill) => !definition.skills || definition.skills.includes(skill.name),
+    );
+    if (name) {
+      const found = visible.find((skill) => skill.name === name);
+      if (!found) {
+        const names = visible.map((skill) => skill.name);
+        throw new UnknownSkillError(
+          `unknown skill "${name}"${didYouMean(name, names)}; ${definition.name} can load ${names.join(", ") || "none"}`,
+        );
+      }
+      return { task, skill: { name, body: skillBody(found), by: "user" } };
+    }
+    const settings = this.#config.troupe.skills;
+    const match = settings.autoMatch ? matchSkill(task, visible, settings.threshold) : undefined;
+    if (!match) return { task };
+    return {
+      task,
+      skill: {
+        name: match.skill.name,
+        body: skillBody(match.skill),
+        by: "match",
+        score: Math.round(match.score * 100) / 100,
+      },
+    };
   }
 
   /** Hosts a subagent a parent placed here (a worker's side of placement). */

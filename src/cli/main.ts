@@ -75,6 +75,10 @@ export async function main(argv: string[]): Promise<number> {
         "plan",
       ]),
     )
+    .option(
+      "--skill <name>",
+      "load this skill before the first model call (or start the task with /skill:NAME)",
+    )
     .option("--json", "print every event as one JSON line on stdout, and nothing else there")
     .action(async (task: string, flags: RunFlags) => {
       const { loadConfig } = await import("../config/load.js");
@@ -195,6 +199,7 @@ const USAGE_ERRORS = new Set([
   "NoDaemonError",
   "ApproveUsageError",
   "InspectError",
+  "UnknownSkillError",
   "ModelNotConfiguredError",
   "UnknownAgentError",
   "WorkspaceError",

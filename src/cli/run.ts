@@ -14,6 +14,7 @@ export interface RunFlags {
   workspace?: string;
   approval?: ApprovalPolicy;
   mode?: "act" | "plan";
+  skill?: string;
   json?: boolean;
 }
 
@@ -70,6 +71,7 @@ export async function runTask(
       agent: definition.name,
       ...(flags.approval ? { approval: flags.approval } : {}),
       ...(flags.mode ? { mode: flags.mode } : {}),
+      ...(flags.skill ? { skill: flags.skill } : {}),
     });
     const reading = new AbortController();
     const shown = (async () => {

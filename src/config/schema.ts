@@ -129,6 +129,14 @@ export const troupeConfigSchema = z.strictObject({
   /** Relative to this file. */
   agentsDir: z.string().default("agents"),
   skillsDir: z.string().default("skills"),
+  skills: z
+    .strictObject({
+      /** Load the skill whose description best matches the task, when the match is good enough. */
+      autoMatch: z.boolean().default(false),
+      /** Share of a skill description's words the task must contain. */
+      threshold: z.number().min(0).max(1).default(0.3),
+    })
+    .default({ autoMatch: false, threshold: 0.3 }),
   /** The agent `troupe run` uses without `--agent`. */
   defaultAgent: z.string().optional(),
   defaultModel: z.string().min(1).default("gpt-4o-mini"),

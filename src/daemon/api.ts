@@ -11,6 +11,7 @@ export const apiRequests = {
     agent: z.string().optional(),
     approval: z.enum(APPROVAL_POLICIES).optional(),
     mode: z.enum(["act", "plan"]).optional(),
+    skill: z.string().optional(),
   }),
   "runs.list": z.strictObject({}),
   "runs.get": z.strictObject({ runId: z.string().min(1) }),

@@ -63,6 +63,7 @@ export class Daemon {
           ...(data.agent ? { agent: data.agent } : {}),
           ...(data.approval ? { approval: data.approval as never } : {}),
           ...(data.mode ? { mode: data.mode as "act" | "plan" } : {}),
+          ...(data.skill ? { skill: data.skill } : {}),
         });
         const record: RunRecord = {
           runId: handle.runId,

@@ -60,8 +60,15 @@ function readSkill(path: string): Skill | string {
   let data: unknown;
   try {
     data = parse(parts.frontmatter);
-  } catch (error) {
-    return `frontmatter is not YAML: ${(error as Error).message}`;
+  } catch {
+    // Skill files are often written by hand as `key: value` lines, colons in the value and all.
+    data = Object.fromEntries(
+      parts.frontmatter
+        .split(/\r?\n/)
+        .map((line) => /^(\w+):\s*(.*)$/.exec(line))
+        .filter((match): match is RegExpExecArray => match !== null)
+        .map((match) => [match[1], match[2]?.trim()]),
+    );
   }
   const parsed = frontmatterSchema.safeParse(data);
   if (!parsed.success)
@@ -72,4 +79,62 @@ function readSkill(path: string): Skill | string {
 function splitFrontmatter(text: string): { frontmatter: string; body: string } | undefined {
   const match = /^---\r?\n([\s\S]*?)\r?\n---\r?\n?([\s\S]*)$/.exec(text);
   return match ? { frontmatter: match[1] ?? "", body: match[2] ?? "" } : undefined;
+}
+
+const STOPWORDS = new Set([
+  "the",
+  "and",
+  "for",
+  "with",
+  "that",
+  "this",
+  "from",
+  "into",
+  "your",
+  "you",
+  "are",
+  "how",
+  "what",
+  "when",
+  "use",
+  "using",
+  "about",
+  "its",
+  "not",
+  "can",
+  "all",
+]);
+
+function words(text: string): Set<string> {
+  return new Set(
+    (text.toLowerCase().match(/[a-z0-9]+/g) ?? []).filter((word) => word.length >= 3 && !STOPWORDS.has(word)),
+  );
+}
+
+/**
+ * The skill whose description best matches a task: the share of the description's words the task
+ * contains, when it reaches `threshold`.
+ */
+export function matchSkill(
+  task: string,
+  skills: Iterable<Skill>,
+  threshold: number,
+): { skill: Skill; score: number } | undefined {
+  const wanted = words(task);
+  let best: { skill: Skill; score: number } | undefined;
+  for (const skill of skills) {
+    const described = words(skill.description);
+    if (described.size === 0) continue;
+    let shared = 0;
+    for (const word of described) if (wanted.has(word)) shared++;
+    const score = shared / described.size;
+    if (score >= threshold && (!best || score > best.score)) best = { skill, score };
+  }
+  return best;
+}
+
+/** `/skill:NAME rest of the task` → the skill name and the task without it. */
+export function skillCommand(task: string): { name: string; task: string } | undefined {
+  const match = /^\/skill:([a-z0-9][a-z0-9_-]*)\s*([\s\S]*)$/.exec(task.trim());
+  return match ? { name: match[1] as string, task: (match[2] ?? "").trim() } : undefined;
 }
