@@ -13,9 +13,10 @@ import type { Approver } from "../safety/approver.js";
 import type { Redactor } from "../safety/redact.js";
 import { UNTRUSTED_NOTE } from "../safety/untrusted.js";
 import type { Skill } from "../skills/skills.js";
+import type { Hooks } from "../tools/hooks.js";
 import { type PlannedCall, planCalls } from "../tools/plan.js";
 import { type BatchJournal, runBatch } from "../tools/run-batch.js";
-import type { ToolRegistry } from "../tools/tool.js";
+import type { ToolRegistry, ToolResult } from "../tools/tool.js";
 import { AGENT_RECORD_VERSION, type AgentRecord, type AgentStore, type ToolJournal } from "./agent-store.js";
 import { catalogueFor, previewOf, requested, toolView } from "./agent-tools.js";
 import { EventPublisher } from "./event-publisher.js";
@@ -40,6 +41,8 @@ export interface AgentDeps {
   /** Every agent definition, for the subagents an agent lists. */
   agents: ReadonlyMap<string, AgentDefinition>;
   limits: SubagentLimits;
+  /** The hooks of troupe.yaml. */
+  hooks?: Hooks;
   /** Finds a child a resumed parent had started: stopped (with its output), running, or none. */
   adoptChild?: (
     runId: string,
@@ -148,6 +151,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       spent: () => totalSpend(actor.getSnapshot().context),
       charge: (delta) => actor.send({ type: "CHILD_SPENT", ...delta }),
       adopt: async (childId) => (deps.adoptChild ? deps.adoptChild(runId, childId) : undefined),
+      hooks: deps.hooks,
       spawn: async (child) => {
         // A worker takes it when one is attached; otherwise this process hosts it.
         if (await deps.placeElsewhere?.(runId, child)) return;
@@ -240,6 +244,15 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
             signal,
             redactor: deps.redactor,
             ...(journal ? { journal } : {}),
+            ...(deps.hooks && !deps.hooks.empty
+              ? {
+                  gate: {
+                    before: (call: PlannedCall) => (deps.hooks as Hooks).beforeTool(call, { runId, agentId }),
+                    after: (call: PlannedCall, result: ToolResult) =>
+                      (deps.hooks as Hooks).afterTool(call, result, { runId, agentId }),
+                  },
+                }
+              : {}),
             hooks: {
               onStart: (call) => events.emit("tool.started", { callId: call.id, name: call.name }),
               onFinish: (call, result, durationMs) =>
@@ -340,6 +353,12 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
           const output = snapshot.output;
           control.unsubscribe();
           events.emit("agent.stopped", { ...output });
+          void deps.hooks?.notify("agentStop", definition.name, {
+            runId,
+            agentId,
+            reason: output.reason,
+            result: output.result,
+          });
           log.debug({ reason: output.reason, turns: output.turns }, "agent stopped");
           void events.flushed().then(() => resolve(output));
         }

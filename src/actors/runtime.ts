@@ -13,6 +13,7 @@ import { Redactor } from "../safety/redact.js";
 import { discoverSkills, matchSkill, type Skill, skillBody, skillCommand } from "../skills/skills.js";
 import { builtinTools } from "../tools/builtin/index.js";
 import { loadSkillTool } from "../tools/builtin/load-skill.js";
+import { Hooks } from "../tools/hooks.js";
 import { McpManager } from "../tools/mcp/mcp-manager.js";
 import { type Tool, ToolRegistry } from "../tools/tool.js";
 import { didYouMean } from "../util/did-you-mean.js";
@@ -74,6 +75,7 @@ export class Runtime {
   readonly #approver: Approver;
   readonly #ownsBus: boolean;
   #persistence: { agents: AgentStore; journal: ToolJournal } | undefined;
+  readonly #hooks: Hooks;
 
   constructor(options: RuntimeOptions) {
     this.#config = options.config;
@@ -102,6 +104,13 @@ export class Runtime {
       loadSkillTool(this.skills),
       ...(options.tools ?? []),
     ]);
+    this.#hooks = new Hooks(
+      options.config.troupe.hooks,
+      this.workspace,
+      this.redactor,
+      this.#log,
+      options.config.troupe.shell.env,
+    );
     this.mcp = new McpManager(options.config.troupe.mcpServers, this.tools, {
       workspace: this.workspace,
       log: this.#log,
@@ -264,6 +273,7 @@ export class Runtime {
       limits: this.#config.troupe.subagents,
       placeElsewhere: workerPlacement(this.bus, this.#log),
       adoptChild: (runId, childId) => this.adoptChild(runId, childId),
+      hooks: this.#hooks,
       ...(this.#persistence ? { persistence: this.#persistence } : {}),
     };
   }

@@ -5,6 +5,7 @@ import { makeEnvelope } from "../bus/envelope.js";
 import type { AgentDefinition, Budget } from "../config/schema.js";
 import type { AgentOutput, Spend } from "../machines/agent-types.js";
 import { addUsage, type Usage, ZERO_USAGE } from "../model/types.js";
+import type { Hooks } from "../tools/hooks.js";
 import { defineTool, type Tool, type ToolResult, toolError } from "../tools/tool.js";
 import type { AgentEventMap, SubagentStopReason } from "./agent-events.js";
 import type { EventPublisher } from "./event-publisher.js";
@@ -41,6 +42,8 @@ export interface ParentSide {
    * hosted (or now resumed) somewhere, undefined when there is none.
    */
   adopt(childId: string): Promise<{ stopped: AgentOutput } | { running: true } | undefined>;
+  /** The subagentStart / subagentStop hooks. */
+  hooks?: Hooks | undefined;
 }
 
 export interface ChildSpec {
@@ -120,6 +123,13 @@ export function subagentTools(
               reservation,
               signal,
             );
+            await parent.hooks?.notify("subagentStop", child.name, {
+              runId: parent.runId,
+              parentId: parent.agentId,
+              childId,
+              reason: outcome.reason,
+              result: outcome.result,
+            });
             parent.events.emit("subagent.finished", {
               childId,
               reason: outcome.reason,
@@ -282,6 +292,12 @@ async function runChild(
       return { reason, result, ...(error ? { error } : {}) };
     }
     if (!existing) {
+      await parent.hooks?.notify("subagentStart", spec.definition.name, {
+        runId: parent.runId,
+        parentId: parent.agentId,
+        childId: spec.childId,
+        task: spec.task,
+      });
       parent.events.emit("subagent.spawned", {
         childId: spec.childId,
         name: spec.definition.name,

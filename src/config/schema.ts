@@ -120,6 +120,20 @@ export const natsConfigSchema = z.strictObject({
 });
 export type NatsConfig = z.infer<typeof natsConfigSchema>;
 
+/** One hook: a shell command run on an event, for the tools (or agents) whose name matches `match`. */
+export const hookSchema = z.strictObject({
+  /** A name glob: `*` for any run of characters. Default `*`. */
+  match: z.string().min(1).default("*"),
+  command: z.string().min(1),
+  timeoutMs: positiveInt.default(10_000),
+  /** When the hook crashes or times out, block the call instead of going on. */
+  failClosed: z.boolean().default(false),
+});
+export type HookConfig = z.infer<typeof hookSchema>;
+
+export const HOOK_EVENTS = ["beforeTool", "afterTool", "subagentStart", "subagentStop", "agentStop"] as const;
+export type HookEvent = (typeof HOOK_EVENTS)[number];
+
 export const troupeConfigSchema = z.strictObject({
   nats: natsConfigSchema.default(natsConfigSchema.parse({})),
   /** Snapshots, local run logs and the embedded NATS store; the platform's data dir when absent. */
@@ -162,6 +176,15 @@ export const troupeConfigSchema = z.strictObject({
       maxTurns: positiveInt.default(8),
     })
     .default({ maxTurns: 8 }),
+  /** Commands run on events, in the spirit of Claude Code's hooks. */
+  hooks: z
+    .strictObject(
+      Object.fromEntries(HOOK_EVENTS.map((event) => [event, z.array(hookSchema).default([])])) as Record<
+        HookEvent,
+        z.ZodDefault<z.ZodArray<typeof hookSchema>>
+      >,
+    )
+    .default({ beforeTool: [], afterTool: [], subagentStart: [], subagentStop: [], agentStop: [] }),
   shell: z
     .strictObject({
       /** Environment variables passed to commands besides the safe defaults (PATH, HOME, LANG…). */

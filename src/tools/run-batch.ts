@@ -21,6 +21,11 @@ export interface BatchOptions {
   outputCap?: number;
   /** Where calls are journaled, so a finished call is never run again after a restart. */
   journal?: BatchJournal;
+  /** User hooks around each call: `before` may block it (its result stands instead), `after` may replace the result. */
+  gate?: {
+    before(call: PlannedCall): Promise<ToolResult | undefined>;
+    after(call: PlannedCall, result: ToolResult): Promise<ToolResult>;
+  };
 }
 
 /** The tool-call journal of one agent. */
@@ -80,6 +85,12 @@ async function execute(call: PlannedCall, options: BatchOptions): Promise<ToolRe
   if (!tool) return toolError(`unknown tool "${call.name}"`, "call one of the tools available");
   options.hooks?.onStart?.(call);
   const started = performance.now();
+  const blocked = await options.gate?.before(call);
+  if (blocked) {
+    const result = finish(blocked, tool.source ?? tool.name, tool.readMore, options);
+    options.hooks?.onFinish?.(call, result, performance.now() - started);
+    return result;
+  }
   const timeoutMs = tool.timeoutMs ?? options.defaultTimeoutMs ?? 120_000;
   const controller = new AbortController();
   const onAbort = () => controller.abort(options.signal.reason);
@@ -114,6 +125,7 @@ async function execute(call: PlannedCall, options: BatchOptions): Promise<ToolRe
     clearTimeout(timer);
     options.signal.removeEventListener("abort", onAbort);
   }
+  if (options.gate) result = await options.gate.after(call, result);
   result = finish(result, tool.source ?? tool.name, tool.readMore, options);
   options.hooks?.onFinish?.(call, result, performance.now() - started);
   return result;
