@@ -70,6 +70,8 @@ export interface StartAgentOptions {
   skill?: { name: string; body: string; by: "user" | "match"; score?: number };
   /** `plan` for this run (overrides the agent's `mode`). */
   mode?: "act" | "plan";
+  /** With `restore` of a stopped agent: the instruction it goes on with. */
+  continueWith?: string;
   /** Resume this agent from its stored record instead of starting it. */
   restore?: AgentRecord;
 }
@@ -407,8 +409,10 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     void events.flushed().then(() => persistence.agents.save(record));
   };
   actor.start();
-  if (restore) log.info({ state: String(actor.getSnapshot().value) }, "agent resumed from its snapshot");
-  else {
+  if (restore) {
+    log.info({ state: String(actor.getSnapshot().value) }, "agent resumed from its snapshot");
+    if (options.continueWith !== undefined) actor.send({ type: "START", task: options.continueWith });
+  } else {
     const skill = options.skill;
     if (skill)
       events.emit("skill.loaded", {

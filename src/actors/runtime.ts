@@ -18,7 +18,7 @@ import { McpManager } from "../tools/mcp/mcp-manager.js";
 import { type Tool, ToolRegistry } from "../tools/tool.js";
 import { didYouMean } from "../util/did-you-mean.js";
 import { type AgentDeps, type AgentHandle, type StartAgentOptions, startAgent } from "./agent-host.js";
-import { AgentStore, ToolJournal } from "./agent-store.js";
+import { type AgentRecord, AgentStore, ToolJournal } from "./agent-store.js";
 import { actorKey, type SpawnRequest, workerPlacement } from "./placement.js";
 
 export interface RuntimeOptions {
@@ -164,10 +164,19 @@ export class Runtime {
    * Brings an unfinished agent back from its stored snapshot: its conversation, budget use, queues
    * and machine state. A tool call that had finished is not run again. Needs `open()` first.
    */
-  async resume(runId: string, agentId: string): Promise<AgentHandle | undefined> {
+  async resume(
+    runId: string,
+    agentId: string,
+    options: { reopen?: string } = {},
+  ): Promise<AgentHandle | undefined> {
     if (!this.#persistence) throw new Error("resume needs an opened runtime");
-    const record = await this.#persistence.agents.load(runId, agentId);
-    if (!record || record.done) return undefined;
+    let record = await this.#persistence.agents.load(runId, agentId);
+    if (!record) return undefined;
+    const stopped = record.done;
+    if (stopped) {
+      if (options.reopen === undefined) return undefined;
+      record = reopened(record);
+    }
     const definition = this.agent(record.name);
     // Events made after the last snapshot are in the log already: carry on after them, without a gap.
     let nextSeq = record.nextSeq;
@@ -181,6 +190,7 @@ export class Runtime {
       agentId,
       ...(record.parentId ? { parentId: record.parentId } : {}),
       restore: { ...record, nextSeq },
+      ...(stopped && options.reopen !== undefined ? { continueWith: options.reopen } : {}),
     });
   }
 
@@ -299,6 +309,25 @@ export function secretsOf(config: LoadedConfig, env: NodeJS.ProcessEnv): Redacto
   const nats = config.troupe.nats;
   const literals = [nats.password, nats.token].filter((value): value is string => value !== undefined);
   return Redactor.fromEnv({ ...process.env, ...env }, keyVariables).with(literals);
+}
+
+/**
+ * A stopped agent's record made ready to go on: the same conversation, budget use and queues, back in
+ * `idle` so a new START (the instruction to continue) takes it on from there.
+ */
+function reopened(record: AgentRecord): AgentRecord {
+  const snapshot = record.snapshot as { context: Record<string, unknown> } & Record<string, unknown>;
+  return {
+    ...record,
+    done: false,
+    snapshot: {
+      ...snapshot,
+      status: "active",
+      value: "idle",
+      output: undefined,
+      context: { ...snapshot.context, stop: null, finalizing: null, batch: [] },
+    },
+  };
 }
 
 export function newRunId(): string {

@@ -25,6 +25,7 @@ import {
   type Subscription,
 } from "./bus.js";
 import { type Envelope, encodeEnvelope } from "./envelope.js";
+import type { FileStore } from "./file-store.js";
 import { Intake } from "./intake.js";
 import { DEFAULT_PREFIX, type Subjects, subjectMatches, subjects } from "./subjects.js";
 
@@ -42,6 +43,8 @@ interface LocalSubscription {
 export interface LocalBusOptions {
   prefix?: string;
   log?: Logger;
+  /** Keep the event log and KV values on disk (local runs that can be listed, replayed and resumed). */
+  store?: FileStore;
 }
 
 /**
@@ -59,12 +62,14 @@ export class LocalBus implements Bus {
   #queueCursor = new Map<string, number>();
   #buckets = new Map<string, LocalKv>();
   #closed = false;
+  readonly #store: FileStore | undefined;
 
   constructor(options: LocalBusOptions = {}) {
     this.subjects = subjects(options.prefix ?? DEFAULT_PREFIX);
     this.#logger = (options.log ?? silentLogger).child({ component: "bus", bus: "local" });
     this.intake = new Intake(this.stats, this.#logger);
-    this.log = new LocalEventLog(this, this.#logger);
+    this.log = new LocalEventLog(this, this.#logger, options.store);
+    this.#store = options.store;
   }
 
   publish(subject: string, envelope: Envelope): void {
@@ -117,7 +122,7 @@ export class LocalBus implements Bus {
     const bucket = this.subjects.bucket(name);
     let store = this.#buckets.get(bucket);
     if (!store) {
-      store = new LocalKv(bucket);
+      store = new LocalKv(bucket, this.#store);
       this.#buckets.set(bucket, store);
     }
     return store;
@@ -194,23 +199,50 @@ class LocalEventLog implements EventLog {
   #seen = new Map<string, { seq: number; at: number }>();
   #followers = new Set<{ runId: string | undefined; queue: AsyncQueue<StoredEvent> }>();
 
+  #loaded = new Set<string>();
+
   constructor(
     private readonly bus: LocalBus,
     private readonly logger: Logger,
+    private readonly store?: FileStore,
   ) {}
 
-  async append(envelope: Envelope): Promise<AppendAck> {
-    const subject = this.bus.subjects.event(envelope.runId, envelope.agentId, envelope.type);
-    const now = Date.now();
-    const seen = this.#seen.get(envelope.id);
-    if (seen && now - seen.at < DUPLICATE_WINDOW_MS) return { seq: seen.seq, duplicate: true };
-    this.#forgetOld(now);
-    const stored: StoredEvent = { seq: this.#events.length + 1, subject, bytes: encodeEnvelope(envelope) };
+  /** A run this process has not seen yet is loaded from the store, once, before its first use. */
+  #load(runId: string): void {
+    if (!this.store || this.#loaded.has(runId)) return;
+    this.#loaded.add(runId);
+    for (const line of this.store.loadEvents(runId) ?? []) {
+      const bytes = new TextEncoder().encode(line);
+      const envelope = this.bus.intake.decode(bytes, "store");
+      if (!envelope) continue;
+      this.#keep(
+        this.bus.subjects.event(envelope.runId, envelope.agentId, envelope.type),
+        bytes,
+        envelope,
+        Date.now(),
+      );
+    }
+  }
+
+  #keep(subject: string, bytes: Uint8Array, envelope: Envelope, now: number): StoredEvent {
+    const stored: StoredEvent = { seq: this.#events.length + 1, subject, bytes };
     this.#events.push(stored);
     const run = this.#byRun.get(envelope.runId);
     if (run) run.push(stored);
     else this.#byRun.set(envelope.runId, [stored]);
     this.#seen.set(envelope.id, { seq: stored.seq, at: now });
+    return stored;
+  }
+
+  async append(envelope: Envelope): Promise<AppendAck> {
+    this.#load(envelope.runId);
+    const subject = this.bus.subjects.event(envelope.runId, envelope.agentId, envelope.type);
+    const now = Date.now();
+    const seen = this.#seen.get(envelope.id);
+    if (seen && now - seen.at < DUPLICATE_WINDOW_MS) return { seq: seen.seq, duplicate: true };
+    this.#forgetOld(now);
+    const stored = this.#keep(subject, encodeEnvelope(envelope), envelope, now);
+    this.store?.appendEvent(envelope.runId, new TextDecoder().decode(stored.bytes));
     this.bus.stats.published++;
     this.bus.route(subject, stored.bytes);
     for (const follower of this.#followers) {
@@ -221,7 +253,10 @@ class LocalEventLog implements EventLog {
 
   async *read(options: ReadOptions = {}): AsyncIterable<LoggedEvent> {
     const { runId, from = "start", follow = false, signal } = options;
-    if (runId !== undefined) this.bus.subjects.events(runId);
+    if (runId !== undefined) {
+      this.bus.subjects.events(runId);
+      this.#load(runId);
+    }
     const backlog =
       from === "start" ? (runId === undefined ? this.#events : (this.#byRun.get(runId) ?? [])) : [];
     // Registered before the backlog is read, so nothing appended meanwhile is missed.
@@ -274,7 +309,15 @@ class LocalKv implements KvStore {
   #revision = 0;
   #watchers = new Set<{ pattern: string; queue: AsyncQueue<KvChange> }>();
 
-  constructor(readonly name: string) {}
+  constructor(
+    readonly name: string,
+    private readonly store?: FileStore,
+  ) {
+    for (const { key, json, revision } of store?.loadValues(name) ?? []) {
+      this.#values.set(key, { bytes: json, revision });
+      this.#revision = Math.max(this.#revision, revision);
+    }
+  }
 
   async get<T>(key: string): Promise<KvEntry<T> | null> {
     assertKvKey(key);
@@ -289,6 +332,7 @@ class LocalKv implements KvStore {
     if (expected !== undefined && expected !== current) throw new KvConflictError(this.name, key, expected);
     const stored = { bytes: JSON.stringify(value), revision: ++this.#revision };
     this.#values.set(key, stored);
+    this.store?.saveValue(this.name, key, { json: stored.bytes, revision: stored.revision });
     this.#notify({ key, value: JSON.parse(stored.bytes), revision: stored.revision, op: "put" });
     return stored.revision;
   }
@@ -303,6 +347,7 @@ class LocalKv implements KvStore {
     const expected = options.expectedRevision;
     if (expected !== undefined && expected !== current) throw new KvConflictError(this.name, key, expected);
     if (!this.#values.delete(key)) return;
+    this.store?.deleteValue(this.name, key);
     this.#notify({ key, value: null, revision: ++this.#revision, op: "delete" });
   }
 

@@ -11,12 +11,17 @@ export class NoDaemonError extends Error {
 }
 
 /** A connection to the daemon's NATS for one CLI command. */
-export async function connectClient(config: LoadedConfig, name: string, log: Logger): Promise<NatsBus> {
+export async function connectClient(
+  config: LoadedConfig,
+  name: string,
+  log: Logger,
+  connectTimeoutMs = 3000,
+): Promise<NatsBus> {
   return NatsBus.connect({
     ...natsOptionsFromConfig(config.troupe.nats, config.dir),
     name,
     log,
-    connectTimeoutMs: 3000,
+    connectTimeoutMs,
   });
 }
 

@@ -148,6 +148,32 @@ export async function main(argv: string[]): Promise<number> {
       exitCode = await runInspect(globals().config, runId, agentId, log("inspect"));
     });
   program
+    .command("runs")
+    .description("local runs (kept in the data dir) and the daemon's, with state, agent, spend and age")
+    .option("--json", "as JSON")
+    .action(async (flags: { json?: boolean }) => {
+      const { runRuns } = await import("./history.js");
+      exitCode = await runRuns(globals().config, flags, log("runs"));
+    });
+  program
+    .command("resume")
+    .description("continue an unfinished or aborted run from its snapshot (local, else on the daemon)")
+    .argument("<runId>")
+    .option("--json", "print every event as one JSON line")
+    .action(async (runId: string, flags: { json?: boolean }) => {
+      const { runResume } = await import("./history.js");
+      exitCode = await runResume(globals().config, runId, flags, log("resume"));
+    });
+  program
+    .command("replay")
+    .description("print a run's events as observe does")
+    .argument("<runId>")
+    .option("--json", "one event per line (also the default without a terminal)")
+    .action(async (runId: string, flags: { json?: boolean }) => {
+      const { runReplay } = await import("./history.js");
+      exitCode = await runReplay(globals().config, runId, flags, log("replay"));
+    });
+  program
     .command("approve")
     .description("answer a pending approval from any terminal: the first answer wins")
     .argument("<callId>", "the tool call's id, as approval.requested shows it")
@@ -200,6 +226,7 @@ const USAGE_ERRORS = new Set([
   "ApproveUsageError",
   "InspectError",
   "UnknownSkillError",
+  "HistoryError",
   "ModelNotConfiguredError",
   "UnknownAgentError",
   "WorkspaceError",

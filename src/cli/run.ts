@@ -1,6 +1,10 @@
+import { join } from "node:path";
 import type { AgentHandle } from "../actors/agent-host.js";
 import { Runtime, type RuntimeOptions } from "../actors/runtime.js";
+import { FileStore } from "../bus/file-store.js";
+import { LocalBus } from "../bus/local-bus.js";
 import type { LoadedConfig } from "../config/load.js";
+import { dataDir } from "../config/paths.js";
 import type { ApprovalPolicy } from "../config/schema.js";
 import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
@@ -40,9 +44,12 @@ export async function runTask(
 ): Promise<number> {
   const interactive = process.stdin.isTTY === true && process.stderr.isTTY === true;
   const displayed = new Signals();
+  // A local run keeps its event log and snapshots in the data dir: `troupe runs`, `resume`, `replay`.
+  const bus = extra.bus ?? localBus(config, log);
   const runtime = new Runtime({
     config,
     log,
+    bus,
     ...(flags.workspace ? { workspace: flags.workspace } : {}),
     approver: interactive
       ? ttyApprover((callId) => displayed.wait(callId))
@@ -94,6 +101,7 @@ export async function runTask(
     renderer.close();
     process.off("SIGINT", onSigint);
     await runtime.close();
+    if (!extra.bus) await bus.close();
   }
 }
 
@@ -111,4 +119,14 @@ class Signals {
     if (this.#fired.has(key)) return Promise.resolve();
     return new Promise((resolve) => this.#waiting.set(key, resolve));
   }
+}
+
+/** The in-process bus of local runs, kept on disk under `<data dir>/local/<prefix>`. */
+export function localBus(config: LoadedConfig, log: Logger): LocalBus {
+  const prefix = config.troupe.nats.prefix;
+  return new LocalBus({
+    prefix,
+    log,
+    store: new FileStore(join(dataDir(config.troupe.dataDir), "local", prefix)),
+  });
 }

@@ -15,6 +15,8 @@ export const apiRequests = {
   }),
   "runs.list": z.strictObject({}),
   "runs.get": z.strictObject({ runId: z.string().min(1) }),
+  /** Continue an unfinished or aborted run from its snapshot. */
+  "runs.resume": z.strictObject({ runId: z.string().min(1) }),
   "runs.abort": z.strictObject({ runId: z.string().min(1), reason: z.string().optional() }),
   "runs.steer": z.strictObject({ runId: z.string().min(1), text: z.string().min(1) }),
   "runs.followUp": z.strictObject({ runId: z.string().min(1), text: z.string().min(1) }),

@@ -84,6 +84,20 @@ export class Daemon {
         if (!entry) throw new BusError(`no run ${data.runId}`);
         return entry.value;
       }
+      case "runs.resume": {
+        const entry = await this.#index?.get<RunRecord>(data.runId as string);
+        if (!entry) throw new BusError(`no run ${data.runId}`);
+        if (this.#runs.has(entry.value.runId)) throw new BusError(`run ${data.runId} is running`);
+        if (entry.value.status === "done") throw new BusError(`run ${data.runId} is done; nothing to resume`);
+        const handle = await this.runtime.resume(entry.value.runId, entry.value.agentId, {
+          reopen: "Continue the task where you left off.",
+        });
+        if (!handle) throw new BusError(`run ${data.runId} has no snapshot to resume from`);
+        const record: RunRecord = { ...entry.value, status: "running" };
+        await this.#index?.put(record.runId, record);
+        this.#track(handle, record);
+        return { runId: handle.runId, agentId: handle.agentId };
+      }
       case "runs.abort":
       case "runs.steer":
       case "runs.followUp": {

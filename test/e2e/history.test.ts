@@ -1,0 +1,107 @@
+import { spawn } from "node:child_process";
+import { readdirSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, beforeEach, expect, it } from "vitest";
+import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { runTroupe, TROUPE_BIN, tempTree } from "../support/cli.js";
+import { waitFor } from "../support/wait.js";
+
+let server: ScriptedModelServer;
+let dir: string;
+let dispose: () => void;
+beforeEach(async () => {
+  server = await ScriptedModelServer.start();
+  ({ dir, dispose } = tempTree({
+    "config/troupe.yaml": "nats:\n  url: nats://127.0.0.1:1\ndefaultAgent: worker\ndefaultModel: scripted\n",
+    "config/agents/worker.yaml": "name: worker\ndescription: Works.\ntools: [read_file]\n",
+  }));
+});
+afterEach(async () => {
+  await server.close();
+  dispose();
+});
+
+const env = () => ({
+  OPENAI_BASE_URL: server.baseURL,
+  OPENAI_API_KEY: "",
+  TROUPE_DATA_DIR: join(dir, "data"),
+});
+const mode = (path: string) => statSync(path).mode & 0o777;
+
+it("keeps local runs in the data dir (0700/0600), lists them, replays them, and resumes an aborted one from its snapshot", async () => {
+  server.script({ match: { lastUser: "quick" }, reply: { text: "Quick." } });
+  const quick = await runTroupe(["run", "--local", "--json", "quick"], { cwd: dir, env: env() });
+  expect(quick.code).toBe(0);
+  const runId = JSON.parse(quick.stdout.split("\n")[0] ?? "{}").runId as string;
+  const local = join(dir, "data", "local", "troupe");
+  expect(mode(local)).toBe(0o700);
+  expect(mode(join(local, "runs", runId))).toBe(0o700);
+  expect(mode(join(local, "runs", runId, "events.jsonl"))).toBe(0o600);
+  const snapshots = join(local, "kv", "troupe_snapshots");
+  expect(
+    readdirSync(snapshots).every((file) => file.endsWith(".json") && mode(join(snapshots, file)) === 0o600),
+  ).toBe(true);
+
+  const replay = await runTroupe(["replay", runId, "--json"], { cwd: dir, env: env() });
+  expect(replay.stdout).toBe(quick.stdout);
+
+  // A slow run, aborted with Ctrl-C, then resumed.
+  server.script(
+    { match: { lastUser: "slow" }, reply: { text: "slow ".repeat(200), chunks: 200, chunkDelayMs: 30 } },
+    {
+      match: { lastUser: "Continue the task where you left off." },
+      reply: { text: "Picked up and finished." },
+    },
+  );
+  const slow = spawn(process.execPath, [TROUPE_BIN, "run", "--local", "--json", "slow"], {
+    cwd: dir,
+    env: { ...process.env, ...env() },
+    stdio: ["ignore", "pipe", "ignore"],
+  });
+  let out = "";
+  slow.stdout.on("data", (chunk) => (out += chunk));
+  const exit = new Promise<number | null>((resolve) => slow.once("exit", resolve));
+  await waitFor("streaming", () => out.includes('"model.delta"'), 10_000);
+  slow.kill("SIGINT");
+  expect(await exit).toBe(130);
+  const slowRun = JSON.parse(out.split("\n")[0] ?? "{}").runId as string;
+
+  const listed = JSON.parse((await runTroupe(["runs", "--json"], { cwd: dir, env: env() })).stdout) as Array<{
+    runId: string;
+    state: string;
+    where: string;
+  }>;
+  expect(listed.map((r) => [r.runId, r.where, r.state])).toEqual([
+    [runId, "local", "done"],
+    [slowRun, "local", "aborted"],
+  ]);
+
+  const resumed = await runTroupe(["resume", slowRun, "--json"], { cwd: dir, env: env() });
+  expect(resumed.code).toBe(0);
+  const last = resumed.stdout
+    .trim()
+    .split("\n")
+    .map((line) => JSON.parse(line))
+    .at(-1);
+  expect(last).toMatchObject({
+    type: "agent.stopped",
+    data: { reason: "done", result: "Picked up and finished." },
+  });
+  const request = server.requests.at(-1)?.body.messages ?? [];
+  // The conversation came back from the snapshot: the first task, then the instruction to go on.
+  expect(request.filter((m) => m.role === "user").map((m) => m.content)).toEqual([
+    "slow",
+    "Continue the task where you left off.",
+  ]);
+
+  const again = await runTroupe(["resume", runId], { cwd: dir, env: env() });
+  expect(again.stderr).toBe(
+    `troupe: run ${runId} is done; nothing to resume (troupe replay ${runId} shows it)\n`,
+  );
+  expect(again.code).toBe(2);
+  const after = JSON.parse((await runTroupe(["runs", "--json"], { cwd: dir, env: env() })).stdout) as Array<{
+    runId: string;
+    state: string;
+  }>;
+  expect(after.find((r) => r.runId === slowRun)?.state).toBe("done");
+});
