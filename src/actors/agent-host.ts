@@ -1,7 +1,7 @@
 import { ulid } from "ulid";
 import { createActor, fromPromise, type Snapshot } from "xstate";
 import type { Bus } from "../bus/bus.js";
-import { makeEnvelope } from "../bus/envelope.js";
+import { type Envelope, makeEnvelope } from "../bus/envelope.js";
 import type { AgentDefinition, ApprovalPolicy, Budget, TroupeConfig } from "../config/schema.js";
 import { type CompactionSettings, compactMessages, overThreshold } from "../context/compaction.js";
 import { buildSystemPrompt } from "../context/system-prompt.js";
@@ -16,7 +16,9 @@ import type { Skill } from "../skills/skills.js";
 import type { Hooks } from "../tools/hooks.js";
 import { type PlannedCall, planCalls } from "../tools/plan.js";
 import { type BatchJournal, runBatch } from "../tools/run-batch.js";
-import type { ToolRegistry, ToolResult } from "../tools/tool.js";
+import type { Tool, ToolRegistry } from "../tools/tool.js";
+import type { AgentEventMap, AgentEventType } from "./agent-events.js";
+import { type AgentHooks, toolGate } from "./agent-hooks.js";
 import { AGENT_RECORD_VERSION, type AgentRecord, type AgentStore, type ToolJournal } from "./agent-store.js";
 import { catalogueFor, previewOf, requested, toolView } from "./agent-tools.js";
 import { EventPublisher } from "./event-publisher.js";
@@ -43,6 +45,10 @@ export interface AgentDeps {
   limits: SubagentLimits;
   /** The hooks of troupe.yaml. */
   hooks?: Hooks;
+  /** Hooks as functions (the library API). */
+  agentHooks?: AgentHooks;
+  /** Tools from the `toolModules` an agent names, by agent name. */
+  moduleTools?: ReadonlyMap<string, Tool[]>;
   /** Finds a child a resumed parent had started: stopped (with its output), running, or none. */
   adoptChild?: (
     runId: string,
@@ -76,6 +82,16 @@ export interface StartAgentOptions {
   restore?: AgentRecord;
 }
 
+/** One event of a run, typed by its `type`. */
+export type AgentEvent = { [T in AgentEventType]: Envelope<AgentEventMap[T]> & { type: T } }[AgentEventType];
+
+async function* eventsUntilStopped(bus: Bus, runId: string, agentId: string): AsyncIterable<AgentEvent> {
+  for await (const { envelope } of bus.log.read({ runId, follow: true })) {
+    yield envelope as AgentEvent;
+    if (envelope.type === "agent.stopped" && envelope.agentId === agentId) return;
+  }
+}
+
 /** What the system prompt of an agent in plan mode adds. */
 export const PLAN_NOTE =
   "You are in plan mode: investigate with the read tools you have and answer with a plan (the steps, the files to change, the risks, how to check the result). Do not try to change anything: write and execute tools are not available in plan mode.";
@@ -92,6 +108,8 @@ export interface AgentHandle {
   snapshot(): unknown;
   /** Stops hosting the agent here, saving and publishing nothing: another host resumes it. */
   detach(): void;
+  /** Every event of the run from its start (subagents' too), ending with this agent's `agent.stopped`. */
+  events(): AsyncIterable<AgentEvent>;
 }
 
 /**
@@ -131,6 +149,8 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       ? "read-only"
       : undefined;
   const startedAt = Date.now() - (restore?.elapsedMs ?? 0);
+  let turn = restore ? ((restore.snapshot as { context?: { turns?: number } }).context?.turns ?? 0) : 0;
+  const gate = toolGate(deps.hooks, deps.agentHooks, { runId, agentId, agent: definition.name });
   const store = deps.persistence?.journal;
   const journal: BatchJournal | undefined = store && {
     get: (callId) => store.get(runId, agentId, callId),
@@ -169,9 +189,10 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       },
     },
   );
-  const registry = children.tools.length > 0 ? deps.tools.with(children.tools) : deps.tools;
+  const own = [...children.tools, ...(deps.moduleTools?.get(definition.name) ?? [])];
+  const registry = own.length > 0 ? deps.tools.with(own) : deps.tools;
   const tools = toolView(
-    [...definition.tools, ...children.tools.map((tool) => tool.name)],
+    [...definition.tools, ...own.map((tool) => tool.name)],
     registry,
     readOnlyBecause !== undefined,
   );
@@ -179,12 +200,26 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
   const machine = agentMachine.provide({
     actors: {
       callModel: fromPromise<ModelTurn, ModelTurnInput>(async ({ input, signal }) => {
-        const response = await deps.models.call(chain, {
+        const hookContext = { runId, agentId, agent: definition.name };
+        const next = await deps.agentHooks?.prepareNextTurn?.({
+          ...hookContext,
+          model: chain[0] as string,
           messages: input.messages,
+        });
+        const response = await deps.models.call(next?.model ? [next.model, ...chain.slice(1)] : chain, {
+          messages: next?.messages ?? input.messages,
           ...(input.withTools ? { tools: tools().specs } : {}),
           signal,
           onDelta: (text) => events.emit("model.delta", { text }),
         });
+        turn++;
+        if (
+          await deps.agentHooks?.shouldStopAfterTurn?.({ ...hookContext, turn, message: response.message })
+        ) {
+          // Stopping here: the turn's tool calls are not run, so they leave the history too.
+          const { tool_calls: _dropped, ...message } = response.message;
+          response.message = message;
+        }
         const toolCalls = response.message.tool_calls ?? [];
         events.emit("model.completed", {
           model: response.model,
@@ -234,7 +269,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       runTools: fromPromise(
         async ({ input, signal }: { input: { calls: PlannedCall[] }; signal: AbortSignal }) => {
           children.beginBatch(input.calls.filter((call) => call.name.startsWith("subagent_")).length);
-          return runBatch(input.calls, {
+          const results = await runBatch(input.calls, {
             registry,
             context: {
               runId,
@@ -246,15 +281,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
             signal,
             redactor: deps.redactor,
             ...(journal ? { journal } : {}),
-            ...(deps.hooks && !deps.hooks.empty
-              ? {
-                  gate: {
-                    before: (call: PlannedCall) => (deps.hooks as Hooks).beforeTool(call, { runId, agentId }),
-                    after: (call: PlannedCall, result: ToolResult) =>
-                      (deps.hooks as Hooks).afterTool(call, result, { runId, agentId }),
-                  },
-                }
-              : {}),
+            ...(gate ? { gate } : {}),
             hooks: {
               onStart: (call) => events.emit("tool.started", { callId: call.id, name: call.name }),
               onFinish: (call, result, durationMs) =>
@@ -267,6 +294,17 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
                 }),
             },
           });
+          const failed =
+            definition.onToolError === "stop"
+              ? input.calls.find((call) => results[call.id]?.ok === false)
+              : undefined;
+          if (failed) {
+            actor.send({
+              type: "FAIL",
+              error: `${failed.name} failed (onToolError: stop): ${results[failed.id]?.error ?? "error"}`,
+            });
+          }
+          return results;
         },
       ),
       compact: fromPromise(async ({ input, signal }: { input: CompactionInput; signal: AbortSignal }) => {
@@ -435,6 +473,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     abort: (reason) => actor.send({ type: "ABORT", ...(reason ? { reason } : {}) }),
     // What is stored is redacted like everything else that leaves the process.
     snapshot: () => deps.redactor.redactDeep(actor.getPersistedSnapshot()),
+    events: () => eventsUntilStopped(deps.bus, runId, agentId),
     detach: () => {
       // Another host takes over from the stored snapshot: stop here without a word or a save.
       detached = true;

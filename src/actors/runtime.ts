@@ -1,5 +1,6 @@
 import { existsSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 import { ulid } from "ulid";
 import type { Bus } from "../bus/bus.js";
 import { LocalBus } from "../bus/local-bus.js";
@@ -17,6 +18,7 @@ import { Hooks } from "../tools/hooks.js";
 import { McpManager } from "../tools/mcp/mcp-manager.js";
 import { type Tool, ToolRegistry } from "../tools/tool.js";
 import { didYouMean } from "../util/did-you-mean.js";
+import type { AgentHooks } from "./agent-hooks.js";
 import { type AgentDeps, type AgentHandle, type StartAgentOptions, startAgent } from "./agent-host.js";
 import { type AgentRecord, AgentStore, ToolJournal } from "./agent-store.js";
 import { actorKey, type SpawnRequest, workerPlacement } from "./placement.js";
@@ -33,6 +35,8 @@ export interface RuntimeOptions {
   approver?: Approver;
   /** Tools besides the built-in ones. */
   tools?: Tool[];
+  /** Hooks as functions: block or change tool calls, replace results, stop after a turn, swap the model. */
+  hooks?: AgentHooks;
   models?: ModelRouterOptions;
 }
 
@@ -76,6 +80,8 @@ export class Runtime {
   readonly #ownsBus: boolean;
   #persistence: { agents: AgentStore; journal: ToolJournal } | undefined;
   readonly #hooks: Hooks;
+  readonly #agentHooks: AgentHooks | undefined;
+  #moduleTools = new Map<string, Tool[]>();
 
   constructor(options: RuntimeOptions) {
     this.#config = options.config;
@@ -104,6 +110,7 @@ export class Runtime {
       loadSkillTool(this.skills),
       ...(options.tools ?? []),
     ]);
+    this.#agentHooks = options.hooks;
     this.#hooks = new Hooks(
       options.config.troupe.hooks,
       this.workspace,
@@ -284,11 +291,14 @@ export class Runtime {
       placeElsewhere: workerPlacement(this.bus, this.#log),
       adoptChild: (runId, childId) => this.adoptChild(runId, childId),
       hooks: this.#hooks,
+      ...(this.#agentHooks ? { agentHooks: this.#agentHooks } : {}),
+      moduleTools: this.#moduleTools,
       ...(this.#persistence ? { persistence: this.#persistence } : {}),
     };
   }
 
   async open(): Promise<this> {
+    this.#moduleTools = await loadToolModules(this.definitions(), this.#config.dir);
     this.#persistence = {
       agents: await AgentStore.open(this.bus, this.#log),
       journal: await ToolJournal.open(this.bus),
@@ -328,6 +338,51 @@ function reopened(record: AgentRecord): AgentRecord {
       context: { ...snapshot.context, stop: null, finalizing: null, batch: [] },
     },
   };
+}
+
+export class ToolModuleError extends Error {
+  override name = "ToolModuleError";
+}
+
+/** The tools each agent's `toolModules` export (every export that is a tool), by agent name. */
+async function loadToolModules(
+  definitions: AgentDefinition[],
+  configDir: string,
+): Promise<Map<string, Tool[]>> {
+  const byAgent = new Map<string, Tool[]>();
+  for (const definition of definitions) {
+    const tools: Tool[] = [];
+    for (const path of definition.toolModules) {
+      let exported: Record<string, unknown>;
+      try {
+        exported = (await import(pathToFileURL(resolve(configDir, path)).href)) as Record<string, unknown>;
+      } catch (error) {
+        throw new ToolModuleError(
+          `${definition.name}: toolModules: cannot load ${path}: ${(error as Error).message}`,
+        );
+      }
+      const found = Object.values(exported)
+        .flatMap((value) => (Array.isArray(value) ? value : [value]))
+        .filter(isTool);
+      if (found.length === 0)
+        throw new ToolModuleError(
+          `${definition.name}: toolModules: ${path} exports no tool (use defineTool)`,
+        );
+      tools.push(...found);
+    }
+    if (tools.length > 0) byAgent.set(definition.name, tools);
+  }
+  return byAgent;
+}
+
+function isTool(value: unknown): value is Tool {
+  const tool = value as Partial<Tool> | null;
+  return (
+    typeof tool?.name === "string" &&
+    typeof tool.execute === "function" &&
+    typeof tool.effect === "string" &&
+    tool.parameters !== undefined
+  );
 }
 
 export function newRunId(): string {

@@ -227,6 +227,7 @@ const USAGE_ERRORS = new Set([
   "InspectError",
   "UnknownSkillError",
   "HistoryError",
+  "ToolModuleError",
   "ModelNotConfiguredError",
   "UnknownAgentError",
   "WorkspaceError",

@@ -45,6 +45,10 @@ export const agentSchema = z.strictObject({
   approval: approvalPolicySchema.optional(),
   /** A read-only agent may list read tools only. Every subagent is read-only. */
   readOnly: z.boolean().default(false),
+  /** JavaScript modules (relative to the config dir) whose exported tools this agent also gets. */
+  toolModules: z.array(z.string().min(1)).default([]),
+  /** `stop`: the first tool error ends the run as failed; `continue` (default): the model sees it and corrects. */
+  onToolError: z.enum(["continue", "stop"]).default("continue"),
   /** `plan`: only read tools, a capped number of turns, and a prompt that asks for a plan. */
   mode: z.enum(["act", "plan"]).optional(),
 });

@@ -300,6 +300,7 @@ export const agentMachine = setup({
     FOLLOW_UP: { actions: "queueFollowUp" },
     ABORT: { target: ".stopped", actions: "stopAborted" },
     CHILD_SPENT: { actions: "chargeChild" },
+    FAIL: { target: ".stopped", actions: "stopFailed" },
   },
   after: {
     wallBudget: { guard: "hasWallLimit", target: ".nextTurn", actions: "beginWallFinal" },

@@ -103,5 +103,7 @@ export type AgentEvent =
   | { type: "STEER"; text: string }
   | { type: "FOLLOW_UP"; text: string }
   | { type: "ABORT"; reason?: string }
+  /** The host stops the agent as failed (a tool error under `onToolError: stop`). */
+  | { type: "FAIL"; error: string }
   /** A subagent spent this much more (a delta): charged to this agent's budget. */
   | { type: "CHILD_SPENT"; usage: Usage; toolCalls: number };

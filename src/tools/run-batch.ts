@@ -23,7 +23,8 @@ export interface BatchOptions {
   journal?: BatchJournal;
   /** User hooks around each call: `before` may block it (its result stands instead), `after` may replace the result. */
   gate?: {
-    before(call: PlannedCall): Promise<ToolResult | undefined>;
+    /** A result that stands instead of the call (blocked), or the call with changed arguments. */
+    before(call: PlannedCall): Promise<{ blocked?: ToolResult; call?: PlannedCall } | undefined>;
     after(call: PlannedCall, result: ToolResult): Promise<ToolResult>;
   };
 }
@@ -85,9 +86,10 @@ async function execute(call: PlannedCall, options: BatchOptions): Promise<ToolRe
   if (!tool) return toolError(`unknown tool "${call.name}"`, "call one of the tools available");
   options.hooks?.onStart?.(call);
   const started = performance.now();
-  const blocked = await options.gate?.before(call);
-  if (blocked) {
-    const result = finish(blocked, tool.source ?? tool.name, tool.readMore, options);
+  const gated = await options.gate?.before(call);
+  if (gated?.call) call = gated.call;
+  if (gated?.blocked) {
+    const result = finish(gated.blocked, tool.source ?? tool.name, tool.readMore, options);
     options.hooks?.onFinish?.(call, result, performance.now() - started);
     return result;
   }

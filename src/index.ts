@@ -1,0 +1,90 @@
+/**
+ * Troupe as a library: `import { createRuntime, defineTool } from "troupe"`. The CLI is built on the
+ * same Runtime.
+ */
+
+import type { AgentHooks } from "./actors/agent-hooks.js";
+import { Runtime, type RuntimeOptions } from "./actors/runtime.js";
+import { LocalBus } from "./bus/local-bus.js";
+import { NatsBus, type NatsBusOptions } from "./bus/nats-bus.js";
+import { type LoadedConfig, loadConfig } from "./config/load.js";
+import { agentSchema, troupeConfigSchema } from "./config/schema.js";
+import { YamlFile } from "./config/yaml-file.js";
+import type { Logger } from "./log.js";
+import type { Approver } from "./safety/approver.js";
+import type { Tool } from "./tools/tool.js";
+
+export type { AgentEventMap, AgentEventType } from "./actors/agent-events.js";
+export type { AgentHooks, BeforeToolDecision, HookContext, NextTurn } from "./actors/agent-hooks.js";
+export type { AgentEvent, AgentHandle } from "./actors/agent-host.js";
+export { buildRunTree, type TreeNode } from "./actors/run-tree.js";
+export { type RunOptions, Runtime } from "./actors/runtime.js";
+export type { Bus } from "./bus/bus.js";
+export { LocalBus } from "./bus/local-bus.js";
+export { NatsBus } from "./bus/nats-bus.js";
+export type { AgentDefinition, Budget, TroupeConfig } from "./config/schema.js";
+export type { AgentOutput, StopReason } from "./machines/agent-types.js";
+export type { ChatMessage, Usage } from "./model/types.js";
+export type { ApprovalAnswer, ApprovalRequest, Approver } from "./safety/approver.js";
+export { ScriptedModelServer } from "./testing/scripted-model-server.js";
+export { defineTool, type Tool, type ToolContext, type ToolResult } from "./tools/tool.js";
+
+export interface CreateRuntimeOptions {
+  /** A config directory (or troupe.yaml); default: as the CLI finds it. Ignored when `agents` is given. */
+  config?: string;
+  /** Settings as in troupe.yaml, over the defaults (with `agents`, instead of a config directory). */
+  settings?: Record<string, unknown>;
+  /** Agent definitions as in agents/*.yaml. */
+  agents?: Array<Record<string, unknown>>;
+  /** A NATS URL (or options) to run on; the in-process bus when absent. */
+  nats?: string | NatsBusOptions;
+  workspace?: string;
+  tools?: Tool[];
+  hooks?: AgentHooks;
+  approver?: Approver;
+  env?: NodeJS.ProcessEnv;
+  log?: Logger;
+}
+
+/** A runtime ready to start agents: config loaded, bus connected, MCP servers and tool modules up. */
+export async function createRuntime(options: CreateRuntimeOptions = {}): Promise<Runtime> {
+  const config = options.agents
+    ? inlineConfig(options.settings ?? {}, options.agents)
+    : loadConfig({ config: options.config, ...(options.env ? { env: options.env } : {}) });
+  const bus =
+    options.nats === undefined
+      ? new LocalBus({ prefix: config.troupe.nats.prefix, ...(options.log ? { log: options.log } : {}) })
+      : await NatsBus.connect(
+          typeof options.nats === "string"
+            ? { url: options.nats, prefix: config.troupe.nats.prefix }
+            : options.nats,
+        );
+  const runtimeOptions: RuntimeOptions = { config, bus };
+  for (const key of ["workspace", "tools", "hooks", "approver", "env", "log"] as const) {
+    if (options[key] !== undefined) Object.assign(runtimeOptions, { [key]: options[key] });
+  }
+  const runtime = await new Runtime(runtimeOptions).open();
+  const close = runtime.close.bind(runtime);
+  runtime.close = async () => {
+    await close();
+    await bus.close();
+  };
+  return runtime;
+}
+
+function inlineConfig(
+  settings: Record<string, unknown>,
+  agents: Array<Record<string, unknown>>,
+): LoadedConfig {
+  return {
+    dir: process.cwd(),
+    file: undefined,
+    troupe: troupeConfigSchema.parse(settings),
+    agents: new Map(
+      agents.map((raw) => {
+        const definition = agentSchema.parse(raw);
+        return [definition.name, { definition, file: new YamlFile(`${definition.name}.yaml`, "") }];
+      }),
+    ),
+  };
+}
