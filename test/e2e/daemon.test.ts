@@ -161,6 +161,11 @@ describe("troupe daemon", () => {
     const model = await ScriptedModelServer.start([
       { match: { lastUser: "quick" }, reply: { text: "Quick answer." } },
       { match: { lastUser: "slow" }, reply: { text: "slow ".repeat(100), chunks: 100, chunkDelayMs: 50 } },
+      {
+        match: { lastUser: "Continue the task where you left off." },
+        reply: { text: "Resumed on the daemon." },
+      },
+      { match: { lastUser: "steered" }, reply: { text: "And the steering, kept through the abort." } },
     ]);
     cleanups.push(() => model.close());
     const env = { NATS_URL: url, OPENAI_BASE_URL: model.baseURL, OPENAI_API_KEY: "" };
@@ -237,6 +242,24 @@ describe("troupe daemon", () => {
       .map((line) => JSON.parse(line))
       .at(-1);
     expect(stopped).toMatchObject({ type: "agent.stopped", data: { reason: "aborted" } });
+
+    // troupe runs lists the daemon's runs too; troupe resume asks the daemon to go on with the aborted one.
+    const runs = JSON.parse(
+      (await runTroupe([...config, "runs", "--json"], { cwd: dir, env })).stdout,
+    ) as Array<{ runId: string; where: string; state: string }>;
+    expect(runs.find((r) => r.runId === slowRun)).toMatchObject({ where: "daemon", state: "aborted" });
+    const resumed = await runTroupe([...config, "resume", slowRun, "--json"], { cwd: dir, env });
+    expect(resumed.code).toBe(0);
+    const resumedLast = resumed.stdout
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line))
+      .at(-1);
+    // The steering sent before the abort was kept in the snapshot and delivered after the resume.
+    expect(resumedLast).toMatchObject({
+      type: "agent.stopped",
+      data: { reason: "done", result: "And the steering, kept through the abort." },
+    });
   });
 
   it("troupe run asks on the first Ctrl-C and aborts the run on the second", async () => {

@@ -1,10 +1,12 @@
 import { spawn } from "node:child_process";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, inject, it } from "vitest";
 import { z } from "zod";
+import { uniquePrefix } from "../../src/bus/subjects.js";
 import { createRuntime, defineTool } from "../../src/index.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { removePrefix } from "../support/buses.js";
 import { tempTree } from "../support/cli.js";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -85,6 +87,30 @@ describe("the library API", () => {
     // Stopped after turn 2: its tool call did not run.
     expect(output).toMatchObject({ reason: "done", turns: 2, toolCalls: 1 });
     await runtime.close();
+  });
+
+  it("runs on NATS when given a URL", async () => {
+    const url = inject("natsUrl");
+    const prefix = uniquePrefix();
+    server.script({ reply: { text: "over NATS" } });
+    const runtime = await createRuntime({
+      settings: {
+        nats: { prefix },
+        defaultModel: "scripted",
+        providers: { openai: { baseURL: server.baseURL, models: { scripted: {} } } },
+      },
+      agents: [{ name: "a", description: "A." }],
+      nats: url,
+      env: {},
+    });
+    const handle = runtime.start({ task: "x" });
+    const types: string[] = [];
+    for await (const event of handle.events()) types.push(event.type);
+    expect(types[0]).toBe("agent.started");
+    expect(types.at(-1)).toBe("agent.stopped");
+    expect((await handle.done).result).toBe("over NATS");
+    await runtime.close();
+    await removePrefix(url, prefix);
   });
 
   it("stops at the first tool error with onToolError: stop, and goes on by default", async () => {
