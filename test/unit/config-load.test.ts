@@ -48,6 +48,8 @@ describe("loadConfig", () => {
       subagents: [],
       budget: {},
       readOnly: false,
+      toolModules: [],
+      onToolError: "continue",
     });
   });
 
