@@ -13,6 +13,7 @@ import { makeEnvelope } from "../src/bus/envelope.js";
 import { LocalBus } from "../src/bus/local-bus.js";
 import { NatsBus } from "../src/bus/nats-bus.js";
 import { uniquePrefix } from "../src/bus/subjects.js";
+import { measureOverhead } from "./overhead.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const quick = process.argv.includes("--quick");
@@ -145,14 +146,38 @@ async function main(): Promise<void> {
     url = server.url;
   }
   const prefix = uniquePrefix("bench");
+  const durablePrefix = uniquePrefix("benchd");
   try {
     await measureBus("NatsBus", () => NatsBus.connect({ url, prefix }));
+    const overhead = await measureOverhead(quick ? 40 : 200, () =>
+      NatsBus.connect({ url, prefix: durablePrefix }),
+    );
+    for (const result of overhead)
+      rows.push({ name: `turn overhead, ${result.name}`, value: result.perTurnMs, unit: "ms/turn" });
+    const [a, b, c, d] = overhead.map((result) => result.perTurnMs) as [number, number, number, number];
+    rows.push({
+      name: "ratio c/b (Troupe local vs @openai/agents)",
+      value: c / b,
+      unit: "",
+      target: "≤ 0.5",
+    });
+    rows.push({
+      name: "ratio d/b (Troupe on NATS, durable vs @openai/agents)",
+      value: d / b,
+      unit: "",
+      target: "≤ 1.0",
+    });
+    rows.push({ name: "ratio c/a (Troupe local vs the raw SDK loop)", value: c / a, unit: "" });
   } finally {
     const cleanup = await NatsBus.connect({ url, prefix });
     const { jetstreamManager } = await import("@nats-io/jetstream");
-    await (await jetstreamManager(cleanup.connection)).streams
-      .delete(cleanup.subjects.eventStream)
-      .catch(() => {});
+    const jsm = await jetstreamManager(cleanup.connection);
+    for await (const name of jsm.streams.names()) {
+      const ours = [prefix, durablePrefix].some(
+        (p) => name === `${p.toUpperCase()}_EVENTS` || name.startsWith(`KV_${p}_`),
+      );
+      if (ours) await jsm.streams.delete(name).catch(() => {});
+    }
     await cleanup.close();
     await server?.stop();
     if (store) rmSync(store, { recursive: true, force: true });
@@ -173,7 +198,8 @@ async function main(): Promise<void> {
 }
 
 function format(value: number): string {
-  return value >= 100 ? Math.round(value).toLocaleString("en-US") : value.toFixed(1);
+  if (value >= 100) return Math.round(value).toLocaleString("en-US");
+  return value >= 1 ? value.toFixed(1) : value.toFixed(3);
 }
 
 await main();

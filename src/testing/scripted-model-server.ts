@@ -85,6 +85,8 @@ export interface RecordedRequest {
   /** The rule that answered, or -1. */
   rule: number;
   receivedAt: number;
+  /** How long the server spent on it, from the request's body read to the response's end (ms). */
+  servedMs?: number;
 }
 
 export class ScriptedModelServer {
@@ -158,6 +160,10 @@ export class ScriptedModelServer {
     }
     const index = this.#rules.findIndex((rule) => rule.remaining > 0 && matches(rule.match, body));
     const recorded: RecordedRequest = { body, headers: req.headers, rule: index, receivedAt: Date.now() };
+    const started = performance.now();
+    res.once("finish", () => {
+      recorded.servedMs = performance.now() - started;
+    });
     this.requests.push(recorded);
     const rule = this.#rules[index];
     if (!rule) {

@@ -1,0 +1,184 @@
+/**
+ * Turn overhead: many two-turn runs (a tool call, then an answer) against the scripted model server;
+ * overhead = wall time minus the server's own time, per turn. Side by side: a minimal loop on the
+ * openai SDK (the floor), @openai/agents (the peer, tracing off), Troupe on LocalBus, Troupe on NATS
+ * with events and snapshots on.
+ */
+import { Agent, OpenAIChatCompletionsModel, run, setTracingDisabled, tool } from "@openai/agents";
+import OpenAI from "openai";
+import { z } from "zod";
+import { Runtime } from "../src/actors/runtime.js";
+import type { Bus } from "../src/bus/bus.js";
+import { LocalBus } from "../src/bus/local-bus.js";
+import { agentSchema, troupeConfigSchema } from "../src/config/schema.js";
+import { YamlFile } from "../src/config/yaml-file.js";
+import { ScriptedModelServer } from "../src/testing/scripted-model-server.js";
+import { defineTool, type Tool } from "../src/tools/tool.js";
+
+export interface OverheadResult {
+  name: string;
+  /** Median overhead per turn, ms. */
+  perTurnMs: number;
+}
+
+const echo = (text: string) => `echo: ${text}`;
+
+async function scripted(): Promise<ScriptedModelServer> {
+  return ScriptedModelServer.start([
+    {
+      match: { where: (r) => !r.messages.some((m) => m.role === "tool") },
+      reply: { toolCalls: [{ name: "echo", arguments: { text: "hello" } }], chunks: 1 },
+      times: Number.POSITIVE_INFINITY,
+    },
+    {
+      match: { where: (r) => r.messages.some((m) => m.role === "tool") },
+      reply: { text: "done", chunks: 1 },
+      times: Number.POSITIVE_INFINITY,
+    },
+  ]);
+}
+
+/** Runs `once` n times; per-turn overhead of each run = (wall − server time of its two requests) / 2. */
+async function measure(
+  name: string,
+  server: ScriptedModelServer,
+  n: number,
+  once: () => Promise<void>,
+): Promise<OverheadResult> {
+  for (let i = 0; i < Math.min(5, n); i++) await once(); // warm up
+  const samples: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const before = server.requests.length;
+    const started = performance.now();
+    await once();
+    const wall = performance.now() - started;
+    const served = server.requests.slice(before).reduce((sum, r) => sum + (r.servedMs ?? 0), 0);
+    samples.push((wall - served) / 2);
+  }
+  samples.sort((a, b) => a - b);
+  return { name, perTurnMs: samples[Math.floor(samples.length / 2)] ?? Number.NaN };
+}
+
+function rawLoop(baseURL: string): () => Promise<void> {
+  const client = new OpenAI({ baseURL, apiKey: "bench", maxRetries: 0 });
+  const tools = [
+    {
+      type: "function" as const,
+      function: {
+        name: "echo",
+        description: "Echo.",
+        parameters: { type: "object", properties: { text: { type: "string" } } },
+      },
+    },
+  ];
+  return async () => {
+    const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: "user", content: "say hello" }];
+    for (;;) {
+      const stream = await client.chat.completions.create({
+        model: "scripted",
+        messages,
+        tools,
+        stream: true,
+      });
+      let text = "";
+      const calls: Array<{ id: string; name: string; args: string }> = [];
+      for await (const chunk of stream) {
+        const delta = chunk.choices[0]?.delta;
+        if (delta?.content) text += delta.content;
+        for (const c of delta?.tool_calls ?? []) {
+          calls[c.index] ??= { id: "", name: "", args: "" };
+          const slot = calls[c.index] as { id: string; name: string; args: string };
+          if (c.id) slot.id = c.id;
+          if (c.function?.name) slot.name += c.function.name;
+          if (c.function?.arguments) slot.args += c.function.arguments;
+        }
+      }
+      if (calls.length === 0) return;
+      messages.push({
+        role: "assistant",
+        content: text || null,
+        tool_calls: calls.map((c) => ({
+          id: c.id,
+          type: "function",
+          function: { name: c.name, arguments: c.args },
+        })),
+      });
+      for (const c of calls)
+        messages.push({ role: "tool", tool_call_id: c.id, content: echo(JSON.parse(c.args).text) });
+    }
+  };
+}
+
+function openaiAgents(baseURL: string): () => Promise<void> {
+  setTracingDisabled(true);
+  const client = new OpenAI({ baseURL, apiKey: "bench", maxRetries: 0 });
+  const agent = new Agent({
+    name: "bench",
+    instructions: "Use the tool.",
+    model: new OpenAIChatCompletionsModel(client, "scripted"),
+    tools: [
+      tool({
+        name: "echo",
+        description: "Echo.",
+        parameters: z.object({ text: z.string() }),
+        execute: async ({ text }) => echo(text),
+      }),
+    ],
+  });
+  return async () => {
+    const result = await run(agent, "say hello", { stream: true });
+    await result.completed;
+  };
+}
+
+function troupe(baseURL: string, bus: Bus): { runtime: Runtime; once: () => Promise<void> } {
+  const echoTool = defineTool({
+    name: "echo",
+    description: "Echo.",
+    effect: "read",
+    parameters: z.object({ text: z.string() }),
+    execute: ({ text }) => ({ ok: true, output: echo(text) }),
+  }) as Tool;
+  const definition = agentSchema.parse({ name: "bench", description: "Bench.", tools: ["echo"] });
+  const runtime = new Runtime({
+    config: {
+      dir: process.cwd(),
+      file: undefined,
+      troupe: troupeConfigSchema.parse({
+        defaultModel: "scripted",
+        nats: { prefix: bus.subjects.prefix },
+        providers: { openai: { baseURL, models: { scripted: {} } } },
+      }),
+      agents: new Map([["bench", { definition, file: new YamlFile("bench.yaml", "") }]]),
+    },
+    bus,
+    env: {},
+    tools: [echoTool],
+    workspace: process.cwd(),
+  });
+  return { runtime, once: async () => void (await runtime.start({ task: "say hello" }).done) };
+}
+
+export async function measureOverhead(n: number, nats: () => Promise<Bus>): Promise<OverheadResult[]> {
+  const server = await scripted();
+  try {
+    const results: OverheadResult[] = [];
+    results.push(await measure("a: raw openai SDK loop (floor)", server, n, rawLoop(server.baseURL)));
+    results.push(
+      await measure("b: @openai/agents 0.14 (tracing off)", server, n, openaiAgents(server.baseURL)),
+    );
+    const local = troupe(server.baseURL, new LocalBus({ prefix: "benchlocal" }));
+    await local.runtime.open();
+    results.push(await measure("c: Troupe on LocalBus", server, n, local.once));
+    await local.runtime.close();
+    const natsBus = await nats();
+    const durable = troupe(server.baseURL, natsBus);
+    await durable.runtime.open();
+    results.push(await measure("d: Troupe on NATS (events + snapshots)", server, n, durable.once));
+    await durable.runtime.close();
+    await natsBus.close();
+    return results;
+  } finally {
+    await server.close();
+  }
+}
