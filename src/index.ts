@@ -16,7 +16,8 @@ import type { Tool } from "./tools/tool.js";
 
 export type { AgentEventMap, AgentEventType } from "./actors/agent-events.js";
 export type { AgentHooks, BeforeToolDecision, HookContext, NextTurn } from "./actors/agent-hooks.js";
-export type { AgentEvent, AgentHandle } from "./actors/agent-host.js";
+export type { AgentHandle } from "./actors/agent-host.js";
+export type { AgentEvent } from "./actors/agent-stream.js";
 export { buildRunTree, type TreeNode } from "./actors/run-tree.js";
 export { type RunOptions, Runtime } from "./actors/runtime.js";
 export type { Bus } from "./bus/bus.js";

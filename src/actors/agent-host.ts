@@ -1,9 +1,8 @@
 import { ulid } from "ulid";
 import { createActor, fromPromise, type Snapshot } from "xstate";
 import type { Bus } from "../bus/bus.js";
-import { type Envelope, makeEnvelope } from "../bus/envelope.js";
 import type { AgentDefinition, ApprovalPolicy, Budget, TroupeConfig } from "../config/schema.js";
-import { type CompactionSettings, compactMessages, overThreshold } from "../context/compaction.js";
+import { type CompactionSettings, overThreshold } from "../context/compaction.js";
 import { buildSystemPrompt } from "../context/system-prompt.js";
 import type { Logger } from "../log.js";
 import { AGENT_MACHINE_VERSION, agentMachine, totalSpend } from "../machines/agent-machine.js";
@@ -15,12 +14,12 @@ import { UNTRUSTED_NOTE } from "../safety/untrusted.js";
 import type { Skill } from "../skills/skills.js";
 import type { Hooks } from "../tools/hooks.js";
 import { type PlannedCall, planCalls } from "../tools/plan.js";
-import { type BatchJournal, runBatch } from "../tools/run-batch.js";
+import { runBatch } from "../tools/run-batch.js";
 import type { Tool, ToolRegistry } from "../tools/tool.js";
-import type { AgentEventMap, AgentEventType } from "./agent-events.js";
 import { type AgentHooks, toolGate } from "./agent-hooks.js";
 import { AGENT_RECORD_VERSION, type AgentRecord, type AgentStore, type ToolJournal } from "./agent-store.js";
-import { catalogueFor, previewOf, requested, toolView } from "./agent-tools.js";
+import { type AgentEvent, eventsUntilStopped, PLAN_NOTE, serveControl } from "./agent-stream.js";
+import { askEach, catalogueFor, compactAndReport, requested, toolView } from "./agent-tools.js";
 import { EventPublisher } from "./event-publisher.js";
 import { type ChildSpec, type SubagentLimits, subagentTools } from "./subagents.js";
 import { summarizer } from "./summarizer.js";
@@ -82,20 +81,6 @@ export interface StartAgentOptions {
   restore?: AgentRecord;
 }
 
-/** One event of a run, typed by its `type`. */
-export type AgentEvent = { [T in AgentEventType]: Envelope<AgentEventMap[T]> & { type: T } }[AgentEventType];
-
-async function* eventsUntilStopped(bus: Bus, runId: string, agentId: string): AsyncIterable<AgentEvent> {
-  for await (const { envelope } of bus.log.read({ runId, follow: true })) {
-    yield envelope as AgentEvent;
-    if (envelope.type === "agent.stopped" && envelope.agentId === agentId) return;
-  }
-}
-
-/** What the system prompt of an agent in plan mode adds. */
-export const PLAN_NOTE =
-  "You are in plan mode: investigate with the read tools you have and answer with a plan (the steps, the files to change, the risks, how to check the result). Do not try to change anything: write and execute tools are not available in plan mode.";
-
 /** A running agent: its id, its result when it stops, and the commands it takes. */
 export interface AgentHandle {
   readonly runId: string;
@@ -152,11 +137,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
   let turn = restore ? ((restore.snapshot as { context?: { turns?: number } }).context?.turns ?? 0) : 0;
   const gate = toolGate(deps.hooks, deps.agentHooks, { runId, agentId, agent: definition.name });
   const store = deps.persistence?.journal;
-  const journal: BatchJournal | undefined = store && {
-    get: (callId) => store.get(runId, agentId, callId),
-    started: (call) => store.started(runId, agentId, call.id, call.name, call.effect),
-    finished: (call, result) => store.finished(runId, agentId, call.id, call.name, call.effect, result),
-  };
+  const journal = store?.forAgent(runId, agentId);
   const children = subagentTools(
     definition.subagents
       .map((name) => deps.agents.get(name))
@@ -239,32 +220,8 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         return { ...response, plan };
       }),
       awaitApproval: fromPromise(
-        async ({ input, signal }: { input: { calls: PlannedCall[] }; signal: AbortSignal }) => {
-          const decisions = [];
-          for (const call of input.calls) {
-            const preview = await previewOf(deps, call);
-            const request = {
-              runId,
-              agentId,
-              callId: call.id,
-              tool: call.name,
-              arguments: deps.redactor.redact(call.arguments),
-              effect: call.effect,
-              detail: deps.redactor.redact(preview.detail),
-              paths: preview.paths,
-            };
-            const { runId: _r, agentId: _a, tool, ...shown } = request;
-            events.emit("approval.requested", { ...shown, name: tool });
-            const answer = await deps.approver.decide(request, signal);
-            events.emit("approval.decided", { callId: call.id, ...answer });
-            decisions.push({
-              id: call.id,
-              approved: answer.approved,
-              ...(answer.reason ? { reason: answer.reason } : {}),
-            });
-          }
-          return decisions;
-        },
+        ({ input, signal }: { input: { calls: PlannedCall[] }; signal: AbortSignal }) =>
+          askEach(deps, events, { runId, agentId }, input.calls, signal),
       ),
       runTools: fromPromise(
         async ({ input, signal }: { input: { calls: PlannedCall[] }; signal: AbortSignal }) => {
@@ -307,21 +264,9 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
           return results;
         },
       ),
-      compact: fromPromise(async ({ input, signal }: { input: CompactionInput; signal: AbortSignal }) => {
-        const result = await compactMessages(
-          input.messages,
-          compaction,
-          summarizer(deps.models, chain),
-          signal,
-        );
-        events.emit("context.compacted", {
-          tokensBefore: result.tokensBefore,
-          tokensAfter: result.tokensAfter,
-          pruned: result.pruned,
-          summarized: result.summarized,
-        });
-        return { messages: result.messages, usage: result.usage };
-      }),
+      compact: fromPromise(({ input, signal }: { input: CompactionInput; signal: AbortSignal }) =>
+        compactAndReport(input.messages, compaction, summarizer(deps.models, chain), events, signal),
+      ),
     },
     guards: {
       needsCompaction: ({ context }) => overThreshold(context.messages, tools().tokens + reply, compaction),
@@ -356,16 +301,8 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
   }
 
   // Commands reach an agent on its control subjects, from its parent or any client (acked by reply).
-  const control = deps.bus.reply(deps.bus.subjects.controls(runId, agentId), (request, subject) => {
-    const command = subject.slice(subject.lastIndexOf(".") + 1);
-    const text = String((request.data as { text?: unknown; reason?: unknown } | null)?.text ?? "");
-    if (command === "abort")
-      actor.send({ type: "ABORT", reason: String((request.data as { reason?: unknown })?.reason ?? "") });
-    else if (command === "steer") actor.send({ type: "STEER", text });
-    else if (command === "follow_up") actor.send({ type: "FOLLOW_UP", text });
-    else throw new Error(`unknown command "${command}"`);
-    return makeEnvelope({ runId, agentId, seq: 0, type: "ack", data: { command } });
-  });
+  // Commands reach an agent on its control subjects, from its parent or any client (acked by reply).
+  const control = serveControl(deps.bus, runId, agentId, (event) => actor.send(event));
 
   // A resumed agent starts in its restored state: entering it again is not a transition.
   let state = String(actor.getSnapshot().value);

@@ -5,6 +5,7 @@ import { budgetSchema } from "../config/schema.js";
 import type { Logger } from "../log.js";
 import { AGENT_MACHINE_VERSION } from "../machines/agent-machine.js";
 import type { ToolEffect } from "../tools/catalog.js";
+import type { BatchJournal } from "../tools/run-batch.js";
 import type { ToolResult } from "../tools/tool.js";
 
 /** Bumped when the record's shape changes; a record of another version is refused, never misread. */
@@ -111,6 +112,15 @@ export class ToolJournal {
 
   static async open(bus: Bus): Promise<ToolJournal> {
     return new ToolJournal(await bus.kv("journal"));
+  }
+
+  /** The journal of one agent, as a tool batch uses it. */
+  forAgent(runId: string, agentId: string): BatchJournal {
+    return {
+      get: (callId) => this.get(runId, agentId, callId),
+      started: (call) => this.started(runId, agentId, call.id, call.name, call.effect),
+      finished: (call, result) => this.finished(runId, agentId, call.id, call.name, call.effect, result),
+    };
   }
 
   async get(runId: string, agentId: string, callId: string): Promise<JournalEntry | undefined> {

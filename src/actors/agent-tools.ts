@@ -1,10 +1,13 @@
 import type { AgentDefinition } from "../config/schema.js";
+import { type CompactionSettings, compactMessages, type Summarize } from "../context/compaction.js";
 import { countToolSpecTokens } from "../context/tokens.js";
-import type { ToolSpec } from "../model/types.js";
+import type { ApprovalDecision } from "../machines/agent-types.js";
+import type { ChatMessage, ToolSpec, Usage } from "../model/types.js";
 import { skillCatalogue } from "../skills/skills.js";
 import { type PlannedCall, parseArguments } from "../tools/plan.js";
 import type { CallPreview, ToolRegistry } from "../tools/tool.js";
 import type { AgentDeps } from "./agent-host.js";
+import type { EventPublisher } from "./event-publisher.js";
 
 /* What an agent host derives from its tools: the tools it has now, the skills it may see, what an
  * approval request shows, what a tool.requested event says. */
@@ -67,4 +70,55 @@ export function requested(call: PlannedCall) {
     decision: call.decision,
     ...(call.result?.error ? { error: call.result.error } : {}),
   };
+}
+
+/** Asks the approver about each call in turn, publishing each request and its answer. */
+export async function askEach(
+  deps: AgentDeps,
+  events: EventPublisher,
+  ids: { runId: string; agentId: string },
+  calls: PlannedCall[],
+  signal: AbortSignal,
+): Promise<ApprovalDecision[]> {
+  const decisions: ApprovalDecision[] = [];
+  for (const call of calls) {
+    const preview = await previewOf(deps, call);
+    const request = {
+      ...ids,
+      callId: call.id,
+      tool: call.name,
+      arguments: deps.redactor.redact(call.arguments),
+      effect: call.effect,
+      detail: deps.redactor.redact(preview.detail),
+      paths: preview.paths,
+    };
+    const { runId: _r, agentId: _a, tool, ...shown } = request;
+    events.emit("approval.requested", { ...shown, name: tool });
+    const answer = await deps.approver.decide(request, signal);
+    events.emit("approval.decided", { callId: call.id, ...answer });
+    decisions.push({
+      id: call.id,
+      approved: answer.approved,
+      ...(answer.reason ? { reason: answer.reason } : {}),
+    });
+  }
+  return decisions;
+}
+
+/** Compacts the conversation and publishes what it saved. */
+export async function compactAndReport(
+  messages: ChatMessage[],
+  settings: CompactionSettings,
+  summarize: Summarize,
+  events: EventPublisher,
+  signal: AbortSignal,
+): Promise<{ messages: ChatMessage[]; usage: Usage }> {
+  const result = await compactMessages(messages, settings, summarize, signal);
+  events.emit("context.compacted", {
+    tokensBefore: result.tokensBefore,
+    tokensAfter: result.tokensAfter,
+    pruned: result.pruned,
+    summarized: result.summarized,
+  });
+  return { messages: result.messages, usage: result.usage };
 }

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, expect, it } from "vitest";
-import { PLAN_NOTE } from "../../src/actors/agent-host.js";
+import { PLAN_NOTE } from "../../src/actors/agent-stream.js";
 import { Runtime } from "../../src/actors/runtime.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { tempTree } from "../support/cli.js";

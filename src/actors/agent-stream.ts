@@ -1,0 +1,41 @@
+import type { Bus, Subscription } from "../bus/bus.js";
+import { type Envelope, makeEnvelope } from "../bus/envelope.js";
+import type { AgentEvent as MachineEvent } from "../machines/agent-types.js";
+import type { AgentEventMap, AgentEventType } from "./agent-events.js";
+
+/** One event of a run, typed by its `type`. */
+export type AgentEvent = { [T in AgentEventType]: Envelope<AgentEventMap[T]> & { type: T } }[AgentEventType];
+
+/** The run's events from its start, ending with this agent's `agent.stopped`. */
+export async function* eventsUntilStopped(
+  bus: Bus,
+  runId: string,
+  agentId: string,
+): AsyncIterable<AgentEvent> {
+  for await (const { envelope } of bus.log.read({ runId, follow: true })) {
+    yield envelope as AgentEvent;
+    if (envelope.type === "agent.stopped" && envelope.agentId === agentId) return;
+  }
+}
+
+/** What the system prompt of an agent in plan mode adds. */
+export const PLAN_NOTE =
+  "You are in plan mode: investigate with the read tools you have and answer with a plan (the steps, the files to change, the risks, how to check the result). Do not try to change anything: write and execute tools are not available in plan mode.";
+
+/** Answers the commands sent to one agent on `<p>.ctl.<runId>.<agentId>.*` (abort, steer, follow_up). */
+export function serveControl(
+  bus: Bus,
+  runId: string,
+  agentId: string,
+  send: (event: MachineEvent) => void,
+): Subscription {
+  return bus.reply(bus.subjects.controls(runId, agentId), (request, subject) => {
+    const command = subject.slice(subject.lastIndexOf(".") + 1);
+    const data = (request.data ?? {}) as { text?: unknown; reason?: unknown };
+    if (command === "abort") send({ type: "ABORT", reason: String(data.reason ?? "") });
+    else if (command === "steer") send({ type: "STEER", text: String(data.text ?? "") });
+    else if (command === "follow_up") send({ type: "FOLLOW_UP", text: String(data.text ?? "") });
+    else throw new Error(`unknown command "${command}"`);
+    return makeEnvelope({ runId, agentId, seq: 0, type: "ack", data: { command } });
+  });
+}
