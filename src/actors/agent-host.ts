@@ -5,13 +5,13 @@ import type { AgentDefinition, ApprovalPolicy, Budget, TroupeConfig } from "../c
 import { type CompactionSettings, overThreshold } from "../context/compaction.js";
 import { buildSystemPrompt } from "../context/system-prompt.js";
 import type { Logger } from "../log.js";
-import { AGENT_MACHINE_VERSION, agentMachine, totalSpend } from "../machines/agent-machine.js";
+import { AGENT_MACHINE_VERSION, agentMachine, failedOutput, totalSpend } from "../machines/agent-machine.js";
 import type { AgentOutput, CompactionInput, ModelTurn, ModelTurnInput } from "../machines/agent-types.js";
 import type { ModelRouter } from "../model/model-router.js";
 import type { Approver } from "../safety/approver.js";
 import type { Redactor } from "../safety/redact.js";
 import { UNTRUSTED_NOTE } from "../safety/untrusted.js";
-import type { Skill } from "../skills/skills.js";
+import { type LoadedSkill, type Skill, skillLoaded, withSkill } from "../skills/skills.js";
 import type { Hooks } from "../tools/hooks.js";
 import { type PlannedCall, planCalls } from "../tools/plan.js";
 import { runBatch } from "../tools/run-batch.js";
@@ -19,7 +19,15 @@ import type { Tool, ToolRegistry } from "../tools/tool.js";
 import { type AgentHooks, toolGate } from "./agent-hooks.js";
 import { AGENT_RECORD_VERSION, type AgentRecord, type AgentStore, type ToolJournal } from "./agent-store.js";
 import { type AgentEvent, eventsUntilStopped, PLAN_NOTE, serveControl } from "./agent-stream.js";
-import { askEach, catalogueFor, compactAndReport, requested, toolView } from "./agent-tools.js";
+import {
+  askEach,
+  catalogueFor,
+  compactAndReport,
+  requested,
+  stopReason,
+  toolEventHooks,
+  toolView,
+} from "./agent-tools.js";
 import { EventPublisher } from "./event-publisher.js";
 import { type ChildSpec, type SubagentLimits, subagentTools } from "./subagents.js";
 import { summarizer } from "./summarizer.js";
@@ -72,7 +80,7 @@ export interface StartAgentOptions {
   /** The budget carved out for a subagent; the definition's otherwise. */
   budget?: Budget;
   /** A skill loaded before the first model call. */
-  skill?: { name: string; body: string; by: "user" | "match"; score?: number };
+  skill?: LoadedSkill;
   /** `plan` for this run (overrides the agent's `mode`). */
   mode?: "act" | "plan";
   /** With `restore` of a stopped agent: the instruction it goes on with. */
@@ -239,28 +247,10 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
             redactor: deps.redactor,
             ...(journal ? { journal } : {}),
             ...(gate ? { gate } : {}),
-            hooks: {
-              onStart: (call) => events.emit("tool.started", { callId: call.id, name: call.name }),
-              onFinish: (call, result, durationMs) =>
-                events.emit("tool.finished", {
-                  callId: call.id,
-                  name: call.name,
-                  ok: result.ok,
-                  durationMs: Math.round(durationMs),
-                  ...(result.error ? { error: result.error } : {}),
-                }),
-            },
+            hooks: toolEventHooks(events),
           });
-          const failed =
-            definition.onToolError === "stop"
-              ? input.calls.find((call) => results[call.id]?.ok === false)
-              : undefined;
-          if (failed) {
-            actor.send({
-              type: "FAIL",
-              error: `${failed.name} failed (onToolError: stop): ${results[failed.id]?.error ?? "error"}`,
-            });
-          }
+          const reason = stopReason(definition, input.calls, results);
+          if (reason) actor.send({ type: "FAIL", error: reason });
           return results;
         },
       ),
@@ -300,7 +290,6 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     });
   }
 
-  // Commands reach an agent on its control subjects, from its parent or any client (acked by reply).
   // Commands reach an agent on its control subjects, from its parent or any client (acked by reply).
   const control = serveControl(deps.bus, runId, agentId, (event) => actor.send(event));
 
@@ -343,16 +332,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       error: (error) => {
         log.error({ err: error }, "the agent machine failed");
         control.unsubscribe();
-        const context = actor.getSnapshot().context;
-        const output: AgentOutput = {
-          reason: "failed",
-          result: "",
-          usage: context.usage,
-          turns: context.turns,
-          toolCalls: context.toolCalls,
-          total: totalSpend(context),
-          error: error instanceof Error ? error.message : String(error),
-        };
+        const output = failedOutput(actor.getSnapshot().context, error);
         events.emit("agent.stopped", output);
         void events.flushed().then(() => resolve(output));
       },
@@ -388,16 +368,8 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     log.info({ state: String(actor.getSnapshot().value) }, "agent resumed from its snapshot");
     if (options.continueWith !== undefined) actor.send({ type: "START", task: options.continueWith });
   } else {
-    const skill = options.skill;
-    if (skill)
-      events.emit("skill.loaded", {
-        name: skill.name,
-        by: skill.by,
-        ...(skill.score !== undefined ? { score: skill.score } : {}),
-      });
-    const task = skill
-      ? `Follow this skill (${skill.name}) for the task below.\n\n${skill.body}\n\nTask: ${options.task}`
-      : options.task;
+    if (options.skill) events.emit("skill.loaded", skillLoaded(options.skill));
+    const task = options.skill ? withSkill(options.skill, options.task) : options.task;
     actor.send({ type: "START", task });
   }
 

@@ -5,6 +5,7 @@ import type { ApprovalDecision } from "../machines/agent-types.js";
 import type { ChatMessage, ToolSpec, Usage } from "../model/types.js";
 import { skillCatalogue } from "../skills/skills.js";
 import { type PlannedCall, parseArguments } from "../tools/plan.js";
+import type { BatchHooks } from "../tools/run-batch.js";
 import type { CallPreview, ToolRegistry } from "../tools/tool.js";
 import type { AgentDeps } from "./agent-host.js";
 import type { EventPublisher } from "./event-publisher.js";
@@ -121,4 +122,32 @@ export async function compactAndReport(
     summarized: result.summarized,
   });
   return { messages: result.messages, usage: result.usage };
+}
+
+/** Batch hooks that report each call's start and finish on the agent's event stream. */
+export function toolEventHooks(events: EventPublisher): BatchHooks {
+  return {
+    onStart: (call) => events.emit("tool.started", { callId: call.id, name: call.name }),
+    onFinish: (call, result, durationMs) =>
+      events.emit("tool.finished", {
+        callId: call.id,
+        name: call.name,
+        ok: result.ok,
+        durationMs: Math.round(durationMs),
+        ...(result.error ? { error: result.error } : {}),
+      }),
+  };
+}
+
+/** With `onToolError: stop`, the reason the run must stop after this batch; otherwise undefined. */
+export function stopReason(
+  definition: AgentDefinition,
+  calls: readonly PlannedCall[],
+  results: Readonly<Record<string, { ok: boolean; error?: string }>>,
+): string | undefined {
+  if (definition.onToolError !== "stop") return undefined;
+  const failed = calls.find((call) => results[call.id]?.ok === false);
+  return failed
+    ? `${failed.name} failed (onToolError: stop): ${results[failed.id]?.error ?? "error"}`
+    : undefined;
 }

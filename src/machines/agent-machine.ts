@@ -393,4 +393,4 @@ export const agentMachine = setup({
   output: ({ context }) => context.stop ?? stopWith(context, "failed", ""),
 });
 
-export { exhausted, totalSpend } from "./agent-rules.js";
+export { exhausted, failedOutput, totalSpend } from "./agent-rules.js";

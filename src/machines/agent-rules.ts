@@ -79,6 +79,22 @@ export function totalSpend(context: Pick<AgentContext, "usage" | "toolCalls" | "
   };
 }
 
+/** The output of an agent whose machine itself threw: what it had spent, and why it failed. */
+export function failedOutput(
+  context: Pick<AgentContext, "usage" | "turns" | "toolCalls" | "children">,
+  error: unknown,
+): AgentOutput {
+  return {
+    reason: "failed",
+    result: "",
+    usage: context.usage,
+    turns: context.turns,
+    toolCalls: context.toolCalls,
+    total: totalSpend(context),
+    error: error instanceof Error ? error.message : String(error),
+  };
+}
+
 /** The first budget dimension used up (counting what subagents spent), or undefined. */
 export function exhausted(
   context: Pick<AgentContext, "budget" | "usage" | "turns" | "toolCalls" | "children">,

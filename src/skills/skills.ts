@@ -138,3 +138,21 @@ export function skillCommand(task: string): { name: string; task: string } | und
   const match = /^\/skill:([a-z0-9][a-z0-9_-]*)\s*([\s\S]*)$/.exec(task.trim());
   return match ? { name: match[1] as string, task: (match[2] ?? "").trim() } : undefined;
 }
+
+/** A skill as the run loaded it: by the user's `/name` or by matching the task. */
+export interface LoadedSkill {
+  name: string;
+  body: string;
+  by: "user" | "match";
+  score?: number;
+}
+
+/** The `skill.loaded` event for a loaded skill (its body stays out of the log). */
+export function skillLoaded(skill: LoadedSkill) {
+  return { name: skill.name, by: skill.by, ...(skill.score !== undefined ? { score: skill.score } : {}) };
+}
+
+/** The first task of a run that loaded a skill: the skill's instructions, then the task. */
+export function withSkill(skill: LoadedSkill, task: string): string {
+  return `Follow this skill (${skill.name}) for the task below.\n\n${skill.body}\n\nTask: ${task}`;
+}
