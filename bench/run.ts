@@ -2,8 +2,8 @@
  * `npm run bench [-- --quick]`: measures what the built pieces cost, with medians over repetitions,
  * and writes bench/results.json and docs/bench.md. Not a test: CI doesn't run it.
  */
-import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -43,6 +43,41 @@ function coldStart(): number {
   const result = spawnSync(process.execPath, [join(root, "bin/troupe.js"), "--help"], { stdio: "ignore" });
   if (result.status !== 0) throw new Error("troupe --help failed; run npm run build");
   return Number(process.hrtime.bigint() - started) / 1e6;
+}
+
+/** Milliseconds from spawning `troupe daemon` to its "ready" line: connected, streams and buckets made. */
+async function daemonReady(url: string, prefix: string): Promise<number> {
+  const dir = mkdtempSync(join(tmpdir(), "troupe-bench-daemon-"));
+  mkdirSync(join(dir, "config/agents"), { recursive: true });
+  writeFileSync(join(dir, "config/troupe.yaml"), `nats:\n  prefix: ${prefix}\ndefaultAgent: worker\n`);
+  writeFileSync(join(dir, "config/agents/worker.yaml"), "name: worker\ndescription: Works.\n");
+  const started = process.hrtime.bigint();
+  const daemon = spawn(
+    process.execPath,
+    [join(root, "bin/troupe.js"), "--config", join(dir, "config"), "daemon"],
+    {
+      cwd: dir,
+      env: { ...process.env, NATS_URL: url, TROUPE_DATA_DIR: join(dir, ".data") },
+      stdio: ["ignore", "ignore", "pipe"],
+    },
+  );
+  try {
+    return await new Promise<number>((ready, fail) => {
+      let stderr = "";
+      daemon.stderr?.on("data", (chunk) => {
+        stderr += chunk;
+        if (stderr.includes("troupe daemon ready")) ready(Number(process.hrtime.bigint() - started) / 1e6);
+      });
+      daemon.once("exit", (code) => fail(new Error(`troupe daemon exited (${code}): ${stderr.trim()}`)));
+    });
+  } finally {
+    if (daemon.exitCode === null && daemon.signalCode === null) {
+      const exited = new Promise((done) => daemon.once("exit", done));
+      daemon.kill("SIGTERM");
+      await exited;
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 async function appendRate(bus: Bus, count: number): Promise<number> {
@@ -147,6 +182,7 @@ async function main(): Promise<void> {
   }
   const prefix = uniquePrefix("bench");
   const durablePrefix = uniquePrefix("benchd");
+  const daemonPrefix = uniquePrefix("bd");
   try {
     await measureBus("NatsBus", () => NatsBus.connect({ url, prefix }));
     const overhead = await measureOverhead(quick ? 40 : 200, () =>
@@ -168,12 +204,17 @@ async function main(): Promise<void> {
       target: "≤ 1.0",
     });
     rows.push({ name: "ratio c/a (Troupe local vs the raw SDK loop)", value: c / a, unit: "" });
+    rows.push({
+      name: "troupe daemon, spawn to ready",
+      value: await repeat(() => daemonReady(url, daemonPrefix)),
+      unit: "ms",
+    });
   } finally {
     const cleanup = await NatsBus.connect({ url, prefix });
     const { jetstreamManager } = await import("@nats-io/jetstream");
     const jsm = await jetstreamManager(cleanup.connection);
     for await (const name of jsm.streams.names()) {
-      const ours = [prefix, durablePrefix].some(
+      const ours = [prefix, durablePrefix, daemonPrefix].some(
         (p) => name === `${p.toUpperCase()}_EVENTS` || name.startsWith(`KV_${p}_`),
       );
       if (ours) await jsm.streams.delete(name).catch(() => {});
