@@ -14,6 +14,7 @@ import { LocalBus } from "../src/bus/local-bus.js";
 import { NatsBus } from "../src/bus/nats-bus.js";
 import { uniquePrefix } from "../src/bus/subjects.js";
 import { measureOverhead } from "./overhead.js";
+import { measureRecovery, type Recovery } from "./recovery.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const quick = process.argv.includes("--quick");
@@ -183,6 +184,7 @@ async function main(): Promise<void> {
   const prefix = uniquePrefix("bench");
   const durablePrefix = uniquePrefix("benchd");
   const daemonPrefix = uniquePrefix("bd");
+  const recoveryPrefix = uniquePrefix("br");
   try {
     await measureBus("NatsBus", () => NatsBus.connect({ url, prefix }));
     const overhead = await measureOverhead(quick ? 40 : 200, () =>
@@ -209,12 +211,28 @@ async function main(): Promise<void> {
       value: await repeat(() => daemonReady(url, daemonPrefix)),
       unit: "ms",
     });
+    const recoveries: Recovery[] = [];
+    await repeat(async () => {
+      recoveries.push(await measureRecovery(join(root, "bin/troupe.js"), url, recoveryPrefix));
+      return 0;
+    });
+    rows.push({
+      name: "recovery: kill -9 of the daemon → next event of the resumed run",
+      value: median(recoveries.map((r) => r.fromKillMs)),
+      unit: "ms",
+      target: "≤ 1 s",
+    });
+    rows.push({
+      name: "recovery: new daemon ready → next event of the resumed run",
+      value: median(recoveries.map((r) => r.fromReadyMs)),
+      unit: "ms",
+    });
   } finally {
     const cleanup = await NatsBus.connect({ url, prefix });
     const { jetstreamManager } = await import("@nats-io/jetstream");
     const jsm = await jetstreamManager(cleanup.connection);
     for await (const name of jsm.streams.names()) {
-      const ours = [prefix, durablePrefix, daemonPrefix].some(
+      const ours = [prefix, durablePrefix, daemonPrefix, recoveryPrefix].some(
         (p) => name === `${p.toUpperCase()}_EVENTS` || name.startsWith(`KV_${p}_`),
       );
       if (ours) await jsm.streams.delete(name).catch(() => {});
