@@ -131,7 +131,7 @@ function openaiAgents(baseURL: string): () => Promise<void> {
   };
 }
 
-function troupe(baseURL: string, bus: Bus): { runtime: Runtime; once: () => Promise<void> } {
+export function troupe(baseURL: string, bus: Bus): { runtime: Runtime; once: () => Promise<void> } {
   const echoTool = defineTool({
     name: "echo",
     description: "Echo.",

@@ -15,6 +15,7 @@ import { NatsBus } from "../src/bus/nats-bus.js";
 import { uniquePrefix } from "../src/bus/subjects.js";
 import { measureOverhead } from "./overhead.js";
 import { measureRecovery, type Recovery } from "./recovery.js";
+import { measureScale } from "./scale.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const quick = process.argv.includes("--quick");
@@ -185,6 +186,7 @@ async function main(): Promise<void> {
   const durablePrefix = uniquePrefix("benchd");
   const daemonPrefix = uniquePrefix("bd");
   const recoveryPrefix = uniquePrefix("br");
+  const scalePrefix = uniquePrefix("bs");
   try {
     await measureBus("NatsBus", () => NatsBus.connect({ url, prefix }));
     const overhead = await measureOverhead(quick ? 40 : 200, () =>
@@ -227,12 +229,25 @@ async function main(): Promise<void> {
       value: median(recoveries.map((r) => r.fromReadyMs)),
       unit: "ms",
     });
+    // Once: a thousand agents is a run of its own, and RSS only grows within a process.
+    const scaleBus = await NatsBus.connect({ url, prefix: scalePrefix });
+    const scale = await measureScale(1000, scaleBus);
+    await scaleBus.close();
+    if (scale.finished !== scale.agents)
+      throw new Error(`scale: only ${scale.finished} of ${scale.agents} agents finished their three turns`);
+    rows.push({ name: "scale: 1,000 agents × 3 turns on NATS, wall time", value: scale.wallMs, unit: "ms" });
+    rows.push({
+      name: "scale: peak RSS growth per active agent",
+      value: scale.rssPerAgentKb,
+      unit: "KB",
+      target: "≤ 50 KB",
+    });
   } finally {
     const cleanup = await NatsBus.connect({ url, prefix });
     const { jetstreamManager } = await import("@nats-io/jetstream");
     const jsm = await jetstreamManager(cleanup.connection);
     for await (const name of jsm.streams.names()) {
-      const ours = [prefix, durablePrefix, daemonPrefix, recoveryPrefix].some(
+      const ours = [prefix, durablePrefix, daemonPrefix, recoveryPrefix, scalePrefix].some(
         (p) => name === `${p.toUpperCase()}_EVENTS` || name.startsWith(`KV_${p}_`),
       );
       if (ours) await jsm.streams.delete(name).catch(() => {});

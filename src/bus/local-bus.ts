@@ -34,6 +34,13 @@ const DUPLICATE_WINDOW_MS = 120_000;
 
 type Deliver = (bytes: Uint8Array, subject: string, replyTo?: (bytes: Uint8Array) => void) => void;
 
+/** The tokens of a pattern before its first wildcard: `a.b.*.c` → `a.b`, `>` → ``. */
+function literalHead(pattern: string): string {
+  const tokens = pattern.split(".");
+  const wild = tokens.findIndex((token) => token === "*" || token === ">");
+  return wild === -1 ? pattern : tokens.slice(0, wild).join(".");
+}
+
 interface LocalSubscription {
   pattern: string;
   queue: string | undefined;
@@ -58,7 +65,8 @@ export class LocalBus implements Bus {
   readonly log: EventLog;
   readonly intake: Intake;
   readonly #logger: Logger;
-  #subs = new Set<LocalSubscription>();
+  /** Subscriptions by the literal head of their pattern (the tokens before its first wildcard). */
+  #subs = new Map<string, Set<LocalSubscription>>();
   #queueCursor = new Map<string, number>();
   #buckets = new Map<string, LocalKv>();
   #closed = false;
@@ -154,7 +162,7 @@ export class LocalBus implements Bus {
   #targets(subject: string): LocalSubscription[] {
     const targets: LocalSubscription[] = [];
     let groups: Map<string, LocalSubscription[]> | undefined;
-    for (const sub of this.#subs) {
+    for (const sub of this.#candidates(subject)) {
       if (!subjectMatches(sub.pattern, subject)) continue;
       if (sub.queue === undefined) {
         targets.push(sub);
@@ -175,11 +183,34 @@ export class LocalBus implements Bus {
     return targets;
   }
 
+  /**
+   * The subscriptions whose head is a token prefix of `subject` (or all of it): the only ones that can
+   * match, found in as many lookups as the subject has tokens, however many agents subscribe.
+   */
+  *#candidates(subject: string): Iterable<LocalSubscription> {
+    const empty = this.#subs.get("");
+    if (empty) yield* empty;
+    for (let dot = subject.indexOf("."); dot !== -1; dot = subject.indexOf(".", dot + 1)) {
+      const group = this.#subs.get(subject.slice(0, dot));
+      if (group) yield* group;
+    }
+    const exact = this.#subs.get(subject);
+    if (exact) yield* exact;
+  }
+
   #addSubscription(pattern: string, queue: string | undefined, deliver: Deliver): Subscription {
     this.#ensureOpen();
     const sub: LocalSubscription = { pattern, queue, deliver };
-    this.#subs.add(sub);
-    return { unsubscribe: () => void this.#subs.delete(sub) };
+    const head = literalHead(pattern);
+    const group = this.#subs.get(head) ?? new Set<LocalSubscription>();
+    this.#subs.set(head, group);
+    group.add(sub);
+    return {
+      unsubscribe: () => {
+        group.delete(sub);
+        if (group.size === 0 && this.#subs.get(head) === group) this.#subs.delete(head);
+      },
+    };
   }
 
   #ensureOpen(): void {

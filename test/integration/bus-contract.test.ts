@@ -63,6 +63,20 @@ describe.each(buses)("bus contract: $name", ({ open }) => {
     expect(got.exact).toEqual([s.event("r1", "a", "tick")]);
   });
 
+  it("stops delivering to a subscription once unsubscribed, and keeps delivering to others on the same pattern", async () => {
+    const s = bus.subjects;
+    const got = { first: 0, second: 0 };
+    const first = bus.subscribe(s.events("r1"), () => void got.first++);
+    bus.subscribe(s.events("r1"), () => void got.second++);
+    await bus.flush();
+    first.unsubscribe();
+    await bus.flush();
+    bus.publish(s.event("r1", "a", "tick"), event("r1", "a", 0, "tick"));
+    await waitFor("the remaining subscriber", () => got.second === 1);
+    await bus.flush();
+    expect(got).toEqual({ first: 0, second: 1 });
+  });
+
   it("gives each message to one member of a queue group, and to every plain subscriber", async () => {
     const subject = bus.subjects.workSpawn();
     const members = new Map<number, number>();

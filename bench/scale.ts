@@ -1,0 +1,62 @@
+/**
+ * Scale: many agents at once in one runtime (the daemon's shape), each three turns (a tool call, a
+ * tool call, an answer) against a scripted model that takes 20 ms per reply. Measured: wall time, and
+ * peak RSS growth per agent. The scripted server runs in this process too, so its share of memory
+ * for the open requests is counted against Troupe: the figure errs high.
+ */
+import type { Bus } from "../src/bus/bus.js";
+import { ScriptedModelServer } from "../src/testing/scripted-model-server.js";
+import { troupe } from "./overhead.js";
+
+export interface ScaleResult {
+  agents: number;
+  wallMs: number;
+  /** (peak RSS during the run − RSS before it) / agents, in KB. */
+  rssPerAgentKb: number;
+  finished: number;
+}
+
+const toolTurns = (messages: ReadonlyArray<{ role: string }>) =>
+  messages.filter((m) => m.role === "tool").length;
+
+export async function measureScale(agents: number, bus: Bus): Promise<ScaleResult> {
+  const server = await ScriptedModelServer.start([
+    {
+      match: { where: (r) => toolTurns(r.messages) < 2 },
+      reply: { toolCalls: [{ name: "echo", arguments: { text: "hello" } }], chunks: 1, delayMs: 20 },
+      times: Number.POSITIVE_INFINITY,
+    },
+    {
+      match: { where: (r) => toolTurns(r.messages) >= 2 },
+      reply: { text: "done", chunks: 1, delayMs: 20 },
+      times: Number.POSITIVE_INFINITY,
+    },
+  ]);
+  const { runtime, once } = troupe(server.baseURL, bus);
+  await runtime.open();
+  try {
+    await once(); // warm up: modules, sockets, streams
+    global.gc?.();
+    const before = process.memoryUsage.rss();
+    let peak = before;
+    const sampler = setInterval(() => {
+      peak = Math.max(peak, process.memoryUsage.rss());
+    }, 5);
+    const started = performance.now();
+    const outputs = await Promise.all(
+      Array.from({ length: agents }, () => runtime.start({ task: "say hello" }).done),
+    );
+    const wallMs = performance.now() - started;
+    clearInterval(sampler);
+    peak = Math.max(peak, process.memoryUsage.rss());
+    return {
+      agents,
+      wallMs,
+      rssPerAgentKb: (peak - before) / 1024 / agents,
+      finished: outputs.filter((output) => output.reason === "done" && output.turns === 3).length,
+    };
+  } finally {
+    await runtime.close();
+    await server.close();
+  }
+}
