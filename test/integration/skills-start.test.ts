@@ -3,14 +3,12 @@ import { Runtime, UnknownSkillError } from "../../src/actors/runtime.js";
 import { matchSkill, skillCommand } from "../../src/skills/skills.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { tempTree } from "../support/cli.js";
-import { testConfig } from "../support/config.js";
+import { skillFile as skill, testConfig } from "../support/config.js";
 import { collect } from "../support/wait.js";
 
 let server: ScriptedModelServer;
 let dir: string;
 let dispose: () => void;
-const skill = (name: string, description: string, body: string) =>
-  `---\nname: ${name}\ndescription: ${description}\n---\n${body}\n`;
 beforeEach(async () => {
   server = await ScriptedModelServer.start();
   ({ dir, dispose } = tempTree({

@@ -19,3 +19,7 @@ export function testConfig(
     ),
   };
 }
+
+/** A SKILL.md: front matter with its name and description, then its body. */
+export const skillFile = (name: string, description: string, body: string) =>
+  `---\nname: ${name}\ndescription: ${description}\n---\n${body}\n`;
