@@ -36,6 +36,21 @@ async function startDaemon(env: NodeJS.ProcessEnv, prefix: string, tools = "tool
   return { dir, daemon, stderr: () => stderr };
 }
 
+/** A troupe process left running: its output so far, and its exit code once it ends. */
+function follow(args: string[], cwd: string, env: NodeJS.ProcessEnv) {
+  const child = spawn(process.execPath, [TROUPE_BIN, ...args], {
+    cwd,
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  cleanups.push(() => void child.kill("SIGKILL"));
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (chunk) => (stdout += chunk));
+  child.stderr.on("data", (chunk) => (stderr += chunk));
+  return { child, exit: exited(child), stdout: () => stdout, stderr: () => stderr };
+}
+
 function exited(child: ChildProcess): Promise<number | null> {
   return new Promise((resolve) =>
     child.exitCode !== null ? resolve(child.exitCode) : child.once("exit", (code) => resolve(code)),
@@ -113,21 +128,14 @@ describe("troupe daemon", () => {
     cleanups.push(() => model.close());
     const env = { NATS_URL: url, OPENAI_BASE_URL: model.baseURL, OPENAI_API_KEY: "" };
     const { dir } = await startDaemon(env, prefix, "tools: [shell]");
-    const client = spawn(
-      process.execPath,
-      [TROUPE_BIN, "--config", join(dir, "config"), "run", "--json", "--approval", "ask", "Deploy"],
-      {
-        cwd: dir,
-        env: { ...process.env, ...env },
-        stdio: ["ignore", "pipe", "pipe"],
-      },
+    const client = follow(
+      ["--config", join(dir, "config"), "run", "--json", "--approval", "ask", "Deploy"],
+      dir,
+      env,
     );
-    cleanups.push(() => void client.kill("SIGKILL"));
-    const clientExit = exited(client);
-    let stdout = "";
-    client.stdout.on("data", (chunk) => (stdout += chunk));
-    await waitFor("the approval request", () => stdout.includes('"approval.requested"'), 15_000);
-    const requested = stdout
+    await waitFor("the approval request", () => client.stdout().includes('"approval.requested"'), 15_000);
+    const requested = client
+      .stdout()
       .split("\n")
       .filter(Boolean)
       .map((line) => JSON.parse(line))
@@ -149,7 +157,7 @@ describe("troupe daemon", () => {
     );
     expect(late.code).toBe(1);
 
-    expect(await clientExit).toBe(0);
+    expect(await client.exit).toBe(0);
     const toolResult = model.requests[1]?.body.messages.find((m) => m.role === "tool")?.content;
     expect(toolResult).toContain("the user denied shell: not on a Friday");
   });
@@ -171,17 +179,7 @@ describe("troupe daemon", () => {
     const env = { NATS_URL: url, OPENAI_BASE_URL: model.baseURL, OPENAI_API_KEY: "" };
     const { dir } = await startDaemon(env, prefix);
     const config = ["--config", join(dir, "config")];
-    const observe = () => {
-      const child = spawn(process.execPath, [TROUPE_BIN, ...config, "observe", "--json"], {
-        cwd: dir,
-        env: { ...process.env, ...env },
-        stdio: ["ignore", "pipe", "ignore"],
-      });
-      cleanups.push(() => void child.kill("SIGKILL"));
-      let out = "";
-      child.stdout.on("data", (chunk) => (out += chunk));
-      return () => out;
-    };
+    const observe = () => follow([...config, "observe", "--json"], dir, env).stdout;
     const [first, second] = [observe(), observe()];
     await new Promise((resolve) => setTimeout(resolve, 1000));
     const run = await runTroupe([...config, "run", "--json", "quick"], { cwd: dir, env });
@@ -220,23 +218,16 @@ describe("troupe daemon", () => {
     expect(JSON.parse(status.stdout).runs).toEqual([expect.objectContaining({ runId, status: "done" })]);
 
     // A slow run, aborted from another terminal: its client ends with 130.
-    const slow = spawn(process.execPath, [TROUPE_BIN, ...config, "run", "--json", "slow"], {
-      cwd: dir,
-      env: { ...process.env, ...env },
-      stdio: ["ignore", "pipe", "ignore"],
-    });
-    cleanups.push(() => void slow.kill("SIGKILL"));
-    const slowExit = exited(slow);
-    let slowOut = "";
-    slow.stdout.on("data", (chunk) => (slowOut += chunk));
-    await waitFor("the slow run to stream", () => slowOut.includes('"model.delta"'), 10_000);
-    const slowRun = JSON.parse(slowOut.split("\n")[0] ?? "{}").runId as string;
+    const slow = follow([...config, "run", "--json", "slow"], dir, env);
+    await waitFor("the slow run to stream", () => slow.stdout().includes('"model.delta"'), 10_000);
+    const slowRun = JSON.parse(slow.stdout().split("\n")[0] ?? "{}").runId as string;
     const steer = await runTroupe([...config, "steer", slowRun, "steered"], { cwd: dir, env });
     expect(steer.stdout).toBe(`steering sent to ${slowRun}\n`);
     const abort = await runTroupe([...config, "abort", slowRun], { cwd: dir, env });
     expect(abort.stdout).toBe(`abort sent to ${slowRun}\n`);
-    expect(await slowExit).toBe(130);
-    const stopped = slowOut
+    expect(await slow.exit).toBe(130);
+    const stopped = slow
+      .stdout()
       .trim()
       .split("\n")
       .map((line) => JSON.parse(line))
@@ -272,29 +263,16 @@ describe("troupe daemon", () => {
     cleanups.push(() => model.close());
     const env = { NATS_URL: url, OPENAI_BASE_URL: model.baseURL, OPENAI_API_KEY: "" };
     const { dir } = await startDaemon(env, prefix);
-    const client = spawn(
-      process.execPath,
-      [TROUPE_BIN, "--config", join(dir, "config"), "run", "--json", "talk"],
-      {
-        cwd: dir,
-        env: { ...process.env, ...env },
-        stdio: ["ignore", "pipe", "pipe"],
-      },
-    );
-    cleanups.push(() => void client.kill("SIGKILL"));
-    const clientExit = exited(client);
-    let stdout = "";
-    let stderr = "";
-    client.stdout.on("data", (chunk) => (stdout += chunk));
-    client.stderr.on("data", (chunk) => (stderr += chunk));
-    await waitFor("streaming", () => stdout.includes('"model.delta"'), 10_000);
-    client.kill("SIGINT");
-    await waitFor("the question", () => stderr.includes("press Ctrl-C again to abort the run"));
+    const client = follow(["--config", join(dir, "config"), "run", "--json", "talk"], dir, env);
+    await waitFor("streaming", () => client.stdout().includes('"model.delta"'), 10_000);
+    client.child.kill("SIGINT");
+    await waitFor("the question", () => client.stderr().includes("press Ctrl-C again to abort the run"));
     await new Promise((resolve) => setTimeout(resolve, 500));
-    expect(client.exitCode).toBeNull();
-    client.kill("SIGINT");
-    expect(await clientExit).toBe(130);
-    const last = stdout
+    expect(client.child.exitCode).toBeNull();
+    client.child.kill("SIGINT");
+    expect(await client.exit).toBe(130);
+    const last = client
+      .stdout()
       .trim()
       .split("\n")
       .map((line) => JSON.parse(line))
