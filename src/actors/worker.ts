@@ -1,6 +1,6 @@
-import { ulid } from "ulid";
 import type { Subscription } from "../bus/bus.js";
 import { makeEnvelope } from "../bus/envelope.js";
+import { ulid } from "../bus/ulid.js";
 import type { Logger } from "../log.js";
 import type { AgentHandle } from "./agent-host.js";
 import {

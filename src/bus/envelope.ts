@@ -1,5 +1,5 @@
-import { monotonicFactory } from "ulid";
 import { z } from "zod";
+import { ulid } from "./ulid.js";
 
 /**
  * The one message shape on the bus (DESIGN.md). `id` doubles as the JetStream `Nats-Msg-Id`,
@@ -36,13 +36,10 @@ export interface EnvelopeInit<T> {
   data: T;
 }
 
-/** Ids made in one process sort in the order they were made, even within one millisecond. */
-const nextId = monotonicFactory();
-
 export function makeEnvelope<T>(init: EnvelopeInit<T>, now: number = Date.now()): Envelope<T> {
   const envelope: Envelope<T> = {
     v: ENVELOPE_VERSION,
-    id: nextId(now),
+    id: ulid(now),
     ts: now,
     runId: init.runId,
     agentId: init.agentId,

@@ -1,4 +1,4 @@
-import { ulid } from "ulid";
+import { ulid } from "./ulid.js";
 
 /**
  * Every subject and JetStream/KV name Troupe uses is built here, from one prefix (default `troupe`).
