@@ -22,6 +22,13 @@ const PATTERNS: Array<[kind: string, pattern: RegExp]> = [
 const ASSIGNMENT =
   /(["']?)([A-Za-z0-9_.-]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIALS?))\1(\s*[=:]\s*)("[^"\n]*"|'[^'\n]*'|[^\s"',;]+)/gi;
 
+/**
+ * Every pattern above and every assignment holds one of these (matched more loosely, ignoring case):
+ * a string with none of them skips the nine regular expressions.
+ */
+const MIGHT_HOLD_SECRET =
+  /-----BEGIN|sk-|gh[pousr]_|github_pat_|AKIA|ASIA|xox[abposr]-|hooks\.slack\.com|eyJ|KEY|TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL/i;
+
 /** Values shorter than this are not treated as secrets by value (too likely to be ordinary words). */
 const MIN_LITERAL = 8;
 
@@ -53,6 +60,7 @@ export class Redactor {
     let out = text;
     for (const literal of this.#literals)
       if (out.includes(literal)) out = out.split(literal).join("[REDACTED]");
+    if (!MIGHT_HOLD_SECRET.test(out)) return out;
     for (const [kind, pattern] of PATTERNS) out = out.replace(pattern, `[REDACTED:${kind}]`);
     out = out.replace(ASSIGNMENT, (match, quote: string, name: string, sep: string, value: string) =>
       value.startsWith("[REDACTED") || /^\$|^\{\{/.test(value)

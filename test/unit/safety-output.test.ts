@@ -17,6 +17,11 @@ describe("redaction", () => {
     ["AWS access key", "AKIAIOSFODNN7EXAMPLE", "[REDACTED:aws-access-key]"],
     ["Slack token", "xoxb-123456789012-abcdefghij", "[REDACTED:slack-token]"],
     [
+      "Slack webhook",
+      "post to https://hooks.slack.com/services/T000/B000/XXXX now",
+      "post to [REDACTED:slack-webhook] now",
+    ],
+    [
       "JWT",
       "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
       "Bearer [REDACTED:jwt]",
