@@ -1,6 +1,6 @@
 import type { ChatMessage, Usage } from "../model/types.js";
 import { addUsage, ZERO_USAGE } from "../model/types.js";
-import { countMessagesTokens, countMessageTokens, countTextTokens } from "./tokens.js";
+import { countMessagesTokens, countMessageTokens, countTextTokens, maxMessagesTokens } from "./tokens.js";
 
 export interface CompactionSettings {
   contextWindow: number;
@@ -36,7 +36,10 @@ export function overThreshold(
   overhead: number,
   settings: CompactionSettings,
 ): boolean {
-  return countMessagesTokens(messages) + overhead > settings.contextWindow * (settings.threshold ?? 0.8);
+  const limit = settings.contextWindow * (settings.threshold ?? 0.8);
+  // Far from the limit there is no need to tokenize: the bound alone says so.
+  if (maxMessagesTokens(messages) + overhead <= limit) return false;
+  return countMessagesTokens(messages) + overhead > limit;
 }
 
 /**

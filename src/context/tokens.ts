@@ -37,7 +37,38 @@ export function countMessagesTokens(messages: readonly ChatMessage[]): number {
   return total;
 }
 
+/**
+ * At least `countMessagesTokens(messages)`, without tokenizing: a token is at least one UTF-8 byte,
+ * and one UTF-16 unit is at most three bytes.
+ */
+export function maxMessagesTokens(messages: readonly ChatMessage[]): number {
+  let total = REPLY_PRIMING;
+  for (const message of messages) {
+    const cached = cache.get(message);
+    if (cached !== undefined) {
+      total += cached;
+      continue;
+    }
+    total += MESSAGE_OVERHEAD + 3 * (message.content?.length ?? 0);
+    if (message.role === "assistant" && message.tool_calls) {
+      for (const call of message.tool_calls)
+        total += MESSAGE_OVERHEAD + 3 * (call.function.name.length + call.function.arguments.length);
+    }
+  }
+  return total;
+}
+
+/** Agents of one process mostly share their tool specs: their counts are kept, a few hundred at most. */
+const specCounts = new Map<string, number>();
+
 export function countToolSpecTokens(tools: readonly ToolSpec[] | undefined): number {
   if (!tools || tools.length === 0) return 0;
-  return countTextTokens(JSON.stringify(tools));
+  const json = JSON.stringify(tools);
+  let tokens = specCounts.get(json);
+  if (tokens === undefined) {
+    if (specCounts.size >= 256) specCounts.clear();
+    tokens = countTextTokens(json);
+    specCounts.set(json, tokens);
+  }
+  return tokens;
 }

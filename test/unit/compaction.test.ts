@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { compactMessages, overThreshold, SUMMARY_PREFIX } from "../../src/context/compaction.js";
 import { buildSystemPrompt } from "../../src/context/system-prompt.js";
-import { countMessagesTokens, countTextTokens } from "../../src/context/tokens.js";
+import { countMessagesTokens, countTextTokens, maxMessagesTokens } from "../../src/context/tokens.js";
 import type { ChatMessage } from "../../src/model/types.js";
 import { ZERO_USAGE } from "../../src/model/types.js";
 import { tempTree } from "../support/cli.js";
@@ -38,6 +38,29 @@ describe("token counting", () => {
     expect(countTextTokens("")).toBe(0);
     const text = "antidisestablishmentarianism ".repeat(10);
     expect(countTextTokens(text)).not.toBe(Math.ceil(text.length / 4));
+  });
+
+  it("bounds a conversation's count from above without tokenizing, for any script", () => {
+    const texts = [
+      "plain words here",
+      "数据库连接失败，请重试",
+      "emoji 🎉🎉🎉 and ÄÖÜ",
+      "x".repeat(500),
+      '{"a":[1,2,3]}',
+    ];
+    for (const text of texts) {
+      const messages = [...conversation(2, 5), { role: "user" as const, content: text }];
+      expect(maxMessagesTokens(messages)).toBeGreaterThanOrEqual(countMessagesTokens(messages));
+    }
+  });
+
+  it("says a conversation is over the threshold exactly when its counted tokens are", () => {
+    const messages = conversation(10, 50);
+    const tokens = countMessagesTokens(conversation(10, 50));
+    // Fresh messages (no cached counts), so the bound is what is tried first.
+    expect(overThreshold(conversation(10, 50), 0, { contextWindow: (tokens + 1) / 0.8 })).toBe(false);
+    expect(overThreshold(conversation(10, 50), 0, { contextWindow: (tokens - 1) / 0.8 })).toBe(true);
+    expect(overThreshold(messages, 100, { contextWindow: (tokens + 50) / 0.8 })).toBe(true);
   });
 });
 
