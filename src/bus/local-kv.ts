@@ -46,7 +46,8 @@ export class LocalKv implements KvStore {
     const stored = { bytes: JSON.stringify(value), revision: ++this.#revision };
     this.#values.set(key, stored);
     this.store?.saveValue(this.name, key, { json: stored.bytes, revision: stored.revision });
-    this.#notify({ key, value: JSON.parse(stored.bytes), revision: stored.revision, op: "put" });
+    if (this.#watchers.size > 0)
+      this.#notify({ key, value: JSON.parse(stored.bytes), revision: stored.revision, op: "put" });
     return stored.revision;
   }
 
