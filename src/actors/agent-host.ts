@@ -1,13 +1,22 @@
-import { ulid } from "ulid";
-import { createActor, fromPromise, type Snapshot } from "xstate";
+import { type ActorSystem, type ActorSystemInfo, createActor, fromPromise, type Snapshot } from "xstate";
 import type { Bus } from "../bus/bus.js";
+import { ulid } from "../bus/ulid.js";
 import type { AgentDefinition, ApprovalPolicy, Budget, TroupeConfig } from "../config/schema.js";
 import { type CompactionSettings, overThreshold } from "../context/compaction.js";
 import { buildSystemPrompt } from "../context/system-prompt.js";
 import type { Logger } from "../log.js";
 import { AGENT_MACHINE_VERSION, agentMachine, failedOutput, totalSpend } from "../machines/agent-machine.js";
-import type { AgentOutput, CompactionInput, ModelTurn, ModelTurnInput } from "../machines/agent-types.js";
+import type {
+  AgentOutput,
+  ApprovalDecision,
+  CompactionInput,
+  CompactionOutput,
+  ModelTurn,
+  ModelTurnInput,
+  ToolBatchOutput,
+} from "../machines/agent-types.js";
 import type { ModelRouter } from "../model/model-router.js";
+import type { ChatMessage } from "../model/types.js";
 import type { Approver } from "../safety/approver.js";
 import type { Redactor } from "../safety/redact.js";
 import { UNTRUSTED_NOTE } from "../safety/untrusted.js";
@@ -105,6 +114,52 @@ export interface AgentHandle {
   events(): AsyncIterable<AgentEvent>;
 }
 
+/** What one host does for its machine: the actors the machine invokes and its compaction guard. */
+interface HostedActors {
+  callModel(input: ModelTurnInput, signal: AbortSignal): Promise<ModelTurn>;
+  awaitApproval(input: { calls: PlannedCall[] }, signal: AbortSignal): Promise<ApprovalDecision[]>;
+  runTools(input: { calls: PlannedCall[] }, signal: AbortSignal): Promise<ToolBatchOutput>;
+  compact(input: CompactionInput, signal: AbortSignal): Promise<CompactionOutput>;
+  needsCompaction(messages: readonly ChatMessage[]): boolean;
+}
+
+/** Each running machine's host, by the machine's actor system (what its invoked actors are given). */
+const hostBySystem = new WeakMap<ActorSystem<ActorSystemInfo>, HostedActors>();
+/** And by `<runId>.<agentId>` for the guard, which is given only the context. */
+const hostByAgent = new Map<string, HostedActors>();
+
+const hostOf = (system: ActorSystem<ActorSystemInfo>): HostedActors => {
+  const host = hostBySystem.get(system);
+  if (!host) throw new Error("an agent machine is running without its host");
+  return host;
+};
+
+/**
+ * The agent machine with its actors provided once for the whole process: each actor finds its
+ * agent's host when invoked. (Providing it per agent rebuilt the machine's state nodes every
+ * time: about a millisecond and 20 KB per agent.)
+ */
+const hostedMachine = agentMachine.provide({
+  actors: {
+    callModel: fromPromise<ModelTurn, ModelTurnInput>(({ input, signal, system }) =>
+      hostOf(system).callModel(input, signal),
+    ),
+    awaitApproval: fromPromise<ApprovalDecision[], { calls: PlannedCall[] }>(({ input, signal, system }) =>
+      hostOf(system).awaitApproval(input, signal),
+    ),
+    runTools: fromPromise<ToolBatchOutput, { calls: PlannedCall[] }>(({ input, signal, system }) =>
+      hostOf(system).runTools(input, signal),
+    ),
+    compact: fromPromise<CompactionOutput, CompactionInput>(({ input, signal, system }) =>
+      hostOf(system).compact(input, signal),
+    ),
+  },
+  guards: {
+    needsCompaction: ({ context }) =>
+      hostByAgent.get(`${context.runId}.${context.agentId}`)?.needsCompaction(context.messages) ?? false,
+  },
+});
+
 /**
  * Hosts one agent machine: provides its actors (model call, approval wait, tool batch, compaction),
  * publishes its events, and resolves `done` with its output once every event is in the log.
@@ -145,7 +200,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
   let turn = restore ? ((restore.snapshot as { context?: { turns?: number } }).context?.turns ?? 0) : 0;
   const gate = toolGate(deps.hooks, deps.agentHooks, { runId, agentId, agent: definition.name });
   const store = deps.persistence?.journal;
-  const journal = store?.forAgent(runId, agentId);
+  const journal = store?.forAgent(runId, agentId, { fresh: !restore, log });
   const children = subagentTools(
     definition.subagents
       .map((name) => deps.agents.get(name))
@@ -186,84 +241,72 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     readOnlyBecause !== undefined,
   );
 
-  const machine = agentMachine.provide({
-    actors: {
-      callModel: fromPromise<ModelTurn, ModelTurnInput>(async ({ input, signal }) => {
-        const hookContext = { runId, agentId, agent: definition.name };
-        const next = await deps.agentHooks?.prepareNextTurn?.({
-          ...hookContext,
-          model: chain[0] as string,
-          messages: input.messages,
-        });
-        const response = await deps.models.call(next?.model ? [next.model, ...chain.slice(1)] : chain, {
-          messages: next?.messages ?? input.messages,
-          ...(input.withTools ? { tools: tools().specs } : {}),
-          signal,
-          onDelta: (text) => events.emit("model.delta", { text }),
-        });
-        turn++;
-        if (
-          await deps.agentHooks?.shouldStopAfterTurn?.({ ...hookContext, turn, message: response.message })
-        ) {
-          // Stopping here: the turn's tool calls are not run, so they leave the history too.
-          const { tool_calls: _dropped, ...message } = response.message;
-          response.message = message;
-        }
-        const toolCalls = response.message.tool_calls ?? [];
-        events.emit("model.completed", {
-          model: response.model,
-          usage: response.usage,
-          finishReason: response.finishReason,
-          toolCalls: toolCalls.length,
-        });
-        const plan = planCalls(
-          toolCalls,
-          registry,
-          input.withTools ? tools().allowed : new Set(),
-          policy,
-          deps.workspace,
-          readOnlyBecause,
-        );
-        for (const call of plan) events.emit("tool.requested", requested(call));
-        return { ...response, plan };
-      }),
-      awaitApproval: fromPromise(
-        ({ input, signal }: { input: { calls: PlannedCall[] }; signal: AbortSignal }) =>
-          askEach(deps, events, { runId, agentId }, input.calls, signal),
-      ),
-      runTools: fromPromise(
-        async ({ input, signal }: { input: { calls: PlannedCall[] }; signal: AbortSignal }) => {
-          children.beginBatch(input.calls.filter((call) => call.name.startsWith("subagent_")).length);
-          const results = await runBatch(input.calls, {
-            registry,
-            context: {
-              runId,
-              agentId,
-              workspace: deps.workspace,
-              protectedDirs: deps.protectedDirs,
-              ...(definition.skills ? { skills: definition.skills } : {}),
-            },
-            signal,
-            redactor: deps.redactor,
-            ...(journal ? { journal } : {}),
-            ...(gate ? { gate } : {}),
-            hooks: toolEventHooks(events),
-          });
-          const reason = stopReason(definition, input.calls, results);
-          if (reason) actor.send({ type: "FAIL", error: reason });
-          return results;
+  const hosted: HostedActors = {
+    callModel: async (input, signal) => {
+      const hookContext = { runId, agentId, agent: definition.name };
+      const next = await deps.agentHooks?.prepareNextTurn?.({
+        ...hookContext,
+        model: chain[0] as string,
+        messages: input.messages,
+      });
+      const response = await deps.models.call(next?.model ? [next.model, ...chain.slice(1)] : chain, {
+        messages: next?.messages ?? input.messages,
+        ...(input.withTools ? { tools: tools().specs } : {}),
+        signal,
+        onDelta: (text) => events.emit("model.delta", { text }),
+      });
+      turn++;
+      if (await deps.agentHooks?.shouldStopAfterTurn?.({ ...hookContext, turn, message: response.message })) {
+        // Stopping here: the turn's tool calls are not run, so they leave the history too.
+        const { tool_calls: _dropped, ...message } = response.message;
+        response.message = message;
+      }
+      const toolCalls = response.message.tool_calls ?? [];
+      events.emit("model.completed", {
+        model: response.model,
+        usage: response.usage,
+        finishReason: response.finishReason,
+        toolCalls: toolCalls.length,
+      });
+      const plan = planCalls(
+        toolCalls,
+        registry,
+        input.withTools ? tools().allowed : new Set(),
+        policy,
+        deps.workspace,
+        readOnlyBecause,
+      );
+      for (const call of plan) events.emit("tool.requested", requested(call));
+      return { ...response, plan };
+    },
+    awaitApproval: (input, signal) => askEach(deps, events, { runId, agentId }, input.calls, signal),
+    runTools: async (input, signal) => {
+      children.beginBatch(input.calls.filter((call) => call.name.startsWith("subagent_")).length);
+      const results = await runBatch(input.calls, {
+        registry,
+        context: {
+          runId,
+          agentId,
+          workspace: deps.workspace,
+          protectedDirs: deps.protectedDirs,
+          ...(definition.skills ? { skills: definition.skills } : {}),
         },
-      ),
-      compact: fromPromise(({ input, signal }: { input: CompactionInput; signal: AbortSignal }) =>
-        compactAndReport(input.messages, compaction, summarizer(deps.models, chain), events, signal),
-      ),
+        signal,
+        redactor: deps.redactor,
+        ...(journal ? { journal } : {}),
+        ...(gate ? { gate } : {}),
+        hooks: toolEventHooks(events),
+      });
+      const reason = stopReason(definition, input.calls, results);
+      if (reason) actor.send({ type: "FAIL", error: reason });
+      return results;
     },
-    guards: {
-      needsCompaction: ({ context }) => overThreshold(context.messages, tools().tokens + reply, compaction),
-    },
-  });
+    compact: (input, signal) =>
+      compactAndReport(input.messages, compaction, summarizer(deps.models, chain), events, signal),
+    needsCompaction: (messages) => overThreshold(messages, tools().tokens + reply, compaction),
+  };
 
-  const actor = createActor(machine, {
+  const actor = createActor(hostedMachine, {
     input: {
       runId,
       agentId,
@@ -278,6 +321,9 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     },
     ...(restore ? { snapshot: restore.snapshot as Snapshot<unknown> } : {}),
   });
+  const hostKey = `${runId}.${agentId}`;
+  hostBySystem.set(actor.system, hosted);
+  hostByAgent.set(hostKey, hosted);
 
   if (!restore) {
     events.emit("agent.started", {
@@ -292,6 +338,10 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
 
   // Commands reach an agent on its control subjects, from its parent or any client (acked by reply).
   const control = serveControl(deps.bus, runId, agentId, (event) => actor.send(event));
+  const release = () => {
+    control.unsubscribe();
+    if (hostByAgent.get(hostKey) === hosted) hostByAgent.delete(hostKey);
+  };
 
   // A resumed agent starts in its restored state: entering it again is not a transition.
   let state = String(actor.getSnapshot().value);
@@ -317,7 +367,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         }
         if (snapshot.status === "done" && snapshot.output) {
           const output = snapshot.output;
-          control.unsubscribe();
+          release();
           events.emit("agent.stopped", { ...output });
           void deps.hooks?.notify("agentStop", definition.name, {
             runId,
@@ -331,7 +381,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       },
       error: (error) => {
         log.error({ err: error }, "the agent machine failed");
-        control.unsubscribe();
+        release();
         const output = failedOutput(actor.getSnapshot().context, error);
         events.emit("agent.stopped", output);
         void events.flushed().then(() => resolve(output));
@@ -386,7 +436,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     detach: () => {
       // Another host takes over from the stored snapshot: stop here without a word or a save.
       detached = true;
-      control.unsubscribe();
+      release();
       actor.stop();
     },
   };

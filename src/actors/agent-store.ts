@@ -114,12 +114,27 @@ export class ToolJournal {
     return new ToolJournal(await bus.kv("journal"));
   }
 
-  /** The journal of one agent, as a tool batch uses it. */
-  forAgent(runId: string, agentId: string): BatchJournal {
+  /**
+   * The journal of one agent, as a tool batch uses it. A read is not journaled as started (one cut
+   * short is simply run again) and its result is written without waiting (lost, the read runs again).
+   * A `fresh` agent (started here, not resumed) has no entries but the ones written here, so it
+   * looks them up in memory instead of asking the bucket.
+   */
+  forAgent(runId: string, agentId: string, options: { fresh: boolean; log: Logger }): BatchJournal {
+    const written = options.fresh ? new Map<string, JournalEntry>() : undefined;
     return {
-      get: (callId) => this.get(runId, agentId, callId),
-      started: (call) => this.started(runId, agentId, call.id, call.name, call.effect),
-      finished: (call, result) => this.finished(runId, agentId, call.id, call.name, call.effect, result),
+      get: async (callId) => (written ? written.get(callId) : this.get(runId, agentId, callId)),
+      started: async (call) => {
+        if (call.effect === "read") return;
+        written?.set(call.id, { status: "started", name: call.name, effect: call.effect });
+        await this.started(runId, agentId, call.id, call.name, call.effect);
+      },
+      finished: async (call, result) => {
+        written?.set(call.id, { status: "finished", name: call.name, effect: call.effect, result });
+        const write = this.finished(runId, agentId, call.id, call.name, call.effect, result);
+        if (call.effect !== "read") return write;
+        write.catch((error) => options.log.warn({ err: error, callId: call.id }, "read not journaled"));
+      },
     };
   }
 
