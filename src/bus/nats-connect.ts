@@ -71,6 +71,9 @@ function toNodeOptions(options: NatsConnectOptions): NodeConnectionOptions {
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
     timeout: 2000,
+    // Otherwise every request (each event append is one) builds an Error for its stack trace up
+    // front: a sixth of an agent host's CPU when agents stream.
+    noAsyncTraces: true,
   };
   if (options.user !== undefined) result.user = options.user;
   if (options.password !== undefined) result.pass = options.password;
