@@ -1,16 +1,26 @@
 import type { Bus } from "../bus/bus.js";
-import { makeEnvelope } from "../bus/envelope.js";
+import { type Envelope, makeEnvelope } from "../bus/envelope.js";
 import type { Logger } from "../log.js";
 import type { Redactor } from "../safety/redact.js";
 import type { AgentEventMap, AgentEventType } from "./agent-events.js";
 
+/** Events one append carries at most; more wait for the next. */
+const MAX_BATCH = 512;
+
 /**
  * Publishes one agent's events to the event log in the order they were made, numbering them without
- * gaps. Appends are chained, so a slow append never lets a later event overtake an earlier one.
+ * gaps. One append is in flight at a time, so a slow or retried append never lets a later event
+ * overtake an earlier one; the events made meanwhile go together in the next append (on NATS, one
+ * message), so a streaming agent costs a round trip per batch, not per event.
  */
 export class EventPublisher {
   #seq: number;
-  #chain: Promise<void> = Promise.resolve();
+  #queue: Envelope[] = [];
+  #sending = false;
+  /** Events made, and events whose append has settled. */
+  #made = 0;
+  #settled = 0;
+  #waiters: Array<{ upTo: number; resolve: () => void }> = [];
 
   constructor(
     private readonly bus: Bus,
@@ -31,23 +41,43 @@ export class EventPublisher {
 
   /** Every string in the data is redacted before it leaves the process. */
   emit<T extends AgentEventType>(type: T, data: AgentEventMap[T]): void {
-    const envelope = makeEnvelope({
-      runId: this.runId,
-      agentId: this.agentId,
-      parentId: this.parentId,
-      seq: this.#seq++,
-      type,
-      data: this.redactor ? this.redactor.redactDeep(data) : data,
-    });
-    this.#chain = this.#chain
-      .then(() => this.bus.log.append(envelope).then(() => undefined))
-      .catch((error) => {
-        this.log.error({ err: error, type, seq: envelope.seq }, "could not publish an event");
-      });
+    this.#queue.push(
+      makeEnvelope({
+        runId: this.runId,
+        agentId: this.agentId,
+        parentId: this.parentId,
+        seq: this.#seq++,
+        type,
+        data: this.redactor ? this.redactor.redactDeep(data) : data,
+      }),
+    );
+    this.#made++;
+    if (!this.#sending) void this.#send();
   }
 
-  /** Resolves when every event emitted so far is in the log. */
+  async #send(): Promise<void> {
+    this.#sending = true;
+    while (this.#queue.length > 0) {
+      const batch = this.#queue.splice(0, MAX_BATCH);
+      try {
+        await this.bus.log.appendAll(batch);
+      } catch (error) {
+        const { type, seq } = batch[0] as Envelope;
+        this.log.error({ err: error, type, seq, events: batch.length }, "could not publish events");
+      }
+      this.#settled += batch.length;
+      this.#waiters = this.#waiters.filter((waiter) => {
+        if (waiter.upTo > this.#settled) return true;
+        waiter.resolve();
+        return false;
+      });
+    }
+    this.#sending = false;
+  }
+
+  /** Resolves when every event emitted so far is in the log (or could not be put there, logged). */
   flushed(): Promise<void> {
-    return this.#chain;
+    if (this.#settled >= this.#made) return Promise.resolve();
+    return new Promise((resolve) => this.#waiters.push({ upTo: this.#made, resolve }));
   }
 }

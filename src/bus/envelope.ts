@@ -62,14 +62,38 @@ export class MalformedEnvelopeError extends Error {
   override name = "MalformedEnvelopeError";
 }
 
+/** Several envelopes of one agent as one message: a JSON array of them, in order. */
+export function encodeEnvelopes(encoded: readonly Uint8Array[]): Uint8Array {
+  let size = 1 + encoded.length;
+  for (const bytes of encoded) size += bytes.length;
+  const out = new Uint8Array(size);
+  out[0] = 0x5b; // [
+  let at = 1;
+  encoded.forEach((bytes, i) => {
+    if (i > 0) out[at++] = 0x2c; // ,
+    out.set(bytes, at);
+    at += bytes.length;
+  });
+  out[at] = 0x5d; // ]
+  return out;
+}
+
 /** Parses bytes from the wire; throws `MalformedEnvelopeError` with what was wrong. */
 export function decodeEnvelope(bytes: Uint8Array): Envelope {
-  let json: unknown;
+  return parseEnvelope(parseJson(bytes));
+}
+
+/** The JSON of a message: one envelope, or an array of them (see `encodeEnvelopes`). */
+export function parseJson(bytes: Uint8Array): unknown {
   try {
-    json = JSON.parse(decoder.decode(bytes));
+    return JSON.parse(decoder.decode(bytes));
   } catch (cause) {
     throw new MalformedEnvelopeError("envelope is not JSON", { cause });
   }
+}
+
+/** Checks parsed JSON against the envelope schema; throws `MalformedEnvelopeError` with what was wrong. */
+export function parseEnvelope(json: unknown): Envelope {
   const parsed = envelopeSchema.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];

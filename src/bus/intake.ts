@@ -7,7 +7,14 @@ import {
   RemoteError,
   type Responder,
 } from "./bus.js";
-import { decodeEnvelope, type Envelope, encodeEnvelope, makeEnvelope } from "./envelope.js";
+import {
+  decodeEnvelope,
+  type Envelope,
+  encodeEnvelope,
+  makeEnvelope,
+  parseEnvelope,
+  parseJson,
+} from "./envelope.js";
 
 /**
  * What both buses do with bytes that arrive: validate them as envelopes (a malformed one is
@@ -26,24 +33,49 @@ export class Intake {
       this.stats.delivered++;
       return envelope;
     } catch (error) {
-      this.stats.malformed++;
-      this.logger.warn({ subject, err: (error as Error).message }, "dropped a malformed envelope");
+      this.#dropped(subject, error);
       return undefined;
     }
   }
 
+  /** The envelopes of a message that holds one or, as a JSON array, several (an event log batch). */
+  decodeAll(bytes: Uint8Array, subject: string): Envelope[] {
+    let json: unknown;
+    try {
+      json = parseJson(bytes);
+    } catch (error) {
+      this.#dropped(subject, error);
+      return [];
+    }
+    const envelopes: Envelope[] = [];
+    for (const item of Array.isArray(json) ? json : [json]) {
+      try {
+        envelopes.push(parseEnvelope(item));
+        this.stats.delivered++;
+      } catch (error) {
+        this.#dropped(subject, error);
+      }
+    }
+    return envelopes;
+  }
+
+  #dropped(subject: string, error: unknown): void {
+    this.stats.malformed++;
+    this.logger.warn({ subject, err: (error as Error).message }, "dropped a malformed envelope");
+  }
+
   deliver(bytes: Uint8Array, subject: string, handler: MessageHandler): void {
-    const envelope = this.decode(bytes, subject);
-    if (!envelope) return;
     const fail = (error: unknown) => {
       this.stats.handlerErrors++;
       this.logger.error({ subject, err: error }, "a message handler failed");
     };
-    try {
-      const result = handler(envelope, subject);
-      if (result instanceof Promise) result.catch(fail);
-    } catch (error) {
-      fail(error);
+    for (const envelope of this.decodeAll(bytes, subject)) {
+      try {
+        const result = handler(envelope, subject);
+        if (result instanceof Promise) result.catch(fail);
+      } catch (error) {
+        fail(error);
+      }
     }
   }
 

@@ -11,12 +11,18 @@ import {
 import { nanos } from "@nats-io/transport-node";
 import type { Logger } from "../log.js";
 import { type AppendAck, BusError, type EventLog, type LoggedEvent, type ReadOptions } from "./bus.js";
-import { type Envelope, encodeEnvelope } from "./envelope.js";
+import { type Envelope, encodeEnvelope, encodeEnvelopes } from "./envelope.js";
 import type { Intake } from "./intake.js";
 import type { Subjects } from "./subjects.js";
 
 /** JetStream's duplicate window: a publish retried within it with the same `Nats-Msg-Id` is stored once. */
 const DUPLICATE_WINDOW_MS = 120_000;
+
+/** The type token of a message holding several events of one agent. */
+const BATCH_TYPE = "batch";
+
+/** A batch message stays well under NATS's default 1 MB payload limit. */
+const MAX_BATCH_BYTES = 256 * 1024;
 
 /** Creates the event stream if it does not exist; an existing one is left as it is. */
 export async function ensureEventStream(jsm: JetStreamManager, names: Subjects): Promise<void> {
@@ -60,27 +66,63 @@ export class NatsEventLog implements EventLog {
    * Publishes to JetStream and waits for its acknowledgement. While the server is away the same
    * envelope is retried (same `Nats-Msg-Id`, so it is stored once) until `appendTimeoutMs`.
    */
-  async append(envelope: Envelope): Promise<AppendAck> {
+  append(envelope: Envelope): Promise<AppendAck> {
     const subject = this.bus.subjects.event(envelope.runId, envelope.agentId, envelope.type);
-    const bytes = encodeEnvelope(envelope);
+    return this.#publish(subject, encodeEnvelope(envelope), envelope.id, envelope.type);
+  }
+
+  /**
+   * One message per up to `MAX_BATCH_BYTES` of events, stored one after the other; a message of
+   * several is a JSON array of envelopes on `<p>.evt.<runId>.<agentId>.batch`, its `Nats-Msg-Id` the
+   * first one's id.
+   */
+  async appendAll(envelopes: readonly Envelope[]): Promise<AppendAck> {
+    let ack: AppendAck = { seq: 0, duplicate: true };
+    let batch: Envelope[] = [];
+    let encoded: Uint8Array[] = [];
+    let size = 0;
+    const send = async () => {
+      const first = batch[0] as Envelope;
+      ack =
+        batch.length === 1
+          ? await this.append(first)
+          : await this.#publish(
+              this.bus.subjects.event(first.runId, first.agentId, BATCH_TYPE),
+              encodeEnvelopes(encoded),
+              first.id,
+              `${batch.length} events`,
+            );
+      batch = [];
+      encoded = [];
+      size = 0;
+    };
+    for (const envelope of envelopes) {
+      const bytes = encodeEnvelope(envelope);
+      if (batch.length > 0 && size + bytes.length > MAX_BATCH_BYTES) await send();
+      batch.push(envelope);
+      encoded.push(bytes);
+      size += bytes.length + 1;
+    }
+    if (batch.length > 0) await send();
+    return ack;
+  }
+
+  async #publish(subject: string, bytes: Uint8Array, msgID: string, what: string): Promise<AppendAck> {
     const deadline = Date.now() + this.appendTimeoutMs;
     let delay = 25;
     for (let attempt = 1; ; attempt++) {
       try {
         const ack = await this.js.publish(subject, bytes, {
-          msgID: envelope.id,
+          msgID,
           timeout: Math.max(500, Math.min(5000, deadline - Date.now())),
         });
         if (attempt > 1) this.logger.info({ subject, attempt }, "event appended after retrying");
         return { seq: ack.seq, duplicate: ack.duplicate };
       } catch (error) {
         if (Date.now() + delay >= deadline) {
-          throw new BusError(
-            `could not append ${envelope.type} to the event log within ${this.appendTimeoutMs} ms`,
-            {
-              cause: error,
-            },
-          );
+          throw new BusError(`could not append ${what} to the event log within ${this.appendTimeoutMs} ms`, {
+            cause: error,
+          });
         }
         this.logger.debug({ subject, attempt, err: (error as Error).message }, "append failed; retrying");
         await new Promise((resolve) => setTimeout(resolve, delay));
@@ -111,8 +153,8 @@ export class NatsEventLog implements EventLog {
     signal?.addEventListener("abort", stop, { once: true });
     try {
       for await (const msg of messages) {
-        const envelope = this.bus.intake.decode(msg.data, msg.subject);
-        if (envelope) yield { seq: msg.seq, subject: msg.subject, envelope };
+        for (const envelope of this.bus.intake.decodeAll(msg.data, msg.subject))
+          yield { seq: msg.seq, subject: msg.subject, envelope };
         if (!follow && msg.info.pending === 0) break;
       }
     } finally {
