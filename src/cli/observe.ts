@@ -38,6 +38,7 @@ export async function runObserve(
     drawn = lines.length;
   };
   const timer = live ? setInterval(draw, 100) : undefined;
+  const lines = new LineWriter(process.stdout);
   const quit = () => reading.abort();
   process.once("SIGINT", quit);
   if (live && process.stdin.isTTY) {
@@ -62,13 +63,17 @@ export async function runObserve(
       signal: reading.signal,
     };
     for await (const { envelope } of bus.log.read(options)) {
-      if (!live) process.stdout.write(`${JSON.stringify(envelope)}\n`);
-      const node = builder.apply(envelope);
-      if (envelope.type === "model.delta" && node) focus = node;
-      dirty = true;
+      if (live) {
+        const node = builder.apply(envelope);
+        if (envelope.type === "model.delta" && node) focus = node;
+        dirty = true;
+      } else {
+        lines.print(`${JSON.stringify(envelope)}\n`);
+      }
       if (runId && envelope.type === "agent.stopped" && envelope.parentId === undefined) break;
     }
   } finally {
+    lines.flush();
     clearInterval(timer);
     if (live) {
       dirty = true;
@@ -80,4 +85,35 @@ export async function runObserve(
     await bus.close();
   }
   return 0;
+}
+
+/**
+ * Lines out in few writes: a run streaming thousands of events a second would otherwise cost a
+ * system call per event (writes to a pipe are synchronous). What is gathered goes out when 64 KB
+ * have built up or once the events at hand are handled.
+ */
+class LineWriter {
+  #pending: string[] = [];
+  #size = 0;
+  #scheduled = false;
+
+  constructor(private readonly out: NodeJS.WritableStream) {}
+
+  print(line: string): void {
+    this.#pending.push(line);
+    this.#size += line.length;
+    if (this.#size >= 65_536) this.flush();
+    else if (!this.#scheduled) {
+      this.#scheduled = true;
+      setImmediate(() => this.flush());
+    }
+  }
+
+  flush(): void {
+    this.#scheduled = false;
+    if (this.#pending.length === 0) return;
+    this.out.write(this.#pending.join(""));
+    this.#pending = [];
+    this.#size = 0;
+  }
 }
