@@ -13,6 +13,8 @@ import { makeEnvelope } from "../src/bus/envelope.js";
 import { LocalBus } from "../src/bus/local-bus.js";
 import { NatsBus } from "../src/bus/nats-bus.js";
 import { uniquePrefix } from "../src/bus/subjects.js";
+import { measureFanout } from "./fanout.js";
+import { measureIdleApart } from "./idle.js";
 import { measureOverhead } from "./overhead.js";
 import { measureRecovery, type Recovery } from "./recovery.js";
 import { measureScale } from "./scale.js";
@@ -187,6 +189,8 @@ async function main(): Promise<void> {
   const daemonPrefix = uniquePrefix("bd");
   const recoveryPrefix = uniquePrefix("br");
   const scalePrefix = uniquePrefix("bs");
+  const idlePrefix = uniquePrefix("bi");
+  const fanoutPrefix = uniquePrefix("bf");
   try {
     await measureBus("NatsBus", () => NatsBus.connect({ url, prefix }));
     const overhead = await measureOverhead(quick ? 40 : 200, () =>
@@ -242,14 +246,46 @@ async function main(): Promise<void> {
       unit: "KB",
       target: "≤ 50 KB",
     });
+    const idleAgents = quick ? 1000 : 10_000;
+    const idle = await measureIdleApart(idleAgents, url, idlePrefix);
+    rows.push({
+      name: `idle: ${idleAgents.toLocaleString("en-US")} agents waiting on NATS, RSS per agent`,
+      value: idle.rssPerAgentKb,
+      unit: "KB",
+    });
+    rows.push({ name: "idle: V8 heap per waiting agent", value: idle.heapPerAgentKb, unit: "KB" });
+    const fanout = await measureFanout({
+      troupeBin: join(root, "bin/troupe.js"),
+      url,
+      prefix: fanoutPrefix,
+      agents: 100,
+      chunks: quick ? 300 : 1000,
+    });
+    rows.push({
+      name: `fan-out: events/s at a troupe observe process while 100 agents stream (${fanout.events.toLocaleString("en-US")} events)`,
+      value: fanout.live,
+      unit: "events/s",
+      target: "≥ 100,000",
+    });
+    rows.push({
+      name: "fan-out: the same log read by an observer from its start",
+      value: fanout.catchUp,
+      unit: "events/s",
+    });
   } finally {
     const cleanup = await NatsBus.connect({ url, prefix });
     const { jetstreamManager } = await import("@nats-io/jetstream");
     const jsm = await jetstreamManager(cleanup.connection);
     for await (const name of jsm.streams.names()) {
-      const ours = [prefix, durablePrefix, daemonPrefix, recoveryPrefix, scalePrefix].some(
-        (p) => name === `${p.toUpperCase()}_EVENTS` || name.startsWith(`KV_${p}_`),
-      );
+      const ours = [
+        prefix,
+        durablePrefix,
+        daemonPrefix,
+        recoveryPrefix,
+        scalePrefix,
+        idlePrefix,
+        fanoutPrefix,
+      ].some((p) => name === `${p.toUpperCase()}_EVENTS` || name.startsWith(`KV_${p}_`));
       if (ours) await jsm.streams.delete(name).catch(() => {});
     }
     await cleanup.close();

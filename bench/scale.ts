@@ -1,11 +1,11 @@
 /**
  * Scale: many agents at once in one runtime (the daemon's shape), each three turns (a tool call, a
  * tool call, an answer) against a scripted model that takes 20 ms per reply. Measured: wall time, and
- * peak RSS growth per agent. The scripted server runs in this process too, so its share of memory
- * for the open requests is counted against Troupe: the figure errs high.
+ * peak RSS growth per agent. The scripted server runs in a process of its own, so the growth is the
+ * agents' own: their machines, conversations, events, and their side of each open request.
  */
 import type { Bus } from "../src/bus/bus.js";
-import { ScriptedModelServer } from "../src/testing/scripted-model-server.js";
+import { startModelProcess } from "./model-process.js";
 import { troupe } from "./overhead.js";
 
 export interface ScaleResult {
@@ -16,22 +16,8 @@ export interface ScaleResult {
   finished: number;
 }
 
-const toolTurns = (messages: ReadonlyArray<{ role: string }>) =>
-  messages.filter((m) => m.role === "tool").length;
-
 export async function measureScale(agents: number, bus: Bus): Promise<ScaleResult> {
-  const server = await ScriptedModelServer.start([
-    {
-      match: { where: (r) => toolTurns(r.messages) < 2 },
-      reply: { toolCalls: [{ name: "echo", arguments: { text: "hello" } }], chunks: 1, delayMs: 20 },
-      times: Number.POSITIVE_INFINITY,
-    },
-    {
-      match: { where: (r) => toolTurns(r.messages) >= 2 },
-      reply: { text: "done", chunks: 1, delayMs: 20 },
-      times: Number.POSITIVE_INFINITY,
-    },
-  ]);
+  const server = await startModelProcess("three-turns-20ms");
   const { runtime, once } = troupe(server.baseURL, bus);
   await runtime.open();
   try {
@@ -57,6 +43,6 @@ export async function measureScale(agents: number, bus: Bus): Promise<ScaleResul
     };
   } finally {
     await runtime.close();
-    await server.close();
+    await server.stop();
   }
 }

@@ -1,0 +1,161 @@
+/**
+ * Fan-out: events per second delivered to an attached `troupe observe` process while many agents
+ * stream at once. Each agent makes one model call whose answer arrives in `chunks` deltas (no delay),
+ * so the run is mostly `model.delta` events. Measured from the first line the observer prints to the
+ * line that completes every agent's events. The observer is a real child process with its own NATS
+ * connection; the agents and the scripted server share this process, so the live figure is the
+ * slower of the agents making events and the observer taking them. A second observer then reads the
+ * same log from the start: its rate is what an observer takes when the agents are not the limit.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { NatsBus } from "../src/bus/nats-bus.js";
+import { ScriptedModelServer } from "../src/testing/scripted-model-server.js";
+import { troupe } from "./overhead.js";
+
+export interface FanoutResult {
+  /** Events of this run set the observer printed. */
+  events: number;
+  /** Events per second at the observer attached while the agents streamed. */
+  live: number;
+  /** Events per second at an observer reading the same log from its start. */
+  catchUp: number;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A `troupe observe` printing JSON lines, counting those of `runIds` as they arrive. */
+class Observer {
+  readonly child: ChildProcess;
+  count = 0;
+  firstAt = 0;
+  lastAt = 0;
+  /** Each run has one agent and `agent.stopped` is its last event: seq + 1 of those, summed. */
+  #stopped = 0;
+  #total = 0;
+  #stderr = "";
+  readonly exited: Promise<never>;
+  readonly complete: Promise<void>;
+
+  constructor(troupeBin: string, dir: string, url: string, runIds: ReadonlySet<string>, args: string[]) {
+    this.child = spawn(process.execPath, [troupeBin, "--config", join(dir, "config"), "observe", ...args], {
+      cwd: dir,
+      env: { ...process.env, NATS_URL: url, TROUPE_DATA_DIR: join(dir, ".data") },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    this.child.stderr?.on("data", (chunk) => (this.#stderr += chunk));
+    this.exited = new Promise<never>((_, fail) =>
+      this.child.once("exit", (code) => fail(new Error(`troupe observe exited (${code}): ${this.stderr}`))),
+    );
+    this.exited.catch(() => {}); // raced below; it also rejects on our own SIGTERM at the end
+    let partial = "";
+    let done: () => void = () => {};
+    this.complete = new Promise<void>((resolve) => (done = resolve));
+    this.child.stdout?.setEncoding("utf8");
+    this.child.stdout?.on("data", (chunk: string) => {
+      const now = performance.now();
+      const lines = (partial + chunk).split("\n");
+      partial = lines.pop() ?? "";
+      for (const line of lines) {
+        const event = JSON.parse(line) as { runId: string; type: string; seq: number };
+        if (!runIds.has(event.runId)) continue;
+        if (this.count++ === 0) this.firstAt = now;
+        this.lastAt = now;
+        if (event.type === "agent.stopped") {
+          this.#total += event.seq + 1;
+          if (++this.#stopped === runIds.size && this.count >= this.#total) done();
+        }
+      }
+      if (this.#stopped === runIds.size && this.count >= this.#total) done();
+    });
+  }
+
+  get stderr(): string {
+    return this.#stderr.trim();
+  }
+
+  /** Waits for every run's events, failing when none arrive for 10 s; returns events per second. */
+  async rate(): Promise<number> {
+    for (let seen = -1; seen !== this.count; ) {
+      seen = this.count;
+      const stalled = sleep(10_000).then(() => "stalled");
+      if ((await Promise.race([this.complete, stalled, this.exited])) !== "stalled") {
+        if (this.count !== this.#total)
+          throw new Error(`observer printed ${this.count} events, the runs made ${this.#total}`);
+        return this.count / ((this.lastAt - this.firstAt) / 1000);
+      }
+    }
+    throw new Error(`observer stalled after ${this.count} events`);
+  }
+
+  async stop(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    const exited = new Promise((done) => this.child.once("exit", done));
+    this.child.kill("SIGTERM");
+    await exited;
+  }
+}
+
+export async function measureFanout(options: {
+  troupeBin: string;
+  url: string;
+  prefix: string;
+  agents: number;
+  chunks: number;
+}): Promise<FanoutResult> {
+  const { troupeBin, url, prefix, agents, chunks } = options;
+  // "word " × chunks splits into exactly `chunks` deltas of five characters.
+  const server = await ScriptedModelServer.start([
+    { reply: { text: "word ".repeat(chunks), chunks }, times: Number.POSITIVE_INFINITY },
+  ]);
+  const dir = mkdtempSync(join(tmpdir(), "troupe-bench-fanout-"));
+  // The observer reads the prefix from its own config dir, the URL from NATS_URL.
+  mkdirSync(join(dir, "config"));
+  writeFileSync(join(dir, "config/troupe.yaml"), `nats:\n  prefix: ${prefix}\n`);
+  const bus = await NatsBus.connect({ url, prefix });
+  const { runtime } = troupe(server.baseURL, bus);
+  const observers: Observer[] = [];
+  try {
+    await runtime.open(); // the event stream exists before the observer looks for it
+    const jsm = await jetstreamManager(bus.connection);
+    const stream = bus.subjects.eventStream;
+    const consumersBefore = new Set<string>();
+    for await (const info of jsm.consumers.list(stream)) consumersBefore.add(info.name);
+    const runIds = new Set<string>();
+    const live = new Observer(troupeBin, dir, url, runIds, []);
+    observers.push(live);
+    // Attached = its consumer exists on the server with a pull waiting. observe prints nothing when
+    // ready, and --from-start would hide a late attach by replaying a backlog, so we ask JetStream:
+    // a consumer with deliver_policy "new" gets every event stored after it was made.
+    const attached = async () => {
+      for (const deadline = Date.now() + 10_000; Date.now() < deadline; await sleep(20)) {
+        for await (const info of jsm.consumers.list(stream))
+          if (!consumersBefore.has(info.name) && info.num_waiting > 0) return;
+      }
+      throw new Error(`troupe observe never attached: ${live.stderr}`);
+    };
+    await Promise.race([attached(), live.exited]);
+
+    // Every agent at once; start() is synchronous, so the run ids are known before any line arrives.
+    const handles = Array.from({ length: agents }, () => runtime.start({ task: "say hello" }));
+    for (const handle of handles) runIds.add(handle.runId);
+    const outputs = await Promise.race([Promise.all(handles.map((h) => h.done)), live.exited]);
+    const failed = outputs.filter((output) => output.reason !== "done").length;
+    if (failed > 0) throw new Error(`${failed} of ${agents} agents did not finish`);
+    const liveRate = await live.rate();
+
+    const replay = new Observer(troupeBin, dir, url, runIds, ["--from-start"]);
+    observers.push(replay);
+    const catchUp = await replay.rate();
+    return { events: live.count, live: liveRate, catchUp };
+  } finally {
+    for (const observer of observers) await observer.stop();
+    await runtime.close();
+    await bus.close();
+    await server.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,80 @@
+/**
+ * The scripted model server in a process of its own, so that a measurement of memory counts only
+ * the agents' side of each open request. Run as a script it serves the named scenario and prints its
+ * base URL; `startModelProcess` spawns it and stops it by its pid.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { ScriptedModelServer, type ScriptRule } from "../src/testing/scripted-model-server.js";
+
+const toolTurns = (messages: ReadonlyArray<{ role: string }>) =>
+  messages.filter((m) => m.role === "tool").length;
+
+/** Scenarios by name: rules with functions cannot cross a process boundary, names can. */
+const scenarios: Record<string, ScriptRule[]> = {
+  /** Two tool calls, then an answer; each reply after 20 ms. */
+  "three-turns-20ms": [
+    {
+      match: { where: (r) => toolTurns(r.messages) < 2 },
+      reply: { toolCalls: [{ name: "echo", arguments: { text: "hello" } }], chunks: 1, delayMs: 20 },
+      times: Number.POSITIVE_INFINITY,
+    },
+    {
+      match: { where: (r) => toolTurns(r.messages) >= 2 },
+      reply: { text: "done", chunks: 1, delayMs: 20 },
+      times: Number.POSITIVE_INFINITY,
+    },
+  ],
+  /** A tool call after 5 s: agents wait in their model call long enough to be measured there. */
+  "slow-tool-call": [
+    {
+      reply: { toolCalls: [{ name: "echo", arguments: { text: "hello" } }], chunks: 1, delayMs: 5000 },
+      times: Number.POSITIVE_INFINITY,
+    },
+  ],
+  /** A call of the `note` tool, at once. */
+  "note-call": [
+    {
+      reply: { toolCalls: [{ name: "note", arguments: { text: "hi" } }], chunks: 1 },
+      times: Number.POSITIVE_INFINITY,
+    },
+  ],
+};
+
+export interface ModelProcess {
+  baseURL: string;
+  stop(): Promise<void>;
+}
+
+export async function startModelProcess(scenario: keyof typeof scenarios): Promise<ModelProcess> {
+  const child: ChildProcess = spawn(process.execPath, [fileURLToPath(import.meta.url), scenario], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const baseURL = await new Promise<string>((resolve, reject) => {
+    let out = "";
+    child.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
+      out += chunk;
+      if (out.includes("\n")) resolve(out.trim());
+    });
+    child.once("exit", (code) => reject(new Error(`the model server process exited (${code})`)));
+  });
+  return {
+    baseURL,
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((done) => child.once("exit", done));
+      child.kill("SIGTERM");
+      await exited;
+    },
+  };
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const rules = scenarios[process.argv[2] ?? ""];
+  if (!rules) throw new Error(`unknown scenario ${process.argv[2]}; one of ${Object.keys(scenarios)}`);
+  const server = await ScriptedModelServer.start(rules);
+  // The record of every request is the server's memory, not the agents': it is not kept.
+  setInterval(() => server.requests.splice(0), 1000).unref();
+  process.stdout.write(`${server.baseURL}\n`);
+  process.once("SIGTERM", () => void server.close().then(() => process.exit(0)));
+}
