@@ -48,7 +48,7 @@ const keyOf = (runId: string, agentId: string) => `${runId}.${agentId}`;
  */
 export class AgentStore {
   #revisions = new Map<string, number>();
-  #chains = new Map<string, Promise<void>>();
+  #writers = new Map<string, { next: AgentRecord | undefined; waiting: Array<() => void> }>();
 
   private constructor(
     private readonly kv: KvStore,
@@ -59,11 +59,32 @@ export class AgentStore {
     return new AgentStore(await bus.kv("snapshots"), log);
   }
 
-  /** Saves in the order called; a conflict (another host owns the agent now) is logged, not thrown. */
+  /**
+   * Saves in the order called, one write per agent at a time; a record saved while one is being
+   * written replaces any other still waiting (a record is the whole agent, so only the latest
+   * counts). Resolves once this record, or a later one, is written. A conflict (another host owns
+   * the agent now) is logged, not thrown.
+   */
   save(record: AgentRecord): Promise<void> {
     const key = keyOf(record.runId, record.agentId);
-    const previous = this.#chains.get(key) ?? Promise.resolve();
-    const next = previous.then(async () => {
+    return new Promise<void>((resolve) => {
+      const writer = this.#writers.get(key);
+      if (writer) {
+        writer.next = record;
+        writer.waiting.push(resolve);
+        return;
+      }
+      const started = { next: record as AgentRecord | undefined, waiting: [resolve] };
+      this.#writers.set(key, started);
+      void this.#write(key, started);
+    });
+  }
+
+  async #write(key: string, writer: { next: AgentRecord | undefined; waiting: Array<() => void> }) {
+    for (let record = writer.next; record; record = writer.next) {
+      const waiting = writer.waiting;
+      writer.next = undefined;
+      writer.waiting = [];
       try {
         const expected = this.#revisions.get(key);
         const revision = await this.kv.put(
@@ -71,15 +92,17 @@ export class AgentStore {
           record,
           expected === undefined ? {} : { expectedRevision: expected },
         );
-        this.#revisions.set(key, revision);
+        // A stopped agent is written no more unless it is loaded again (which reads its revision).
+        if (record.done) this.#revisions.delete(key);
+        else this.#revisions.set(key, revision);
       } catch (error) {
         if (error instanceof KvConflictError)
           this.log.warn({ key }, "snapshot not saved: another host has moved this agent on");
         else this.log.error({ err: error, key }, "snapshot not saved");
       }
-    });
-    this.#chains.set(key, next);
-    return next;
+      for (const resolve of waiting) resolve();
+    }
+    this.#writers.delete(key);
   }
 
   /** The record, refusing one of another version with a clear message. */

@@ -1,0 +1,90 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { AGENT_RECORD_VERSION, type AgentRecord, AgentStore } from "../../src/actors/agent-store.js";
+import type { Bus, KvStore } from "../../src/bus/bus.js";
+import { memoryLogger } from "../../src/log.js";
+import { AGENT_MACHINE_VERSION } from "../../src/machines/agent-machine.js";
+import { type BusUnderTest, localBus, natsBus } from "../support/buses.js";
+
+const record = (state: string, done = false): AgentRecord => ({
+  v: AGENT_RECORD_VERSION,
+  machineVersion: AGENT_MACHINE_VERSION,
+  runId: "run-1",
+  agentId: "agent-a",
+  name: "a",
+  depth: 0,
+  task: "t",
+  budget: {},
+  nextSeq: 0,
+  elapsedMs: 0,
+  snapshot: { value: state },
+  done,
+});
+
+const bound = (target: object, key: string | symbol) => {
+  const value = Reflect.get(target, key);
+  return typeof value === "function" ? value.bind(target) : value;
+};
+
+/** The bus with its `snapshots` bucket counting the puts made to it. */
+function counting(bus: Bus): { bus: Bus; puts: () => number } {
+  let puts = 0;
+  const kv = async (name: string): Promise<KvStore> => {
+    const inner = await bus.kv(name);
+    return new Proxy(inner, {
+      get: (target, key) =>
+        key === "put"
+          ? (...args: Parameters<KvStore["put"]>) => {
+              puts++;
+              return target.put(...args);
+            }
+          : bound(target, key),
+    });
+  };
+  return { bus: new Proxy(bus, { get: (t, k) => (k === "kv" ? kv : bound(t, k)) }), puts: () => puts };
+}
+
+describe.each([
+  { name: "LocalBus", open: async () => localBus() },
+  { name: "NatsBus", open: () => natsBus() },
+])("agent snapshots on $name", ({ open }) => {
+  let under: BusUnderTest;
+  beforeEach(async () => {
+    under = await open();
+  });
+  afterEach(async () => {
+    await under.dispose();
+  });
+
+  it("writes one record at a time, and only the latest of those saved meanwhile", async () => {
+    const { bus, puts } = counting(under.bus);
+    const store = await AgentStore.open(bus, memoryLogger().log);
+    const saved = ["callingModel", "executingTools", "awaitingApproval", "callingModel"].map((state) =>
+      store.save(record(state)),
+    );
+    await Promise.all(saved);
+    // The first is written at once; the two in between are replaced by the last.
+    expect(puts()).toBe(2);
+    const loaded = await store.load("run-1", "agent-a");
+    expect(loaded?.snapshot).toEqual({ value: "callingModel" });
+    await store.save(record("executingTools"));
+    expect(puts()).toBe(3);
+  });
+
+  it("refuses a host that lost the agent to another, and lets a loaded stopped agent be written again", async () => {
+    const memory = memoryLogger();
+    const first = await AgentStore.open(under.bus, memory.log);
+    await first.save(record("callingModel"));
+    const second = await AgentStore.open(under.bus, memoryLogger().log);
+    await second.load("run-1", "agent-a");
+    await second.save(record("executingTools"));
+    await first.save(record("stopped-by-the-old-host"));
+    expect(memory.records.some((r) => String(r.msg).includes("another host has moved this agent on"))).toBe(
+      true,
+    );
+    expect((await second.load("run-1", "agent-a"))?.snapshot).toEqual({ value: "executingTools" });
+    await second.save(record("stopped", true));
+    await second.load("run-1", "agent-a");
+    await second.save(record("callingModel"));
+    expect((await first.load("run-1", "agent-a"))?.snapshot).toEqual({ value: "callingModel" });
+  });
+});
