@@ -1,5 +1,14 @@
-import { countTokens } from "gpt-tokenizer/encoding/o200k_base";
+import { createRequire } from "node:module";
+import type * as O200k from "gpt-tokenizer/encoding/o200k_base";
 import type { ChatMessage, ToolSpec } from "../model/types.js";
+
+/** The encoding's tables take a few hundred ms to load: loaded at the first count, not at start. */
+const require = createRequire(import.meta.url);
+let encoding: typeof O200k | undefined;
+const countTokens = (text: string): number => {
+  encoding ??= require("gpt-tokenizer/encoding/o200k_base") as typeof O200k;
+  return encoding.countTokens(text);
+};
 
 /**
  * Token counts from a real BPE tokenizer (o200k_base, the GPT-4o family's). Other models' tokenizers

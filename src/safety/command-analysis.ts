@@ -1,5 +1,6 @@
+import { createRequire } from "node:module";
 import { basename } from "node:path";
-import sh, { type ShNode } from "mvdan-sh";
+import type { ShNode, ShSyntax } from "mvdan-sh";
 
 import {
   DOWNLOADERS,
@@ -12,7 +13,13 @@ import {
   WRAPPERS,
 } from "./command-lists.js";
 
-const { syntax } = sh;
+/** The parser (Go compiled to JavaScript, a few hundred ms to load) is loaded when first needed. */
+const require = createRequire(import.meta.url);
+let loaded: ShSyntax | undefined;
+const shSyntax = (): ShSyntax => {
+  loaded ??= (require("mvdan-sh") as { syntax: ShSyntax }).syntax;
+  return loaded;
+};
 
 /** One simple command found anywhere in a command line: pipelines, lists, subshells, `$(...)`, backticks. */
 export interface CommandSegment {
@@ -47,6 +54,7 @@ export interface CommandAnalysis {
  * sure of is not safe; a command that does not parse is not safe either.
  */
 export function analyzeCommand(command: string, workspace?: string): CommandAnalysis {
+  const syntax = shSyntax();
   let file: ShNode;
   try {
     file = syntax.NewParser().Parse(command, "command");
@@ -252,12 +260,12 @@ function literal(source: string, word: ShNode): string | null {
   const parts = (word.Parts as ShNode[]) ?? [];
   let out = "";
   for (const part of parts) {
-    const type = syntax.NodeType(part);
+    const type = shSyntax().NodeType(part);
     if (type === "Lit") out += String(part.Value).replace(/\\(.)/g, "$1");
     else if (type === "SglQuoted") out += String(part.Value);
     else if (type === "DblQuoted") {
       for (const inner of (part.Parts as ShNode[]) ?? []) {
-        if (syntax.NodeType(inner) !== "Lit") return null;
+        if (shSyntax().NodeType(inner) !== "Lit") return null;
         out += String(inner.Value);
       }
     } else if (
@@ -291,7 +299,7 @@ function flattenPipe(source: string, node: ShNode): ShNode[] {
   const out: ShNode[] = [];
   const visit = (stmt: ShNode) => {
     const cmd = stmt.Cmd as ShNode | null;
-    if (cmd && syntax.NodeType(cmd) === "BinaryCmd" && isPipe(source, cmd)) {
+    if (cmd && shSyntax().NodeType(cmd) === "BinaryCmd" && isPipe(source, cmd)) {
       visit(cmd.X as ShNode);
       visit(cmd.Y as ShNode);
     } else out.push(stmt);

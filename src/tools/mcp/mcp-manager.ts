@@ -1,6 +1,4 @@
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { getDefaultEnvironment, StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { McpServerConfig } from "../../config/schema.js";
 import { type Logger, silentLogger } from "../../log.js";
@@ -67,6 +65,25 @@ export class McpManager {
   }
 }
 
+/** The SDK takes a few hundred ms to load: loaded when a server is first connected, not at start. */
+let sdk:
+  | Promise<
+      [
+        typeof import("@modelcontextprotocol/sdk/client/index.js"),
+        typeof import("@modelcontextprotocol/sdk/client/stdio.js"),
+        typeof import("@modelcontextprotocol/sdk/client/streamableHttp.js"),
+      ]
+    >
+  | undefined;
+const loadSdk = () => {
+  sdk ??= Promise.all([
+    import("@modelcontextprotocol/sdk/client/index.js"),
+    import("@modelcontextprotocol/sdk/client/stdio.js"),
+    import("@modelcontextprotocol/sdk/client/streamableHttp.js"),
+  ]);
+  return sdk;
+};
+
 class McpConnection implements McpCaller {
   state: State = "connecting";
   #client: Client | undefined;
@@ -87,7 +104,7 @@ class McpConnection implements McpCaller {
   }
 
   get pid(): number | undefined {
-    return this.#transport instanceof StdioClientTransport ? (this.#transport.pid ?? undefined) : undefined;
+    return (this.#transport as { pid?: number | null } | undefined)?.pid ?? undefined;
   }
 
   async start(): Promise<void> {
@@ -124,6 +141,7 @@ class McpConnection implements McpCaller {
 
   async #connect(first: boolean): Promise<void> {
     this.state = "connecting";
+    const [{ Client }, stdio, http] = await loadSdk();
     const client = new Client(
       { name: "troupe", version: "0.1.0" },
       {
@@ -139,7 +157,17 @@ class McpConnection implements McpCaller {
         },
       },
     );
-    const transport = this.#transportFor();
+    const transport = this.config.url
+      ? new http.StreamableHTTPClientTransport(new URL(this.config.url), {
+          requestInit: { headers: this.config.headers },
+        })
+      : new stdio.StdioClientTransport({
+          command: this.config.command as string,
+          args: this.config.args,
+          env: { ...stdio.getDefaultEnvironment(), ...this.config.env },
+          ...(this.config.cwd ? { cwd: this.config.cwd } : {}),
+          stderr: "ignore",
+        });
     transport.onclose = () => this.#closed(transport);
     const timeout = this.options.startTimeoutMs ?? 20_000;
     await client.connect(transport, { timeout });
@@ -154,21 +182,6 @@ class McpConnection implements McpCaller {
     this.state = "ready";
     this.#restartDelay = this.options.restartDelayMs ?? 250;
     this.#log.info({ tools: tools.length, pid: this.pid }, "MCP server ready");
-  }
-
-  #transportFor(): Transport {
-    if (this.config.url) {
-      return new StreamableHTTPClientTransport(new URL(this.config.url), {
-        requestInit: { headers: this.config.headers },
-      });
-    }
-    return new StdioClientTransport({
-      command: this.config.command as string,
-      args: this.config.args,
-      env: { ...getDefaultEnvironment(), ...this.config.env },
-      ...(this.config.cwd ? { cwd: this.config.cwd } : {}),
-      stderr: "ignore",
-    });
   }
 
   /** Registers the server's tools, replacing its earlier ones; a name another source owns is a collision. */

@@ -1,9 +1,11 @@
-import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import type { McpServerConfig } from "../../config/schema.js";
 import { PathOutsideWorkspaceError, resolveInWorkspace } from "../../safety/workspace-guard.js";
 import { MCP_SEPARATOR } from "../catalog.js";
 import { type Tool, type ToolResult, toolError } from "../tool.js";
+
+/** The SDK's `ErrorCode.RequestTimeout`, named here so the SDK is loaded only when a server is configured. */
+const MCP_REQUEST_TIMEOUT = -32001;
 
 /** What an MCP server says of one tool (the parts Troupe uses). */
 export interface McpToolInfo {
@@ -61,7 +63,7 @@ export function mcpTool(caller: McpCaller, info: McpToolInfo, workspace: string)
       try {
         return toResult(await caller.call(info.name, args as Record<string, unknown>, signal));
       } catch (error) {
-        if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
+        if ((error as { code?: unknown }).code === MCP_REQUEST_TIMEOUT) {
           return toolError(
             `${caller.server}: ${info.name} timed out after ${caller.config.timeoutMs} ms`,
             "try a smaller request, or do without it",
