@@ -303,7 +303,10 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     },
     compact: (input, signal) =>
       compactAndReport(input.messages, compaction, summarizer(deps.models, chain), events, signal),
-    needsCompaction: (messages) => overThreshold(messages, tools().tokens + reply, compaction),
+    // The specs' bound first: tokenizing them is needed only near the limit.
+    needsCompaction: (messages) =>
+      overThreshold(messages, tools().maxTokens + reply, compaction) &&
+      overThreshold(messages, tools().tokens() + reply, compaction),
   };
 
   const actor = createActor(hostedMachine, {

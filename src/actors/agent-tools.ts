@@ -1,6 +1,6 @@
 import type { AgentDefinition } from "../config/schema.js";
 import { type CompactionSettings, compactMessages, type Summarize } from "../context/compaction.js";
-import { countToolSpecTokens } from "../context/tokens.js";
+import { countToolSpecTokens, maxToolSpecTokens } from "../context/tokens.js";
 import type { ApprovalDecision } from "../machines/agent-types.js";
 import type { ChatMessage, ToolSpec, Usage } from "../model/types.js";
 import { skillCatalogue } from "../skills/skills.js";
@@ -23,18 +23,32 @@ export function toolView(list: readonly string[], registry: ToolRegistry, onlyRe
     list.includes(name) || list.some((entry) => entry.endsWith("__*") && name.startsWith(entry.slice(0, -1)));
   const matches = (name: string) => listed(name) && (!onlyReads || registry.get(name)?.effect === "read");
   let key = "";
-  let view = { allowed: new Set<string>(), specs: [] as ToolSpec[], tokens: 0 };
+  let view = toolsOf([], []);
   return () => {
     const names = registry.names().filter(matches);
     const nextKey = names.join("\n");
     if (nextKey !== key || names.length === 0) {
       key = nextKey;
-      const specs = names
-        .map((name) => registry.spec(name))
-        .filter((spec): spec is ToolSpec => spec !== undefined);
-      view = { allowed: new Set(names), specs, tokens: countToolSpecTokens(specs) };
+      view = toolsOf(
+        names,
+        names.map((name) => registry.spec(name)).filter((spec): spec is ToolSpec => spec !== undefined),
+      );
     }
     return view;
+  };
+}
+
+/** What the specs cost in the context: at most `maxTokens` (no tokenizing), exactly `tokens()`. */
+function toolsOf(names: string[], specs: ToolSpec[]) {
+  let tokens: number | undefined;
+  return {
+    allowed: new Set(names),
+    specs,
+    maxTokens: maxToolSpecTokens(specs),
+    tokens: () => {
+      tokens ??= countToolSpecTokens(specs);
+      return tokens;
+    },
   };
 }
 

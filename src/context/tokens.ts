@@ -46,10 +46,10 @@ export function countMessagesTokens(messages: readonly ChatMessage[]): number {
   return total;
 }
 
-/**
- * At least `countMessagesTokens(messages)`, without tokenizing: a token is at least one UTF-8 byte,
- * and one UTF-16 unit is at most three bytes.
- */
+/** At least `countTextTokens(text)`, without tokenizing: a token is at least one UTF-8 byte. */
+const maxTextTokens = (text: string): number => Buffer.byteLength(text, "utf8");
+
+/** At least `countMessagesTokens(messages)`, without tokenizing. */
 export function maxMessagesTokens(messages: readonly ChatMessage[]): number {
   let total = REPLY_PRIMING;
   for (const message of messages) {
@@ -58,13 +58,19 @@ export function maxMessagesTokens(messages: readonly ChatMessage[]): number {
       total += cached;
       continue;
     }
-    total += MESSAGE_OVERHEAD + 3 * (message.content?.length ?? 0);
+    total += MESSAGE_OVERHEAD + maxTextTokens(message.content ?? "");
     if (message.role === "assistant" && message.tool_calls) {
       for (const call of message.tool_calls)
-        total += MESSAGE_OVERHEAD + 3 * (call.function.name.length + call.function.arguments.length);
+        total +=
+          MESSAGE_OVERHEAD + maxTextTokens(call.function.name) + maxTextTokens(call.function.arguments);
     }
   }
   return total;
+}
+
+/** At least `countToolSpecTokens(tools)`, without tokenizing. */
+export function maxToolSpecTokens(tools: readonly ToolSpec[] | undefined): number {
+  return tools && tools.length > 0 ? maxTextTokens(JSON.stringify(tools)) : 0;
 }
 
 /** Agents of one process mostly share their tool specs: their counts are kept, a few hundred at most. */

@@ -1,7 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { compactMessages, overThreshold, SUMMARY_PREFIX } from "../../src/context/compaction.js";
 import { buildSystemPrompt } from "../../src/context/system-prompt.js";
-import { countMessagesTokens, countTextTokens, maxMessagesTokens } from "../../src/context/tokens.js";
+import {
+  countMessagesTokens,
+  countTextTokens,
+  countToolSpecTokens,
+  maxMessagesTokens,
+  maxToolSpecTokens,
+} from "../../src/context/tokens.js";
 import type { ChatMessage } from "../../src/model/types.js";
 import { ZERO_USAGE } from "../../src/model/types.js";
 import { tempTree } from "../support/cli.js";
@@ -40,7 +46,7 @@ describe("token counting", () => {
     expect(countTextTokens(text)).not.toBe(Math.ceil(text.length / 4));
   });
 
-  it("bounds a conversation's count from above without tokenizing, for any script", () => {
+  it("bounds a conversation's and tool specs' counts from above without tokenizing, for any script", () => {
     const texts = [
       "plain words here",
       "数据库连接失败，请重试",
@@ -51,6 +57,8 @@ describe("token counting", () => {
     for (const text of texts) {
       const messages = [...conversation(2, 5), { role: "user" as const, content: text }];
       expect(maxMessagesTokens(messages)).toBeGreaterThanOrEqual(countMessagesTokens(messages));
+      const specs = [{ name: "t", description: text, parameters: { type: "object" } }];
+      expect(maxToolSpecTokens(specs)).toBeGreaterThanOrEqual(countToolSpecTokens(specs));
     }
   });
 
