@@ -9,9 +9,12 @@ import OpenAI from "openai";
 import { z } from "zod";
 import { Runtime } from "../src/actors/runtime.js";
 import type { Bus } from "../src/bus/bus.js";
+import { makeEnvelope } from "../src/bus/envelope.js";
 import { LocalBus } from "../src/bus/local-bus.js";
 import { agentSchema, troupeConfigSchema } from "../src/config/schema.js";
 import { YamlFile } from "../src/config/yaml-file.js";
+import { Daemon } from "../src/daemon/daemon.js";
+import { silentLogger } from "../src/log.js";
 import { ScriptedModelServer } from "../src/testing/scripted-model-server.js";
 import { defineTool, type Tool } from "../src/tools/tool.js";
 
@@ -159,6 +162,40 @@ export function troupe(baseURL: string, bus: Bus): { runtime: Runtime; once: () 
   return { runtime, once: async () => void (await runtime.start({ task: "say hello" }).done) };
 }
 
+/**
+ * A run through the daemon, as `troupe run` makes one: the client asks the daemon's API to start it
+ * (a NATS request), then follows the run's events in the log until its agent stops. The daemon
+ * (its Runtime on its own connection) runs in this process; the client has a connection of its own.
+ */
+async function throughDaemon(
+  baseURL: string,
+  nats: () => Promise<Bus>,
+): Promise<{ once: () => Promise<void>; close: () => Promise<void> }> {
+  const daemonBus = await nats();
+  const clientBus = await nats();
+  const { runtime } = troupe(baseURL, daemonBus);
+  await runtime.open();
+  const daemon = new Daemon(runtime, silentLogger);
+  await daemon.start();
+  const once = async () => {
+    const reply = await clientBus.request(
+      clientBus.subjects.api("runs.start"),
+      makeEnvelope({ runId: "new", agentId: "cli", seq: 0, type: "runs.start", data: { task: "say hello" } }),
+    );
+    const { runId } = reply.data as { runId: string };
+    for await (const { envelope } of clientBus.log.read({ runId, follow: true })) {
+      if (envelope.type === "agent.stopped" && envelope.parentId === undefined) break;
+    }
+  };
+  const close = async () => {
+    await daemon.stop();
+    await runtime.close();
+    await clientBus.close();
+    await daemonBus.close();
+  };
+  return { once, close };
+}
+
 export async function measureOverhead(n: number, nats: () => Promise<Bus>): Promise<OverheadResult[]> {
   const server = await scripted();
   try {
@@ -171,10 +208,16 @@ export async function measureOverhead(n: number, nats: () => Promise<Bus>): Prom
     await local.runtime.open();
     results.push(await measure("c: Troupe on LocalBus", server, n, local.once));
     await local.runtime.close();
+    const daemon = await throughDaemon(server.baseURL, nats);
+    results.push(
+      await measure("d: Troupe through the daemon on NATS (events + snapshots)", server, n, daemon.once),
+    );
+    await daemon.close();
+    // The daemon's runtime alone: the same durable run without the API request and the client's read.
     const natsBus = await nats();
     const durable = troupe(server.baseURL, natsBus);
     await durable.runtime.open();
-    results.push(await measure("d: Troupe on NATS (events + snapshots)", server, n, durable.once));
+    results.push(await measure("d′: the daemon's runtime on NATS, in process", server, n, durable.once));
     await durable.runtime.close();
     await natsBus.close();
     return results;

@@ -198,7 +198,13 @@ async function main(): Promise<void> {
     );
     for (const result of overhead)
       rows.push({ name: `turn overhead, ${result.name}`, value: result.perTurnMs, unit: "ms/turn" });
-    const [a, b, c, d] = overhead.map((result) => result.perTurnMs) as [number, number, number, number];
+    const [a, b, c, d, inProcess] = overhead.map((result) => result.perTurnMs) as [
+      number,
+      number,
+      number,
+      number,
+      number,
+    ];
     rows.push({
       name: "ratio c/b (Troupe local vs @openai/agents)",
       value: c / b,
@@ -212,6 +218,17 @@ async function main(): Promise<void> {
       target: "≤ 1.0",
     });
     rows.push({ name: "ratio c/a (Troupe local vs the raw SDK loop)", value: c / a, unit: "" });
+    rows.push({
+      name: "ratio d′/b (the daemon's runtime alone vs @openai/agents)",
+      value: inProcess / b,
+      unit: "",
+    });
+    // Both sit on the same SDK loop (a): what each adds on top of it.
+    rows.push({
+      name: "added to the SDK loop: (c − a) / (b − a), Troupe local vs @openai/agents",
+      value: (c - a) / (b - a),
+      unit: "",
+    });
     rows.push({
       name: "troupe daemon, spawn to ready",
       value: await repeat(() => daemonReady(url, daemonPrefix)),
@@ -245,6 +262,11 @@ async function main(): Promise<void> {
       value: scale.rssPerAgentKb,
       unit: "KB",
       target: "≤ 50 KB",
+    });
+    rows.push({
+      name: "scale: V8 heap in use per agent mid-run, after a GC",
+      value: scale.liveHeapPerAgentKb,
+      unit: "KB",
     });
     const idleAgents = quick ? 1000 : 10_000;
     const idle = await measureIdleApart(idleAgents, url, idlePrefix);

@@ -13,6 +13,8 @@ export interface ScaleResult {
   wallMs: number;
   /** (peak RSS during the run − RSS before it) / agents, in KB. */
   rssPerAgentKb: number;
+  /** V8 heap in use after a GC with nine tenths of the agents mid-run, per such agent, in KB. */
+  liveHeapPerAgentKb: number;
   finished: number;
 }
 
@@ -23,14 +25,26 @@ export async function measureScale(agents: number, bus: Bus): Promise<ScaleResul
   try {
     await once(); // warm up: modules, sockets, streams
     global.gc?.();
-    const before = process.memoryUsage.rss();
-    let peak = before;
+    const before = process.memoryUsage();
+    let peak = before.rss;
     const sampler = setInterval(() => {
       peak = Math.max(peak, process.memoryUsage.rss());
     }, 5);
     const started = performance.now();
+    // When a tenth have finished, the rest are mid-run: what they keep alive is measured after a GC.
+    let finished = 0;
+    let liveHeapPerAgentKb = Number.NaN;
     const outputs = await Promise.all(
-      Array.from({ length: agents }, () => runtime.start({ task: "say hello" }).done),
+      Array.from({ length: agents }, () =>
+        runtime.start({ task: "say hello" }).done.then((output) => {
+          if (++finished === Math.ceil(agents / 10) && global.gc) {
+            global.gc();
+            liveHeapPerAgentKb =
+              (process.memoryUsage().heapUsed - before.heapUsed) / 1024 / (agents - finished);
+          }
+          return output;
+        }),
+      ),
     );
     const wallMs = performance.now() - started;
     clearInterval(sampler);
@@ -38,7 +52,8 @@ export async function measureScale(agents: number, bus: Bus): Promise<ScaleResul
     return {
       agents,
       wallMs,
-      rssPerAgentKb: (peak - before) / 1024 / agents,
+      rssPerAgentKb: (peak - before.rss) / 1024 / agents,
+      liveHeapPerAgentKb,
       finished: outputs.filter((output) => output.reason === "done" && output.turns === 3).length,
     };
   } finally {
