@@ -7,7 +7,7 @@
 import { Agent, OpenAIChatCompletionsModel, run, setTracingDisabled, tool } from "@openai/agents";
 import OpenAI from "openai";
 import { z } from "zod";
-import { Runtime } from "../src/actors/runtime.js";
+import { newRunId, Runtime } from "../src/actors/runtime.js";
 import type { Bus } from "../src/bus/bus.js";
 import { makeEnvelope } from "../src/bus/envelope.js";
 import { LocalBus } from "../src/bus/local-bus.js";
@@ -178,14 +178,19 @@ async function throughDaemon(
   const daemon = new Daemon(runtime, silentLogger);
   await daemon.start();
   const once = async () => {
-    const reply = await clientBus.request(
+    // As troupe run does: the run's id is chosen here and its events followed while it starts.
+    const runId = newRunId();
+    const events = clientBus.log.read({ runId, follow: true })[Symbol.asyncIterator]();
+    const first = events.next();
+    await clientBus.request(
       clientBus.subjects.api("runs.start"),
-      makeEnvelope({ runId: "new", agentId: "cli", seq: 0, type: "runs.start", data: { task: "say hello" } }),
+      makeEnvelope({ runId, agentId: "cli", seq: 0, type: "runs.start", data: { task: "say hello", runId } }),
     );
-    const { runId } = reply.data as { runId: string };
-    for await (const { envelope } of clientBus.log.read({ runId, follow: true })) {
+    for (let next = await first; !next.done; next = await events.next()) {
+      const { envelope } = next.value;
       if (envelope.type === "agent.stopped" && envelope.parentId === undefined) break;
     }
+    await events.return?.();
   };
   const close = async () => {
     await daemon.stop();

@@ -1,4 +1,5 @@
 import type { AgentEventMap } from "../actors/agent-events.js";
+import { newRunId } from "../actors/runtime.js";
 import type { Envelope } from "../bus/envelope.js";
 import type { LoadedConfig } from "../config/load.js";
 import type { Logger } from "../log.js";
@@ -20,16 +21,22 @@ export async function runViaDaemon(
   log: Logger,
 ): Promise<number> {
   const bus = await connectClient(config, "troupe-run", log);
+  const reading = new AbortController();
   try {
+    // The run's id is chosen here, so following its events starts while the daemon starts it.
+    const runId = newRunId();
+    const events = bus.log.read({ runId, follow: true, signal: reading.signal })[Symbol.asyncIterator]();
+    const first = events.next();
+    first.catch(() => {}); // awaited below, once the daemon has answered
     const started = (await callApi(bus, config, "runs.start", {
       task,
+      runId,
       ...(flags.agent ? { agent: flags.agent } : {}),
       ...(flags.approval ? { approval: flags.approval } : {}),
       ...(flags.mode ? { mode: flags.mode } : {}),
       ...(flags.skill ? { skill: flags.skill } : {}),
     })) as { runId: string; agentId: string };
     const renderer = flags.json ? jsonRenderer() : humanRenderer(() => started.agentId);
-    const reading = new AbortController();
     let pressed = 0;
     const onSigint = () => {
       pressed++;
@@ -58,11 +65,8 @@ export async function runViaDaemon(
     };
     let output: AgentOutput | undefined;
     try {
-      for await (const event of bus.log.read({
-        runId: started.runId,
-        follow: true,
-        signal: reading.signal,
-      })) {
+      for (let next = await first; !next.done; next = await events.next()) {
+        const event = next.value;
         renderer.event(event);
         if (asker && event.envelope.type === "approval.requested") void answerHere(event.envelope);
         if (event.envelope.type === "agent.stopped" && event.envelope.agentId === started.agentId) {
@@ -73,9 +77,12 @@ export async function runViaDaemon(
     } finally {
       process.off("SIGINT", onSigint);
       renderer.close();
+      reading.abort();
+      await events.return?.();
     }
     return output ? RUN_EXIT[output.reason] : RUN_EXIT.aborted;
   } finally {
+    reading.abort();
     await bus.close();
   }
 }

@@ -8,6 +8,11 @@ import { APPROVAL_POLICIES } from "../config/policies.js";
 export const apiRequests = {
   "runs.start": z.strictObject({
     task: z.string().min(1),
+    /** Chosen by the client (a fresh `run-<ulid>`), so it can follow the run's events before it starts. */
+    runId: z
+      .string()
+      .regex(/^run-[0-9a-z]{26}$/, "a run id is run- and a lower-case ULID")
+      .optional(),
     agent: z.string().optional(),
     approval: z.enum(APPROVAL_POLICIES).optional(),
     mode: z.enum(["act", "plan"]).optional(),

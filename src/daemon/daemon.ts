@@ -58,8 +58,10 @@ export class Daemon {
     switch (verb) {
       case "runs.start": {
         if (!this.#accepting) throw new BusError("the daemon is shutting down");
+        if (data.runId && this.#runs.has(data.runId)) throw new BusError(`run ${data.runId} exists`);
         const handle = this.runtime.start({
           task: data.task as string,
+          ...(data.runId ? { runId: data.runId } : {}),
           ...(data.agent ? { agent: data.agent } : {}),
           ...(data.approval ? { approval: data.approval as never } : {}),
           ...(data.mode ? { mode: data.mode as "act" | "plan" } : {}),

@@ -107,8 +107,16 @@ describe("troupe daemon", () => {
     const malformed = await ask("runs.start", { task: 42 }).catch((error) => error);
     expect(malformed).toBeInstanceOf(RemoteError);
     expect(malformed.message).toContain("invalid runs.start request: task:");
+    // troupe run chose the run's id itself (to follow it from before it started); only fresh ids of that form are taken.
+    expect(runId).toMatch(/^run-[0-9a-z]{26}$/);
+    const badId = await ask("runs.start", { task: "t", runId: "run-1.>" }).catch((error) => error);
+    expect(badId.message).toContain(
+      "invalid runs.start request: runId: a run id is run- and a lower-case ULID",
+    );
     await bus.connection.publish(bus.subjects.api("runs.list"), new TextEncoder().encode("not an envelope"));
     expect((await ask("runs.list", {})).data).toMatchObject({ runs: [{ runId }] });
+    const chosen = `run-${"0".repeat(10)}${"a".repeat(16)}`;
+    expect((await ask("runs.start", { task: "t", runId: chosen })).data).toMatchObject({ runId: chosen });
 
     daemon.kill("SIGTERM");
     expect(await exited(daemon)).toBe(0);
