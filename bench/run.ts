@@ -21,6 +21,8 @@ import { measureScale } from "./scale.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const quick = process.argv.includes("--quick");
+/** The CLI as bin/troupe.js runs it, compiled with the bench (bench/troupe-bin.ts). */
+const troupeBin = fileURLToPath(new URL("./troupe-bin.js", import.meta.url));
 const reps = quick ? 3 : 7;
 
 interface Row {
@@ -30,6 +32,14 @@ interface Row {
   target?: string;
 }
 const rows: Row[] = [];
+const benchStarted = performance.now();
+
+/** A row of the table, also said on stderr as it is measured. */
+function add(row: Row): void {
+  rows.push(row);
+  const seconds = ((performance.now() - benchStarted) / 1000).toFixed(1);
+  process.stderr.write(`${seconds.padStart(5)} s  ${row.name}: ${format(row.value)} ${row.unit}\n`);
+}
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -44,8 +54,8 @@ async function repeat(fn: () => Promise<number> | number): Promise<number> {
 
 function coldStart(): number {
   const started = process.hrtime.bigint();
-  const result = spawnSync(process.execPath, [join(root, "bin/troupe.js"), "--help"], { stdio: "ignore" });
-  if (result.status !== 0) throw new Error("troupe --help failed; run npm run build");
+  const result = spawnSync(process.execPath, [troupeBin, "--help"], { stdio: "ignore" });
+  if (result.status !== 0) throw new Error("troupe --help failed");
   return Number(process.hrtime.bigint() - started) / 1e6;
 }
 
@@ -56,15 +66,11 @@ async function daemonReady(url: string, prefix: string): Promise<number> {
   writeFileSync(join(dir, "config/troupe.yaml"), `nats:\n  prefix: ${prefix}\ndefaultAgent: worker\n`);
   writeFileSync(join(dir, "config/agents/worker.yaml"), "name: worker\ndescription: Works.\n");
   const started = process.hrtime.bigint();
-  const daemon = spawn(
-    process.execPath,
-    [join(root, "bin/troupe.js"), "--config", join(dir, "config"), "daemon"],
-    {
-      cwd: dir,
-      env: { ...process.env, NATS_URL: url, TROUPE_DATA_DIR: join(dir, ".data") },
-      stdio: ["ignore", "ignore", "pipe"],
-    },
-  );
+  const daemon = spawn(process.execPath, [troupeBin, "--config", join(dir, "config"), "daemon"], {
+    cwd: dir,
+    env: { ...process.env, NATS_URL: url, TROUPE_DATA_DIR: join(dir, ".data") },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
   try {
     return await new Promise<number>((ready, fail) => {
       let stderr = "";
@@ -147,17 +153,17 @@ async function measureBus(label: string, open: () => Promise<Bus>): Promise<void
   const bus = await open();
   const n = quick ? 2000 : 10_000;
   try {
-    rows.push({
+    add({
       name: `${label}: log.append (64 in flight)`,
       value: await repeat(() => appendRate(bus, n)),
       unit: "events/s",
     });
-    rows.push({
+    add({
       name: `${label}: log.read replay`,
       value: await repeat(() => replayRate(bus, n)),
       unit: "events/s",
     });
-    rows.push({
+    add({
       name: `${label}: publish → subscribe`,
       value: await repeat(() => pubSubRate(bus, n * 5)),
       unit: "msgs/s",
@@ -168,7 +174,7 @@ async function measureBus(label: string, open: () => Promise<Bus>): Promise<void
 }
 
 async function main(): Promise<void> {
-  rows.push({
+  add({
     name: "troupe --help (cold start)",
     value: await repeat(coldStart),
     unit: "ms",
@@ -197,7 +203,7 @@ async function main(): Promise<void> {
       NatsBus.connect({ url, prefix: durablePrefix }),
     );
     for (const result of overhead)
-      rows.push({ name: `turn overhead, ${result.name}`, value: result.perTurnMs, unit: "ms/turn" });
+      add({ name: `turn overhead, ${result.name}`, value: result.perTurnMs, unit: "ms/turn" });
     const [a, b, c, d, inProcess] = overhead.map((result) => result.perTurnMs) as [
       number,
       number,
@@ -205,47 +211,47 @@ async function main(): Promise<void> {
       number,
       number,
     ];
-    rows.push({
+    add({
       name: "ratio c/b (Troupe local vs @openai/agents)",
       value: c / b,
       unit: "",
       target: "≤ 0.5",
     });
-    rows.push({
+    add({
       name: "ratio d/b (Troupe on NATS, durable vs @openai/agents)",
       value: d / b,
       unit: "",
       target: "≤ 1.0",
     });
-    rows.push({ name: "ratio c/a (Troupe local vs the raw SDK loop)", value: c / a, unit: "" });
-    rows.push({
+    add({ name: "ratio c/a (Troupe local vs the raw SDK loop)", value: c / a, unit: "" });
+    add({
       name: "ratio d′/b (the daemon's runtime alone vs @openai/agents)",
       value: inProcess / b,
       unit: "",
     });
     // Both sit on the same SDK loop (a): what each adds on top of it.
-    rows.push({
+    add({
       name: "added to the SDK loop: (c − a) / (b − a), Troupe local vs @openai/agents",
       value: (c - a) / (b - a),
       unit: "",
     });
-    rows.push({
+    add({
       name: "troupe daemon, spawn to ready",
       value: await repeat(() => daemonReady(url, daemonPrefix)),
       unit: "ms",
     });
     const recoveries: Recovery[] = [];
     await repeat(async () => {
-      recoveries.push(await measureRecovery(join(root, "bin/troupe.js"), url, recoveryPrefix));
+      recoveries.push(await measureRecovery(troupeBin, url, recoveryPrefix));
       return 0;
     });
-    rows.push({
+    add({
       name: "recovery: kill -9 of the daemon → next event of the resumed run",
       value: median(recoveries.map((r) => r.fromKillMs)),
       unit: "ms",
       target: "≤ 1 s",
     });
-    rows.push({
+    add({
       name: "recovery: new daemon ready → next event of the resumed run",
       value: median(recoveries.map((r) => r.fromReadyMs)),
       unit: "ms",
@@ -256,40 +262,40 @@ async function main(): Promise<void> {
     await scaleBus.close();
     if (scale.finished !== scale.agents)
       throw new Error(`scale: only ${scale.finished} of ${scale.agents} agents finished their three turns`);
-    rows.push({ name: "scale: 1,000 agents × 3 turns on NATS, wall time", value: scale.wallMs, unit: "ms" });
-    rows.push({
+    add({ name: "scale: 1,000 agents × 3 turns on NATS, wall time", value: scale.wallMs, unit: "ms" });
+    add({
       name: "scale: peak RSS growth per active agent",
       value: scale.rssPerAgentKb,
       unit: "KB",
       target: "≤ 50 KB",
     });
-    rows.push({
+    add({
       name: "scale: V8 heap in use per agent mid-run, after a GC",
       value: scale.liveHeapPerAgentKb,
       unit: "KB",
     });
     const idleAgents = quick ? 1000 : 10_000;
     const idle = await measureIdleApart(idleAgents, url, idlePrefix);
-    rows.push({
+    add({
       name: `idle: ${idleAgents.toLocaleString("en-US")} agents waiting on NATS, RSS per agent`,
       value: idle.rssPerAgentKb,
       unit: "KB",
     });
-    rows.push({ name: "idle: V8 heap per waiting agent", value: idle.heapPerAgentKb, unit: "KB" });
+    add({ name: "idle: V8 heap per waiting agent", value: idle.heapPerAgentKb, unit: "KB" });
     const fanout = await measureFanout({
-      troupeBin: join(root, "bin/troupe.js"),
+      troupeBin: troupeBin,
       url,
       prefix: fanoutPrefix,
       agents: 100,
       chunks: quick ? 300 : 1000,
     });
-    rows.push({
+    add({
       name: `fan-out: events/s at a troupe observe process while 100 agents stream (${fanout.events.toLocaleString("en-US")} events)`,
       value: fanout.live,
       unit: "events/s",
       target: "≥ 100,000",
     });
-    rows.push({
+    add({
       name: "fan-out: the same log read by an observer from its start",
       value: fanout.catchUp,
       unit: "events/s",
