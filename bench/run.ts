@@ -17,7 +17,7 @@ import { measureFanout } from "./fanout.js";
 import { measureIdleApart } from "./idle.js";
 import { measureOverhead } from "./overhead.js";
 import { measureRecovery, type Recovery } from "./recovery.js";
-import { measureScale } from "./scale.js";
+import { measureScaleApart } from "./scale.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const quick = process.argv.includes("--quick");
@@ -256,10 +256,8 @@ async function main(): Promise<void> {
       value: median(recoveries.map((r) => r.fromReadyMs)),
       unit: "ms",
     });
-    // Once: a thousand agents is a run of its own, and RSS only grows within a process.
-    const scaleBus = await NatsBus.connect({ url, prefix: scalePrefix });
-    const scale = await measureScale(1000, scaleBus);
-    await scaleBus.close();
+    // Once, in a process of its own: a thousand agents is a run of its own, and RSS only grows.
+    const scale = await measureScaleApart(1000, url, scalePrefix);
     if (scale.finished !== scale.agents)
       throw new Error(`scale: only ${scale.finished} of ${scale.agents} agents finished their three turns`);
     add({ name: "scale: 1,000 agents × 3 turns on NATS, wall time", value: scale.wallMs, unit: "ms" });
