@@ -33,6 +33,8 @@ export class Daemon {
         this.bus.reply(this.bus.subjects.api(verb), (request) => this.#answer(verb, request)),
       );
     }
+    // Ready means answering: the server has the API subscriptions before anyone is told so.
+    await this.bus.flush();
     this.log.info({ runs: this.#runs.size }, "daemon ready");
   }
 
