@@ -393,12 +393,21 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
   });
   let detached = false;
   // A snapshot is written only after the events made before it are in the log: a record never
-  // claims a seq the log lacks, so a resumed agent carries on without a gap.
+  // claims a seq the log lacks, so a resumed agent carries on without a gap. It is taken when its
+  // turn to be written comes: of several state changes during one write, only the last is taken.
   const save = () => {
     const persistence = deps.persistence;
     if (!persistence || detached) return;
+    void persistence.agents.save(runId, agentId, async () => {
+      if (detached) return undefined;
+      const record = takeRecord();
+      await events.flushed();
+      return record;
+    });
+  };
+  const takeRecord = (): AgentRecord => {
     const snapshot = actor.getSnapshot();
-    const record: AgentRecord = {
+    return {
       v: AGENT_RECORD_VERSION,
       machineVersion: AGENT_MACHINE_VERSION,
       runId,
@@ -414,7 +423,6 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       snapshot: deps.redactor.redactDeep(actor.getPersistedSnapshot()),
       done: snapshot.status === "done",
     };
-    void events.flushed().then(() => persistence.agents.save(record));
   };
   actor.start();
   if (restore) {

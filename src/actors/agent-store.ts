@@ -42,13 +42,21 @@ export class IncompatibleRecordError extends Error {
 /** Keys are `<runId>.<agentId>`: both are subject tokens, so they are valid KV keys. */
 const keyOf = (runId: string, agentId: string) => `${runId}.${agentId}`;
 
+/** Makes an agent's record when it is to be written; `undefined` when there is nothing to write. */
+export type TakeRecord = () => Promise<AgentRecord | undefined>;
+
+interface Writer {
+  next: TakeRecord | undefined;
+  waiting: Array<() => void>;
+}
+
 /**
  * Agent snapshots in the KV bucket `snapshots`. Each agent writes its own key with the revision it
  * last wrote, so a stale writer (a host that lost its agent to another) cannot move state backwards.
  */
 export class AgentStore {
   #revisions = new Map<string, number>();
-  #writers = new Map<string, { next: AgentRecord | undefined; waiting: Array<() => void> }>();
+  #writers = new Map<string, Writer>();
 
   private constructor(
     private readonly kv: KvStore,
@@ -60,31 +68,36 @@ export class AgentStore {
   }
 
   /**
-   * Saves in the order called, one write per agent at a time; a record saved while one is being
-   * written replaces any other still waiting (a record is the whole agent, so only the latest
-   * counts). Resolves once this record, or a later one, is written. A conflict (another host owns
-   * the agent now) is logged, not thrown.
+   * Saves an agent, one write per agent at a time. `take` makes the record when its turn comes, so
+   * of the saves asked for while one is being written only the latest is taken and written (a record
+   * is the whole agent: only the latest counts); `undefined` writes nothing. Resolves once this save,
+   * or a later one, is done. A conflict (another host owns the agent now) is logged, not thrown.
    */
-  save(record: AgentRecord): Promise<void> {
-    const key = keyOf(record.runId, record.agentId);
+  save(runId: string, agentId: string, take: TakeRecord): Promise<void> {
+    const key = keyOf(runId, agentId);
     return new Promise<void>((resolve) => {
       const writer = this.#writers.get(key);
       if (writer) {
-        writer.next = record;
+        writer.next = take;
         writer.waiting.push(resolve);
         return;
       }
-      const started = { next: record as AgentRecord | undefined, waiting: [resolve] };
+      const started: Writer = { next: take, waiting: [resolve] };
       this.#writers.set(key, started);
       void this.#write(key, started);
     });
   }
 
-  async #write(key: string, writer: { next: AgentRecord | undefined; waiting: Array<() => void> }) {
-    for (let record = writer.next; record; record = writer.next) {
+  async #write(key: string, writer: Writer) {
+    for (let take = writer.next; take; take = writer.next) {
       const waiting = writer.waiting;
       writer.next = undefined;
       writer.waiting = [];
+      const record = await take();
+      if (!record) {
+        for (const resolve of waiting) resolve();
+        continue;
+      }
       try {
         const expected = this.#revisions.get(key);
         const revision = await this.kv.put(

@@ -58,33 +58,41 @@ describe.each([
   it("writes one record at a time, and only the latest of those saved meanwhile", async () => {
     const { bus, puts } = counting(under.bus);
     const store = await AgentStore.open(bus, memoryLogger().log);
+    let taken = 0;
     const saved = ["callingModel", "executingTools", "awaitingApproval", "callingModel"].map((state) =>
-      store.save(record(state)),
+      store.save("run-1", "agent-a", async () => {
+        taken++;
+        return record(state);
+      }),
     );
     await Promise.all(saved);
-    // The first is written at once; the two in between are replaced by the last.
+    // The first is taken and written at once; the two in between are replaced by the last, never taken.
+    expect(taken).toBe(2);
     expect(puts()).toBe(2);
     const loaded = await store.load("run-1", "agent-a");
     expect(loaded?.snapshot).toEqual({ value: "callingModel" });
-    await store.save(record("executingTools"));
+    await store.save("run-1", "agent-a", async () => record("executingTools"));
+    expect(puts()).toBe(3);
+    // A save with nothing to write (the agent went to another host) writes nothing.
+    await store.save("run-1", "agent-a", async () => undefined);
     expect(puts()).toBe(3);
   });
 
   it("refuses a host that lost the agent to another, and lets a loaded stopped agent be written again", async () => {
     const memory = memoryLogger();
     const first = await AgentStore.open(under.bus, memory.log);
-    await first.save(record("callingModel"));
+    await first.save("run-1", "agent-a", async () => record("callingModel"));
     const second = await AgentStore.open(under.bus, memoryLogger().log);
     await second.load("run-1", "agent-a");
-    await second.save(record("executingTools"));
-    await first.save(record("stopped-by-the-old-host"));
+    await second.save("run-1", "agent-a", async () => record("executingTools"));
+    await first.save("run-1", "agent-a", async () => record("stopped-by-the-old-host"));
     expect(memory.records.some((r) => String(r.msg).includes("another host has moved this agent on"))).toBe(
       true,
     );
     expect((await second.load("run-1", "agent-a"))?.snapshot).toEqual({ value: "executingTools" });
-    await second.save(record("stopped", true));
+    await second.save("run-1", "agent-a", async () => record("stopped", true));
     await second.load("run-1", "agent-a");
-    await second.save(record("callingModel"));
+    await second.save("run-1", "agent-a", async () => record("callingModel"));
     expect((await first.load("run-1", "agent-a"))?.snapshot).toEqual({ value: "callingModel" });
   });
 });
