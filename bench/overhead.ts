@@ -10,6 +10,7 @@ import { z } from "zod";
 import { newRunId, Runtime } from "../src/actors/runtime.js";
 import type { Bus } from "../src/bus/bus.js";
 import { makeEnvelope } from "../src/bus/envelope.js";
+import { followRun } from "../src/bus/follow-run.js";
 import { LocalBus } from "../src/bus/local-bus.js";
 import { agentSchema, troupeConfigSchema } from "../src/config/schema.js";
 import { YamlFile } from "../src/config/yaml-file.js";
@@ -178,17 +179,16 @@ async function throughDaemon(
   const daemon = new Daemon(runtime, silentLogger);
   await daemon.start();
   const once = async () => {
-    // As troupe run does: the run's id is chosen here and its events followed while it starts.
+    // As troupe run does: the run's id is chosen here and its events followed before it starts.
     const runId = newRunId();
-    const events = clientBus.log.read({ runId, follow: true })[Symbol.asyncIterator]();
+    const events = followRun(clientBus, runId)[Symbol.asyncIterator]();
     const first = events.next();
     await clientBus.request(
       clientBus.subjects.api("runs.start"),
       makeEnvelope({ runId, agentId: "cli", seq: 0, type: "runs.start", data: { task: "say hello", runId } }),
     );
     for (let next = await first; !next.done; next = await events.next()) {
-      const { envelope } = next.value;
-      if (envelope.type === "agent.stopped" && envelope.parentId === undefined) break;
+      if (next.value.type === "agent.stopped" && next.value.parentId === undefined) break;
     }
     await events.return?.();
   };

@@ -175,7 +175,7 @@ export async function runReplay(
   if (events) {
     const renderer =
       flags.json || !process.stdout.isTTY ? jsonRenderer() : humanRenderer(() => events[0]?.agentId);
-    for (const [seq, envelope] of events.entries()) renderer.event({ seq, subject: "", envelope });
+    for (const envelope of events) renderer.event({ envelope });
     renderer.close();
     return 0;
   }

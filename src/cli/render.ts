@@ -4,7 +4,7 @@ import type { LoggedEvent } from "../bus/bus.js";
 const SPINNER = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
 export interface Renderer {
-  event(event: LoggedEvent): void;
+  event(event: Pick<LoggedEvent, "envelope">): void;
   close(): void;
 }
 

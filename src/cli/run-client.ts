@@ -1,6 +1,7 @@
 import type { AgentEventMap } from "../actors/agent-events.js";
 import { newRunId } from "../actors/runtime.js";
 import type { Envelope } from "../bus/envelope.js";
+import { followRun } from "../bus/follow-run.js";
 import type { LoadedConfig } from "../config/load.js";
 import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
@@ -23,9 +24,9 @@ export async function runViaDaemon(
   const bus = await connectClient(config, "troupe-run", log);
   const reading = new AbortController();
   try {
-    // The run's id is chosen here, so following its events starts while the daemon starts it.
+    // The run's id is chosen here, so following its events starts before the daemon starts it.
     const runId = newRunId();
-    const events = bus.log.read({ runId, follow: true, signal: reading.signal })[Symbol.asyncIterator]();
+    const events = followRun(bus, runId, { signal: reading.signal })[Symbol.asyncIterator]();
     const first = events.next();
     first.catch(() => {}); // awaited below, once the daemon has answered
     const started = (await callApi(bus, config, "runs.start", {
@@ -66,11 +67,11 @@ export async function runViaDaemon(
     let output: AgentOutput | undefined;
     try {
       for (let next = await first; !next.done; next = await events.next()) {
-        const event = next.value;
-        renderer.event(event);
-        if (asker && event.envelope.type === "approval.requested") void answerHere(event.envelope);
-        if (event.envelope.type === "agent.stopped" && event.envelope.agentId === started.agentId) {
-          output = event.envelope.data as AgentOutput;
+        const envelope = next.value;
+        renderer.event({ envelope });
+        if (asker && envelope.type === "approval.requested") void answerHere(envelope);
+        if (envelope.type === "agent.stopped" && envelope.agentId === started.agentId) {
+          output = envelope.data as AgentOutput;
           break;
         }
       }

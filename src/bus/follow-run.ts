@@ -1,0 +1,58 @@
+import { AsyncQueue } from "./async-queue.js";
+import type { Bus } from "./bus.js";
+import type { Envelope } from "./envelope.js";
+
+export interface FollowOptions {
+  signal?: AbortSignal;
+  /** With no event for this long, the log is read instead of the subscription. Default 1000 ms. */
+  quietMs?: number;
+}
+
+/**
+ * Every event of a run from its start, as it is made, for a client that subscribes before the run
+ * starts (`troupe run`). Events come from a plain subscription while nothing can have been missed;
+ * the event log takes over, replayed from the run's start with what was already seen skipped, as
+ * soon as something may have been: a gap in an agent's seq (a message lost at a reconnect, or the run
+ * started before the subscription), or a quiet spell (a lost last event looks like one). A
+ * subscription costs the server nothing to set up; a consumer on the log costs JetStream API calls
+ * and work on the server, which a short run would feel. Retried appends reach subscribers twice:
+ * an event is yielded once per agent and seq.
+ */
+export async function* followRun(
+  bus: Bus,
+  runId: string,
+  options: FollowOptions = {},
+): AsyncIterable<Envelope> {
+  const { signal, quietMs = 1000 } = options;
+  const expected = new Map<string, number>();
+  const isNew = (envelope: Envelope) => envelope.seq >= (expected.get(envelope.agentId) ?? 0);
+  const seen = (envelope: Envelope) => expected.set(envelope.agentId, envelope.seq + 1);
+
+  const live = new AsyncQueue<Envelope>(signal);
+  let lastAt = Date.now();
+  const subscription = bus.subscribe(bus.subjects.events(runId), (envelope) => {
+    lastAt = Date.now();
+    live.push(envelope);
+  });
+  const quiet = setInterval(() => {
+    if (Date.now() - lastAt >= quietMs) live.end();
+  }, quietMs / 4);
+  try {
+    await bus.flush();
+    for await (const envelope of live) {
+      if (envelope.seq > (expected.get(envelope.agentId) ?? 0)) break;
+      if (!isNew(envelope)) continue;
+      seen(envelope);
+      yield envelope;
+    }
+  } finally {
+    clearInterval(quiet);
+    subscription.unsubscribe();
+  }
+  if (signal?.aborted) return;
+  for await (const { envelope } of bus.log.read({ runId, follow: true, ...(signal ? { signal } : {}) })) {
+    if (!isNew(envelope)) continue;
+    seen(envelope);
+    yield envelope;
+  }
+}

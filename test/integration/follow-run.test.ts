@@ -1,0 +1,70 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { Bus } from "../../src/bus/bus.js";
+import { type Envelope, makeEnvelope } from "../../src/bus/envelope.js";
+import { followRun } from "../../src/bus/follow-run.js";
+import { type BusUnderTest, localBus, natsBus } from "../support/buses.js";
+
+const event = (agentId: string, seq: number, type = "test.event") =>
+  makeEnvelope({ runId: "run-f", agentId, seq, type, data: { seq } });
+
+/** Follows run-f until `agentId` says agent.stopped; resolves with every envelope seen. */
+function follow(bus: Bus, quietMs?: number): { seen: Envelope[]; done: Promise<Envelope[]> } {
+  const seen: Envelope[] = [];
+  const done = (async () => {
+    for await (const envelope of followRun(bus, "run-f", quietMs === undefined ? {} : { quietMs })) {
+      seen.push(envelope);
+      if (envelope.type === "agent.stopped" && envelope.agentId === "root") break;
+    }
+    return seen;
+  })();
+  return { seen, done };
+}
+
+const order = (envelopes: Envelope[]) => envelopes.map((e) => `${e.agentId}:${e.seq}`);
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe.each([
+  { name: "LocalBus", open: async () => localBus() },
+  { name: "NatsBus", open: () => natsBus() },
+])("following a run on $name", ({ open }) => {
+  let under: BusUnderTest;
+  beforeEach(async () => {
+    under = await open();
+  });
+  afterEach(async () => {
+    await under.dispose();
+  });
+
+  it("yields every event once, in order, retried appends included", async () => {
+    const { bus } = under;
+    const following = follow(bus);
+    await sleep(50);
+    await bus.log.append(event("root", 0));
+    const retried = event("child", 0);
+    await bus.log.appendAll([retried, event("child", 1)]);
+    await bus.log.append(retried); // a retry: subscribers may see it again
+    await bus.log.appendAll([event("root", 1), event("root", 2, "agent.stopped")]);
+    expect(order(await following.done)).toEqual(["root:0", "child:0", "child:1", "root:1", "root:2"]);
+  });
+
+  it("reads the log when it joined late: what came before is replayed, nothing twice", async () => {
+    const { bus } = under;
+    await bus.log.appendAll([event("root", 0), event("root", 1)]);
+    const following = follow(bus);
+    await sleep(50);
+    await bus.log.append(event("root", 2));
+    await bus.log.append(event("root", 3, "agent.stopped"));
+    expect(order(await following.done)).toEqual(["root:0", "root:1", "root:2", "root:3"]);
+  });
+
+  it("goes on from the log after a quiet spell", async () => {
+    const { bus } = under;
+    const following = follow(bus, 100);
+    await sleep(50);
+    await bus.log.append(event("root", 0));
+    await sleep(400); // quiet: the log takes over
+    await bus.log.append(event("root", 1));
+    await bus.log.append(event("root", 2, "agent.stopped"));
+    expect(order(await following.done)).toEqual(["root:0", "root:1", "root:2"]);
+  });
+});
