@@ -13,6 +13,7 @@ import { makeEnvelope } from "../src/bus/envelope.js";
 import { LocalBus } from "../src/bus/local-bus.js";
 import { NatsBus } from "../src/bus/nats-bus.js";
 import { uniquePrefix } from "../src/bus/subjects.js";
+import { measureActiveApart } from "./active.js";
 import { measureFanout } from "./fanout.js";
 import { measureIdleApart } from "./idle.js";
 import { measureOverhead } from "./overhead.js";
@@ -196,6 +197,7 @@ async function main(): Promise<void> {
   const recoveryPrefix = uniquePrefix("br");
   const scalePrefix = uniquePrefix("bs");
   const idlePrefix = uniquePrefix("bi");
+  const activePrefix = uniquePrefix("ba");
   const fanoutPrefix = uniquePrefix("bf");
   try {
     await measureBus("NatsBus", () => NatsBus.connect({ url, prefix }));
@@ -272,6 +274,27 @@ async function main(): Promise<void> {
       value: scale.liveHeapPerAgentKb,
       unit: "KB",
     });
+    if (!quick) {
+      // The floor beside Troupe: what 1,000 bare SDK streams cost open, measured the same way.
+      const active = await measureActiveApart("troupe", 1000, url, activePrefix);
+      const floor = await measureActiveApart("sdk", 1000, url, activePrefix);
+      add({
+        name: "active: 1,000 agents inside a model call on NATS, RSS per agent after a GC",
+        value: active.rssPerAgentKb,
+        unit: "KB",
+      });
+      add({
+        name: "active: V8 heap per agent inside a model call",
+        value: active.heapPerAgentKb,
+        unit: "KB",
+      });
+      add({
+        name: "active floor: 1,000 bare openai SDK streams open, RSS per stream after a GC",
+        value: floor.rssPerAgentKb,
+        unit: "KB",
+      });
+      add({ name: "active floor: V8 heap per open SDK stream", value: floor.heapPerAgentKb, unit: "KB" });
+    }
     const idleAgents = quick ? 1000 : 10_000;
     const idle = await measureIdleApart(idleAgents, url, idlePrefix);
     add({
