@@ -12,7 +12,10 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs the built `troupe` as a user would, in `cwd`, with a private data dir and no inherited config. */
+/**
+ * Runs the built `troupe` as a user would, in `cwd`, with a private data dir and no inherited config
+ * or NATS_URL (a test that means the shared server passes it, with a prefix of its own in the config).
+ */
 export function runTroupe(
   args: string[],
   options: { cwd: string; env?: NodeJS.ProcessEnv },
@@ -22,8 +25,10 @@ export function runTroupe(
     TROUPE_DATA_DIR: join(options.cwd, ".data"),
     ...options.env,
   };
-  delete env.TROUPE_CONFIG;
-  if (options.env?.TROUPE_CONFIG) env.TROUPE_CONFIG = options.env.TROUPE_CONFIG;
+  for (const name of ["TROUPE_CONFIG", "NATS_URL"]) {
+    delete env[name];
+    if (options.env?.[name]) env[name] = options.env[name];
+  }
   return new Promise((resolvePromise, reject) => {
     const child = spawn(process.execPath, [TROUPE_BIN, ...args], {
       cwd: options.cwd,
