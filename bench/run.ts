@@ -325,7 +325,10 @@ async function main(): Promise<void> {
     const cleanup = await NatsBus.connect({ url, prefix });
     const { jetstreamManager } = await import("@nats-io/jetstream");
     const jsm = await jetstreamManager(cleanup.connection);
-    for await (const name of jsm.streams.names()) {
+    // Listed first: deleting while listing would shift the pages and skip some.
+    const names: string[] = [];
+    for await (const name of jsm.streams.names()) names.push(name);
+    for (const name of names) {
       const ours = [
         prefix,
         durablePrefix,
