@@ -63,7 +63,11 @@ async function measure(
   return { name, perTurnMs: samples[Math.floor(samples.length / 2)] ?? Number.NaN };
 }
 
-function rawLoop(baseURL: string): () => Promise<void> {
+/** `afterTurn` (for the durable floor) runs after each reply, told whether it was the last. */
+function rawLoop(
+  baseURL: string,
+  afterTurn?: (turn: number, last: boolean) => Promise<void>,
+): () => Promise<void> {
   const client = new OpenAI({ baseURL, apiKey: "bench", maxRetries: 0 });
   const tools = [
     {
@@ -77,7 +81,7 @@ function rawLoop(baseURL: string): () => Promise<void> {
   ];
   return async () => {
     const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: "user", content: "say hello" }];
-    for (;;) {
+    for (let turn = 0; ; turn++) {
       const stream = await client.chat.completions.create({
         model: "scripted",
         messages,
@@ -97,6 +101,7 @@ function rawLoop(baseURL: string): () => Promise<void> {
           if (c.function?.arguments) slot.args += c.function.arguments;
         }
       }
+      await afterTurn?.(turn, calls.length === 0);
       if (calls.length === 0) return;
       messages.push({
         role: "assistant",
@@ -164,6 +169,59 @@ export function troupe(baseURL: string, bus: Bus): { runtime: Runtime; once: () 
 }
 
 /**
+ * The durable floor: the least a run through a broker can do and still be durable and observable,
+ * built on the raw SDK loop (a). A client subscribes to the run's events and asks a host (a NATS
+ * request) to start it; the host runs the loop and appends one event per turn to JetStream, acked
+ * before the loop goes on; the client waits for the last one. No snapshots, journal or run index:
+ * whatever Troupe through its daemon costs beyond this is its own.
+ */
+async function durableFloor(
+  baseURL: string,
+  nats: () => Promise<Bus>,
+): Promise<{ once: () => Promise<void>; close: () => Promise<void> }> {
+  const hostBus = await nats();
+  const clientBus = await nats();
+  // The client may see a run's last event before the host has its ack: close waits for the loops.
+  const running = new Set<Promise<void>>();
+  const serving = hostBus.reply(hostBus.subjects.api("floor.start"), async (request) => {
+    const runId = request.runId;
+    const append = (turn: number, last: boolean) =>
+      hostBus.log
+        .append(
+          makeEnvelope({ runId, agentId: "a", seq: turn, type: last ? "agent.stopped" : "turn", data: {} }),
+        )
+        .then(() => undefined);
+    const loop = rawLoop(baseURL, append)();
+    running.add(loop);
+    void loop.finally(() => running.delete(loop));
+    return makeEnvelope({ runId, agentId: "host", seq: 0, type: "floor.started", data: {} });
+  });
+  await hostBus.flush();
+  let runs = 0;
+  const once = async () => {
+    const runId = `floor${runs++}`;
+    let stopped: () => void = () => {};
+    const finished = new Promise<void>((resolve) => (stopped = resolve));
+    const sub = clientBus.subscribe(clientBus.subjects.events(runId), (envelope) => {
+      if (envelope.type === "agent.stopped") stopped();
+    });
+    await clientBus.request(
+      clientBus.subjects.api("floor.start"),
+      makeEnvelope({ runId, agentId: "cli", seq: 0, type: "floor.start", data: {} }),
+    );
+    await finished;
+    sub.unsubscribe();
+  };
+  const close = async () => {
+    serving.unsubscribe();
+    await Promise.all(running);
+    await clientBus.close();
+    await hostBus.close();
+  };
+  return { once, close };
+}
+
+/**
  * A run through the daemon, as `troupe run` makes one: the client asks the daemon's API to start it
  * (a NATS request), then follows the run's events in the log until its agent stops. The daemon
  * (its Runtime on its own connection) runs in this process; the client has a connection of its own.
@@ -223,6 +281,11 @@ export async function measureOverhead(n: number, nats: () => Promise<Bus>): Prom
     const durable = troupe(server.baseURL, natsBus);
     await durable.runtime.open();
     results.push(await measure("d′: the daemon's runtime on NATS, in process", server, n, durable.once));
+    const floor = await durableFloor(server.baseURL, nats);
+    results.push(
+      await measure("e: durable floor (a + a request, an acked append per turn)", server, n, floor.once),
+    );
+    await floor.close();
     await durable.runtime.close();
     await natsBus.close();
     return results;

@@ -206,7 +206,8 @@ async function main(): Promise<void> {
     );
     for (const result of overhead)
       add({ name: `turn overhead, ${result.name}`, value: result.perTurnMs, unit: "ms/turn" });
-    const [a, b, c, d, inProcess] = overhead.map((result) => result.perTurnMs) as [
+    const [a, b, c, d, inProcess, floor] = overhead.map((result) => result.perTurnMs) as [
+      number,
       number,
       number,
       number,
@@ -231,6 +232,7 @@ async function main(): Promise<void> {
       value: inProcess / b,
       unit: "",
     });
+    add({ name: "ratio e/b (the durable floor vs @openai/agents)", value: floor / b, unit: "" });
     // Both sit on the same SDK loop (a): what each adds on top of it.
     add({
       name: "added to the SDK loop: (c − a) / (b − a), Troupe local vs @openai/agents",
