@@ -338,6 +338,7 @@ async function main(): Promise<void> {
         recoveryPrefix,
         scalePrefix,
         idlePrefix,
+        activePrefix,
         fanoutPrefix,
       ].some((p) => name === `${p.toUpperCase()}_EVENTS` || name.startsWith(`KV_${p}_`));
       if (ours) await jsm.streams.delete(name).catch(() => {});
