@@ -1,28 +1,19 @@
-import { type ActorSystem, type ActorSystemInfo, createActor, fromPromise, type Snapshot } from "xstate";
+import type { Snapshot } from "xstate";
 import type { Bus } from "../bus/bus.js";
 import { ulid } from "../bus/ulid.js";
 import type { AgentDefinition, ApprovalPolicy, Budget, TroupeConfig } from "../config/schema.js";
 import { type CompactionSettings, overThreshold } from "../context/compaction.js";
 import { buildSystemPrompt } from "../context/system-prompt.js";
 import type { Logger } from "../log.js";
-import { AGENT_MACHINE_VERSION, agentMachine, failedOutput, totalSpend } from "../machines/agent-machine.js";
-import type {
-  AgentOutput,
-  ApprovalDecision,
-  CompactionInput,
-  CompactionOutput,
-  ModelTurn,
-  ModelTurnInput,
-  ToolBatchOutput,
-} from "../machines/agent-types.js";
+import { AGENT_MACHINE_VERSION, failedOutput, totalSpend } from "../machines/agent-machine.js";
+import type { AgentOutput } from "../machines/agent-types.js";
 import type { ModelRouter } from "../model/model-router.js";
-import type { ChatMessage } from "../model/types.js";
 import type { Approver } from "../safety/approver.js";
 import type { Redactor } from "../safety/redact.js";
 import { UNTRUSTED_NOTE } from "../safety/untrusted.js";
 import { type LoadedSkill, type Skill, skillLoaded, withSkill } from "../skills/skills.js";
 import type { Hooks } from "../tools/hooks.js";
-import { type PlannedCall, planCalls } from "../tools/plan.js";
+import { planCalls } from "../tools/plan.js";
 import { runBatch } from "../tools/run-batch.js";
 import type { Tool, ToolRegistry } from "../tools/tool.js";
 import { type AgentHooks, toolGate } from "./agent-hooks.js";
@@ -38,6 +29,7 @@ import {
   toolView,
 } from "./agent-tools.js";
 import { EventPublisher } from "./event-publisher.js";
+import { type HostedActors, hostedActor } from "./hosted-machine.js";
 import { type ChildSpec, type SubagentLimits, subagentTools } from "./subagents.js";
 import { summarizer } from "./summarizer.js";
 
@@ -113,52 +105,6 @@ export interface AgentHandle {
   /** Every event of the run from its start (subagents' too), ending with this agent's `agent.stopped`. */
   events(): AsyncIterable<AgentEvent>;
 }
-
-/** What one host does for its machine: the actors the machine invokes and its compaction guard. */
-interface HostedActors {
-  callModel(input: ModelTurnInput, signal: AbortSignal): Promise<ModelTurn>;
-  awaitApproval(input: { calls: PlannedCall[] }, signal: AbortSignal): Promise<ApprovalDecision[]>;
-  runTools(input: { calls: PlannedCall[] }, signal: AbortSignal): Promise<ToolBatchOutput>;
-  compact(input: CompactionInput, signal: AbortSignal): Promise<CompactionOutput>;
-  needsCompaction(messages: readonly ChatMessage[]): boolean;
-}
-
-/** Each running machine's host, by the machine's actor system (what its invoked actors are given). */
-const hostBySystem = new WeakMap<ActorSystem<ActorSystemInfo>, HostedActors>();
-/** And by `<runId>.<agentId>` for the guard, which is given only the context. */
-const hostByAgent = new Map<string, HostedActors>();
-
-const hostOf = (system: ActorSystem<ActorSystemInfo>): HostedActors => {
-  const host = hostBySystem.get(system);
-  if (!host) throw new Error("an agent machine is running without its host");
-  return host;
-};
-
-/**
- * The agent machine with its actors provided once for the whole process: each actor finds its
- * agent's host when invoked. (Providing it per agent rebuilt the machine's state nodes every
- * time: about a millisecond and 20 KB per agent.)
- */
-const hostedMachine = agentMachine.provide({
-  actors: {
-    callModel: fromPromise<ModelTurn, ModelTurnInput>(({ input, signal, system }) =>
-      hostOf(system).callModel(input, signal),
-    ),
-    awaitApproval: fromPromise<ApprovalDecision[], { calls: PlannedCall[] }>(({ input, signal, system }) =>
-      hostOf(system).awaitApproval(input, signal),
-    ),
-    runTools: fromPromise<ToolBatchOutput, { calls: PlannedCall[] }>(({ input, signal, system }) =>
-      hostOf(system).runTools(input, signal),
-    ),
-    compact: fromPromise<CompactionOutput, CompactionInput>(({ input, signal, system }) =>
-      hostOf(system).compact(input, signal),
-    ),
-  },
-  guards: {
-    needsCompaction: ({ context }) =>
-      hostByAgent.get(`${context.runId}.${context.agentId}`)?.needsCompaction(context.messages) ?? false,
-  },
-});
 
 /**
  * Hosts one agent machine: provides its actors (model call, approval wait, tool batch, compaction),
@@ -309,7 +255,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       overThreshold(messages, tools().tokens() + reply, compaction),
   };
 
-  const actor = createActor(hostedMachine, {
+  const { actor, release: unhost } = hostedActor(hosted, {
     input: {
       runId,
       agentId,
@@ -324,9 +270,6 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     },
     ...(restore ? { snapshot: restore.snapshot as Snapshot<unknown> } : {}),
   });
-  const hostKey = `${runId}.${agentId}`;
-  hostBySystem.set(actor.system, hosted);
-  hostByAgent.set(hostKey, hosted);
 
   if (!restore) {
     events.emit("agent.started", {
@@ -343,7 +286,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
   const control = serveControl(deps.bus, runId, agentId, (event) => actor.send(event));
   const release = () => {
     control.unsubscribe();
-    if (hostByAgent.get(hostKey) === hosted) hostByAgent.delete(hostKey);
+    unhost();
   };
 
   // A resumed agent starts in its restored state: entering it again is not a transition.

@@ -1,0 +1,76 @@
+import { type ActorOptions, type ActorSystem, type ActorSystemInfo, createActor, fromPromise } from "xstate";
+import { agentMachine } from "../machines/agent-machine.js";
+import type {
+  ApprovalDecision,
+  CompactionInput,
+  CompactionOutput,
+  ModelTurn,
+  ModelTurnInput,
+  ToolBatchOutput,
+} from "../machines/agent-types.js";
+import type { ChatMessage } from "../model/types.js";
+import type { PlannedCall } from "../tools/plan.js";
+
+/** What one host does for its machine: the actors the machine invokes and its compaction guard. */
+export interface HostedActors {
+  callModel(input: ModelTurnInput, signal: AbortSignal): Promise<ModelTurn>;
+  awaitApproval(input: { calls: PlannedCall[] }, signal: AbortSignal): Promise<ApprovalDecision[]>;
+  runTools(input: { calls: PlannedCall[] }, signal: AbortSignal): Promise<ToolBatchOutput>;
+  compact(input: CompactionInput, signal: AbortSignal): Promise<CompactionOutput>;
+  needsCompaction(messages: readonly ChatMessage[]): boolean;
+}
+
+/** Each running machine's host, by the machine's actor system (what its invoked actors are given). */
+const hostBySystem = new WeakMap<ActorSystem<ActorSystemInfo>, HostedActors>();
+/** And by `<runId>.<agentId>` for the guard, which is given only the context. */
+const hostByAgent = new Map<string, HostedActors>();
+
+const hostOf = (system: ActorSystem<ActorSystemInfo>): HostedActors => {
+  const host = hostBySystem.get(system);
+  if (!host) throw new Error("an agent machine is running without its host");
+  return host;
+};
+
+/**
+ * The agent machine with its actors provided once for the whole process: each actor finds its
+ * agent's host when invoked. (Providing it per agent rebuilt the machine's state nodes every
+ * time: about a millisecond and 20 KB per agent.)
+ */
+const hostedMachine = agentMachine.provide({
+  actors: {
+    callModel: fromPromise<ModelTurn, ModelTurnInput>(({ input, signal, system }) =>
+      hostOf(system).callModel(input, signal),
+    ),
+    awaitApproval: fromPromise<ApprovalDecision[], { calls: PlannedCall[] }>(({ input, signal, system }) =>
+      hostOf(system).awaitApproval(input, signal),
+    ),
+    runTools: fromPromise<ToolBatchOutput, { calls: PlannedCall[] }>(({ input, signal, system }) =>
+      hostOf(system).runTools(input, signal),
+    ),
+    compact: fromPromise<CompactionOutput, CompactionInput>(({ input, signal, system }) =>
+      hostOf(system).compact(input, signal),
+    ),
+  },
+  guards: {
+    needsCompaction: ({ context }) =>
+      hostByAgent.get(`${context.runId}.${context.agentId}`)?.needsCompaction(context.messages) ?? false,
+  },
+});
+
+/**
+ * An actor of the shared agent machine whose actors and guard `hosted` serves, until `release()`
+ * (once the agent has stopped or gone to another host).
+ */
+export function hostedActor(
+  hosted: HostedActors,
+  options: ActorOptions<typeof hostedMachine> & { input: { runId: string; agentId: string } },
+) {
+  const actor = createActor(hostedMachine, options);
+  const key = `${options.input.runId}.${options.input.agentId}`;
+  hostBySystem.set(actor.system, hosted);
+  hostByAgent.set(key, hosted);
+  const release = () => {
+    if (hostByAgent.get(key) === hosted) hostByAgent.delete(key);
+  };
+  return { actor, release };
+}
