@@ -24,19 +24,23 @@ const REPLY_PRIMING = 3;
 
 const cache = new WeakMap<ChatMessage, number>();
 
+/** A message's tokens, its text counted by `count`: its content and tool calls, with their framing. */
+function messageTokens(message: ChatMessage, count: (text: string) => number): number {
+  let tokens = MESSAGE_OVERHEAD + count(message.content ?? "");
+  if (message.role === "assistant" && message.tool_calls) {
+    for (const call of message.tool_calls)
+      tokens += MESSAGE_OVERHEAD + count(call.function.name) + count(call.function.arguments);
+  }
+  return tokens;
+}
+
 /** Messages are treated as immutable: a message's count is computed once. */
 export function countMessageTokens(message: ChatMessage): number {
-  const cached = cache.get(message);
-  if (cached !== undefined) return cached;
-  let tokens = MESSAGE_OVERHEAD;
-  if (message.content) tokens += countTextTokens(message.content);
-  if (message.role === "assistant" && message.tool_calls) {
-    for (const call of message.tool_calls) {
-      tokens +=
-        MESSAGE_OVERHEAD + countTextTokens(call.function.name) + countTextTokens(call.function.arguments);
-    }
+  let tokens = cache.get(message);
+  if (tokens === undefined) {
+    tokens = messageTokens(message, countTextTokens);
+    cache.set(message, tokens);
   }
-  cache.set(message, tokens);
   return tokens;
 }
 
@@ -49,22 +53,10 @@ export function countMessagesTokens(messages: readonly ChatMessage[]): number {
 /** At least `countTextTokens(text)`, without tokenizing: a token is at least one UTF-8 byte. */
 const maxTextTokens = (text: string): number => Buffer.byteLength(text, "utf8");
 
-/** At least `countMessagesTokens(messages)`, without tokenizing. */
+/** At least `countMessagesTokens(messages)`, without tokenizing (a count made already is used). */
 export function maxMessagesTokens(messages: readonly ChatMessage[]): number {
   let total = REPLY_PRIMING;
-  for (const message of messages) {
-    const cached = cache.get(message);
-    if (cached !== undefined) {
-      total += cached;
-      continue;
-    }
-    total += MESSAGE_OVERHEAD + maxTextTokens(message.content ?? "");
-    if (message.role === "assistant" && message.tool_calls) {
-      for (const call of message.tool_calls)
-        total +=
-          MESSAGE_OVERHEAD + maxTextTokens(call.function.name) + maxTextTokens(call.function.arguments);
-    }
-  }
+  for (const message of messages) total += cache.get(message) ?? messageTokens(message, maxTextTokens);
   return total;
 }
 
