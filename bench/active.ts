@@ -4,13 +4,12 @@
  * of bare openai SDK streams left open the same way. Each in a process of its own (with
  * --expose-gc), the model server in another.
  */
-import { spawn } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
-import { fileURLToPath } from "node:url";
 import OpenAI from "openai";
 import { NatsBus } from "../src/bus/nats-bus.js";
 import { startModelProcess } from "./model-process.js";
 import { troupe } from "./overhead.js";
+import { measureApart, whenRunAsScript } from "./processes.js";
 
 export interface ActiveResult {
   /** RSS growth per open agent (or stream), after a GC, in KB. */
@@ -59,22 +58,12 @@ async function measureActive(kind: Kind, count: number, url: string, prefix: str
   }
 }
 
-export async function measureActiveApart(kind: Kind, count: number, url: string, prefix: string) {
-  const child = spawn(
-    process.execPath,
-    ["--expose-gc", fileURLToPath(import.meta.url), kind, String(count), url, prefix],
-    { stdio: ["ignore", "pipe", "inherit"] },
-  );
-  let out = "";
-  child.stdout?.setEncoding("utf8").on("data", (chunk: string) => (out += chunk));
-  const code = await new Promise((done) => child.once("exit", done));
-  if (code !== 0) throw new Error(`the active measurement (${kind}) exited with ${code}`);
-  return JSON.parse(out) as ActiveResult;
-}
+/** `measureActive` in a fresh process (see `measureApart`). */
+export const measureActiveApart = (kind: Kind, count: number, url: string, prefix: string) =>
+  measureApart<ActiveResult>(import.meta.url, [kind, String(count), url, prefix]);
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const [kind = "troupe", count = "1000", url = "nats://127.0.0.1:4222", prefix = "benchactive"] =
-    process.argv.slice(2);
-  const result = await measureActive(kind as Kind, Number(count), url, prefix);
-  process.stdout.write(`${JSON.stringify(result)}\n`);
-}
+await whenRunAsScript(
+  import.meta.url,
+  ([kind = "troupe", count = "1000", url = "nats://127.0.0.1:4222", prefix = "benchactive"]) =>
+    measureActive(kind as Kind, Number(count), url, prefix),
+);

@@ -15,6 +15,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { NatsBus } from "../src/bus/nats-bus.js";
 import { ScriptedModelServer } from "../src/testing/scripted-model-server.js";
 import { troupe } from "./overhead.js";
+import { stopChild } from "./processes.js";
 
 export interface FanoutResult {
   /** Events of this run set the observer printed. */
@@ -91,11 +92,8 @@ class Observer {
     throw new Error(`observer stalled after ${this.count} events`);
   }
 
-  async stop(): Promise<void> {
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
-    const exited = new Promise((done) => this.child.once("exit", done));
-    this.child.kill("SIGTERM");
-    await exited;
+  stop(): Promise<void> {
+    return stopChild(this.child);
   }
 }
 

@@ -10,19 +10,16 @@
  * at once with START. Agents start in waves so their model calls share a few keep-alive sockets,
  * which we let close before sampling; the scripted server's record of requests is cleared.
  */
-import { spawn } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
-import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import type { AgentHandle } from "../src/actors/agent-host.js";
-import { Runtime } from "../src/actors/runtime.js";
 import type { Bus } from "../src/bus/bus.js";
 import { NatsBus } from "../src/bus/nats-bus.js";
-import { agentSchema, troupeConfigSchema } from "../src/config/schema.js";
-import { YamlFile } from "../src/config/yaml-file.js";
 import type { Approver } from "../src/safety/approver.js";
 import { defineTool, type Tool } from "../src/tools/tool.js";
 import { startModelProcess } from "./model-process.js";
+import { benchRuntime } from "./overhead.js";
+import { measureApart, whenRunAsScript } from "./processes.js";
 
 export interface IdleResult {
   agents: number;
@@ -44,28 +41,6 @@ const note = defineTool({
   execute: () => ({ ok: true, output: "noted" }),
 }) as Tool;
 
-function idleRuntime(baseURL: string, bus: Bus, approver: Approver): Runtime {
-  const agent = { name: "bench", description: "Bench.", tools: ["note"], approval: "ask" };
-  const definition = agentSchema.parse(agent);
-  return new Runtime({
-    config: {
-      dir: process.cwd(),
-      file: undefined,
-      troupe: troupeConfigSchema.parse({
-        defaultModel: "scripted",
-        nats: { prefix: bus.subjects.prefix },
-        providers: { openai: { baseURL, models: { scripted: {} } } },
-      }),
-      agents: new Map([["bench", { definition, file: new YamlFile("bench.yaml", "") }]]),
-    },
-    bus,
-    env: {},
-    tools: [note],
-    approver,
-    workspace: process.cwd(),
-  });
-}
-
 export async function measureIdle(count: number, bus: Bus): Promise<IdleResult> {
   const server = await startModelProcess("note-call");
   let asked = 0;
@@ -78,7 +53,7 @@ export async function measureIdle(count: number, bus: Bus): Promise<IdleResult> 
       );
     },
   };
-  const runtime = idleRuntime(server.baseURL, bus, approver);
+  const runtime = benchRuntime(server.baseURL, bus, note, { agent: { approval: "ask" }, approver });
   await runtime.open();
   const snapshots = await bus.kv("snapshots");
   const handles: AgentHandle[] = [];
@@ -123,29 +98,18 @@ export async function measureIdle(count: number, bus: Bus): Promise<IdleResult> 
   }
 }
 
-/**
- * `measureIdle` on NATS in a fresh process (with --expose-gc): memory a process has freed stays in
- * its RSS, so after other measurements the growth would read low.
- */
-export async function measureIdleApart(count: number, url: string, prefix: string): Promise<IdleResult> {
-  const child = spawn(
-    process.execPath,
-    ["--expose-gc", fileURLToPath(import.meta.url), String(count), url, prefix],
-    { stdio: ["ignore", "pipe", "inherit"] },
-  );
-  let out = "";
-  child.stdout?.setEncoding("utf8").on("data", (chunk: string) => (out += chunk));
-  const code = await new Promise((done) => child.once("exit", done));
-  if (code !== 0) throw new Error(`the idle measurement exited with ${code}`);
-  return JSON.parse(out) as IdleResult;
-}
+/** `measureIdle` on NATS in a fresh process (see `measureApart`). */
+export const measureIdleApart = (count: number, url: string, prefix: string) =>
+  measureApart<IdleResult>(import.meta.url, [String(count), url, prefix]);
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const [count = "1000", url = "nats://127.0.0.1:4222", prefix = "benchidle"] = process.argv.slice(2);
-  const bus = await NatsBus.connect({ url, prefix });
-  try {
-    process.stdout.write(`${JSON.stringify(await measureIdle(Number(count), bus))}\n`);
-  } finally {
-    await bus.close();
-  }
-}
+await whenRunAsScript(
+  import.meta.url,
+  async ([count = "1000", url = "nats://127.0.0.1:4222", prefix = "benchidle"]) => {
+    const bus = await NatsBus.connect({ url, prefix });
+    try {
+      return await measureIdle(Number(count), bus);
+    } finally {
+      await bus.close();
+    }
+  },
+);

@@ -6,6 +6,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { ScriptedModelServer, type ScriptRule } from "../src/testing/scripted-model-server.js";
+import { stopChild } from "./processes.js";
 
 const toolTurns = (messages: ReadonlyArray<{ role: string }>) =>
   messages.filter((m) => m.role === "tool").length;
@@ -60,12 +61,7 @@ export async function startModelProcess(scenario: keyof typeof scenarios): Promi
   });
   return {
     baseURL,
-    stop: async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise((done) => child.once("exit", done));
-      child.kill("SIGTERM");
-      await exited;
-    },
+    stop: () => stopChild(child),
   };
 }
 

@@ -16,6 +16,7 @@ import { agentSchema, troupeConfigSchema } from "../src/config/schema.js";
 import { YamlFile } from "../src/config/yaml-file.js";
 import { Daemon } from "../src/daemon/daemon.js";
 import { silentLogger } from "../src/log.js";
+import type { Approver } from "../src/safety/approver.js";
 import { ScriptedModelServer } from "../src/testing/scripted-model-server.js";
 import { defineTool, type Tool } from "../src/tools/tool.js";
 
@@ -140,16 +141,32 @@ function openaiAgents(baseURL: string): () => Promise<void> {
   };
 }
 
-export function troupe(baseURL: string, bus: Bus): { runtime: Runtime; once: () => Promise<void> } {
-  const echoTool = defineTool({
-    name: "echo",
-    description: "Echo.",
-    effect: "read",
-    parameters: z.object({ text: z.string() }),
-    execute: ({ text }) => ({ ok: true, output: echo(text) }),
-  }) as Tool;
-  const definition = agentSchema.parse({ name: "bench", description: "Bench.", tools: ["echo"] });
-  const runtime = new Runtime({
+/** Echoes its text: the one tool of the overhead and scale runs. */
+const echoTool = defineTool({
+  name: "echo",
+  description: "Echo.",
+  effect: "read",
+  parameters: z.object({ text: z.string() }),
+  execute: ({ text }) => ({ ok: true, output: echo(text) }),
+}) as Tool;
+
+/**
+ * A Runtime with one agent, "bench", that has `tool` (plus what `agent` adds to its definition), on
+ * the scripted model at `baseURL`.
+ */
+export function benchRuntime(
+  baseURL: string,
+  bus: Bus,
+  tool: Tool,
+  options: { agent?: Record<string, unknown>; approver?: Approver } = {},
+): Runtime {
+  const definition = agentSchema.parse({
+    name: "bench",
+    description: "Bench.",
+    tools: [tool.name],
+    ...options.agent,
+  });
+  return new Runtime({
     config: {
       dir: process.cwd(),
       file: undefined,
@@ -162,9 +179,15 @@ export function troupe(baseURL: string, bus: Bus): { runtime: Runtime; once: () 
     },
     bus,
     env: {},
-    tools: [echoTool],
+    tools: [tool],
+    ...(options.approver ? { approver: options.approver } : {}),
     workspace: process.cwd(),
   });
+}
+
+/** The bench agent with the echo tool, and one two-turn run of it. */
+export function troupe(baseURL: string, bus: Bus): { runtime: Runtime; once: () => Promise<void> } {
+  const runtime = benchRuntime(baseURL, bus, echoTool);
   return { runtime, once: async () => void (await runtime.start({ task: "say hello" }).done) };
 }
 

@@ -8,6 +8,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ScriptedModelServer } from "../src/testing/scripted-model-server.js";
+import { stopChild } from "./processes.js";
 
 export interface Recovery {
   /** kill -9 of the old daemon → the run's next event at the client. */
@@ -30,13 +31,6 @@ function whenOutput(child: ChildProcess, stream: "stdout" | "stderr", predicate:
       reject(new Error(`a troupe process exited (${code}) early: ${text.trim()}`)),
     );
   });
-}
-
-async function stop(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((done) => child.once("exit", done));
-  child.kill(signal);
-  await exited;
 }
 
 export async function measureRecovery(bin: string, url: string, prefix: string): Promise<Recovery> {
@@ -79,7 +73,7 @@ export async function measureRecovery(bin: string, url: string, prefix: string):
     await whenOutput(client, "stdout", (text) => text.includes('"tool.started"'));
     await new Promise((resolve) => setTimeout(resolve, 200));
     const killed = now();
-    await stop(first, "SIGKILL");
+    await stopChild(first, "SIGKILL");
     // What the client prints from here on comes from the resumed run.
     const next = whenOutput(client, "stdout", (text) => text.includes("\n"));
     const second = start(["daemon"]);
@@ -87,7 +81,7 @@ export async function measureRecovery(bin: string, url: string, prefix: string):
     const resumed = await next;
     return { fromKillMs: resumed - killed, fromReadyMs: resumed - ready };
   } finally {
-    for (const child of children) await stop(child, "SIGTERM");
+    for (const child of children) await stopChild(child);
     await model.close();
     rmSync(dir, { recursive: true, force: true });
   }

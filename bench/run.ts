@@ -17,6 +17,7 @@ import { measureActiveApart } from "./active.js";
 import { measureFanout } from "./fanout.js";
 import { measureIdleApart } from "./idle.js";
 import { measureOverhead } from "./overhead.js";
+import { stopChild } from "./processes.js";
 import { measureRecovery, type Recovery } from "./recovery.js";
 import { measureScaleApart } from "./scale.js";
 
@@ -82,11 +83,7 @@ async function daemonReady(url: string, prefix: string): Promise<number> {
       daemon.once("exit", (code) => fail(new Error(`troupe daemon exited (${code}): ${stderr.trim()}`)));
     });
   } finally {
-    if (daemon.exitCode === null && daemon.signalCode === null) {
-      const exited = new Promise((done) => daemon.once("exit", done));
-      daemon.kill("SIGTERM");
-      await exited;
-    }
+    await stopChild(daemon);
     rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -4,12 +4,11 @@
  * peak RSS growth per agent. The scripted server runs in a process of its own, so the growth is the
  * agents' own: their machines, conversations, events, and their side of each open request.
  */
-import { spawn } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import type { Bus } from "../src/bus/bus.js";
 import { NatsBus } from "../src/bus/nats-bus.js";
 import { startModelProcess } from "./model-process.js";
 import { troupe } from "./overhead.js";
+import { measureApart, whenRunAsScript } from "./processes.js";
 
 export interface ScaleResult {
   agents: number;
@@ -65,29 +64,18 @@ export async function measureScale(agents: number, bus: Bus): Promise<ScaleResul
   }
 }
 
-/**
- * `measureScale` on NATS in a fresh process (with --expose-gc): a process that has run other
- * measurements has heap to reuse, and its RSS growth would read low.
- */
-export async function measureScaleApart(agents: number, url: string, prefix: string): Promise<ScaleResult> {
-  const child = spawn(
-    process.execPath,
-    ["--expose-gc", fileURLToPath(import.meta.url), String(agents), url, prefix],
-    { stdio: ["ignore", "pipe", "inherit"] },
-  );
-  let out = "";
-  child.stdout?.setEncoding("utf8").on("data", (chunk: string) => (out += chunk));
-  const code = await new Promise((done) => child.once("exit", done));
-  if (code !== 0) throw new Error(`the scale measurement exited with ${code}`);
-  return JSON.parse(out) as ScaleResult;
-}
+/** `measureScale` on NATS in a fresh process (see `measureApart`). */
+export const measureScaleApart = (agents: number, url: string, prefix: string) =>
+  measureApart<ScaleResult>(import.meta.url, [String(agents), url, prefix]);
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const [agents = "1000", url = "nats://127.0.0.1:4222", prefix = "benchscale"] = process.argv.slice(2);
-  const bus = await NatsBus.connect({ url, prefix });
-  try {
-    process.stdout.write(`${JSON.stringify(await measureScale(Number(agents), bus))}\n`);
-  } finally {
-    await bus.close();
-  }
-}
+await whenRunAsScript(
+  import.meta.url,
+  async ([agents = "1000", url = "nats://127.0.0.1:4222", prefix = "benchscale"]) => {
+    const bus = await NatsBus.connect({ url, prefix });
+    try {
+      return await measureScale(Number(agents), bus);
+    } finally {
+      await bus.close();
+    }
+  },
+);
