@@ -1,9 +1,9 @@
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { AGENT_RECORD_VERSION, type AgentRecord, AgentStore } from "../../src/actors/agent-store.js";
 import type { Bus, KvStore } from "../../src/bus/bus.js";
 import { memoryLogger } from "../../src/log.js";
 import { AGENT_MACHINE_VERSION } from "../../src/machines/agent-machine.js";
-import { type BusUnderTest, localBus, natsBus } from "../support/buses.js";
+import { bothBuses, busPerTest } from "../support/buses.js";
 
 const record = (state: string, done = false): AgentRecord => ({
   v: AGENT_RECORD_VERSION,
@@ -43,20 +43,11 @@ function counting(bus: Bus): { bus: Bus; puts: () => number } {
   return { bus: new Proxy(bus, { get: (t, k) => (k === "kv" ? kv : bound(t, k)) }), puts: () => puts };
 }
 
-describe.each([
-  { name: "LocalBus", open: async () => localBus() },
-  { name: "NatsBus", open: () => natsBus() },
-])("agent snapshots on $name", ({ open }) => {
-  let under: BusUnderTest;
-  beforeEach(async () => {
-    under = await open();
-  });
-  afterEach(async () => {
-    await under.dispose();
-  });
+describe.each(bothBuses)("agent snapshots on $name", ({ open }) => {
+  const under = busPerTest(() => open());
 
   it("writes one record at a time, and only the latest of those saved meanwhile", async () => {
-    const { bus, puts } = counting(under.bus);
+    const { bus, puts } = counting(under().bus);
     const store = await AgentStore.open(bus, memoryLogger().log);
     let taken = 0;
     const saved = ["callingModel", "executingTools", "awaitingApproval", "callingModel"].map((state) =>
@@ -80,9 +71,9 @@ describe.each([
 
   it("refuses a host that lost the agent to another, and lets a loaded stopped agent be written again", async () => {
     const memory = memoryLogger();
-    const first = await AgentStore.open(under.bus, memory.log);
+    const first = await AgentStore.open(under().bus, memory.log);
     await first.save("run-1", "agent-a", async () => record("callingModel"));
-    const second = await AgentStore.open(under.bus, memoryLogger().log);
+    const second = await AgentStore.open(under().bus, memoryLogger().log);
     await second.load("run-1", "agent-a");
     await second.save("run-1", "agent-a", async () => record("executingTools"));
     await first.save("run-1", "agent-a", async () => record("stopped-by-the-old-host"));

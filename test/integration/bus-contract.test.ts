@@ -7,14 +7,9 @@ import {
   RequestTimeoutError,
 } from "../../src/bus/bus.js";
 import { type Envelope, makeEnvelope } from "../../src/bus/envelope.js";
-import { type Logger, memoryLogger } from "../../src/log.js";
-import { type BusUnderTest, localBus, natsBus } from "../support/buses.js";
+import { memoryLogger } from "../../src/log.js";
+import { type BusUnderTest, bothBuses } from "../support/buses.js";
 import { collect, waitFor } from "../support/wait.js";
-
-const buses: Array<{ name: string; open: (log: Logger) => BusUnderTest | Promise<BusUnderTest> }> = [
-  { name: "LocalBus", open: (log) => localBus({ log }) },
-  { name: "NatsBus", open: (log) => natsBus({ log }) },
-];
 
 function event(
   runId: string,
@@ -26,7 +21,7 @@ function event(
   return makeEnvelope({ runId, agentId, seq, type, data });
 }
 
-describe.each(buses)("bus contract: $name", ({ open }) => {
+describe.each(bothBuses)("bus contract: $name", ({ open }) => {
   let under: BusUnderTest;
   let bus: Bus;
   let logs: Array<Record<string, unknown>>;

@@ -1,8 +1,8 @@
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Bus } from "../../src/bus/bus.js";
 import { type Envelope, makeEnvelope } from "../../src/bus/envelope.js";
 import { followRun } from "../../src/bus/follow-run.js";
-import { type BusUnderTest, localBus, natsBus } from "../support/buses.js";
+import { bothBuses, busPerTest } from "../support/buses.js";
 
 const event = (agentId: string, seq: number, type = "test.event") =>
   makeEnvelope({ runId: "run-f", agentId, seq, type, data: { seq } });
@@ -23,20 +23,11 @@ function follow(bus: Bus, quietMs?: number): { seen: Envelope[]; done: Promise<E
 const order = (envelopes: Envelope[]) => envelopes.map((e) => `${e.agentId}:${e.seq}`);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-describe.each([
-  { name: "LocalBus", open: async () => localBus() },
-  { name: "NatsBus", open: () => natsBus() },
-])("following a run on $name", ({ open }) => {
-  let under: BusUnderTest;
-  beforeEach(async () => {
-    under = await open();
-  });
-  afterEach(async () => {
-    await under.dispose();
-  });
+describe.each(bothBuses)("following a run on $name", ({ open }) => {
+  const under = busPerTest(() => open());
 
   it("yields every event once, in order, retried appends included", async () => {
-    const { bus } = under;
+    const { bus } = under();
     const following = follow(bus);
     await sleep(50);
     await bus.log.append(event("root", 0));
@@ -48,7 +39,7 @@ describe.each([
   });
 
   it("reads the log when it joined late: what came before is replayed, nothing twice", async () => {
-    const { bus } = under;
+    const { bus } = under();
     await bus.log.appendAll([event("root", 0), event("root", 1)]);
     const following = follow(bus);
     await sleep(50);
@@ -58,7 +49,7 @@ describe.each([
   });
 
   it("goes on from the log after a quiet spell", async () => {
-    const { bus } = under;
+    const { bus } = under();
     const following = follow(bus, 100);
     await sleep(50);
     await bus.log.append(event("root", 0));

@@ -1,10 +1,11 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { inject } from "vitest";
+import { afterEach, beforeEach, inject } from "vitest";
 import type { Bus } from "../../src/bus/bus.js";
 import { LocalBus, type LocalBusOptions } from "../../src/bus/local-bus.js";
 import { NatsBus, type NatsBusOptions } from "../../src/bus/nats-bus.js";
 import { subjects, uniquePrefix } from "../../src/bus/subjects.js";
+import type { Logger } from "../../src/log.js";
 
 /** A bus under test, and a way to put raw bytes on its wire. */
 export interface BusUnderTest {
@@ -56,4 +57,22 @@ export async function removePrefix(url: string, prefix: string): Promise<void> {
   } finally {
     await nc.close();
   }
+}
+
+/** Both buses, for `describe.each`: each `open` makes a fresh one, with a prefix of its own. */
+export const bothBuses: Array<{ name: string; open: (log?: Logger) => Promise<BusUnderTest> }> = [
+  { name: "LocalBus", open: async (log) => localBus(log ? { log } : {}) },
+  { name: "NatsBus", open: (log) => natsBus(log ? { log } : {}) },
+];
+
+/** A fresh bus for each test of the suite, disposed after it; the function returns the current one. */
+export function busPerTest(open: () => Promise<BusUnderTest>): () => BusUnderTest {
+  let under: BusUnderTest | undefined;
+  beforeEach(async () => {
+    under = await open();
+  });
+  afterEach(async () => {
+    await under?.dispose();
+  });
+  return () => under as BusUnderTest;
 }
