@@ -77,33 +77,30 @@ export class NatsEventLog implements EventLog {
    * first one's id.
    */
   async appendAll(envelopes: readonly Envelope[]): Promise<AppendAck> {
+    const encoded = envelopes.map((envelope) => encodeEnvelope(envelope));
     let ack: AppendAck = { seq: 0, duplicate: true };
-    let batch: Envelope[] = [];
-    let encoded: Uint8Array[] = [];
-    let size = 0;
-    const send = async () => {
-      const first = batch[0] as Envelope;
+    for (let start = 0; start < envelopes.length; ) {
+      let end = start + 1;
+      let size = (encoded[start] as Uint8Array).length;
+      while (end < envelopes.length && size + (encoded[end] as Uint8Array).length + 1 <= MAX_BATCH_BYTES)
+        size += (encoded[end++] as Uint8Array).length + 1;
+      const first = envelopes[start] as Envelope;
       ack =
-        batch.length === 1
-          ? await this.append(first)
+        end - start === 1
+          ? await this.#publish(
+              this.bus.subjects.event(first.runId, first.agentId, first.type),
+              encoded[start] as Uint8Array,
+              first.id,
+              first.type,
+            )
           : await this.#publish(
               this.bus.subjects.event(first.runId, first.agentId, BATCH_TYPE),
-              encodeEnvelopes(encoded),
+              encodeEnvelopes(encoded.slice(start, end)),
               first.id,
-              `${batch.length} events`,
+              `${end - start} events`,
             );
-      batch = [];
-      encoded = [];
-      size = 0;
-    };
-    for (const envelope of envelopes) {
-      const bytes = encodeEnvelope(envelope);
-      if (batch.length > 0 && size + bytes.length > MAX_BATCH_BYTES) await send();
-      batch.push(envelope);
-      encoded.push(bytes);
-      size += bytes.length + 1;
+      start = end;
     }
-    if (batch.length > 0) await send();
     return ack;
   }
 
