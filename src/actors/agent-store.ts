@@ -94,28 +94,28 @@ export class AgentStore {
       writer.next = undefined;
       writer.waiting = [];
       const record = await take();
-      if (!record) {
-        for (const resolve of waiting) resolve();
-        continue;
-      }
-      try {
-        const expected = this.#revisions.get(key);
-        const revision = await this.kv.put(
-          key,
-          record,
-          expected === undefined ? {} : { expectedRevision: expected },
-        );
-        // A stopped agent is written no more unless it is loaded again (which reads its revision).
-        if (record.done) this.#revisions.delete(key);
-        else this.#revisions.set(key, revision);
-      } catch (error) {
-        if (error instanceof KvConflictError)
-          this.log.warn({ key }, "snapshot not saved: another host has moved this agent on");
-        else this.log.error({ err: error, key }, "snapshot not saved");
-      }
+      if (record) await this.#put(key, record);
       for (const resolve of waiting) resolve();
     }
     this.#writers.delete(key);
+  }
+
+  async #put(key: string, record: AgentRecord): Promise<void> {
+    try {
+      const expected = this.#revisions.get(key);
+      const revision = await this.kv.put(
+        key,
+        record,
+        expected === undefined ? {} : { expectedRevision: expected },
+      );
+      // A stopped agent is written no more unless it is loaded again (which reads its revision).
+      if (record.done) this.#revisions.delete(key);
+      else this.#revisions.set(key, revision);
+    } catch (error) {
+      if (error instanceof KvConflictError)
+        this.log.warn({ key }, "snapshot not saved: another host has moved this agent on");
+      else this.log.error({ err: error, key }, "snapshot not saved");
+    }
   }
 
   /** The record, refusing one of another version with a clear message. */
