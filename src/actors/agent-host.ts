@@ -249,10 +249,11 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     },
     compact: (input, signal) =>
       compactAndReport(input.messages, compaction, summarizer(deps.models, chain), events, signal),
-    // The specs' bound first: tokenizing them is needed only near the limit.
-    needsCompaction: (messages) =>
-      overThreshold(messages, tools().maxTokens + reply, compaction) &&
-      overThreshold(messages, tools().tokens() + reply, compaction),
+    needsCompaction: (messages) => {
+      const view = tools();
+      const overhead = { atMost: view.maxTokens + reply, exactly: () => view.tokens() + reply };
+      return overThreshold(messages, overhead, compaction);
+    },
   };
 
   const { actor, release: unhost } = hostedActor(hosted, {

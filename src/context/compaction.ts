@@ -30,16 +30,21 @@ export interface CompactionResult {
 
 export const SUMMARY_PREFIX = "Summary of the conversation so far (older turns were compacted):";
 
-/** Whether a request of these messages (plus `overhead` tokens: tool specs, the reply) needs compacting first. */
+/** Tokens a request holds besides its messages (tool specs, the reply): exact, or bounded and counted on demand. */
+export type Overhead = number | { atMost: number; exactly: () => number };
+
+/** Whether a request of these messages (plus `overhead`) needs compacting first. */
 export function overThreshold(
   messages: readonly ChatMessage[],
-  overhead: number,
+  overhead: Overhead,
   settings: CompactionSettings,
 ): boolean {
   const limit = settings.contextWindow * (settings.threshold ?? 0.8);
-  // Far from the limit there is no need to tokenize: the bound alone says so.
-  if (maxMessagesTokens(messages) + overhead <= limit) return false;
-  return countMessagesTokens(messages) + overhead > limit;
+  const atMost = typeof overhead === "number" ? overhead : overhead.atMost;
+  // Far from the limit there is no need to tokenize: the bounds alone say so.
+  if (maxMessagesTokens(messages) + atMost <= limit) return false;
+  const exactly = typeof overhead === "number" ? overhead : overhead.exactly();
+  return countMessagesTokens(messages) + exactly > limit;
 }
 
 /**
