@@ -21,6 +21,7 @@ import { Intake } from "./intake.js";
 import { connectNats, type NatsConnectOptions } from "./nats-connect.js";
 import { ensureEventStream, NatsEventLog } from "./nats-event-log.js";
 import { openNatsKv } from "./nats-kv.js";
+import { AckedPublisher } from "./nats-publisher.js";
 import { DEFAULT_PREFIX, type Subjects, subjects } from "./subjects.js";
 
 export interface NatsBusOptions extends NatsConnectOptions {
@@ -37,6 +38,7 @@ export class NatsBus implements Bus {
   readonly intake: Intake;
   #closed = false;
   #buckets = new Map<string, Promise<KvStore>>();
+  readonly #publisher: AckedPublisher;
 
   private constructor(
     readonly subjects: Subjects,
@@ -45,7 +47,8 @@ export class NatsBus implements Bus {
     appendTimeoutMs: number,
   ) {
     this.intake = new Intake(this.stats, logger);
-    this.log = new NatsEventLog(this, jetstream(connection), appendTimeoutMs, logger);
+    this.#publisher = new AckedPublisher(connection);
+    this.log = new NatsEventLog(this, jetstream(connection), this.#publisher, appendTimeoutMs, logger);
   }
 
   /** Connects, then creates the event stream if it is missing. */
@@ -117,7 +120,7 @@ export class NatsBus implements Bus {
     const bucket = this.subjects.bucket(name);
     let store = this.#buckets.get(bucket);
     if (!store) {
-      store = openNatsKv(this.connection, bucket);
+      store = openNatsKv(this.connection, this.#publisher, bucket);
       store.catch(() => this.#buckets.delete(bucket));
       this.#buckets.set(bucket, store);
     }
@@ -132,13 +135,17 @@ export class NatsBus implements Bus {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    if (this.connection.isClosed()) return;
-    try {
-      await this.connection.drain();
-    } catch (error) {
-      this.logger.debug({ err: error }, "drain failed; closing");
-      await this.connection.close();
+    if (!this.connection.isClosed()) {
+      // What is queued goes out before the drain, and acks in flight arrive during it.
+      this.#publisher.sendQueued();
+      try {
+        await this.connection.drain();
+      } catch (error) {
+        this.logger.debug({ err: error }, "drain failed; closing");
+        await this.connection.close();
+      }
     }
+    this.#publisher.close();
   }
 
   #ensureOpen(): void {

@@ -8,11 +8,12 @@ import {
   RetentionPolicy,
   StorageType,
 } from "@nats-io/jetstream";
-import { nanos } from "@nats-io/transport-node";
+import { errors, nanos } from "@nats-io/transport-node";
 import type { Logger } from "../log.js";
 import { type AppendAck, BusError, type EventLog, type LoggedEvent, type ReadOptions } from "./bus.js";
 import { type Envelope, encodeEnvelope, encodeEnvelopes } from "./envelope.js";
 import type { Intake } from "./intake.js";
+import type { AckedPublisher } from "./nats-publisher.js";
 import type { Subjects } from "./subjects.js";
 
 /** JetStream's duplicate window: a publish retried within it with the same `Nats-Msg-Id` is stored once. */
@@ -58,6 +59,7 @@ export class NatsEventLog implements EventLog {
   constructor(
     private readonly bus: BusParts,
     private readonly js: JetStreamClient,
+    private readonly publisher: AckedPublisher,
     private readonly appendTimeoutMs: number,
     private readonly logger: Logger,
   ) {}
@@ -109,13 +111,18 @@ export class NatsEventLog implements EventLog {
     let delay = 25;
     for (let attempt = 1; ; attempt++) {
       try {
-        const ack = await this.js.publish(subject, bytes, {
+        const ack = await this.publisher.publish(subject, bytes, {
           msgID,
-          timeout: Math.max(500, Math.min(5000, deadline - Date.now())),
+          timeoutMs: Math.max(500, Math.min(5000, deadline - Date.now())),
         });
         if (attempt > 1) this.logger.info({ subject, attempt }, "event appended after retrying");
         return { seq: ack.seq, duplicate: ack.duplicate };
       } catch (error) {
+        // A refusal is an answer, not a fault: retrying does not change it.
+        if (error instanceof errors.PermissionViolationError)
+          throw new BusError(`not allowed to append ${what} to the event log: ${error.message}`, {
+            cause: error,
+          });
         if (Date.now() + delay >= deadline) {
           throw new BusError(`could not append ${what} to the event log within ${this.appendTimeoutMs} ms`, {
             cause: error,

@@ -11,13 +11,19 @@ import {
   type KvStore,
   type KvWatchOptions,
 } from "./bus.js";
+import type { AckedPublisher } from "./nats-publisher.js";
 
 const encoder = new TextEncoder();
 
-export async function openNatsKv(nc: NatsConnection, bucket: string, retryMs = 30_000): Promise<KvStore> {
+export async function openNatsKv(
+  nc: NatsConnection,
+  publisher: AckedPublisher,
+  bucket: string,
+  retryMs = 30_000,
+): Promise<KvStore> {
   // `create` binds to an existing bucket of the same name, so concurrent openers agree.
   const kv = await new Kvm(nc).create(bucket, { history: 1 });
-  return new NatsKv(bucket, kv, retryMs);
+  return new NatsKv(bucket, kv, publisher, retryMs);
 }
 
 /**
@@ -29,6 +35,7 @@ class NatsKv implements KvStore {
   constructor(
     readonly name: string,
     private readonly kv: KV,
+    private readonly publisher: AckedPublisher,
     private readonly retryMs: number,
   ) {}
 
@@ -47,9 +54,13 @@ class NatsKv implements KvStore {
     try {
       return await this.#retry(() => {
         attempts++;
-        if (expected === undefined) return this.kv.put(key, bytes);
+        // A create is left to the library: it also writes over a deleted key's marker.
         if (expected === 0) return this.kv.create(key, bytes);
-        return this.kv.update(key, bytes, expected);
+        return this.publisher
+          .publish(`$KV.${this.name}.${key}`, bytes, {
+            ...(expected === undefined ? {} : { expectedLastSubjectSeq: expected }),
+          })
+          .then((ack) => ack.seq);
       });
     } catch (error) {
       const failure = this.#conflictOr(error, key, expected);

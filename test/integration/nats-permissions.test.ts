@@ -75,6 +75,14 @@ describe("NATS roles", () => {
     await daemon.close();
   });
 
+  it("refuse an observer's append to the event log at once, not after the append timeout", async () => {
+    const observer = await as("observer");
+    await expect(observer.log.append(event(0))).rejects.toThrow(
+      /not allowed to append tick.*Permissions Violation/,
+    );
+    await observer.close();
+  });
+
   it("let an approver answer approvals, and refuse the same to an observer", async () => {
     const daemon = await as("daemon");
     const pending = new BusApprover(daemon, 10_000, silentLogger).decide(

@@ -1,0 +1,182 @@
+import { JetStreamApiError } from "@nats-io/jetstream";
+import {
+  createInbox,
+  errors,
+  headers,
+  type Msg,
+  type NatsConnection,
+  type Subscription,
+} from "@nats-io/transport-node";
+import { BusClosedError, BusError } from "./bus.js";
+
+/** What JetStream answered a publish with. */
+export interface PubAck {
+  stream: string;
+  seq: number;
+  duplicate: boolean;
+}
+
+export interface PublishOptions {
+  /** `Nats-Msg-Id`: a publish retried with the same id within the stream's window is stored once. */
+  msgID?: string;
+  /** Stored only if the subject's last message has this sequence (a KV compare-and-set). */
+  expectedLastSubjectSeq?: number;
+  /** Rejects with a `PublishTimeoutError` when no ack came within this. Default 5000. */
+  timeoutMs?: number;
+}
+
+/** No ack came in time: the message may or may not be stored. */
+export class PublishTimeoutError extends BusError {}
+
+interface Pending {
+  subject: string;
+  deadline: number;
+  resolve: (ack: PubAck) => void;
+  reject: (error: Error) => void;
+}
+
+interface Outgoing {
+  subject: string;
+  payload: Uint8Array;
+  options: PublishOptions;
+  token: string;
+}
+
+/** How often pending publishes are checked for their deadline. */
+const SWEEP_MS = 100;
+
+/**
+ * Acked JetStream publishes on one connection, pipelined. The publishes asked for in one turn of
+ * the event loop leave together at its end, in one socket write, and every ack comes back on one
+ * inbox subscription. nats.js's `js.publish` is a request per message: a timer, a deferred and, on
+ * success, an `Error("cancelled")` with its stack trace, and a write of its own when nothing else
+ * is going out in the same microtask. An agent's turn makes several publishes (events, its
+ * snapshot, the tool journal) a few microtasks apart; on this path they cost one write.
+ */
+export class AckedPublisher {
+  readonly #inbox = createInbox();
+  readonly #subscription: Subscription;
+  readonly #pending = new Map<string, Pending>();
+  #outbox: Outgoing[] = [];
+  #next = 0;
+  #sweeper: NodeJS.Timeout | undefined;
+  #closed = false;
+
+  constructor(private readonly nc: NatsConnection) {
+    this.#subscription = nc.subscribe(`${this.#inbox}.*`, {
+      callback: (error, msg) => {
+        if (!error) this.#answer(msg);
+      },
+    });
+    void this.#watchPermissions();
+  }
+
+  publish(subject: string, payload: Uint8Array, options: PublishOptions = {}): Promise<PubAck> {
+    if (this.#closed) return Promise.reject(new BusClosedError());
+    const token = (this.#next++).toString(36);
+    return new Promise<PubAck>((resolve, reject) => {
+      this.#pending.set(token, {
+        subject,
+        deadline: Date.now() + (options.timeoutMs ?? 5000),
+        resolve,
+        reject,
+      });
+      if (this.#outbox.push({ subject, payload, options, token }) === 1)
+        setImmediate(() => this.sendQueued());
+      this.#sweeper ??= setInterval(() => this.#sweep(), SWEEP_MS).unref();
+    });
+  }
+
+  /** Rejects what is still waiting for an ack; later publishes are refused. */
+  close(): void {
+    this.#closed = true;
+    if (!this.nc.isClosed() && !this.#subscription.isClosed()) this.#subscription.unsubscribe();
+    this.#outbox = [];
+    for (const [token, pending] of this.#pending) this.#settle(token, pending, new BusClosedError());
+  }
+
+  /** Sends what is queued now rather than at the end of this turn (before the connection drains). */
+  sendQueued(): void {
+    const outbox = this.#outbox;
+    this.#outbox = [];
+    for (const { subject, payload, options, token } of outbox) {
+      const pending = this.#pending.get(token);
+      if (!pending) continue;
+      try {
+        this.nc.publish(subject, payload, {
+          reply: `${this.#inbox}.${token}`,
+          ...(options.msgID !== undefined || options.expectedLastSubjectSeq !== undefined
+            ? { headers: publishHeaders(options) }
+            : {}),
+        });
+      } catch (error) {
+        this.#settle(token, pending, error as Error);
+      }
+    }
+  }
+
+  #answer(msg: Msg): void {
+    const token = msg.subject.slice(this.#inbox.length + 1);
+    const pending = this.#pending.get(token);
+    if (!pending) return; // timed out already
+    if (msg.data.length === 0 && msg.headers?.code === 503) {
+      this.#settle(token, pending, new BusError(`no stream takes ${pending.subject} (no responders)`));
+      return;
+    }
+    let ack: { stream?: string; seq?: number; duplicate?: boolean; error?: ApiError };
+    try {
+      ack = msg.json();
+    } catch (error) {
+      this.#settle(token, pending, new BusError("JetStream's ack is not JSON", { cause: error }));
+      return;
+    }
+    if (ack.error) this.#settle(token, pending, new JetStreamApiError(ack.error));
+    else if (!ack.stream || typeof ack.seq !== "number")
+      this.#settle(token, pending, new BusError("invalid ack response"));
+    else
+      this.#settle(token, pending, { stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate === true });
+  }
+
+  #settle(token: string, pending: Pending, outcome: PubAck | Error): void {
+    this.#pending.delete(token);
+    if (outcome instanceof Error) pending.reject(outcome);
+    else pending.resolve(outcome);
+    if (this.#pending.size === 0 && this.#sweeper) {
+      clearInterval(this.#sweeper);
+      this.#sweeper = undefined;
+    }
+  }
+
+  #sweep(): void {
+    const now = Date.now();
+    for (const [token, pending] of this.#pending)
+      if (pending.deadline <= now)
+        this.#settle(token, pending, new PublishTimeoutError(`no ack for a publish to ${pending.subject}`));
+  }
+
+  /** The server refuses a publish with an error on the connection, not an answer: it is matched by subject. */
+  async #watchPermissions(): Promise<void> {
+    for await (const status of this.nc.status()) {
+      if (this.#closed) return;
+      if (status.type !== "error") continue;
+      const error = status.error;
+      if (!(error instanceof errors.PermissionViolationError) || error.operation !== "publish") continue;
+      for (const [token, pending] of this.#pending)
+        if (pending.subject === error.subject) this.#settle(token, pending, error);
+    }
+  }
+}
+
+interface ApiError {
+  code: number;
+  err_code: number;
+  description: string;
+}
+
+function publishHeaders(options: PublishOptions) {
+  const h = headers();
+  if (options.msgID !== undefined) h.set("Nats-Msg-Id", options.msgID);
+  if (options.expectedLastSubjectSeq !== undefined)
+    h.set("Nats-Expected-Last-Subject-Sequence", String(options.expectedLastSubjectSeq));
+  return h;
+}
