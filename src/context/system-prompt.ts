@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { AgentDefinition } from "../config/schema.js";
 
@@ -18,14 +18,35 @@ export function buildSystemPrompt(agent: AgentDefinition, workspace: string, ext
   return parts.join("\n\n");
 }
 
+/** AGENTS.md as last read, by path: read again when its size or times change. */
+const agentsMdCache = new Map<string, { stamp: string; text: string | undefined }>();
+
+/**
+ * Every agent start asks for it, so it is looked up with a stat that does not throw when the file
+ * is missing (a thrown ENOENT cost more than the rest of the prompt) and read only when it changed.
+ */
 function readAgentsMd(workspace: string): string | undefined {
-  let text: string;
-  try {
-    text = readFileSync(join(workspace, "AGENTS.md"), "utf8");
-  } catch {
+  const path = join(workspace, "AGENTS.md");
+  const stat = statSync(path, { throwIfNoEntry: false });
+  if (!stat?.isFile()) {
+    agentsMdCache.delete(path);
     return undefined;
   }
-  text = text.trim();
+  const stamp = `${stat.size}:${stat.mtimeMs}:${stat.ctimeMs}:${stat.ino}`;
+  const cached = agentsMdCache.get(path);
+  if (cached?.stamp === stamp) return cached.text;
+  let text: string | undefined;
+  try {
+    text = trimmed(readFileSync(path, "utf8"));
+  } catch {
+    text = undefined;
+  }
+  agentsMdCache.set(path, { stamp, text });
+  return text;
+}
+
+function trimmed(raw: string): string | undefined {
+  let text = raw.trim();
   if (text.length > MAX_AGENTS_MD)
     text = `${text.slice(0, MAX_AGENTS_MD)}\n[AGENTS.md is longer; the rest was left out]`;
   return text || undefined;

@@ -1,3 +1,5 @@
+import { rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { compactMessages, overThreshold, SUMMARY_PREFIX } from "../../src/context/compaction.js";
 import { buildSystemPrompt } from "../../src/context/system-prompt.js";
@@ -169,6 +171,23 @@ describe("system prompt", () => {
       expect(buildSystemPrompt({ name: "x", description: "X." } as never, "/nonexistent")).toBe(
         'You are "x", an agent run by Troupe. X.',
       );
+    } finally {
+      dispose();
+    }
+  });
+
+  it("sees AGENTS.md edited, removed and put back between agent starts", () => {
+    const { dir, dispose } = tempTree({ "AGENTS.md": "First." });
+    const agent = { name: "x", description: "X." } as never;
+    const notes = () => buildSystemPrompt(agent, dir).split("AGENTS.md in the workspace:\n")[1];
+    try {
+      expect(notes()).toBe("First.");
+      writeFileSync(join(dir, "AGENTS.md"), "Second, longer.");
+      expect(notes()).toBe("Second, longer.");
+      rmSync(join(dir, "AGENTS.md"));
+      expect(notes()).toBeUndefined();
+      writeFileSync(join(dir, "AGENTS.md"), "Third.");
+      expect(notes()).toBe("Third.");
     } finally {
       dispose();
     }
