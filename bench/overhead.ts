@@ -43,25 +43,45 @@ async function scripted(): Promise<ScriptedModelServer> {
   ]);
 }
 
-/** Runs `once` n times; per-turn overhead of each run = (wall − server time of its two requests) / 2. */
+interface Variant {
+  name: string;
+  once: () => Promise<void>;
+}
+
+/**
+ * The variants take turns over this many rounds: a machine that speeds up or slows down during
+ * the measure weighs on all of them alike.
+ */
+const ROUNDS = 5;
+
+/**
+ * Runs each variant n times, in `ROUNDS` interleaved rounds; per-turn overhead of a run =
+ * (wall − server time of its two requests) / 2. The median of each variant's runs.
+ */
 async function measure(
-  name: string,
   server: ScriptedModelServer,
   n: number,
-  once: () => Promise<void>,
-): Promise<OverheadResult> {
-  for (let i = 0; i < Math.min(5, n); i++) await once(); // warm up
-  const samples: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const before = server.requests.length;
-    const started = performance.now();
-    await once();
-    const wall = performance.now() - started;
-    const served = server.requests.slice(before).reduce((sum, r) => sum + (r.servedMs ?? 0), 0);
-    samples.push((wall - served) / 2);
+  variants: Variant[],
+): Promise<OverheadResult[]> {
+  for (const variant of variants) for (let i = 0; i < Math.min(5, n); i++) await variant.once(); // warm up
+  const samples = variants.map(() => [] as number[]);
+  for (let round = 0; round < ROUNDS; round++) {
+    const runs = Math.ceil(n / ROUNDS);
+    for (const [v, variant] of variants.entries()) {
+      for (let i = 0; i < runs; i++) {
+        const before = server.requests.length;
+        const started = performance.now();
+        await variant.once();
+        const wall = performance.now() - started;
+        const served = server.requests.slice(before).reduce((sum, r) => sum + (r.servedMs ?? 0), 0);
+        samples[v]?.push((wall - served) / 2);
+      }
+    }
   }
-  samples.sort((a, b) => a - b);
-  return { name, perTurnMs: samples[Math.floor(samples.length / 2)] ?? Number.NaN };
+  return variants.map(({ name }, v) => {
+    const sorted = (samples[v] ?? []).sort((a, b) => a - b);
+    return { name, perTurnMs: sorted[Math.floor(sorted.length / 2)] ?? Number.NaN };
+  });
 }
 
 /** `afterTurn` (for the durable floor) runs after each reply, told whether it was the last. */
@@ -284,35 +304,31 @@ async function throughDaemon(
 
 export async function measureOverhead(n: number, nats: () => Promise<Bus>): Promise<OverheadResult[]> {
   const server = await scripted();
+  const closing: Array<() => Promise<void>> = [];
   try {
-    const results: OverheadResult[] = [];
-    results.push(await measure("a: raw openai SDK loop (floor)", server, n, rawLoop(server.baseURL)));
-    results.push(
-      await measure("b: @openai/agents 0.14 (tracing off)", server, n, openaiAgents(server.baseURL)),
-    );
     const local = troupe(server.baseURL, new LocalBus({ prefix: "benchlocal" }));
     await local.runtime.open();
-    results.push(await measure("c: Troupe on LocalBus", server, n, local.once));
-    await local.runtime.close();
+    closing.push(() => local.runtime.close());
     const daemon = await throughDaemon(server.baseURL, nats);
-    results.push(
-      await measure("d: Troupe through the daemon on NATS (events + snapshots)", server, n, daemon.once),
-    );
-    await daemon.close();
+    closing.push(daemon.close);
     // The daemon's runtime alone: the same durable run without the API request and the client's read.
     const natsBus = await nats();
+    closing.push(() => natsBus.close());
     const durable = troupe(server.baseURL, natsBus);
     await durable.runtime.open();
-    results.push(await measure("d′: the daemon's runtime on NATS, in process", server, n, durable.once));
+    closing.push(() => durable.runtime.close());
     const floor = await durableFloor(server.baseURL, nats);
-    results.push(
-      await measure("e: durable floor (a + a request, an acked append per turn)", server, n, floor.once),
-    );
-    await floor.close();
-    await durable.runtime.close();
-    await natsBus.close();
-    return results;
+    closing.push(floor.close);
+    return await measure(server, n, [
+      { name: "a: raw openai SDK loop (floor)", once: rawLoop(server.baseURL) },
+      { name: "b: @openai/agents 0.14 (tracing off)", once: openaiAgents(server.baseURL) },
+      { name: "c: Troupe on LocalBus", once: local.once },
+      { name: "d: Troupe through the daemon on NATS (events + snapshots)", once: daemon.once },
+      { name: "d′: the daemon's runtime on NATS, in process", once: durable.once },
+      { name: "e: durable floor (a + a request, an acked append per turn)", once: floor.once },
+    ]);
   } finally {
+    for (const close of closing.reverse()) await close();
     await server.close();
   }
 }
