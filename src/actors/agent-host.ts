@@ -18,7 +18,7 @@ import { runBatch } from "../tools/run-batch.js";
 import type { Tool, ToolRegistry } from "../tools/tool.js";
 import { type AgentHooks, toolGate } from "./agent-hooks.js";
 import { AGENT_RECORD_VERSION, type AgentRecord, type AgentStore, type ToolJournal } from "./agent-store.js";
-import { type AgentEvent, eventsUntilStopped, PLAN_NOTE, serveControl } from "./agent-stream.js";
+import { type AgentControls, type AgentEvent, eventsUntilStopped, PLAN_NOTE } from "./agent-stream.js";
 import {
   askEach,
   catalogueFor,
@@ -36,6 +36,8 @@ import { summarizer } from "./summarizer.js";
 /** What every agent of a process shares. */
 export interface AgentDeps {
   bus: Bus;
+  /** Where the agents of this process take their commands. */
+  controls: AgentControls;
   models: ModelRouter;
   tools: ToolRegistry;
   config: TroupeConfig;
@@ -284,7 +286,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
   }
 
   // Commands reach an agent on its control subjects, from its parent or any client (acked by reply).
-  const control = serveControl(deps.bus, runId, agentId, (event) => actor.send(event));
+  const control = deps.controls.serve(runId, agentId, (event) => actor.send(event));
   const release = () => {
     control.unsubscribe();
     unhost();

@@ -22,20 +22,47 @@ export async function* eventsUntilStopped(
 export const PLAN_NOTE =
   "You are in plan mode: investigate with the read tools you have and answer with a plan (the steps, the files to change, the risks, how to check the result). Do not try to change anything: write and execute tools are not available in plan mode.";
 
-/** Answers the commands sent to one agent on `<p>.ctl.<runId>.<agentId>.*` (abort, steer, follow_up). */
-export function serveControl(
-  bus: Bus,
-  runId: string,
-  agentId: string,
-  send: (event: MachineEvent) => void,
-): Subscription {
-  return bus.reply(bus.subjects.controls(runId, agentId), (request, subject) => {
-    const command = subject.slice(subject.lastIndexOf(".") + 1);
+/**
+ * Answers the commands sent to the agents hosted here, on `<p>.ctl.<runId>.<agentId>.<command>`
+ * (abort, steer, follow_up): one subscription for all of them, made when the first is hosted. A
+ * command to an agent hosted elsewhere gets no answer from here, so its own host answers it. A
+ * subscription per agent cost two writes to the server per agent and an interest on the server for
+ * each one waiting.
+ */
+export class AgentControls {
+  readonly #agents = new Map<string, (event: MachineEvent) => void>();
+  #subscription: Subscription | undefined;
+
+  constructor(private readonly bus: Bus) {}
+
+  /** Routes one agent's commands to `send` until the returned subscription is ended. */
+  serve(runId: string, agentId: string, send: (event: MachineEvent) => void): Subscription {
+    this.#subscription ??= this.bus.reply(this.bus.subjects.allControls(), (request, subject) =>
+      this.#answer(request, subject),
+    );
+    const key = `${runId}.${agentId}`;
+    this.#agents.set(key, send);
+    return {
+      unsubscribe: () => {
+        if (this.#agents.get(key) === send) this.#agents.delete(key);
+      },
+    };
+  }
+
+  close(): void {
+    this.#subscription?.unsubscribe();
+    this.#subscription = undefined;
+  }
+
+  #answer(request: Envelope, subject: string): Envelope | undefined {
+    const [runId = "", agentId = "", command] = subject.split(".").slice(-3);
+    const send = this.#agents.get(`${runId}.${agentId}`);
+    if (!send) return undefined;
     const data = (request.data ?? {}) as { text?: unknown; reason?: unknown };
     if (command === "abort") send({ type: "ABORT", reason: String(data.reason ?? "") });
     else if (command === "steer") send({ type: "STEER", text: String(data.text ?? "") });
     else if (command === "follow_up") send({ type: "FOLLOW_UP", text: String(data.text ?? "") });
     else throw new Error(`unknown command "${command}"`);
     return makeEnvelope({ runId, agentId, seq: 0, type: "ack", data: { command } });
-  });
+  }
 }

@@ -21,6 +21,7 @@ import { didYouMean } from "../util/did-you-mean.js";
 import type { AgentHooks } from "./agent-hooks.js";
 import { type AgentDeps, type AgentHandle, type StartAgentOptions, startAgent } from "./agent-host.js";
 import { type AgentRecord, AgentStore, ToolJournal } from "./agent-store.js";
+import { AgentControls } from "./agent-stream.js";
 import { actorKey, type SpawnRequest, workerPlacement } from "./placement.js";
 
 export interface RuntimeOptions {
@@ -80,6 +81,7 @@ export class Runtime {
   readonly #ownsBus: boolean;
   #persistence: { agents: AgentStore; journal: ToolJournal } | undefined;
   readonly #hooks: Hooks;
+  readonly #controls: AgentControls;
   readonly #agentHooks: AgentHooks | undefined;
   #moduleTools = new Map<string, Tool[]>();
 
@@ -111,6 +113,7 @@ export class Runtime {
       ...(options.tools ?? []),
     ]);
     this.#agentHooks = options.hooks;
+    this.#controls = new AgentControls(this.bus);
     this.#hooks = new Hooks(
       options.config.troupe.hooks,
       this.workspace,
@@ -277,6 +280,7 @@ export class Runtime {
   #deps(): AgentDeps {
     return {
       bus: this.bus,
+      controls: this.#controls,
       models: this.models,
       tools: this.tools,
       config: this.#config.troupe,
@@ -308,6 +312,7 @@ export class Runtime {
   }
 
   async close(): Promise<void> {
+    this.#controls.close();
     await this.mcp.close();
     if (this.#ownsBus) await this.bus.close();
   }

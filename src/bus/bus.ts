@@ -38,7 +38,11 @@ export interface BusStats {
 }
 
 export type MessageHandler = (envelope: Envelope, subject: string) => void | Promise<void>;
-export type Responder = (request: Envelope, subject: string) => Envelope | Promise<Envelope>;
+/** Answers a request; `undefined` sends no answer from here, leaving the request to other responders. */
+export type Responder = (
+  request: Envelope,
+  subject: string,
+) => Envelope | undefined | Promise<Envelope | undefined>;
 
 export interface SubscribeOptions {
   /** Queue group: each message goes to one member. */

@@ -79,10 +79,13 @@ export class Intake {
     }
   }
 
-  /** The responder's answer as bytes, or an `error` reply when the request was malformed or it threw. */
-  async answer(bytes: Uint8Array, subject: string, responder: Responder): Promise<Uint8Array> {
+  /**
+   * The responder's answer as bytes, an `error` reply when the request was malformed or it threw,
+   * or nothing when it left the request to others.
+   */
+  async answer(bytes: Uint8Array, subject: string, responder: Responder): Promise<Uint8Array | undefined> {
     const request = this.decode(bytes, subject);
-    let reply: Envelope;
+    let reply: Envelope | undefined;
     if (!request) {
       reply = errorReply("-", "-", { name: "MalformedEnvelopeError", message: "malformed request envelope" });
     } else {
@@ -94,7 +97,7 @@ export class Intake {
         reply = errorReply(request.runId, request.agentId, { name, message });
       }
     }
-    return encodeEnvelope(reply);
+    return reply && encodeEnvelope(reply);
   }
 
   /** Reads a reply; an `error` reply becomes a thrown `RemoteError`. */

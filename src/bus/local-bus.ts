@@ -116,7 +116,9 @@ export class LocalBus implements Bus {
   reply(pattern: string, responder: Responder, options: SubscribeOptions = {}): Subscription {
     return this.#addSubscription(pattern, options.queue, (bytes, subject, replyTo) => {
       if (!replyTo) return;
-      void this.intake.answer(bytes, subject, responder).then(replyTo);
+      void this.intake.answer(bytes, subject, responder).then((answer) => {
+        if (answer) replyTo(answer);
+      });
     });
   }
 

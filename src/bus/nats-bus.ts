@@ -108,7 +108,7 @@ export class NatsBus implements Bus {
       callback: (error, msg) => {
         if (error || !msg.reply) return;
         void this.intake.answer(msg.data, msg.subject, responder).then((answer) => {
-          if (!this.connection.isClosed()) msg.respond(answer);
+          if (answer && !this.connection.isClosed()) msg.respond(answer);
         });
       },
     });

@@ -56,6 +56,8 @@ export interface Subjects {
   control(runId: string, agentId: string, command: ControlCommand): string;
   /** Every command to one actor: `<p>.ctl.<runId>.<agentId>.*`. */
   controls(runId: string, agentId: string): string;
+  /** Every command to every agent: `<p>.ctl.*.*.*`. */
+  allControls(): string;
   /** `<p>.api.<verb>`: the daemon's API; verbs are dotted (`runs.start`). */
   api(verb: string): string;
   /** `<p>.approval.<runId>.<callId>`: decisions on one pending call. */
@@ -81,6 +83,7 @@ export function subjects(prefix = DEFAULT_PREFIX): Subjects {
       `${p}.ctl.${assertToken("run id", runId)}.${assertToken("agent id", agentId)}.${command}`,
     controls: (runId, agentId) =>
       `${p}.ctl.${assertToken("run id", runId)}.${assertToken("agent id", agentId)}.*`,
+    allControls: () => `${p}.ctl.*.*.*`,
     api: (verb) => `${p}.api.${assertEventType(verb)}`,
     approval: (runId, callId) =>
       `${p}.approval.${assertToken("run id", runId)}.${assertToken("call id", callId)}`,

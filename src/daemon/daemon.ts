@@ -107,6 +107,9 @@ export class Daemon {
       case "runs.followUp": {
         const entry = await this.#index?.get<RunRecord>(data.runId as string);
         if (!entry) throw new BusError(`no run ${data.runId}`);
+        // A run that is over has no host to take the command: say so now rather than time out.
+        if (entry.value.status !== "running")
+          throw new BusError(`run ${data.runId} is ${entry.value.status}; it takes no commands`);
         const command = verb === "runs.abort" ? "abort" : verb === "runs.steer" ? "steer" : "follow_up";
         const envelope = makeEnvelope({
           runId: entry.value.runId,

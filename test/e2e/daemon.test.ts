@@ -104,6 +104,10 @@ describe("troupe daemon", () => {
     expect((await ask("agents.list", {})).data).toMatchObject({
       agents: [{ name: "worker", tools: ["read_file"] }],
     });
+    // A finished run has no host for commands: the daemon says so at once.
+    const late = await ask("runs.abort", { runId }).catch((error) => error);
+    expect(late).toBeInstanceOf(RemoteError);
+    expect(late.message).toContain(`run ${runId} is done; it takes no commands`);
     const malformed = await ask("runs.start", { task: 42 }).catch((error) => error);
     expect(malformed).toBeInstanceOf(RemoteError);
     expect(malformed.message).toContain("invalid runs.start request: task:");

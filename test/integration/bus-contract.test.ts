@@ -119,6 +119,24 @@ describe.each(bothBuses)("bus contract: $name", ({ open }) => {
     expect(Date.now() - started).toBeLessThan(2000);
   });
 
+  it("leaves a request to another responder when one answers nothing, and times out when all do", async () => {
+    const mine = bus.subjects.control("r1", "here", "steer");
+    const elsewhere = bus.subjects.control("r1", "gone", "steer");
+    const heard: string[] = [];
+    // As hosts do: one answers for its own agent only, the other for every agent.
+    bus.reply(bus.subjects.allControls(), (request, subject) => {
+      heard.push(subject);
+      return subject === mine ? makeEnvelope({ ...request, seq: 0, type: "ack", data: "first" }) : undefined;
+    });
+    bus.reply(bus.subjects.allControls(), () => undefined);
+    await bus.flush();
+    expect((await bus.request(mine, event("r1", "cli", 0))).data).toBe("first");
+    await expect(bus.request(elsewhere, event("r1", "cli", 0), { timeoutMs: 200 })).rejects.toBeInstanceOf(
+      RequestTimeoutError,
+    );
+    expect(heard).toEqual([mine, elsewhere]);
+  });
+
   it("fails a request that gets no reply in time as RequestTimeoutError", async () => {
     const subject = bus.subjects.api("runs.slow");
     bus.subscribe(subject, () => {}); // hears the request, never answers
