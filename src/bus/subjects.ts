@@ -54,8 +54,6 @@ export interface Subjects {
   events(runId?: string): string;
   /** `<p>.ctl.<runId>.<agentId>.<command>`: a command to one actor. */
   control(runId: string, agentId: string, command: ControlCommand): string;
-  /** Every command to one actor: `<p>.ctl.<runId>.<agentId>.*`. */
-  controls(runId: string, agentId: string): string;
   /** Every command to every agent: `<p>.ctl.*.*.*`. */
   allControls(): string;
   /** `<p>.api.<verb>`: the daemon's API; verbs are dotted (`runs.start`). */
@@ -81,8 +79,6 @@ export function subjects(prefix = DEFAULT_PREFIX): Subjects {
     events: (runId) => (runId === undefined ? `${p}.evt.>` : `${p}.evt.${assertToken("run id", runId)}.>`),
     control: (runId, agentId, command) =>
       `${p}.ctl.${assertToken("run id", runId)}.${assertToken("agent id", agentId)}.${command}`,
-    controls: (runId, agentId) =>
-      `${p}.ctl.${assertToken("run id", runId)}.${assertToken("agent id", agentId)}.*`,
     allControls: () => `${p}.ctl.*.*.*`,
     api: (verb) => `${p}.api.${assertEventType(verb)}`,
     approval: (runId, callId) =>
