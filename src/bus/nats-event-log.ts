@@ -10,7 +10,14 @@ import {
 } from "@nats-io/jetstream";
 import { errors, nanos } from "@nats-io/transport-node";
 import type { Logger } from "../log.js";
-import { type AppendAck, BusError, type EventLog, type LoggedEvent, type ReadOptions } from "./bus.js";
+import {
+  type AppendAck,
+  BusClosedError,
+  BusError,
+  type EventLog,
+  type LoggedEvent,
+  type ReadOptions,
+} from "./bus.js";
 import { type Envelope, encodeEnvelope, encodeEnvelopes } from "./envelope.js";
 import type { Intake } from "./intake.js";
 import type { AckedPublisher } from "./nats-publisher.js";
@@ -118,7 +125,8 @@ export class NatsEventLog implements EventLog {
         if (attempt > 1) this.logger.info({ subject, attempt }, "event appended after retrying");
         return { seq: ack.seq, duplicate: ack.duplicate };
       } catch (error) {
-        // A refusal is an answer, not a fault: retrying does not change it.
+        // A refusal or a closed bus is an answer, not a fault: retrying does not change it.
+        if (error instanceof BusClosedError) throw error;
         if (error instanceof errors.PermissionViolationError)
           throw new BusError(`not allowed to append ${what} to the event log: ${error.message}`, {
             cause: error,

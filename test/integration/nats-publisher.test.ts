@@ -2,8 +2,11 @@ import { JetStreamApiCodes, JetStreamApiError, jetstreamManager } from "@nats-io
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { BusClosedError } from "../../src/bus/bus.js";
+import { makeEnvelope } from "../../src/bus/envelope.js";
+import { NatsBus } from "../../src/bus/nats-bus.js";
 import { AckedPublisher, PublishTimeoutError } from "../../src/bus/nats-publisher.js";
 import { uniquePrefix } from "../../src/bus/subjects.js";
+import { removePrefix } from "../support/buses.js";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -93,5 +96,16 @@ describe("AckedPublisher on a real nats-server", () => {
     await expect(publisher.publish(`${prefix}.stored.late`, encoder.encode("x"))).rejects.toBeInstanceOf(
       BusClosedError,
     );
+  });
+});
+
+describe("the NATS event log on a closed bus", () => {
+  it("refuses an append at once instead of retrying it until the append timeout", async () => {
+    const prefix = uniquePrefix();
+    const bus = await NatsBus.connect({ url: inject("natsUrl"), prefix, appendTimeoutMs: 10_000 });
+    await bus.close();
+    const event = makeEnvelope({ runId: "r1", agentId: "a1", seq: 0, type: "tick", data: {} });
+    await expect(bus.log.append(event)).rejects.toBeInstanceOf(BusClosedError);
+    await removePrefix(inject("natsUrl"), prefix);
   });
 });
