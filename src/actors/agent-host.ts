@@ -191,6 +191,11 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
 
   const hosted: HostedActors = {
     callModel: async (input, signal) => {
+      // XState starts this before it tells the host of the new state, whose events and snapshot the
+      // bus sends at the end of the event loop's turn. Building a request is CPU work (a process's
+      // first loads Node's HTTP client: tens of ms), so it waits for them to leave first.
+      await Promise.resolve();
+      await new Promise((resolve) => setImmediate(resolve));
       const hookContext = { runId, agentId, agent: definition.name };
       const next = await deps.agentHooks?.prepareNextTurn?.({
         ...hookContext,
