@@ -7,11 +7,11 @@
 import { Agent, OpenAIChatCompletionsModel, run, setTracingDisabled, tool } from "@openai/agents";
 import OpenAI from "openai";
 import { z } from "zod";
-import { newRunId, Runtime } from "../src/actors/runtime.js";
+import { Runtime } from "../src/actors/runtime.js";
 import type { Bus } from "../src/bus/bus.js";
 import { makeEnvelope } from "../src/bus/envelope.js";
-import { followRun } from "../src/bus/follow-run.js";
 import { LocalBus } from "../src/bus/local-bus.js";
+import { NatsBus } from "../src/bus/nats-bus.js";
 import { agentSchema, troupeConfigSchema } from "../src/config/schema.js";
 import { YamlFile } from "../src/config/yaml-file.js";
 import { Daemon } from "../src/daemon/daemon.js";
@@ -19,6 +19,7 @@ import { silentLogger } from "../src/log.js";
 import type { Approver } from "../src/safety/approver.js";
 import { ScriptedModelServer } from "../src/testing/scripted-model-server.js";
 import { defineTool, type Tool } from "../src/tools/tool.js";
+import { clientApart, runThroughDaemon } from "./daemon-client.js";
 
 export interface OverheadResult {
   name: string;
@@ -45,7 +46,8 @@ async function scripted(): Promise<ScriptedModelServer> {
 
 interface Variant {
   name: string;
-  once: () => Promise<void>;
+  /** One run; a number is its wall time as measured elsewhere (by a client in another process). */
+  once: () => Promise<unknown>;
 }
 
 /**
@@ -71,8 +73,8 @@ async function measure(
       for (let i = 0; i < runs; i++) {
         const before = server.requests.length;
         const started = performance.now();
-        await variant.once();
-        const wall = performance.now() - started;
+        const measured = await variant.once();
+        const wall = typeof measured === "number" ? measured : performance.now() - started;
         const served = server.requests.slice(before).reduce((sum, r) => sum + (r.servedMs ?? 0), 0);
         samples[v]?.push((wall - served) / 2);
       }
@@ -265,9 +267,8 @@ async function durableFloor(
 }
 
 /**
- * A run through the daemon, as `troupe run` makes one: the client asks the daemon's API to start it
- * (a NATS request), then follows the run's events in the log until its agent stops. The daemon
- * (its Runtime on its own connection) runs in this process; the client has a connection of its own.
+ * A run through the daemon, as `troupe run` makes one (`runThroughDaemon`). The daemon (its Runtime
+ * on its own connection) runs in this process; the client has a connection of its own.
  */
 async function throughDaemon(
   baseURL: string,
@@ -279,20 +280,7 @@ async function throughDaemon(
   await runtime.open();
   const daemon = new Daemon(runtime, silentLogger);
   await daemon.start();
-  const once = async () => {
-    // As troupe run does: the run's id is chosen here and its events followed before it starts.
-    const runId = newRunId();
-    const events = followRun(clientBus, runId)[Symbol.asyncIterator]();
-    const first = events.next();
-    await clientBus.request(
-      clientBus.subjects.api("runs.start"),
-      makeEnvelope({ runId, agentId: "cli", seq: 0, type: "runs.start", data: { task: "say hello", runId } }),
-    );
-    for (let next = await first; !next.done; next = await events.next()) {
-      if (next.value.type === "agent.stopped" && next.value.parentId === undefined) break;
-    }
-    await events.return?.();
-  };
+  const once = () => runThroughDaemon(clientBus);
   const close = async () => {
     await daemon.stop();
     await runtime.close();
@@ -302,7 +290,8 @@ async function throughDaemon(
   return { once, close };
 }
 
-export async function measureOverhead(n: number, nats: () => Promise<Bus>): Promise<OverheadResult[]> {
+export async function measureOverhead(n: number, url: string, prefix: string): Promise<OverheadResult[]> {
+  const nats = () => NatsBus.connect({ url, prefix });
   const server = await scripted();
   const closing: Array<() => Promise<void>> = [];
   try {
@@ -319,6 +308,9 @@ export async function measureOverhead(n: number, nats: () => Promise<Bus>): Prom
     closing.push(() => durable.runtime.close());
     const floor = await durableFloor(server.baseURL, nats);
     closing.push(floor.close);
+    // The same daemon's runs, asked for and followed from another process (one daemon per prefix).
+    const client = await clientApart(url, prefix);
+    closing.push(client.close);
     return await measure(server, n, [
       { name: "a: raw openai SDK loop (floor)", once: rawLoop(server.baseURL) },
       { name: "b: @openai/agents 0.14 (tracing off)", once: openaiAgents(server.baseURL) },
@@ -326,6 +318,7 @@ export async function measureOverhead(n: number, nats: () => Promise<Bus>): Prom
       { name: "d: Troupe through the daemon on NATS (events + snapshots)", once: daemon.once },
       { name: "d′: the daemon's runtime on NATS, in process", once: durable.once },
       { name: "e: durable floor (a + a request, an acked append per turn)", once: floor.once },
+      { name: "d″: d with the client in a process of its own, as troupe run is", once: client.run },
     ]);
   } finally {
     for (const close of closing.reverse()) await close();

@@ -198,12 +198,11 @@ async function main(): Promise<void> {
   const fanoutPrefix = uniquePrefix("bf");
   try {
     await measureBus("NatsBus", () => NatsBus.connect({ url, prefix }));
-    const overhead = await measureOverhead(quick ? 40 : 200, () =>
-      NatsBus.connect({ url, prefix: durablePrefix }),
-    );
+    const overhead = await measureOverhead(quick ? 40 : 200, url, durablePrefix);
     for (const result of overhead)
       add({ name: `turn overhead, ${result.name}`, value: result.perTurnMs, unit: "ms/turn" });
-    const [a, b, c, d, inProcess, floor] = overhead.map((result) => result.perTurnMs) as [
+    const [a, b, c, d, inProcess, floor, clientApart] = overhead.map((result) => result.perTurnMs) as [
+      number,
       number,
       number,
       number,
@@ -230,6 +229,11 @@ async function main(): Promise<void> {
       unit: "",
     });
     add({ name: "ratio e/b (the durable floor vs @openai/agents)", value: floor / b, unit: "" });
+    add({
+      name: "ratio d″/b (d with its client in a process of its own vs @openai/agents)",
+      value: clientApart / b,
+      unit: "",
+    });
     // Both sit on the same SDK loop (a): what each adds on top of it.
     add({
       name: "added to the SDK loop: (c − a) / (b − a), Troupe local vs @openai/agents",
