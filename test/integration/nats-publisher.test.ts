@@ -103,9 +103,12 @@ describe("the NATS event log on a closed bus", () => {
   it("refuses an append at once instead of retrying it until the append timeout", async () => {
     const prefix = uniquePrefix();
     const bus = await NatsBus.connect({ url: inject("natsUrl"), prefix, appendTimeoutMs: 10_000 });
-    await bus.close();
-    const event = makeEnvelope({ runId: "r1", agentId: "a1", seq: 0, type: "tick", data: {} });
-    await expect(bus.log.append(event)).rejects.toBeInstanceOf(BusClosedError);
-    await removePrefix(inject("natsUrl"), prefix);
+    try {
+      await bus.close();
+      const event = makeEnvelope({ runId: "r1", agentId: "a1", seq: 0, type: "tick", data: {} });
+      await expect(bus.log.append(event)).rejects.toBeInstanceOf(BusClosedError);
+    } finally {
+      await removePrefix(inject("natsUrl"), prefix);
+    }
   });
 });
