@@ -191,11 +191,6 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
 
   const hosted: HostedActors = {
     callModel: async (input, signal) => {
-      // XState starts this before it tells the host of the new state, whose events and snapshot the
-      // bus sends at the end of the event loop's turn. Building a request is CPU work (a process's
-      // first loads Node's HTTP client: tens of ms), so it waits for them to leave first.
-      await Promise.resolve();
-      await new Promise((resolve) => setImmediate(resolve));
       const hookContext = { runId, agentId, agent: definition.name };
       const next = await deps.agentHooks?.prepareNextTurn?.({
         ...hookContext,
@@ -356,6 +351,8 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       return record;
     });
   };
+  // What is stored is redacted like everything else that leaves the process.
+  const persisted = () => deps.redactor.redactDeep(actor.getPersistedSnapshot());
   const takeRecord = (): AgentRecord => {
     const snapshot = actor.getSnapshot();
     return {
@@ -371,7 +368,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       mode,
       nextSeq: events.nextSeq,
       elapsedMs: Date.now() - startedAt,
-      snapshot: deps.redactor.redactDeep(actor.getPersistedSnapshot()),
+      snapshot: persisted(),
       done: snapshot.status === "done",
     };
   };
@@ -392,8 +389,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     steer: (text) => actor.send({ type: "STEER", text }),
     followUp: (text) => actor.send({ type: "FOLLOW_UP", text }),
     abort: (reason) => actor.send({ type: "ABORT", ...(reason ? { reason } : {}) }),
-    // What is stored is redacted like everything else that leaves the process.
-    snapshot: () => deps.redactor.redactDeep(actor.getPersistedSnapshot()),
+    snapshot: persisted,
     events: () => eventsUntilStopped(deps.bus, runId, agentId),
     detach: () => {
       // Another host takes over from the stored snapshot: stop here without a word or a save.

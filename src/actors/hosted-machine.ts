@@ -32,15 +32,28 @@ const hostOf = (system: ActorSystem<ActorSystemInfo>): HostedActors => {
 };
 
 /**
+ * Resolves once the state that invoked an actor has been reported and its events have left. XState
+ * starts an invoked actor before it tells the host of the new state; the host's events and snapshot
+ * go out at the end of the event loop's turn (`AckedPublisher`). Building a model request is CPU work
+ * (a process's first loads Node's HTTP client: tens of ms), so the model call waits for them: the
+ * microtask lets the host hear of the state, the immediate comes after the bus's own.
+ */
+async function stateReported(): Promise<void> {
+  await Promise.resolve();
+  await new Promise((resolve) => setImmediate(resolve));
+}
+
+/**
  * The agent machine with its actors provided once for the whole process: each actor finds its
  * agent's host when invoked. (Providing it per agent rebuilt the machine's state nodes every
  * time: about a millisecond and 20 KB per agent.)
  */
 const hostedMachine = agentMachine.provide({
   actors: {
-    callModel: fromPromise<ModelTurn, ModelTurnInput>(({ input, signal, system }) =>
-      hostOf(system).callModel(input, signal),
-    ),
+    callModel: fromPromise<ModelTurn, ModelTurnInput>(async ({ input, signal, system }) => {
+      await stateReported();
+      return hostOf(system).callModel(input, signal);
+    }),
     awaitApproval: fromPromise<ApprovalDecision[], { calls: PlannedCall[] }>(({ input, signal, system }) =>
       hostOf(system).awaitApproval(input, signal),
     ),
