@@ -93,6 +93,8 @@ export class AckedPublisher {
     if (!this.nc.isClosed() && !this.#subscription.isClosed()) this.#subscription.unsubscribe();
     this.#outbox = [];
     for (const [token, pending] of this.#pending) this.#settle(token, pending, new BusClosedError());
+    clearInterval(this.#sweeper);
+    this.#sweeper = undefined;
   }
 
   /** Sends what is queued now rather than at the end of this turn (before the connection drains). */
@@ -141,13 +143,15 @@ export class AckedPublisher {
     this.#pending.delete(token);
     if (outcome instanceof Error) pending.reject(outcome);
     else pending.resolve(outcome);
-    if (this.#pending.size === 0 && this.#sweeper) {
-      clearInterval(this.#sweeper);
-      this.#sweeper = undefined;
-    }
   }
 
+  /** Runs while publishes wait; it stops at the first sweep that finds none (not per ack, a hot path). */
   #sweep(): void {
+    if (this.#pending.size === 0) {
+      clearInterval(this.#sweeper);
+      this.#sweeper = undefined;
+      return;
+    }
     const now = Date.now();
     for (const [token, pending] of this.#pending)
       if (pending.deadline <= now)
