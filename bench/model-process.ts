@@ -26,10 +26,10 @@ const scenarios: Record<string, ScriptRule[]> = {
       times: Number.POSITIVE_INFINITY,
     },
   ],
-  /** A tool call after 5 s: agents wait in their model call long enough to be measured there. */
+  /** A tool call after 10 s: agents wait in their model call long enough to be measured there. */
   "slow-tool-call": [
     {
-      reply: { toolCalls: [{ name: "echo", arguments: { text: "hello" } }], chunks: 1, delayMs: 5000 },
+      reply: { toolCalls: [{ name: "echo", arguments: { text: "hello" } }], chunks: 1, delayMs: 10_000 },
       times: Number.POSITIVE_INFINITY,
     },
   ],

@@ -86,12 +86,21 @@ async function measure(
   });
 }
 
-/** `afterTurn` (for the durable floor) runs after each reply, told whether it was the last. */
-function rawLoop(
-  baseURL: string,
-  afterTurn?: (turn: number, last: boolean) => Promise<void>,
-): () => Promise<void> {
-  const client = new OpenAI({ baseURL, apiKey: "bench", maxRetries: 0 });
+/** How the SDK-based loops (a and b) are built. */
+export interface LoopOptions {
+  /** Runs after each reply, told whether it was the last (the durable floor's append). */
+  afterTurn?: (turn: number, last: boolean) => Promise<void>;
+  /**
+   * The openai client's retries. None in the overhead runs, where none happens; at scale a request
+   * may meet a connection the server is just closing, which the SDK retries by default.
+   */
+  maxRetries?: number;
+}
+
+/** The floor: a tool loop on the openai SDK and nothing else. */
+export function rawLoop(baseURL: string, options: LoopOptions = {}): () => Promise<void> {
+  const { afterTurn, maxRetries = 0 } = options;
+  const client = new OpenAI({ baseURL, apiKey: "bench", maxRetries });
   const tools = [
     {
       type: "function" as const,
@@ -141,9 +150,13 @@ function rawLoop(
   };
 }
 
-function openaiAgents(baseURL: string): () => Promise<void> {
+/** The peer: an @openai/agents agent with the same tool, on the same server. */
+export function openaiAgents(
+  baseURL: string,
+  options: Pick<LoopOptions, "maxRetries"> = {},
+): () => Promise<void> {
   setTracingDisabled(true);
-  const client = new OpenAI({ baseURL, apiKey: "bench", maxRetries: 0 });
+  const client = new OpenAI({ baseURL, apiKey: "bench", maxRetries: options.maxRetries ?? 0 });
   const agent = new Agent({
     name: "bench",
     instructions: "Use the tool.",
@@ -236,7 +249,7 @@ async function durableFloor(
           makeEnvelope({ runId, agentId: "a", seq: turn, type: last ? "agent.stopped" : "turn", data: {} }),
         )
         .then(() => undefined);
-    const loop = rawLoop(baseURL, append)();
+    const loop = rawLoop(baseURL, { afterTurn: append })();
     running.add(loop);
     void loop.finally(() => running.delete(loop));
     return makeEnvelope({ runId, agentId: "host", seq: 0, type: "floor.started", data: {} });

@@ -262,7 +262,7 @@ async function main(): Promise<void> {
       unit: "ms",
     });
     // Once, in a process of its own: a thousand agents is a run of its own, and RSS only grows.
-    const scale = await measureScaleApart(1000, url, scalePrefix);
+    const scale = await measureScaleApart("troupe", 1000, url, scalePrefix);
     if (scale.finished !== scale.agents)
       throw new Error(`scale: only ${scale.finished} of ${scale.agents} agents finished their three turns`);
     add({ name: "scale: 1,000 agents × 3 turns on NATS, wall time", value: scale.wallMs, unit: "ms" });
@@ -278,25 +278,36 @@ async function main(): Promise<void> {
       unit: "KB",
     });
     if (!quick) {
-      // The floor beside Troupe: what 1,000 bare SDK streams cost open, measured the same way.
+      // The same thousand runs, measured the same way, on the peer and on the bare SDK loop.
+      for (const [kind, who] of [
+        ["peer", "@openai/agents"],
+        ["sdk", "the raw openai SDK loop"],
+      ] as const) {
+        const beside = await measureScaleApart(kind, 1000, url, scalePrefix);
+        add({ name: `scale, ${who}: wall time`, value: beside.wallMs, unit: "ms" });
+        add({ name: `scale, ${who}: peak RSS growth per run`, value: beside.rssPerAgentKb, unit: "KB" });
+        add({ name: `scale, ${who}: V8 heap per run mid-run`, value: beside.liveHeapPerAgentKb, unit: "KB" });
+      }
+      // The floor beside Troupe: what bare SDK streams cost open, measured the same way.
       const active = await measureActiveApart("troupe", 1000, url, activePrefix);
       const floor = await measureActiveApart("sdk", 1000, url, activePrefix);
-      add({
-        name: "active: 1,000 agents inside a model call on NATS, RSS per agent after a GC",
-        value: active.rssPerAgentKb,
-        unit: "KB",
-      });
-      add({
-        name: "active: V8 heap per agent inside a model call",
-        value: active.heapPerAgentKb,
-        unit: "KB",
-      });
-      add({
-        name: "active floor: 1,000 bare openai SDK streams open, RSS per stream after a GC",
-        value: floor.rssPerAgentKb,
-        unit: "KB",
-      });
-      add({ name: "active floor: V8 heap per open SDK stream", value: floor.heapPerAgentKb, unit: "KB" });
+      for (const [who, result] of [
+        ["1,000 agents inside a model call on NATS", active],
+        ["1,000 bare openai SDK streams open (the floor)", floor],
+      ] as const) {
+        add({ name: `active, ${who}: RSS per agent after a GC`, value: result.rssPerAgentKb, unit: "KB" });
+        add({ name: `active, ${who}: V8 heap per agent`, value: result.heapPerAgentKb, unit: "KB" });
+        add({
+          name: `active, ${who}: RSS per agent of 1,000 more`,
+          value: result.nextRssPerAgentKb,
+          unit: "KB",
+        });
+        add({
+          name: `active, ${who}: V8 heap per agent of 1,000 more`,
+          value: result.nextHeapPerAgentKb,
+          unit: "KB",
+        });
+      }
     }
     const idleAgents = quick ? 1000 : 10_000;
     const idle = await measureIdleApart(idleAgents, url, idlePrefix);
