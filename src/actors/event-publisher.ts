@@ -11,7 +11,10 @@ const MAX_BATCH = 512;
  * Publishes one agent's events to the event log in the order they were made, numbering them without
  * gaps. One append is in flight at a time, so a slow or retried append never lets a later event
  * overtake an earlier one; the events made meanwhile go together in the next append (on NATS, one
- * message), so a streaming agent costs a round trip per batch, not per event.
+ * message), so a streaming agent costs a round trip per batch, not per event. An append starts a
+ * microtask after the first event that finds none in flight, so the events of one transition (a
+ * state change, the usage, a tool's start) leave together rather than the first alone: the bus
+ * writes at the end of the event loop's turn anyway.
  */
 export class EventPublisher {
   #seq: number;
@@ -52,11 +55,12 @@ export class EventPublisher {
       }),
     );
     this.#made++;
-    if (!this.#sending) void this.#send();
+    if (this.#sending) return;
+    this.#sending = true;
+    queueMicrotask(() => void this.#send());
   }
 
   async #send(): Promise<void> {
-    this.#sending = true;
     while (this.#queue.length > 0) {
       const batch = this.#queue.splice(0, MAX_BATCH);
       try {
