@@ -45,27 +45,42 @@ export async function runBatch(
   calls: readonly PlannedCall[],
   options: BatchOptions,
 ): Promise<Record<string, ToolResult>> {
+  // Each running call has a controller of its own; the turn's signal gets one listener for the
+  // whole batch, however many reads run at once (Node warns of a leak past ten on one signal).
+  const running = new Set<AbortController>();
+  const onAbort = () => {
+    for (const controller of running) controller.abort(options.signal.reason);
+  };
+  options.signal.addEventListener("abort", onAbort, { once: true });
   const results: Record<string, ToolResult> = {};
   let group: PlannedCall[] = [];
   const flush = async () => {
-    const running = group;
+    const reads = group;
     group = [];
-    await Promise.all(running.map(async (call) => (results[call.id] = await runOne(call, options))));
+    await Promise.all(reads.map(async (call) => (results[call.id] = await runOne(call, options, running))));
   };
-  for (const call of calls) {
-    if (options.signal.aborted) break;
-    if (call.effect === "read") {
-      group.push(call);
-      continue;
+  try {
+    for (const call of calls) {
+      if (options.signal.aborted) break;
+      if (call.effect === "read") {
+        group.push(call);
+        continue;
+      }
+      await flush();
+      results[call.id] = await runOne(call, options, running);
     }
     await flush();
-    results[call.id] = await runOne(call, options);
+  } finally {
+    options.signal.removeEventListener("abort", onAbort);
   }
-  await flush();
   return results;
 }
 
-async function runOne(call: PlannedCall, options: BatchOptions): Promise<ToolResult> {
+async function runOne(
+  call: PlannedCall,
+  options: BatchOptions,
+  running: Set<AbortController>,
+): Promise<ToolResult> {
   const journaled = await options.journal?.get(call.id);
   if (journaled?.status === "finished" && journaled.result) return journaled.result;
   if (journaled?.status === "started" && call.effect !== "read") {
@@ -76,12 +91,16 @@ async function runOne(call: PlannedCall, options: BatchOptions): Promise<ToolRes
     );
   }
   await options.journal?.started(call);
-  const result = await execute(call, options);
+  const result = await execute(call, options, running);
   await options.journal?.finished(call, result);
   return result;
 }
 
-async function execute(call: PlannedCall, options: BatchOptions): Promise<ToolResult> {
+async function execute(
+  call: PlannedCall,
+  options: BatchOptions,
+  running: Set<AbortController>,
+): Promise<ToolResult> {
   const tool = options.registry.get(call.name);
   if (!tool) return toolError(`unknown tool "${call.name}"`, "call one of the tools available");
   options.hooks?.onStart?.(call);
@@ -95,8 +114,8 @@ async function execute(call: PlannedCall, options: BatchOptions): Promise<ToolRe
   }
   const timeoutMs = tool.timeoutMs ?? options.defaultTimeoutMs ?? 120_000;
   const controller = new AbortController();
-  const onAbort = () => controller.abort(options.signal.reason);
-  options.signal.addEventListener("abort", onAbort, { once: true });
+  running.add(controller);
+  if (options.signal.aborted) controller.abort(options.signal.reason);
   let timer: NodeJS.Timeout | undefined;
   let result: ToolResult;
   try {
@@ -125,7 +144,7 @@ async function execute(call: PlannedCall, options: BatchOptions): Promise<ToolRe
           );
   } finally {
     clearTimeout(timer);
-    options.signal.removeEventListener("abort", onAbort);
+    running.delete(controller);
   }
   if (options.gate) result = await options.gate.after(call, result);
   result = finish(result, tool.source ?? tool.name, tool.readMore, options);

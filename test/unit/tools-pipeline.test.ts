@@ -175,6 +175,32 @@ describe("runBatch", () => {
     expect(Date.now() - started).toBeLessThan(1000);
     expect(results[planned[0]?.id ?? ""]?.error).toContain("stopped");
   });
+
+  it("aborts a dozen reads running at once, with no listener warning on the turn's signal", async () => {
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.name);
+    process.on("warning", onWarning);
+    try {
+      const controller = new AbortController();
+      const planned = planCalls(
+        Array.from({ length: 12 }, (_, i) => call("slow", {}, `slow-${i}`)),
+        registry,
+        all,
+        "yolo",
+      );
+      const slowTool = registry.get("slow");
+      if (slowTool) slowTool.timeoutMs = 10_000;
+      setTimeout(() => controller.abort(), 30);
+      const results = await runBatch(planned, { registry, context, signal: controller.signal });
+      expect(Object.values(results).map((result) => result.error)).toEqual(
+        Array.from({ length: 12 }, () => "slow failed: stopped"),
+      );
+      await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on the next tick
+      expect(warnings).toEqual([]);
+    } finally {
+      process.off("warning", onWarning);
+    }
+  });
 });
 
 describe("repairToolPairs", () => {
