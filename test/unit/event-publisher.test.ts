@@ -58,7 +58,8 @@ describe("EventPublisher", () => {
     expect(flushed).toBe(true);
     expect(appends).toEqual([["state.changed"], ["model.delta", "model.delta"]]);
     const logged: Array<[number, string]> = [];
-    for await (const { envelope } of bus.log.read({ runId: "r1" })) logged.push([envelope.seq, envelope.type]);
+    for await (const { envelope } of bus.log.read({ runId: "r1" }))
+      logged.push([envelope.seq, envelope.type]);
     expect(logged).toEqual([
       [0, "state.changed"],
       [1, "model.delta"],
