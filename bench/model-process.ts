@@ -5,26 +5,62 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { ScriptedModelServer, type ScriptRule } from "../src/testing/scripted-model-server.js";
+import {
+  type ChatRequest,
+  ScriptedModelServer,
+  type ScriptRule,
+} from "../src/testing/scripted-model-server.js";
 import { stopChild } from "./processes.js";
 
 const toolTurns = (messages: ReadonlyArray<{ role: string }>) =>
   messages.filter((m) => m.role === "tool").length;
 
+/** Subagents a lead spawns at once in the "lead-and-workers-20ms" scenario. */
+export const WORKERS_PER_LEAD = 100;
+
+/** Two tool calls, then an answer; each reply after 20 ms. */
+const threeTurns: ScriptRule[] = [
+  {
+    match: { where: (r) => toolTurns(r.messages) < 2 },
+    reply: { toolCalls: [{ name: "echo", arguments: { text: "hello" } }], chunks: 1, delayMs: 20 },
+    times: Number.POSITIVE_INFINITY,
+  },
+  {
+    match: { where: (r) => toolTurns(r.messages) >= 2 },
+    reply: { text: "done", chunks: 1, delayMs: 20 },
+    times: Number.POSITIVE_INFINITY,
+  },
+];
+
+const offersWorkers = (r: ChatRequest) =>
+  r.tools?.some((tool) => tool.function.name === "subagent_worker") ?? false;
+
 /** Scenarios by name: rules with functions cannot cross a process boundary, names can. */
 const scenarios: Record<string, ScriptRule[]> = {
-  /** Two tool calls, then an answer; each reply after 20 ms. */
-  "three-turns-20ms": [
+  "three-turns-20ms": threeTurns,
+  /**
+   * A lead (offered `subagent_worker`) spawns `WORKERS_PER_LEAD` workers in one reply, then answers;
+   * each worker does the three turns above. Every reply after 20 ms.
+   */
+  "lead-and-workers-20ms": [
     {
-      match: { where: (r) => toolTurns(r.messages) < 2 },
-      reply: { toolCalls: [{ name: "echo", arguments: { text: "hello" } }], chunks: 1, delayMs: 20 },
+      match: { where: (r) => offersWorkers(r) && toolTurns(r.messages) === 0 },
+      reply: {
+        toolCalls: Array.from({ length: WORKERS_PER_LEAD }, (_, i) => ({
+          name: "subagent_worker",
+          arguments: { task: `echo hello, twice (${i})` },
+        })),
+        chunks: 1,
+        delayMs: 20,
+      },
       times: Number.POSITIVE_INFINITY,
     },
     {
-      match: { where: (r) => toolTurns(r.messages) >= 2 },
+      match: { where: (r) => offersWorkers(r) && toolTurns(r.messages) > 0 },
       reply: { text: "done", chunks: 1, delayMs: 20 },
       times: Number.POSITIVE_INFINITY,
     },
+    ...threeTurns,
   ],
   /** A tool call after 10 s: agents wait in their model call long enough to be measured there. */
   "slow-tool-call": [

@@ -177,7 +177,7 @@ export function openaiAgents(
 }
 
 /** Echoes its text: the one tool of the overhead and scale runs. */
-const echoTool = defineTool({
+export const echoTool = defineTool({
   name: "echo",
   description: "Echo.",
   effect: "read",
@@ -185,22 +185,30 @@ const echoTool = defineTool({
   execute: ({ text }) => ({ ok: true, output: echo(text) }),
 }) as Tool;
 
+export interface BenchRuntimeOptions {
+  /** Fields of the "bench" agent's definition. */
+  agent?: Record<string, unknown>;
+  /** More agents beside "bench" (its subagents), by name: the fields of their definitions. */
+  others?: Record<string, Record<string, unknown>>;
+  /** Fields of troupe.yaml beside the model and the prefix. */
+  troupe?: Record<string, unknown>;
+  approver?: Approver;
+}
+
 /**
- * A Runtime with one agent, "bench", that has `tool` (plus what `agent` adds to its definition), on
- * the scripted model at `baseURL`.
+ * A Runtime with one agent, "bench", that has `tool` (plus what `agent` adds to its definition), and
+ * any `others`, each with `tool` too, on the scripted model at `baseURL`.
  */
 export function benchRuntime(
   baseURL: string,
   bus: Bus,
   tool: Tool,
-  options: { agent?: Record<string, unknown>; approver?: Approver } = {},
+  options: BenchRuntimeOptions = {},
 ): Runtime {
-  const definition = agentSchema.parse({
-    name: "bench",
-    description: "Bench.",
-    tools: [tool.name],
-    ...options.agent,
-  });
+  const defined = (name: string, fields: Record<string, unknown> = {}) => {
+    const definition = agentSchema.parse({ name, description: "Bench.", tools: [tool.name], ...fields });
+    return [name, { definition, file: new YamlFile(`${name}.yaml`, "") }] as const;
+  };
   return new Runtime({
     config: {
       dir: process.cwd(),
@@ -209,8 +217,12 @@ export function benchRuntime(
         defaultModel: "scripted",
         nats: { prefix: bus.subjects.prefix },
         providers: { openai: { baseURL, models: { scripted: {} } } },
+        ...options.troupe,
       }),
-      agents: new Map([["bench", { definition, file: new YamlFile("bench.yaml", "") }]]),
+      agents: new Map([
+        defined("bench", options.agent),
+        ...Object.entries(options.others ?? {}).map(([name, fields]) => defined(name, fields)),
+      ]),
     },
     bus,
     env: {},

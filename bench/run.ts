@@ -265,17 +265,16 @@ async function main(): Promise<void> {
     const scale = await measureScaleApart("troupe", 1000, url, scalePrefix);
     if (scale.finished !== scale.agents)
       throw new Error(`scale: only ${scale.finished} of ${scale.agents} agents finished their three turns`);
-    add({ name: "scale: 1,000 agents × 3 turns on NATS, wall time", value: scale.wallMs, unit: "ms" });
+    add({
+      name: "scale: 1,000 subagents × 3 turns (10 leads × 100) on NATS, wall time",
+      value: scale.wallMs,
+      unit: "ms",
+    });
     add({
       name: "scale: peak RSS growth per active agent",
       value: scale.rssPerAgentKb,
       unit: "KB",
       target: "≤ 50 KB",
-    });
-    add({
-      name: "scale: V8 heap in use per agent mid-run, after a GC",
-      value: scale.liveHeapPerAgentKb,
-      unit: "KB",
     });
     if (!quick) {
       // The same thousand runs, measured the same way, on the peer and on the bare SDK loop.
@@ -284,9 +283,8 @@ async function main(): Promise<void> {
         ["sdk", "the raw openai SDK loop"],
       ] as const) {
         const beside = await measureScaleApart(kind, 1000, url, scalePrefix);
-        add({ name: `scale, ${who}: wall time`, value: beside.wallMs, unit: "ms" });
+        add({ name: `scale, ${who}: 1,000 runs × 3 turns, wall time`, value: beside.wallMs, unit: "ms" });
         add({ name: `scale, ${who}: peak RSS growth per run`, value: beside.rssPerAgentKb, unit: "KB" });
-        add({ name: `scale, ${who}: V8 heap per run mid-run`, value: beside.liveHeapPerAgentKb, unit: "KB" });
       }
       // The floor beside Troupe: what bare SDK streams cost open, measured the same way.
       const active = await measureActiveApart("troupe", 1000, url, activePrefix);

@@ -1,43 +1,59 @@
 /**
- * Scale: many agents at once in one runtime (the daemon's shape), each three turns (a tool call, a
- * tool call, an answer) against a scripted model that takes 20 ms per reply. Measured: wall time, and
- * peak RSS growth per agent. The scripted server runs in a process of its own, so the growth is the
- * agents' own: their machines, conversations, events, and their side of each open request.
- * Beside Troupe, measured the same way: the peer (@openai/agents) and the raw openai SDK loop.
+ * Scale: 1,000 subagents at once in one runtime on NATS (the daemon's shape): ten leads, each of which
+ * spawns a hundred workers in one model reply; each worker does three turns (a tool call, a tool call,
+ * an answer) against a scripted model that takes 20 ms per reply. Measured: wall time, and peak RSS
+ * growth per agent. The scripted server runs in a process of its own, so the growth is the agents'
+ * own: their machines, conversations, events, and their side of each open request. Beside Troupe,
+ * measured the same way: 1,000 three-turn runs on the peer (@openai/agents) and on the raw openai SDK
+ * loop.
  */
 import type { Bus } from "../src/bus/bus.js";
 import { NatsBus } from "../src/bus/nats-bus.js";
-import { startModelProcess } from "./model-process.js";
-import { openaiAgents, rawLoop, troupe } from "./overhead.js";
+import { startModelProcess, WORKERS_PER_LEAD } from "./model-process.js";
+import { benchRuntime, echoTool, openaiAgents, rawLoop } from "./overhead.js";
 import { measureApart, whenRunAsScript } from "./processes.js";
 
 /** Troupe on NATS, the peer (@openai/agents), or the raw openai SDK loop (the floor). */
 export type ScaleKind = "troupe" | "peer" | "sdk";
 
 export interface ScaleResult {
+  /** Agents that did their three turns, in runs started at once (a Troupe run: a lead and its workers). */
   agents: number;
   wallMs: number;
   /** (peak RSS during the run − RSS before it) / agents, in KB. */
   rssPerAgentKb: number;
-  /** V8 heap in use after a GC with nine tenths of the agents mid-run, per such agent, in KB. */
-  liveHeapPerAgentKb: number;
+  /** Agents that did their three turns. */
   finished: number;
 }
 
-/** One three-turn run of `kind`, resolving with whether it did its three turns. */
-async function runner(
-  kind: ScaleKind,
-  baseURL: string,
-  bus: Bus | undefined,
-): Promise<{ once: () => Promise<boolean>; close: () => Promise<void> }> {
+interface Runner {
+  /** Agents in one run. */
+  perRun: number;
+  /** One run, resolving with how many of its agents did their three turns. */
+  once: () => Promise<number>;
+  close: () => Promise<void>;
+}
+
+/**
+ * Troupe: a run is a lead spawning `WORKERS_PER_LEAD` read-only workers (a worker's two tool calls
+ * show it did its three turns: the lead's spend counts its subtree's). The peer and the SDK loop: a
+ * run is one three-turn agent.
+ */
+async function runner(kind: ScaleKind, baseURL: string, bus: Bus | undefined): Promise<Runner> {
   if (kind === "troupe") {
     if (!bus) throw new Error("scale: Troupe runs on a bus");
-    const { runtime } = troupe(baseURL, bus);
+    const runtime = benchRuntime(baseURL, bus, echoTool, {
+      agent: { tools: [], subagents: ["worker"] },
+      others: { worker: { readOnly: true } },
+      troupe: { subagents: { maxConcurrent: WORKERS_PER_LEAD } },
+    });
     await runtime.open();
     return {
+      perRun: WORKERS_PER_LEAD + 1,
       once: async () => {
-        const output = await runtime.start({ task: "say hello" }).done;
-        return output.reason === "done" && output.turns === 3;
+        const output = await runtime.start({ task: "have the workers echo" }).done;
+        if (output.reason !== "done") return 0;
+        return 1 + Math.min(WORKERS_PER_LEAD, (output.total.toolCalls - output.toolCalls) / 2);
       },
       close: () => runtime.close(),
     };
@@ -45,12 +61,14 @@ async function runner(
   // A thousand connections at once meet the server closing idle ones; the SDK retries that by default.
   const loop =
     kind === "peer" ? openaiAgents(baseURL, { maxRetries: 2 }) : rawLoop(baseURL, { maxRetries: 2 });
-  return { once: () => loop().then(() => true), close: async () => {} };
+  return { perRun: 1, once: () => loop().then(() => 1), close: async () => {} };
 }
 
+/** `agents` agents at once, in runs of `kind`, against the scripted model in a process of its own. */
 export async function measureScale(kind: ScaleKind, agents: number, bus?: Bus): Promise<ScaleResult> {
-  const server = await startModelProcess("three-turns-20ms");
-  const { once, close } = await runner(kind, server.baseURL, bus);
+  const server = await startModelProcess(kind === "troupe" ? "lead-and-workers-20ms" : "three-turns-20ms");
+  const { perRun, once, close } = await runner(kind, server.baseURL, bus);
+  const runs = Math.ceil(agents / perRun);
   try {
     await once(); // warm up: modules, sockets, streams
     global.gc?.();
@@ -60,30 +78,15 @@ export async function measureScale(kind: ScaleKind, agents: number, bus?: Bus): 
       peak = Math.max(peak, process.memoryUsage.rss());
     }, 5);
     const started = performance.now();
-    // When a tenth have finished, the rest are mid-run: what they keep alive is measured after a GC.
-    let finished = 0;
-    let liveHeapPerAgentKb = Number.NaN;
-    const outputs = await Promise.all(
-      Array.from({ length: agents }, () =>
-        once().then((didThreeTurns) => {
-          if (++finished === Math.ceil(agents / 10) && global.gc) {
-            global.gc();
-            liveHeapPerAgentKb =
-              (process.memoryUsage().heapUsed - before.heapUsed) / 1024 / (agents - finished);
-          }
-          return didThreeTurns;
-        }),
-      ),
-    );
+    const finished = await Promise.all(Array.from({ length: runs }, () => once()));
     const wallMs = performance.now() - started;
     clearInterval(sampler);
     peak = Math.max(peak, process.memoryUsage.rss());
     return {
-      agents,
+      agents: runs * perRun,
       wallMs,
-      rssPerAgentKb: (peak - before.rss) / 1024 / agents,
-      liveHeapPerAgentKb,
-      finished: outputs.filter(Boolean).length,
+      rssPerAgentKb: (peak - before.rss) / 1024 / (runs * perRun),
+      finished: finished.reduce((sum, n) => sum + n, 0),
     };
   } finally {
     await close();
