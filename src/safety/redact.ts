@@ -70,14 +70,32 @@ export class Redactor {
     return out;
   }
 
-  /** Every string in a JSON-like value, redacted; other values as they are. */
+  /**
+   * Every string in a JSON-like value, redacted; other values as they are. An array or object with
+   * nothing to redact inside is returned itself, not copied: a snapshot or an event, nearly always
+   * clean, costs a walk and no garbage. One that changed is a copy; the value given is never changed.
+   */
   redactDeep<T>(value: T): T {
     if (typeof value === "string") return this.redact(value) as T;
-    if (Array.isArray(value)) return value.map((item) => this.redactDeep(item)) as T;
+    if (Array.isArray(value)) {
+      let copy: unknown[] | undefined;
+      for (let i = 0; i < value.length; i++) {
+        const item: unknown = value[i];
+        const clean = this.redactDeep(item);
+        if (clean !== item) copy ??= value.slice();
+        if (copy) copy[i] = clean;
+      }
+      return (copy ?? value) as T;
+    }
     if (value && typeof value === "object") {
-      const out: Record<string, unknown> = {};
-      for (const [key, item] of Object.entries(value)) out[key] = this.redactDeep(item);
-      return out as T;
+      let copy: Record<string, unknown> | undefined;
+      for (const key of Object.keys(value)) {
+        const item = (value as Record<string, unknown>)[key];
+        const clean = this.redactDeep(item);
+        if (clean !== item) copy ??= { ...(value as Record<string, unknown>) };
+        if (copy) copy[key] = clean;
+      }
+      return (copy ?? value) as T;
     }
     return value;
   }

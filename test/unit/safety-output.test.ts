@@ -68,6 +68,18 @@ describe("redaction", () => {
       b: { c: 1, d: "PASSWORD=[REDACTED]" },
     });
   });
+
+  it("copies only what it redacts: a clean value comes back itself, the value given is never changed", () => {
+    const clean = { messages: [{ role: "user", content: "hello" }], usage: { input: 3 } };
+    expect(redactor.redactDeep(clean)).toBe(clean);
+
+    const given = { clean: { x: ["a", "b"] }, dirty: ["ok", "PASSWORD=abcdefgh", "ok"], n: 1 };
+    const redacted = redactor.redactDeep(given);
+    expect(redacted).toEqual({ clean: { x: ["a", "b"] }, dirty: ["ok", "PASSWORD=[REDACTED]", "ok"], n: 1 });
+    expect(redacted).not.toBe(given);
+    expect(redacted.clean).toBe(given.clean);
+    expect(given.dirty).toEqual(["ok", "PASSWORD=abcdefgh", "ok"]);
+  });
 });
 
 describe("output hygiene", () => {
