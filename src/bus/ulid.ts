@@ -7,7 +7,10 @@ import { randomFillSync } from "node:crypto";
  * then, which makes an id several times cheaper (every event gets one).
  */
 const ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+const TIME_CHARS = 10;
 const RANDOM_CHARS = 16;
+/** The character codes of the id being made: built in place, turned into one string at the end. */
+const codes: number[] = Array.from({ length: TIME_CHARS + RANDOM_CHARS }, () => 48);
 
 const pool = new Uint8Array(4096);
 let poolAt = pool.length;
@@ -35,6 +38,10 @@ function increment(): void {
   freshRandom();
 }
 
+/**
+ * One flat string per id: adding 26 characters one by one made a string per character, about 900
+ * bytes of garbage per id.
+ */
 export function ulid(now: number = Date.now()): string {
   if (now > lastTime) {
     lastTime = now;
@@ -43,11 +50,10 @@ export function ulid(now: number = Date.now()): string {
     increment();
   }
   let time = lastTime;
-  let out = "";
-  for (let i = 0; i < 10; i++) {
-    out = ALPHABET[time % 32] + out;
+  for (let i = TIME_CHARS - 1; i >= 0; i--) {
+    codes[i] = ALPHABET.charCodeAt(time % 32);
     time = Math.floor(time / 32);
   }
-  for (let i = 0; i < RANDOM_CHARS; i++) out += ALPHABET[random[i] as number];
-  return out;
+  for (let i = 0; i < RANDOM_CHARS; i++) codes[TIME_CHARS + i] = ALPHABET.charCodeAt(random[i] as number);
+  return String.fromCharCode.apply(null, codes);
 }
