@@ -251,6 +251,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     },
     compact: (input, signal) =>
       compactAndReport(input.messages, compaction, summarizer(deps.models, chain), events, signal),
+    sendEvents: events.sendNow,
     needsCompaction: (messages) => {
       const view = tools();
       const overhead = { atMost: view.maxTokens + reply, exactly: () => view.tokens() + reply };

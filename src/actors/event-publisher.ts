@@ -19,7 +19,10 @@ const MAX_BATCH = 512;
 export class EventPublisher {
   #seq: number;
   #queue: Envelope[] = [];
+  /** From the first event that finds no append going until the queue is empty again. */
   #sending = false;
+  /** An append is waiting for its microtask to start. */
+  #scheduled = false;
   /** Events made, and events whose append has settled. */
   #made = 0;
   #settled = 0;
@@ -57,8 +60,19 @@ export class EventPublisher {
     this.#made++;
     if (this.#sending) return;
     this.#sending = true;
-    queueMicrotask(() => void this.#send());
+    this.#scheduled = true;
+    queueMicrotask(this.sendNow);
   }
+
+  /**
+   * Starts the append that the events made in this stretch of work wait for, now rather than in its
+   * microtask. Nothing when none waits: an append in flight takes what was made meanwhile next.
+   */
+  readonly sendNow = (): void => {
+    if (!this.#scheduled) return;
+    this.#scheduled = false;
+    void this.#send();
+  };
 
   async #send(): Promise<void> {
     while (this.#queue.length > 0) {

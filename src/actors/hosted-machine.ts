@@ -18,6 +18,8 @@ export interface HostedActors {
   runTools(input: { calls: PlannedCall[] }, signal: AbortSignal): Promise<ToolBatchOutput>;
   compact(input: CompactionInput, signal: AbortSignal): Promise<CompactionOutput>;
   needsCompaction(messages: readonly ChatMessage[]): boolean;
+  /** Hands the events the host has made to the bus now, not at the end of the microtask queue. */
+  sendEvents(): void;
 }
 
 /** Each running machine's host, by the machine's actor system (what its invoked actors are given). */
@@ -36,10 +38,13 @@ const hostOf = (system: ActorSystem<ActorSystemInfo>): HostedActors => {
  * starts an invoked actor before it tells the host of the new state; the host's events and snapshot
  * go out at the end of the event loop's turn (`AckedPublisher`). Building a model request is CPU work
  * (a process's first loads Node's HTTP client: tens of ms), so the model call waits for them: the
- * microtask lets the host hear of the state, the immediate comes after the bus's own.
+ * microtask lets the host hear of the state; its events are then handed to the bus at once (they
+ * would wait for a microtask of their own, queued after ours), so the bus's write is scheduled
+ * before our immediate.
  */
-async function stateReported(): Promise<void> {
+async function stateReported(host: HostedActors): Promise<void> {
   await Promise.resolve();
+  host.sendEvents();
   await new Promise((resolve) => setImmediate(resolve));
 }
 
@@ -51,8 +56,9 @@ async function stateReported(): Promise<void> {
 const hostedMachine = agentMachine.provide({
   actors: {
     callModel: fromPromise<ModelTurn, ModelTurnInput>(async ({ input, signal, system }) => {
-      await stateReported();
-      return hostOf(system).callModel(input, signal);
+      const host = hostOf(system);
+      await stateReported(host);
+      return host.callModel(input, signal);
     }),
     awaitApproval: fromPromise<ApprovalDecision[], { calls: PlannedCall[] }>(({ input, signal, system }) =>
       hostOf(system).awaitApproval(input, signal),
