@@ -65,7 +65,11 @@ async function runtime() {
   );
   const bus = await NatsBus.connect({ url: inject("natsUrl"), prefix });
   const rt = await new Runtime({ config, workspace: ws, env: {}, tools: [slowWrite], bus }).open();
-  return { rt, bus, close: async () => (await rt.close(), await bus.close()) };
+  const close = async () => {
+    await rt.close();
+    await bus.close();
+  };
+  return { rt, bus, close };
 }
 
 // Building a model request is CPU work (a fresh process first loads Node's HTTP client: tens of
