@@ -1,9 +1,10 @@
 import { JetStreamApiCodes, JetStreamApiError } from "@nats-io/jetstream";
 import { type KV, Kvm, type KvWatchEntry, KvWatchInclude } from "@nats-io/kv";
-import type { NatsConnection, QueuedIterator } from "@nats-io/transport-node";
+import { errors, type NatsConnection, type QueuedIterator } from "@nats-io/transport-node";
 import { AsyncQueue } from "./async-queue.js";
 import {
   assertKvKey,
+  BusClosedError,
   type KvChange,
   KvConflictError,
   type KvEntry,
@@ -28,8 +29,8 @@ export async function openNatsKv(
 
 /**
  * A KV bucket on JetStream. While the server is away, reads and writes are retried (up to
- * `retryMs`), so a brief outage delays state rather than losing it; a conflict or a permission
- * refusal is never retried.
+ * `retryMs`), so a brief outage delays state rather than losing it; a conflict, a permission
+ * refusal or a closed bus is never retried.
  */
 class NatsKv implements KvStore {
   constructor(
@@ -124,6 +125,7 @@ class NatsKv implements KvStore {
       try {
         return await operation();
       } catch (error) {
+        if (error instanceof errors.ClosedConnectionError) throw new BusClosedError();
         if (!isTransient(error) || Date.now() + delay >= deadline) throw error;
         await new Promise((resolve) => setTimeout(resolve, delay));
         delay = Math.min(delay * 2, 1000);
@@ -141,7 +143,7 @@ class NatsKv implements KvStore {
 
 /** Faults worth waiting out: the server away or slow. Conflicts and refusals are answers, not faults. */
 function isTransient(error: unknown): boolean {
-  if (isWrongLastSequence(error)) return false;
+  if (isWrongLastSequence(error) || error instanceof BusClosedError) return false;
   const text = `${(error as Error)?.name} ${(error as Error)?.message} ${String((error as Error)?.cause ?? "")}`;
   return !/Permission|Authoriz|InvalidArgument|InvalidSubject|bucket not found/i.test(text);
 }

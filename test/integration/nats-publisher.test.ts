@@ -112,3 +112,28 @@ describe("the NATS event log on a closed bus", () => {
     }
   });
 });
+
+describe("NATS KV on a closed bus", () => {
+  // While the server is away, KV reads and writes are retried for up to 30 s; a bus closed here is
+  // not away, and a daemon that stops with snapshot writes still going must not wait that out.
+  it("refuses a put and a get at once instead of retrying them", async () => {
+    const prefix = uniquePrefix();
+    const bus = await NatsBus.connect({ url: inject("natsUrl"), prefix });
+    try {
+      const kv = await bus.kv("state");
+      await kv.put("k", { n: 1 });
+      await bus.close();
+      const soon = <T>(promise: Promise<T>) =>
+        Promise.race([
+          promise,
+          new Promise<never>((_, reject) =>
+            setTimeout(() => reject(new Error("still retrying after 2 s")), 2000).unref(),
+          ),
+        ]);
+      await expect(soon(kv.put("k", { n: 2 }))).rejects.toBeInstanceOf(BusClosedError);
+      await expect(soon(kv.get("k"))).rejects.toBeInstanceOf(BusClosedError);
+    } finally {
+      await removePrefix(inject("natsUrl"), prefix);
+    }
+  });
+});
