@@ -125,7 +125,8 @@ class NatsKv implements KvStore {
       try {
         return await operation();
       } catch (error) {
-        if (error instanceof errors.ClosedConnectionError) throw new BusClosedError();
+        if (error instanceof BusClosedError || error instanceof errors.ClosedConnectionError)
+          throw new BusClosedError();
         if (!isTransient(error) || Date.now() + delay >= deadline) throw error;
         await new Promise((resolve) => setTimeout(resolve, delay));
         delay = Math.min(delay * 2, 1000);
@@ -143,7 +144,7 @@ class NatsKv implements KvStore {
 
 /** Faults worth waiting out: the server away or slow. Conflicts and refusals are answers, not faults. */
 function isTransient(error: unknown): boolean {
-  if (isWrongLastSequence(error) || error instanceof BusClosedError) return false;
+  if (isWrongLastSequence(error)) return false;
   const text = `${(error as Error)?.name} ${(error as Error)?.message} ${String((error as Error)?.cause ?? "")}`;
   return !/Permission|Authoriz|InvalidArgument|InvalidSubject|bucket not found/i.test(text);
 }
