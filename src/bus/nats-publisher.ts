@@ -112,7 +112,12 @@ export class AckedPublisher {
             : {}),
         });
       } catch (error) {
-        this.#settle(token, pending, error as Error);
+        // A connection closed under us is a closed bus: the callers do not retry that.
+        this.#settle(
+          token,
+          pending,
+          error instanceof errors.ClosedConnectionError ? new BusClosedError() : (error as Error),
+        );
       }
     }
   }

@@ -97,6 +97,16 @@ describe("AckedPublisher on a real nats-server", () => {
       BusClosedError,
     );
   });
+
+  it("calls a connection closed under it a closed bus, which callers do not retry", async () => {
+    const own = await connect({ servers: inject("natsUrl") });
+    const publisher = new AckedPublisher(own);
+    await own.close();
+    await expect(publisher.publish(`${prefix}.stored.after`, encoder.encode("x"))).rejects.toBeInstanceOf(
+      BusClosedError,
+    );
+    publisher.close();
+  });
 });
 
 describe("the NATS event log on a closed bus", () => {
