@@ -17,7 +17,7 @@ import { measureApart, whenRunAsScript } from "./processes.js";
 export type ScaleKind = "troupe" | "peer" | "sdk";
 
 export interface ScaleResult {
-  /** Agents that did their three turns, in runs started at once (a Troupe run: a lead and its workers). */
+  /** Agents started at once, in whole runs (a Troupe run: a lead and its workers). */
   agents: number;
   wallMs: number;
   /** (peak RSS during the run − RSS before it) / agents, in KB. */
@@ -94,7 +94,7 @@ export async function measureScale(kind: ScaleKind, agents: number, bus?: Bus): 
   }
 }
 
-/** `measureScale` in a fresh process (see `measureApart`); Troupe on NATS. */
+/** `measureScale` in a fresh process (see `measureApart`); Troupe's runs on NATS at `url`. */
 export const measureScaleApart = (kind: ScaleKind, agents: number, url: string, prefix: string) =>
   measureApart<ScaleResult>(import.meta.url, [kind, String(agents), url, prefix]);
 
