@@ -5,9 +5,14 @@ import type { ChatMessage, ToolSpec } from "../model/types.js";
 /** The encoding's tables take a few hundred ms to load: loaded at the first count, not at start. */
 const require = createRequire(import.meta.url);
 let encoding: typeof O200k | undefined;
+/**
+ * Special tokens (`<|endoftext|>`, `<|im_start|>`, …) are counted as the ordinary text they are: a
+ * file or a tool's output may hold them, and the tokenizer's default is to throw on them.
+ */
+const AS_TEXT = { disallowedSpecial: new Set<string>() };
 const countTokens = (text: string): number => {
   encoding ??= require("gpt-tokenizer/encoding/o200k_base") as typeof O200k;
-  return encoding.countTokens(text);
+  return encoding.countTokens(text, AS_TEXT);
 };
 
 /**
