@@ -154,7 +154,9 @@ async function execute(
 
 /**
  * Every result on its way to the model: control and escape characters out, the size capped with a
- * note on how to read the rest, secrets redacted, and the output wrapped as untrusted data.
+ * note on how to read the rest, secrets redacted, and all the tool said (summary, error, output)
+ * wrapped as untrusted data in `output`, which is what the model reads (see `resultContent`). `error`
+ * and `summary` stay plain, cleaned and redacted, for events and people.
  */
 function finish(
   result: ToolResult,
@@ -164,12 +166,14 @@ function finish(
 ): ToolResult {
   const redact = (text: string) => (options.redactor ? options.redactor.redact(text) : text);
   const cap = options.outputCap ?? DEFAULT_OUTPUT_CAP;
-  const out: ToolResult = {
-    ...result,
-    output: wrapUntrusted(source, redact(cleanOutput(result.output, cap, readMore))),
-  };
+  const out: ToolResult = { ...result };
   if (result.error !== undefined) out.error = redact(cleanOutput(result.error, 2000));
   if (result.summary !== undefined) out.summary = redact(cleanOutput(result.summary, 500));
+  const said = [
+    result.ok ? out.summary : (out.error ?? "the tool failed"),
+    redact(cleanOutput(result.output, cap, readMore)),
+  ];
+  out.output = wrapUntrusted(source, said.filter(Boolean).join("\n"));
   return out;
 }
 

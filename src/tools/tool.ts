@@ -9,6 +9,10 @@ import type { ToolEffect } from "./catalog.js";
  */
 export interface ToolResult {
   ok: boolean;
+  /**
+   * What the tool printed. Once through the pipeline (`runBatch`), the one text the model reads of
+   * the call: summary or error and output, cleaned, redacted and wrapped in `<tool_output>`.
+   */
   output: string;
   error?: string;
   summary?: string;
@@ -84,12 +88,17 @@ export function toolError(error: string, recoveryHint: string): ToolResult {
   return { ok: false, output: "", error, recoveryHint };
 }
 
-/** The text the model reads for a result. */
+/**
+ * The text the model reads for a result. A result from the pipeline (`runBatch`) holds all the tool
+ * said inside its wrapped `output`; only the recovery hint, Troupe's own, stays outside. A result
+ * Troupe made before anything ran (an unknown tool, bad arguments, a denial) has no output, and its
+ * error is Troupe's own.
+ */
 export function resultContent(result: ToolResult): string {
-  if (result.ok) return result.summary ? `${result.summary}\n${result.output}` : result.output;
-  const lines = [`error: ${result.error ?? "the tool failed"}`];
+  const lines: string[] = [];
+  if (!result.ok) lines.push(result.output ? "error:" : `error: ${result.error ?? "the tool failed"}`);
   if (result.output) lines.push(result.output);
-  if (result.recoveryHint) lines.push(`how to recover: ${result.recoveryHint}`);
+  if (!result.ok && result.recoveryHint) lines.push(`how to recover: ${result.recoveryHint}`);
   return lines.join("\n");
 }
 

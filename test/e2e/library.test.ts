@@ -81,8 +81,8 @@ describe("the library API", () => {
     });
     const output = await runtime.start({ task: "weather?" }).done;
     expect(server.requests.map((r) => r.body.model)).toEqual(["first", "second"]);
-    expect(server.requests[1]?.body.messages.find((m) => m.role === "tool")?.content).toContain(
-      "error: no such place",
+    expect(server.requests[1]?.body.messages.find((m) => m.role === "tool")?.content).toMatch(
+      /^error:\n<tool_output source="weather">\nno such place\n/,
     );
     // Stopped after turn 2: its tool call did not run.
     expect(output).toMatchObject({ reason: "done", turns: 2, toolCalls: 1 });

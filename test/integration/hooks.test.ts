@@ -65,7 +65,7 @@ describe("hooks", () => {
     });
     await rt.start({ task: "x", approval: "yolo" }).done;
     expect(existsSync(join(ws, "out.txt"))).toBe(false);
-    expect(toolResults()[0]).toContain("error: writes are frozen today");
+    expect(toolResults()[0]).toMatch(/^error:\n<tool_output source="write_file">\nwrites are frozen today\n/);
     expect(toolResults()[1]).toContain("secret plans");
     expect(JSON.parse(readFileSync(join(ws, "hook-input.json"), "utf8"))).toMatchObject({
       event: "beforeTool",

@@ -273,7 +273,9 @@ describe("subagents", () => {
         ?.body.messages.filter((m) => m.role === "tool")
         .map((m) => m.content) ?? [];
     expect(results[0]).toContain("explorer's answer");
-    expect(results[1]).toContain("error: subagent reviewer stopped: failed (scripted: 400 bad request)");
+    expect(results[1]).toMatch(
+      /^error:\n<tool_output source="[^"]+">\nsubagent reviewer stopped: failed \(scripted: 400 bad request\)/,
+    );
     await rt.close();
   });
 
@@ -361,14 +363,14 @@ describe("subagents", () => {
         .at(-1)
         ?.body.messages.filter((m) => m.role === "tool")
         .map((m) => m.content) ?? [];
-    expect(leadResults[2]).toContain("error: 2 subagents are already running");
+    expect(leadResults[2]).toMatch(/^error:\n<tool_output source="[^"]+">\n2 subagents are already running/);
     const explorerRequest = server.requests.find(
       (r) =>
         String(r.body.messages[0]?.content).includes('"explorer"') &&
         r.body.messages.some((m) => m.role === "tool"),
     );
-    expect(explorerRequest?.body.messages.find((m) => m.role === "tool")?.content).toContain(
-      "error: subagents may nest at most 1 deep",
+    expect(explorerRequest?.body.messages.find((m) => m.role === "tool")?.content).toMatch(
+      /^error:\n<tool_output source="[^"]+">\nsubagents may nest at most 1 deep/,
     );
     await rt.close();
   });
