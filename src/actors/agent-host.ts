@@ -11,6 +11,8 @@ import type { ModelRouter } from "../model/model-router.js";
 import type { Approver } from "../safety/approver.js";
 import type { Redactor } from "../safety/redact.js";
 import { UNTRUSTED_NOTE } from "../safety/untrusted.js";
+import type { SandboxMode } from "../sandbox/plan.js";
+import type { Sandbox } from "../sandbox/sandbox.js";
 import { type LoadedSkill, type Skill, skillLoaded, withSkill } from "../skills/skills.js";
 import type { Hooks } from "../tools/hooks.js";
 import { planCalls } from "../tools/plan.js";
@@ -48,6 +50,8 @@ export interface AgentDeps {
   redactor: Redactor;
   /** Directories in the workspace no tool may change (the config dir). */
   protectedDirs: string[];
+  /** Where commands are confined; without one, every command must be asked for. */
+  sandbox?: Sandbox;
   /** Every skill there is; an agent's `skills:` picks from them. */
   skills: ReadonlyMap<string, Skill>;
   /** Every agent definition, for the subagents an agent lists. */
@@ -86,6 +90,8 @@ export interface StartAgentOptions {
   skill?: LoadedSkill;
   /** `plan` for this run (overrides the agent's `mode`). */
   mode?: "act" | "plan";
+  /** The sandbox mode for this run (overrides the agent's and the config's). */
+  sandbox?: SandboxMode;
   /** With `restore` of a stopped agent: the instruction it goes on with. */
   continueWith?: string;
   /** Resume this agent from its stored record instead of starting it. */
@@ -144,6 +150,12 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     : depth > 0 || definition.readOnly
       ? "read-only"
       : undefined;
+  const sandboxMode = restore?.sandbox ?? options.sandbox ?? definition.sandbox ?? deps.config.sandbox.mode;
+  const sandbox = {
+    unavailable: deps.sandbox ? deps.sandbox.unavailable : "there is no sandbox in this runtime",
+    mode: sandboxMode,
+    network: deps.config.sandbox.network,
+  };
   const startedAt = Date.now() - (restore?.elapsedMs ?? 0);
   let turn = restore ? ((restore.snapshot as { context?: { turns?: number } }).context?.turns ?? 0) : 0;
   const gate = toolGate(deps.hooks, deps.agentHooks, { runId, agentId, agent: definition.name });
@@ -216,14 +228,11 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         finishReason: response.finishReason,
         toolCalls: toolCalls.length,
       });
-      const plan = planCalls(
-        toolCalls,
-        registry,
-        input.withTools ? tools().allowed : new Set(),
-        policy,
-        deps.workspace,
+      const plan = planCalls(toolCalls, registry, input.withTools ? tools().allowed : new Set(), policy, {
+        workspace: deps.workspace,
         readOnlyBecause,
-      );
+        sandbox,
+      });
       for (const call of plan) events.emit("tool.requested", requested(call));
       return { ...response, plan };
     },
@@ -237,6 +246,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
           agentId,
           workspace: deps.workspace,
           protectedDirs: deps.protectedDirs,
+          readHardLinks: deps.config.sandbox.readHardLinks,
           ...(definition.skills ? { skills: definition.skills } : {}),
         },
         signal,
@@ -367,6 +377,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       task: restore?.task ?? options.task,
       budget,
       mode,
+      ...(sandboxMode ? { sandbox: sandboxMode } : {}),
       nextSeq: events.nextSeq,
       elapsedMs: Date.now() - startedAt,
       snapshot: persisted(),

@@ -21,7 +21,12 @@ import type { EventPublisher } from "./event-publisher.js";
 export function toolView(list: readonly string[], registry: ToolRegistry, onlyReads = false) {
   const listed = (name: string) =>
     list.includes(name) || list.some((entry) => entry.endsWith("__*") && name.startsWith(entry.slice(0, -1)));
-  const matches = (name: string) => listed(name) && (!onlyReads || registry.get(name)?.effect === "read");
+  // A read-only agent sees read tools, and the sandboxed ones (the shell), which run read-only for it.
+  const readable = (name: string) => {
+    const tool = registry.get(name);
+    return tool?.effect === "read" || tool?.sandboxed === true;
+  };
+  const matches = (name: string) => listed(name) && (!onlyReads || readable(name));
   let key = "";
   let view = toolsOf([], []);
   return () => {
@@ -104,7 +109,10 @@ export async function askEach(
       tool: call.name,
       arguments: deps.redactor.redact(call.arguments),
       effect: call.effect,
-      detail: deps.redactor.redact(preview.detail),
+      // A command leaving the sandbox says so: that is what the person is deciding.
+      detail: deps.redactor.redact(
+        call.askBecause ? `${preview.detail}\n(asked because ${call.askBecause})` : preview.detail,
+      ),
       paths: preview.paths,
     };
     const { runId: _r, agentId: _a, tool, ...shown } = request;

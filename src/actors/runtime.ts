@@ -5,12 +5,15 @@ import type { Bus } from "../bus/bus.js";
 import { LocalBus } from "../bus/local-bus.js";
 import { ulid } from "../bus/ulid.js";
 import type { LoadedConfig } from "../config/load.js";
+import { dataDir } from "../config/paths.js";
 import type { AgentDefinition, ApprovalPolicy } from "../config/schema.js";
 import { type Logger, silentLogger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import { ModelRouter, type ModelRouterOptions } from "../model/model-router.js";
 import { type Approver, denyingApprover } from "../safety/approver.js";
 import { Redactor } from "../safety/redact.js";
+import type { SandboxMode } from "../sandbox/plan.js";
+import { detectSandbox, type Sandbox } from "../sandbox/sandbox.js";
 import { discoverSkills, matchSkill, type Skill, skillBody, skillCommand } from "../skills/skills.js";
 import { builtinTools } from "../tools/builtin/index.js";
 import { loadSkillTool } from "../tools/builtin/load-skill.js";
@@ -39,6 +42,8 @@ export interface RuntimeOptions {
   /** Hooks as functions: block or change tool calls, replace results, stop after a turn, swap the model. */
   hooks?: AgentHooks;
   models?: ModelRouterOptions;
+  /** Where commands are confined; default: this machine's (bubblewrap on Linux), found once. */
+  sandbox?: Sandbox;
 }
 
 export class UnknownAgentError extends Error {
@@ -62,6 +67,8 @@ export interface RunOptions {
   skill?: string;
   /** `plan`: read tools only, a capped turn budget, a prompt asking for a plan. */
   mode?: "act" | "plan";
+  /** Where this run's commands are confined (overrides the agent's and the config's). */
+  sandbox?: SandboxMode;
   runId?: string;
 }
 
@@ -75,6 +82,8 @@ export class Runtime {
   /** From the config's skills dir, then the workspace's `.troupe/skills`. */
   readonly skills: Map<string, Skill>;
   readonly mcp: McpManager;
+  /** This machine's sandbox for commands; `sandbox.unavailable` says why there is none. */
+  readonly sandbox: Sandbox;
   readonly #config: LoadedConfig;
   readonly #log: Logger;
   readonly #approver: Approver;
@@ -107,8 +116,19 @@ export class Runtime {
       ],
       this.#log,
     );
+    const env = options.env ?? process.env;
+    this.sandbox = options.sandbox ?? detectSandbox();
+    const sandboxConfig = options.config.troupe.sandbox;
     this.tools = new ToolRegistry([
-      ...builtinTools({ shell: { env: options.config.troupe.shell.env } }),
+      ...builtinTools({
+        shell: {
+          env: options.config.troupe.shell.env,
+          sandbox: this.sandbox,
+          protectedDirs: [options.config.dir],
+          hiddenDirs: [dataDir(options.config.troupe.dataDir, env)],
+          readPaths: sandboxConfig.readPaths.map((path) => resolve(options.config.dir, path)),
+        },
+      }),
       loadSkillTool(this.skills),
       ...(options.tools ?? []),
     ]);
@@ -167,6 +187,7 @@ export class Runtime {
       runId: options.runId ?? newRunId(),
       ...(options.approval ? { approval: options.approval } : {}),
       ...(options.mode ? { mode: options.mode } : {}),
+      ...(options.sandbox ? { sandbox: options.sandbox } : {}),
     });
   }
 
@@ -289,6 +310,7 @@ export class Runtime {
       log: this.#log,
       redactor: this.redactor,
       protectedDirs: [this.#config.dir],
+      sandbox: this.sandbox,
       skills: this.skills,
       agents: new Map([...this.#config.agents].map(([name, agent]) => [name, agent.definition])),
       limits: this.#config.troupe.subagents,

@@ -1,5 +1,5 @@
 import { Command, CommanderError, Option } from "commander";
-import { APPROVAL_POLICIES } from "../config/policies.js";
+import { APPROVAL_POLICIES, SANDBOX_MODES } from "../config/policies.js";
 import { createLogger, LOG_LEVELS, type Logger } from "../log.js";
 import { Redactor } from "../safety/redact.js";
 import type { RunFlags } from "./run.js";
@@ -69,6 +69,12 @@ export async function main(argv: string[]): Promise<number> {
     .option("-a, --agent <name>", "the agent to run (default: the config's defaultAgent)")
     .option("-w, --workspace <dir>", "the directory the agent works in (default: the config's workspace)")
     .addOption(new Option("--approval <policy>", "approval policy for this run").choices(APPROVAL_POLICIES))
+    .addOption(
+      new Option(
+        "--sandbox <mode>",
+        "where commands run: read-only, workspace-write, or off (off asks for every command unless yolo)",
+      ).choices(SANDBOX_MODES),
+    )
     .addOption(
       new Option("--mode <mode>", "plan: read tools only, a few turns, answer with a plan").choices([
         "act",

@@ -35,6 +35,7 @@ export async function runViaDaemon(
       ...(flags.agent ? { agent: flags.agent } : {}),
       ...(flags.approval ? { approval: flags.approval } : {}),
       ...(flags.mode ? { mode: flags.mode } : {}),
+      ...(flags.sandbox ? { sandbox: flags.sandbox } : {}),
       ...(flags.skill ? { skill: flags.skill } : {}),
     })) as { runId: string; agentId: string };
     const renderer = flags.json ? jsonRenderer() : humanRenderer(() => started.agentId);

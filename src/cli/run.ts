@@ -9,6 +9,7 @@ import type { ApprovalPolicy } from "../config/schema.js";
 import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import { denyingApprover } from "../safety/approver.js";
+import type { SandboxMode } from "../sandbox/plan.js";
 import { humanRenderer, jsonRenderer } from "./render.js";
 import { ttyApprover } from "./tty-approver.js";
 
@@ -18,6 +19,7 @@ export interface RunFlags {
   workspace?: string;
   approval?: ApprovalPolicy;
   mode?: "act" | "plan";
+  sandbox?: SandboxMode;
   skill?: string;
   json?: boolean;
 }
@@ -78,6 +80,7 @@ export async function runTask(
       agent: definition.name,
       ...(flags.approval ? { approval: flags.approval } : {}),
       ...(flags.mode ? { mode: flags.mode } : {}),
+      ...(flags.sandbox ? { sandbox: flags.sandbox } : {}),
       ...(flags.skill ? { skill: flags.skill } : {}),
     });
     const reading = new AbortController();

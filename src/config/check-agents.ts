@@ -1,4 +1,4 @@
-import { BUILTIN_TOOL_EFFECTS, MCP_SEPARATOR, splitMcpToolName } from "../tools/catalog.js";
+import { BUILTIN_TOOL_EFFECTS, MCP_SEPARATOR, SANDBOXED_TOOLS, splitMcpToolName } from "../tools/catalog.js";
 import { didYouMean } from "../util/did-you-mean.js";
 import type { LoadedAgent } from "./load.js";
 import type { ConfigProblem } from "./problems.js";
@@ -62,18 +62,31 @@ function checkTools(
   problems: ConfigProblem[],
 ): void {
   const { definition, file } = agent;
+  if (
+    definition.sandbox !== undefined &&
+    definition.sandbox !== "read-only" &&
+    (definition.readOnly || isSubagent)
+  ) {
+    const why = definition.readOnly ? "a read-only agent" : "a subagent";
+    problems.push(
+      file.problem(
+        ["sandbox"],
+        `${why}'s commands always run in the read-only sandbox; remove "sandbox: ${definition.sandbox}" or set it to read-only`,
+      ),
+    );
+  }
   const servers = Object.keys(config.mcpServers);
   const builtins = Object.keys(BUILTIN_TOOL_EFFECTS);
   definition.tools.forEach((tool, i) => {
     const at = ["tools", i];
     const effect = BUILTIN_TOOL_EFFECTS[tool];
     if (effect !== undefined) {
-      if (effect !== "read" && (definition.readOnly || isSubagent)) {
+      if (effect !== "read" && !SANDBOXED_TOOLS.has(tool) && (definition.readOnly || isSubagent)) {
         const why = definition.readOnly ? "a read-only agent" : "a subagent (every subagent is read-only)";
         problems.push(
           file.problem(
             at,
-            `"${tool}" ${effect === "write" ? "writes" : "executes"}; ${why} may list read tools only: ${readTools().join(", ")}`,
+            `"${tool}" ${effect === "write" ? "writes" : "executes"}; ${why} may list read tools only: ${readTools().join(", ")}, and ${[...SANDBOXED_TOOLS].join(", ")} (run in the read-only sandbox)`,
           ),
         );
       }

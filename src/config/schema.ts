@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { APPROVAL_POLICIES } from "./policies.js";
+import { APPROVAL_POLICIES, SANDBOX_MODES } from "./policies.js";
 
 /** Names users type and the model sees in tool names (`subagent_<name>`): lowercase words. */
 const AGENT_NAME = /^[a-z][a-z0-9_-]{0,63}$/;
@@ -8,6 +8,7 @@ const PROVIDER_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]*$/;
 export { APPROVAL_POLICIES };
 export const approvalPolicySchema = z.enum(APPROVAL_POLICIES);
 export type ApprovalPolicy = z.infer<typeof approvalPolicySchema>;
+export const sandboxModeSchema = z.enum(SANDBOX_MODES);
 
 const positiveInt = z.number().int().positive();
 
@@ -51,6 +52,8 @@ export const agentSchema = z.strictObject({
   onToolError: z.enum(["continue", "stop"]).default("continue"),
   /** `plan`: only read tools, a capped number of turns, and a prompt that asks for a plan. */
   mode: z.enum(["act", "plan"]).optional(),
+  /** Where this agent's commands run; overrides troupe.yaml's `sandbox.mode`. A read-only agent's run read-only. */
+  sandbox: sandboxModeSchema.optional(),
 });
 export type AgentDefinition = z.infer<typeof agentSchema>;
 
@@ -90,9 +93,14 @@ export const mcpServerSchema = z
     /** Every tool of this server only reads. */
     readOnly: z.boolean().default(false),
     timeoutMs: positiveInt.default(60_000),
+    /** Run this (stdio) server in the sandbox too, as its commands would be. */
+    sandbox: z.enum(["read-only", "workspace-write"]).optional(),
   })
   .refine((server) => (server.command === undefined) !== (server.url === undefined), {
     message: 'needs exactly one of "command" (a local process) or "url" (Streamable HTTP)',
+  })
+  .refine((server) => server.sandbox === undefined || server.command !== undefined, {
+    message: '"sandbox" applies to a local process ("command"), not to a server at a "url"',
   });
 export type McpServerConfig = z.infer<typeof mcpServerSchema>;
 
@@ -137,6 +145,27 @@ export type HookConfig = z.infer<typeof hookSchema>;
 
 export const HOOK_EVENTS = ["beforeTool", "afterTool", "subagentStart", "subagentStop", "agentStop"] as const;
 export type HookEvent = (typeof HOOK_EVENTS)[number];
+
+/** YAML 1.2 reads `on` and `off` as words: both they and booleans say whether something is on. */
+const onOff = z.union([z.boolean(), z.enum(["on", "off"]).transform((word) => word === "on")]);
+
+const sandboxObjectSchema = z.strictObject({
+  /** Where commands run; absent: the approval policy's own (never-ask read-only, auto-edit and ask workspace-write, yolo off). */
+  mode: sandboxModeSchema.optional(),
+  /** Commands reach the network without asking. */
+  network: onOff.default(false),
+  /** More paths mounted read-only in the sandbox (a toolchain outside /usr and /opt); relative to this file. */
+  readPaths: z.array(z.string().min(1)).default([]),
+  /** The file tools read a file that has other hard links (one may be outside the workspace). */
+  readHardLinks: z.boolean().default(false),
+});
+
+/** `sandbox: read-only` is short for `sandbox: { mode: read-only }`. */
+export const sandboxConfigSchema = z.union([
+  sandboxModeSchema.transform((mode) => sandboxObjectSchema.parse({ mode })),
+  sandboxObjectSchema,
+]);
+export type SandboxConfig = z.infer<typeof sandboxConfigSchema>;
 
 export const troupeConfigSchema = z.strictObject({
   nats: natsConfigSchema.default(natsConfigSchema.parse({})),
@@ -189,6 +218,7 @@ export const troupeConfigSchema = z.strictObject({
       >,
     )
     .default({ beforeTool: [], afterTool: [], subagentStart: [], subagentStop: [], agentStop: [] }),
+  sandbox: sandboxConfigSchema.default(sandboxConfigSchema.parse({})),
   shell: z
     .strictObject({
       /** Environment variables passed to commands besides the safe defaults (PATH, HOME, LANG…). */

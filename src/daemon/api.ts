@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { APPROVAL_POLICIES } from "../config/policies.js";
+import { APPROVAL_POLICIES, SANDBOX_MODES } from "../config/policies.js";
 
 /**
  * The daemon's API on `<p>.api.<verb>` (request/reply). Each request's `data` is checked against its
@@ -16,6 +16,7 @@ export const apiRequests = {
     agent: z.string().optional(),
     approval: z.enum(APPROVAL_POLICIES).optional(),
     mode: z.enum(["act", "plan"]).optional(),
+    sandbox: z.enum(SANDBOX_MODES).optional(),
     skill: z.string().optional(),
   }),
   "runs.list": z.strictObject({}),

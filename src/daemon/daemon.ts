@@ -4,6 +4,7 @@ import { type Bus, BusError, type KvStore, type Subscription } from "../bus/bus.
 import { type Envelope, makeEnvelope } from "../bus/envelope.js";
 import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
+import type { SandboxMode } from "../sandbox/plan.js";
 import { type ApiVerb, apiRequests, type RunRecord } from "./api.js";
 
 /**
@@ -67,6 +68,7 @@ export class Daemon {
           ...(data.agent ? { agent: data.agent } : {}),
           ...(data.approval ? { approval: data.approval as never } : {}),
           ...(data.mode ? { mode: data.mode as "act" | "plan" } : {}),
+          ...(data.sandbox ? { sandbox: data.sandbox as SandboxMode } : {}),
           ...(data.skill ? { skill: data.skill } : {}),
         });
         const record: RunRecord = {

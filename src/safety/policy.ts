@@ -1,4 +1,5 @@
 import type { ApprovalPolicy } from "../config/schema.js";
+import type { Confinement, SandboxMode } from "../sandbox/plan.js";
 import type { ToolEffect } from "../tools/catalog.js";
 
 export type PolicyDecision = "allow" | "ask" | "deny";
@@ -9,30 +10,62 @@ export interface CallJudgement {
   safe: boolean;
   /** Destructive: denied under every policy but yolo. */
   dangerous?: string;
-  /** False when the call could not be understood (a command that does not parse): never allowed unasked. */
+  /** False when the call could not be understood (a command that does not parse). */
   understood?: boolean;
   /** Why it is not safe, for the person asked. */
   reason?: string;
+  /** The call asks to leave the sandbox: to reach the network, or to run unconfined. */
+  escalate?: "network" | "unsandboxed";
+}
+
+/** What an agent's sandboxed calls start from, before each call's own judgement. */
+export interface SandboxSettings {
+  /** Why commands cannot be confined on this machine; undefined when they can. */
+  unavailable?: string | undefined;
+  /** The mode asked for (the run's, else the agent's, else troupe.yaml's); else the policy's own. */
+  mode?: SandboxMode | undefined;
+  /** Commands reach the network without asking (`sandbox.network` in troupe.yaml). */
+  network: boolean;
+  /** The agent only reads (a subagent, `readOnly`, plan mode): its commands run read-only, always. */
+  readOnly: boolean;
 }
 
 export interface Decision {
   decision: PolicyDecision;
   reason?: string;
+  /** For a sandboxed tool: how the call runs if it runs. */
+  sandbox?: Confinement;
 }
 
+/** The sandbox each policy runs commands in when nothing else is configured. */
+export const POLICY_SANDBOX: Readonly<Record<ApprovalPolicy, SandboxMode>> = {
+  "never-ask": "read-only",
+  "auto-edit": "workspace-write",
+  ask: "workspace-write",
+  yolo: "off",
+};
+
 /**
- * The approval policy's decision on one call. Reads are always allowed. `ask` asks for every write and
- * execute; `auto-edit` allows writes and asks for execute unless it is known safe; `never-ask` allows
- * what is known safe and denies the rest; `yolo` allows everything. Under every policy but yolo a
- * dangerous call is denied; under every policy a call that could not be understood is asked about.
+ * The approval policy's decision on one call. Reads are always allowed, and under every policy but
+ * yolo a dangerous call is denied. A tool that runs in the sandbox is decided by `decideConfined`.
+ * For the others (MCP and library tools, judged by what they say of a call): `ask` asks for every
+ * write and execute; `auto-edit` allows writes and asks for execute unless it is known safe;
+ * `never-ask` allows what is known safe and denies the rest; `yolo` allows everything; a call that
+ * could not be understood is never allowed unasked.
  */
-export function decide(policy: ApprovalPolicy, effect: ToolEffect, judgement?: CallJudgement): Decision {
+export function decide(
+  policy: ApprovalPolicy,
+  effect: ToolEffect,
+  judgement?: CallJudgement,
+  sandbox?: SandboxSettings,
+): Decision {
   if (effect === "read") return { decision: "allow" };
   if (judgement?.dangerous && policy !== "yolo")
     return {
       decision: "deny",
       reason: `denied: ${judgement.dangerous} is never allowed under the "${policy}" policy`,
     };
+  if (sandbox) return decideConfined(policy, judgement, sandbox);
   if (judgement?.understood === false) {
     return policy === "never-ask"
       ? { decision: "deny", reason: `denied: ${judgement.reason ?? "it could not be understood"}` }
@@ -53,6 +86,53 @@ export function decide(policy: ApprovalPolicy, effect: ToolEffect, judgement?: C
             reason: `denied: ${judgement?.reason ?? `${effect} tools`} under the "never-ask" policy`,
           };
   }
+}
+
+/**
+ * A call that runs in the sandbox is judged by where it runs, not by what its text seems to do:
+ * `never-ask` runs it read-only and `auto-edit` workspace-write without asking, `ask` asks and then
+ * runs it workspace-write, `yolo` runs it unconfined unless a sandbox mode is configured. Leaving
+ * the sandbox (the network, no sandbox at all, or a machine without one) is always asked about
+ * (denied under `never-ask`, where nobody is asked), except under yolo. A read-only agent's calls
+ * run read-only without asking and can never leave the sandbox.
+ */
+function decideConfined(
+  policy: ApprovalPolicy,
+  judgement: CallJudgement | undefined,
+  settings: SandboxSettings,
+): Decision {
+  let mode: SandboxMode = settings.readOnly ? "read-only" : (settings.mode ?? POLICY_SANDBOX[policy]);
+  let network = settings.network;
+  const leaving: string[] = [];
+  if (judgement?.escalate === "network" && !network) {
+    network = true;
+    leaving.push("it asks for network access");
+  }
+  if (judgement?.escalate === "unsandboxed") {
+    if (settings.readOnly)
+      return deny("this agent only reads: its commands run in the read-only sandbox or not at all");
+    if (mode !== "off") leaving.push("it asks to run outside the sandbox");
+    mode = "off";
+  }
+  if (mode !== "off" && settings.unavailable) {
+    if (settings.readOnly) return deny(`this agent only reads, and ${settings.unavailable}`);
+    mode = "off";
+    leaving.push(`it cannot be sandboxed: ${settings.unavailable}`);
+  }
+  if (mode === "off" && leaving.length === 0 && policy !== "yolo") leaving.push("the sandbox is off");
+  const sandbox: Confinement = { mode, network: mode === "off" || network };
+  if (policy === "yolo") return { decision: "allow", sandbox };
+  if (leaving.length > 0) {
+    return policy === "never-ask"
+      ? deny(`denied: ${leaving.join("; ")}, and the "never-ask" policy asks nobody`)
+      : { decision: "ask", reason: leaving.join("; "), sandbox };
+  }
+  if (settings.readOnly || policy !== "ask") return { decision: "allow", sandbox };
+  return { decision: "ask", sandbox };
+}
+
+function deny(reason: string): Decision {
+  return { decision: "deny", reason };
 }
 
 /** The decision by effect alone, for a tool that has nothing to say about its calls. */

@@ -17,6 +17,9 @@ export const BUILTIN_TOOL_EFFECTS: Readonly<Record<string, ToolEffect>> = {
   shell: "execute",
 };
 
+/** Built-in tools that run in the sandbox: a read-only agent may list them, and they run read-only for it. */
+export const SANDBOXED_TOOLS: ReadonlySet<string> = new Set(["shell"]);
+
 /** MCP tools are named `server__tool`; `server__*` stands for all of a server's tools. */
 export const MCP_SEPARATOR = "__";
 

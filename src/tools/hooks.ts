@@ -1,8 +1,8 @@
-import { spawn } from "node:child_process";
 import type { HookConfig, HookEvent, TroupeConfig } from "../config/schema.js";
 import type { Logger } from "../log.js";
 import type { Redactor } from "../safety/redact.js";
-import { commandEnv } from "./builtin/shell.js";
+import { commandEnv } from "../sandbox/env.js";
+import { runCommand } from "../sandbox/run-command.js";
 import type { PlannedCall } from "./plan.js";
 import { type ToolResult, toolError } from "./tool.js";
 
@@ -119,45 +119,30 @@ export class Hooks {
     return this.hooks[event].filter((hook) => globMatches(hook.match, name));
   }
 
-  #run(hook: HookConfig, payload: Record<string, unknown>): Promise<HookOutcome> {
-    return new Promise((resolve) => {
-      const child = spawn("bash", ["-c", hook.command], {
-        cwd: this.workspace,
-        env: commandEnv(process.env, this.env),
-        detached: true,
-        stdio: ["pipe", "pipe", "pipe"],
-      });
-      let stdout = "";
-      let stderr = "";
-      let timedOut = false;
-      child.stdout.on("data", (chunk) => (stdout += chunk));
-      child.stderr.on("data", (chunk) => (stderr += chunk));
-      const timer = setTimeout(() => {
-        timedOut = true;
-        try {
-          if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
-        } catch {}
-      }, hook.timeoutMs);
-      child.once("error", (error) => {
-        clearTimeout(timer);
-        this.log.error({ hook: hook.command, err: error.message }, "a hook could not start");
-        resolve({ code: null, stdout: "", stderr: error.message, timedOut: false });
-      });
-      child.once("close", (code) => {
-        clearTimeout(timer);
-        const outcome = {
-          code: timedOut ? null : code,
-          stdout,
-          stderr: this.redactor.redact(stderr),
-          timedOut,
-        };
-        if (timedOut || (code !== 0 && code !== 2))
-          this.log.warn({ hook: hook.command, outcome: describe(outcome) }, "a hook failed");
-        resolve(outcome);
-      });
-      child.stdin.on("error", () => {});
-      child.stdin.end(JSON.stringify(this.redactor.redactDeep(payload)));
+  async #run(hook: HookConfig, payload: Record<string, unknown>): Promise<HookOutcome> {
+    const outcome = await runCommand({
+      // The user's own command, outside the sandbox, but hermetic: no rc file, a built environment.
+      file: "bash",
+      args: ["--noprofile", "--norc", "-c", hook.command],
+      cwd: this.workspace,
+      env: commandEnv(process.env, this.env),
+      timeoutMs: hook.timeoutMs,
+      stdin: JSON.stringify(this.redactor.redactDeep(payload)),
     });
+    if (outcome.startError) {
+      this.log.error({ hook: hook.command, err: outcome.startError.message }, "a hook could not start");
+      return { code: null, stdout: "", stderr: outcome.startError.message, timedOut: false };
+    }
+    const timedOut = outcome.ended === "timeout";
+    const result = {
+      code: timedOut ? null : outcome.code,
+      stdout: outcome.stdout,
+      stderr: this.redactor.redact(outcome.stderr),
+      timedOut,
+    };
+    if (timedOut || (outcome.code !== 0 && outcome.code !== 2))
+      this.log.warn({ hook: hook.command, outcome: describe(result) }, "a hook failed");
+    return result;
   }
 }
 

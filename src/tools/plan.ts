@@ -1,7 +1,8 @@
 import type { z } from "zod";
 import type { ApprovalPolicy } from "../config/schema.js";
 import type { ToolCall } from "../model/types.js";
-import { decide, type PolicyDecision } from "../safety/policy.js";
+import { decide, type PolicyDecision, type SandboxSettings } from "../safety/policy.js";
+import type { Confinement } from "../sandbox/plan.js";
 import type { ToolEffect } from "./catalog.js";
 import { type ToolRegistry, type ToolResult, toolError } from "./tool.js";
 
@@ -16,28 +17,45 @@ export interface PlannedCall {
   decision: PolicyDecision;
   /** Set when the call will not run: unknown tool, invalid arguments, or denied. */
   result?: ToolResult;
+  /** For a tool that runs in the sandbox: how this call runs. */
+  sandbox?: Confinement;
+  /** Why the person is asked, when it is more than the policy (a command leaving the sandbox). */
+  askBecause?: string;
+}
+
+export interface PlanOptions {
+  /** Default: the process's working directory. */
+  workspace?: string;
+  /** Set when only read tools may run: why ("read-only", "in plan mode"). Sandboxed tools run read-only. */
+  readOnlyBecause?: string | undefined;
+  /** What this machine's sandbox can do and what is configured; default: available, no network. */
+  sandbox?: Omit<SandboxSettings, "readOnly">;
 }
 
 /**
  * Checks each call: the tool exists and is allowed to this agent (checked here, at invoke time, not
  * only when the tool list was built), the arguments parse and fit the schema, and the policy's
- * decision. Nothing runs here.
+ * decision, with the sandbox a sandboxed tool's call will run in. Nothing runs here.
  */
 export function planCalls(
   calls: readonly ToolCall[],
   registry: ToolRegistry,
   allowed: ReadonlySet<string>,
   policy: ApprovalPolicy,
-  workspace = process.cwd(),
-  /** Set when only read tools may run: why ("read-only", "in plan mode"). */
-  readOnlyBecause?: string,
+  options: PlanOptions = {},
 ): PlannedCall[] {
+  const { workspace = process.cwd(), readOnlyBecause } = options;
+  const sandbox: SandboxSettings = {
+    network: false,
+    ...options.sandbox,
+    readOnly: readOnlyBecause !== undefined,
+  };
   return calls.map((call) => {
     const name = call.function.name;
     const base = { id: call.id, name, arguments: call.function.arguments };
     // Refused for what it does even when it is not this agent's: the reason is the clearer answer.
     const registered = registry.get(name);
-    if (readOnlyBecause && registered && registered.effect !== "read") {
+    if (readOnlyBecause && registered && registered.effect !== "read" && !registered.sandboxed) {
       return {
         ...base,
         effect: registered.effect,
@@ -75,8 +93,18 @@ export function planCalls(
       };
     }
     const judgement = tool.judge?.(parseArguments(tool.parameters, call.function.arguments), workspace);
-    const { decision, reason } = decide(policy, tool.effect, judgement);
-    const planned: PlannedCall = { ...base, effect: tool.effect, decision };
+    const {
+      decision,
+      reason,
+      sandbox: confinement,
+    } = decide(policy, tool.effect, judgement, tool.sandboxed ? sandbox : undefined);
+    const planned: PlannedCall = {
+      ...base,
+      effect: tool.effect,
+      decision,
+      ...(confinement ? { sandbox: confinement } : {}),
+      ...(decision === "ask" && reason ? { askBecause: reason } : {}),
+    };
     if (decision === "deny") {
       planned.result = toolError(
         reason ?? `${name} is not allowed under the "${policy}" approval policy`,

@@ -128,7 +128,14 @@ async function execute(
     });
     const args = parseArguments(tool.parameters, call.arguments);
     result = await Promise.race([
-      Promise.resolve(tool.execute(args, { ...options.context, callId: call.id, signal: controller.signal })),
+      Promise.resolve(
+        tool.execute(args, {
+          ...options.context,
+          callId: call.id,
+          signal: controller.signal,
+          ...(call.sandbox ? { sandbox: call.sandbox } : {}),
+        }),
+      ),
       timeout,
     ]);
   } catch (error) {

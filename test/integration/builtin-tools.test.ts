@@ -2,8 +2,8 @@ import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { resolveForWrite, resolveInWorkspace } from "../../src/safety/workspace-guard.js";
+import { commandEnv } from "../../src/sandbox/env.js";
 import { builtinTools } from "../../src/tools/builtin/index.js";
-import { commandEnv } from "../../src/tools/builtin/shell.js";
 import { BUILTIN_TOOL_EFFECTS } from "../../src/tools/catalog.js";
 import type { Tool, ToolContext, ToolResult } from "../../src/tools/tool.js";
 import { tempTree } from "../support/cli.js";
@@ -222,20 +222,28 @@ describe("glob and grep", () => {
   });
 });
 
-describe("shell", () => {
+describe("shell, unsandboxed (yolo, or approved to leave the sandbox)", () => {
+  const off = { sandbox: { mode: "off", network: true } } as const;
   it("runs in the workspace and reports the exit code", async () => {
-    expect(await call("shell", { command: "pwd && ls src" })).toEqual({ ok: true, output: `${ws}\na.ts\n` });
-    const failed = await call("shell", { command: "echo oops >&2; exit 3" });
+    expect(await call("shell", { command: "pwd && ls src" }, off)).toEqual({
+      ok: true,
+      output: `${ws}\na.ts\n`,
+    });
+    const failed = await call("shell", { command: "echo oops >&2; exit 3" }, off);
     expect(failed).toMatchObject({ ok: false, error: "the command failed (exit code 3)", output: "oops\n" });
   });
 
   it("kills the whole process group on timeout", async () => {
     const marker = join(root, "survived");
     const started = Date.now();
-    const result = await call("shell", {
-      command: `(sleep 1.5; touch ${marker}) & sleep 5`,
-      timeout_ms: 300,
-    });
+    const result = await call(
+      "shell",
+      {
+        command: `(sleep 1.5; touch ${marker}) & sleep 5`,
+        timeout_ms: 300,
+      },
+      off,
+    );
     expect(result.error).toBe("the command timed out after 300 ms and was killed");
     expect(Date.now() - started).toBeLessThan(1500);
     await new Promise((resolve) => setTimeout(resolve, 1800));
@@ -246,7 +254,7 @@ describe("shell", () => {
     const controller = new AbortController();
     setTimeout(() => controller.abort(), 100);
     const started = Date.now();
-    const result = await call("shell", { command: "sleep 5" }, { signal: controller.signal });
+    const result = await call("shell", { command: "sleep 5" }, { ...off, signal: controller.signal });
     expect(result.error).toBe("the command was cancelled");
     expect(Date.now() - started).toBeLessThan(1000);
   });

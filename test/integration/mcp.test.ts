@@ -59,7 +59,7 @@ async function run(registry: ToolRegistry, name: string, args: Record<string, un
     registry,
     new Set(registry.names()),
     "yolo",
-    ws,
+    { workspace: ws },
   );
   if (!planned) throw new Error("no plan");
   if (planned.result) return planned.result;

