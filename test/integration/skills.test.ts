@@ -64,6 +64,6 @@ it("puts only the catalogue in the system prompt, loads a body on request, and k
   expect(system).not.toContain("npm run test:all");
   const results = second?.body.messages.filter((m) => m.role === "tool").map((m) => m.content) ?? [];
   expect(results[0]).toContain("Run npm run test:all.");
-  expect(results[1]).toContain('error: no skill "deploy"');
+  expect(results[1]).toMatch(/^error:\n<tool_output source="load_skill">\nno skill "deploy"/);
   await runtime.close();
 });
