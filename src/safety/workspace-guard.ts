@@ -5,8 +5,11 @@ export class PathOutsideWorkspaceError extends Error {
   override name = "PathOutsideWorkspaceError";
 }
 
-/** Places in the workspace no tool may write: the repository's internals and Troupe's own. */
-const PROTECTED_DIRS = [".git", ".troupe"];
+/**
+ * Directories no tool may write into, at any depth (a vendored repository's `.git` too), named in any
+ * case: on a case-insensitive filesystem `.GIT` is `.git`, and elsewhere git still reads some of it.
+ */
+const PROTECTED_NAMES = new Set([".git", ".troupe"]);
 
 export interface GuardOptions {
   /** Directories no tool may write to even when inside the workspace (the config dir). */
@@ -22,21 +25,23 @@ export interface GuardOptions {
 export function resolveInWorkspace(workspace: string, path: string): string {
   const root = realpathSync(workspace);
   const real = realPathOf(resolve(root, path));
-  if (!inside(root, real)) throw new PathOutsideWorkspaceError(`"${path}" is outside the workspace`);
+  if (!isInside(root, real)) throw new PathOutsideWorkspaceError(`"${path}" is outside the workspace`);
   return real;
 }
 
-/** As `resolveInWorkspace`, and refuses `.git/`, `.troupe/` and the protected dirs. */
+/** As `resolveInWorkspace`, and refuses anything in a `.git` or `.troupe` directory and the protected dirs. */
 export function resolveForWrite(workspace: string, path: string, options: GuardOptions = {}): string {
   const root = realpathSync(workspace);
   const real = resolveInWorkspace(root, path);
-  const first = relative(root, real).split(sep)[0];
-  if (first !== undefined && PROTECTED_DIRS.includes(first)) {
-    throw new PathOutsideWorkspaceError(`"${path}" is inside ${first}/, which tools may not change`);
+  const named = relative(root, real)
+    .split(sep)
+    .find((part) => PROTECTED_NAMES.has(part.toLowerCase()));
+  if (named !== undefined) {
+    throw new PathOutsideWorkspaceError(`"${path}" is inside ${named}/, which tools may not change`);
   }
   for (const dir of options.protectedDirs ?? []) {
     const protectedReal = existsSync(dir) ? realpathSync(dir) : resolve(dir);
-    if (inside(protectedReal, real))
+    if (isInside(protectedReal, real))
       throw new PathOutsideWorkspaceError(`"${path}" is in the config directory, which tools may not change`);
   }
   return real;
@@ -47,7 +52,8 @@ export function workspaceRelative(workspace: string, real: string): string {
   return relative(realpathSync(workspace), real) || ".";
 }
 
-function inside(root: string, real: string): boolean {
+/** Whether `real` (a real path) is `root` or under it. */
+export function isInside(root: string, real: string): boolean {
   const rel = relative(root, real);
   return rel === "" || (!rel.startsWith(`..${sep}`) && rel !== ".." && !isAbsolute(rel));
 }

@@ -1,0 +1,57 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { resolveForWrite } from "../../src/safety/workspace-guard.js";
+import { callBuiltin, workspaceAndOutside } from "../support/tools.js";
+
+let ws: string;
+let dispose: () => void;
+beforeEach(() => {
+  ({ ws, dispose } = workspaceAndOutside());
+  mkdirSync(join(ws, "vendor/lib/.git"), { recursive: true });
+  writeFileSync(join(ws, "vendor/lib/.git/config"), "[core]\n");
+});
+afterEach(() => dispose());
+
+describe("directories tools may not change, at any depth and in any case", () => {
+  it.each([
+    "vendor/lib/.git/config",
+    "vendor/lib/.git/hooks/post-checkout",
+    ".GIT/config",
+    ".Git/hooks/pre-commit",
+    "a/.troupe/x",
+    "a/b/.TROUPE/state.json",
+  ])("write_file to %s is refused, and nothing is written", async (path) => {
+    const result = await callBuiltin(
+      "write_file",
+      { path, content: "[core]\n\thooksPath = /tmp/evil\n" },
+      ws,
+    );
+    expect(result).toMatchObject({ ok: false, error: expect.stringMatching(/is inside \.(git|troupe)\//i) });
+    expect(existsSync(join(ws, path))).toBe(path === "vendor/lib/.git/config");
+    expect(readFileSync(join(ws, "vendor/lib/.git/config"), "utf8")).toBe("[core]\n");
+    expect(existsSync(join(ws, ".GIT"))).toBe(false);
+    expect(existsSync(join(ws, "a"))).toBe(false);
+  });
+
+  it("edit_file and apply_patch are refused in a nested .git too", async () => {
+    const edit = await callBuiltin(
+      "edit_file",
+      { path: "vendor/lib/.git/config", old_string: "[core]", new_string: "[core]\n\tfsmonitor = evil" },
+      ws,
+    );
+    expect(edit.ok).toBe(false);
+    const patch =
+      "--- a/vendor/lib/.git/config\n+++ b/vendor/lib/.git/config\n@@ -1 +1 @@\n-[core]\n+[evil]\n";
+    expect((await callBuiltin("apply_patch", { patch }, ws)).ok).toBe(false);
+    expect(readFileSync(join(ws, "vendor/lib/.git/config"), "utf8")).toBe("[core]\n");
+  });
+
+  it("names that only contain the words are not protected", () => {
+    expect(resolveForWrite(ws, "docs/.github/workflows/ci.yml")).toBe(
+      join(ws, "docs/.github/workflows/ci.yml"),
+    );
+    expect(resolveForWrite(ws, "my.git/x")).toBe(join(ws, "my.git/x"));
+    expect(resolveForWrite(ws, ".troupe-notes/x")).toBe(join(ws, ".troupe-notes/x"));
+  });
+});
