@@ -30,6 +30,11 @@ export interface ToolContext {
   agentId: string;
   workspace: string;
   /** Directories inside the workspace that tools may not change (the config dir). */
+  /**
+   * Read tools may open a file that has other hard links (troupe.yaml `sandbox.readHardLinks`). Off by
+   * default: the other names of a hard-linked file may be outside the workspace, and nothing says where.
+   */
+  readHardLinks?: boolean;
   protectedDirs?: string[];
   /** The skills this agent may load; all when absent. */
   skills?: string[];

@@ -1,3 +1,6 @@
+import { realpathSync } from "node:fs";
+import type { FileHandle } from "node:fs/promises";
+import { isRefusal, openConfined, type ReadRefusal, readConfined } from "../../safety/confined-read.js";
 import {
   PathOutsideWorkspaceError,
   resolveForWrite,
@@ -15,6 +18,45 @@ export function writablePath(context: ToolContext, path: string): string | ToolR
   return guard(() =>
     resolveForWrite(context.workspace, path, { protectedDirs: context.protectedDirs ?? [] }),
   );
+}
+
+/** The file at `real` opened for reading, checked where it is opened; or the error result. */
+export async function openForRead(
+  context: Pick<ToolContext, "workspace" | "readHardLinks">,
+  real: string,
+  path: string,
+): Promise<FileHandle | ToolResult> {
+  const handle = await openConfined(realpathSync(context.workspace), real, context);
+  return isRefusal(handle) ? refusalError(handle, path) : handle;
+}
+
+/** The text of the file at `real`, undefined when there is none; or the error result. */
+export async function readText(
+  context: Pick<ToolContext, "workspace" | "readHardLinks">,
+  real: string,
+  path: string,
+): Promise<string | undefined | ToolResult> {
+  const bytes = await readConfined(realpathSync(context.workspace), real, context);
+  if (!isRefusal(bytes)) return bytes.toString("utf8");
+  return bytes.refused === "missing" ? undefined : refusalError(bytes, path);
+}
+
+export function refusalError(refusal: ReadRefusal, path: string): ToolResult {
+  switch (refusal.refused) {
+    case "missing":
+      return toolError(`no such file: ${path}`, "list the directory to find the right name");
+    case "outside":
+      return toolError(`"${path}" is outside the workspace`, "use a path inside the workspace");
+    case "directory":
+      return toolError(`${path} is a directory`, "use list_dir for directories");
+    case "not-a-file":
+      return toolError(`${path} is not a regular file`, "read regular files only");
+    case "hard-linked":
+      return toolError(
+        `${path} has ${refusal.links} hard links, and the others may be outside the workspace, so it is not read`,
+        "read another file, or ask the user to allow it: set sandbox.readHardLinks: true in troupe.yaml",
+      );
+  }
 }
 
 function guard(resolvePath: () => string): string | ToolResult {

@@ -1,8 +1,8 @@
-import { open, readdir, stat } from "node:fs/promises";
+import { readdir } from "node:fs/promises";
 import { z } from "zod";
 import { workspaceRelative } from "../../safety/workspace-guard.js";
 import { defineTool, toolError } from "../tool.js";
-import { readablePath } from "./guarded.js";
+import { openForRead, readablePath } from "./guarded.js";
 
 const MAX_READ_BYTES = 256 * 1024;
 const DEFAULT_LIMIT = 400;
@@ -20,12 +20,12 @@ export const readFileTool = defineTool({
   async execute({ path, offset = 1, limit = DEFAULT_LIMIT }, context) {
     const real = readablePath(context, path);
     if (typeof real !== "string") return real;
-    const info = await stat(real).catch(() => undefined);
-    if (!info) return toolError(`no such file: ${path}`, "list the directory to find the right name");
-    if (info.isDirectory()) return toolError(`${path} is a directory`, "use list_dir for directories");
-    const handle = await open(real, "r");
+    const handle = await openForRead(context, real, path);
+    if (!("fd" in handle)) return handle;
     let bytes: Buffer;
+    let info: { size: number };
     try {
+      info = await handle.stat();
       const buffer = Buffer.alloc(Math.min(info.size, MAX_READ_BYTES));
       const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
       bytes = buffer.subarray(0, bytesRead);

@@ -1,12 +1,57 @@
-import { readFile, stat } from "node:fs/promises";
+import { realpathSync } from "node:fs";
+import { realpath, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { glob as findFiles } from "tinyglobby";
 import { z } from "zod";
-import { defineTool, type Tool, toolError } from "../tool.js";
+import { isRefusal, readConfined } from "../../safety/confined-read.js";
+import { isInside } from "../../safety/workspace-guard.js";
+import { defineTool, type Tool, type ToolResult, toolError } from "../tool.js";
 import { readablePath } from "./guarded.js";
 
 const IGNORED = ["**/.git/**", "**/node_modules/**", "**/.troupe/**"];
 const MAX_GREP_FILE_BYTES = 2 * 1024 * 1024;
+
+/** A `..` as a segment, alone or as one branch of `{a,..}` or `@(..|b)`. */
+const PARENT_SEGMENT = /(^|[\\/{,(|])\.\.(?=$|[\\/},)|])/;
+
+/**
+ * Patterns are relative to the search path: one that is absolute or climbs with `..` is refused. This
+ * is the clear answer; what the pattern finds is still held to the workspace file by file.
+ */
+function patternError(field: string, pattern: string): ToolResult | undefined {
+  if (pattern.startsWith("/") || pattern.startsWith("\\") || pattern.startsWith("~"))
+    return toolError(
+      `${field} "${pattern}" is absolute; patterns are relative to the search path`,
+      `drop the leading part, and set path to the directory in the workspace to search under`,
+    );
+  if (PARENT_SEGMENT.test(pattern))
+    return toolError(
+      `${field} "${pattern}" climbs with "..", out of the search path`,
+      "use a pattern under the search path, or set path to a directory higher up in the workspace",
+    );
+  return undefined;
+}
+
+/**
+ * The files the pattern finds under `root` whose real path is in the workspace: a symlinked directory
+ * named in a pattern can lead anywhere, so each result is judged by where it really is.
+ */
+async function findConfined(pattern: string, root: string, workspace: string): Promise<string[]> {
+  const workspaceReal = realpathSync(workspace);
+  const found = await findFiles(pattern, {
+    cwd: root,
+    ignore: IGNORED,
+    dot: true,
+    followSymbolicLinks: false,
+  });
+  const kept = await Promise.all(
+    found.map(async (file) => {
+      const real = await realpath(join(root, file)).catch(() => undefined);
+      return real !== undefined && isInside(workspaceReal, real) ? file : undefined;
+    }),
+  );
+  return kept.filter((file): file is string => file !== undefined).sort();
+}
 
 export const globTool = defineTool({
   name: "glob",
@@ -20,11 +65,11 @@ export const globTool = defineTool({
   }),
   readMore: "use a narrower pattern or path",
   async execute({ pattern, path, max_results }, context) {
+    const refused = patternError("pattern", pattern);
+    if (refused) return refused;
     const root = readablePath(context, path);
     if (typeof root !== "string") return root;
-    const files = (
-      await findFiles(pattern, { cwd: root, ignore: IGNORED, dot: true, followSymbolicLinks: false })
-    ).sort();
+    const files = await findConfined(pattern, root, context.workspace);
     const shown = files.slice(0, max_results);
     const more =
       files.length > shown.length ? `\n[${files.length - shown.length} more; narrow the pattern]` : "";
@@ -60,24 +105,28 @@ export const grepTool = defineTool({
         "fix the pattern (JavaScript regex syntax)",
       );
     }
+    const refused = patternError("glob", args.glob);
+    if (refused) return refused;
     const root = readablePath(context, args.path);
     if (typeof root !== "string") return root;
     const info = await stat(root).catch(() => undefined);
     if (!info) return toolError(`no such path: ${args.path}`, "check the path with list_dir");
-    const files = info.isFile()
-      ? [""]
-      : (
-          await findFiles(args.glob, { cwd: root, ignore: IGNORED, dot: true, followSymbolicLinks: false })
-        ).sort();
+    const files = info.isFile() ? [""] : await findConfined(args.glob, root, context.workspace);
+    const workspace = realpathSync(context.workspace);
     const out: string[] = [];
     let matches = 0;
+    let hardLinked = 0;
     for (const file of files) {
       if (context.signal.aborted || matches >= args.max_matches) break;
       const full = file ? join(root, file) : root;
       const size = (await stat(full).catch(() => undefined))?.size ?? 0;
       if (size > MAX_GREP_FILE_BYTES) continue;
-      const buffer = await readFile(full).catch(() => undefined);
-      if (!buffer || buffer.includes(0)) continue;
+      const buffer = await readConfined(workspace, full, context);
+      if (isRefusal(buffer)) {
+        if (buffer.refused === "hard-linked") hardLinked++;
+        continue;
+      }
+      if (buffer.includes(0)) continue;
       const lines = buffer.toString("utf8").split("\n");
       const name = file || args.path;
       let lastShown = -1;
@@ -91,10 +140,15 @@ export const grepTool = defineTool({
         lastShown = to;
       }
     }
-    if (matches === 0) return { ok: true, output: "(no matches)" };
-    const capped =
-      matches >= args.max_matches ? `\n[stopped at ${args.max_matches} matches; narrow the search]` : "";
-    return { ok: true, output: out.join("\n") + capped, summary: `${matches} matches` };
+    const notes: string[] = [];
+    if (matches >= args.max_matches)
+      notes.push(`[stopped at ${args.max_matches} matches; narrow the search]`);
+    if (hardLinked > 0)
+      notes.push(
+        `[${hardLinked} file${hardLinked === 1 ? "" : "s"} with other hard links not searched; set sandbox.readHardLinks: true in troupe.yaml to search them]`,
+      );
+    if (matches === 0) return { ok: true, output: ["(no matches)", ...notes].join("\n") };
+    return { ok: true, output: [...out, ...notes].join("\n"), summary: `${matches} matches` };
   },
 });
 

@@ -1,0 +1,107 @@
+import { constants } from "node:fs";
+import { type FileHandle, open, readlink, realpath, stat } from "node:fs/promises";
+import { isInside } from "./workspace-guard.js";
+
+/** Why a file was not opened: the caller turns it into a tool error, or skips the file. */
+export type ReadRefusal =
+  | { refused: "missing" }
+  | { refused: "outside" }
+  | { refused: "directory" }
+  | { refused: "not-a-file" }
+  | { refused: "hard-linked"; links: number };
+
+export interface ReadOptions {
+  /** Open regular files that have other hard links too (troupe.yaml `sandbox.readHardLinks`). */
+  readHardLinks?: boolean | undefined;
+}
+
+// O_NONBLOCK: a FIFO in the workspace must not hang the read. O_NOFOLLOW: a symlink swapped in for
+// the file after it was resolved is refused, not followed.
+const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+
+/**
+ * Opens `path` for reading only when the file opened is inside `root` (a real path). Judged at the
+ * point of use: the path is resolved, opened without following a final symlink, and the file the
+ * descriptor holds is checked again, so a symlink swapped into a parent meanwhile is caught.
+ *
+ * A regular file with more than one hard link is refused unless allowed: its other names may be
+ * outside the workspace, and a hard link, unlike a symlink, does not say where they are.
+ */
+export async function openConfined(
+  root: string,
+  path: string,
+  options: ReadOptions = {},
+): Promise<FileHandle | ReadRefusal> {
+  const real = await realpath(path).catch(() => undefined);
+  if (real === undefined) return { refused: "missing" };
+  if (!isInside(root, real)) return { refused: "outside" };
+  let handle: FileHandle;
+  try {
+    handle = await open(real, READ_FLAGS);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ELOOP") return { refused: "outside" };
+    if (code === "ENOENT") return { refused: "missing" };
+    throw error;
+  }
+  try {
+    const refusal = await judge(root, real, handle, options);
+    if (!refusal) return handle;
+    await handle.close();
+    return refusal;
+  } catch (error) {
+    await handle.close();
+    throw error;
+  }
+}
+
+export function isRefusal(value: FileHandle | Buffer | ReadRefusal): value is ReadRefusal {
+  return "refused" in value;
+}
+
+/** Reads a whole file opened by `openConfined`, or says why not. */
+export async function readConfined(
+  root: string,
+  path: string,
+  options: ReadOptions = {},
+): Promise<Buffer | ReadRefusal> {
+  const handle = await openConfined(root, path, options);
+  if (isRefusal(handle)) return handle;
+  try {
+    return await handle.readFile();
+  } finally {
+    await handle.close();
+  }
+}
+
+async function judge(
+  root: string,
+  real: string,
+  handle: FileHandle,
+  options: ReadOptions,
+): Promise<ReadRefusal | undefined> {
+  const info = await handle.stat();
+  if (info.isDirectory()) return { refused: "directory" };
+  if (!info.isFile()) return { refused: "not-a-file" };
+  if (info.nlink > 1 && !options.readHardLinks) return { refused: "hard-linked", links: info.nlink };
+  if (!(await opensInside(root, real, handle, info))) return { refused: "outside" };
+  return undefined;
+}
+
+/**
+ * Whether the open descriptor is a file inside `root`. Linux names the file a descriptor holds in
+ * /proc; elsewhere, the path must still resolve to itself and to the same file.
+ */
+async function opensInside(
+  root: string,
+  real: string,
+  handle: FileHandle,
+  info: { dev: number; ino: number },
+): Promise<boolean> {
+  const held = await readlink(`/proc/self/fd/${handle.fd}`).catch(() => undefined);
+  if (held !== undefined) return isInside(root, held);
+  const again = await realpath(real).catch(() => undefined);
+  if (again !== real) return false;
+  const now = await stat(again).catch(() => undefined);
+  return now !== undefined && now.dev === info.dev && now.ino === info.ino;
+}
