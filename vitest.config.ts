@@ -4,6 +4,7 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/support/global-setup.ts"],
+    setupFiles: ["test/support/hermetic.ts"],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: "forks",

@@ -118,6 +118,10 @@ export class Runtime {
     );
     const env = options.env ?? process.env;
     this.sandbox = options.sandbox ?? detectSandbox();
+    if (this.sandbox.unavailable && this.definitions().some((agent) => agent.tools.includes("shell")))
+      this.#log.warn(
+        `no command sandbox: ${this.sandbox.unavailable}; until then every shell command is asked for`,
+      );
     const sandboxConfig = options.config.troupe.sandbox;
     this.tools = new ToolRegistry([
       ...builtinTools({

@@ -210,6 +210,14 @@ export async function main(argv: string[]): Promise<number> {
       );
     });
   program
+    .command("doctor")
+    .description("check what this machine gives troupe: the command sandbox, NATS, the config")
+    .action(async () => {
+      const { loadConfig } = await import("../config/load.js");
+      const { runDoctor } = await import("./doctor.js");
+      exitCode = await runDoctor(loadConfig({ config: globals().config }));
+    });
+  program
     .command("demo")
     .description("a canned multi-step run on a built-in scripted model: no API key or server needed")
     .option("--json", "print every event as one JSON line on stdout")

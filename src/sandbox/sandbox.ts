@@ -65,9 +65,10 @@ export function detectSandbox(): Sandbox {
 function detect(env: NodeJS.ProcessEnv): Sandbox {
   if (process.platform !== "linux")
     return unavailableSandbox(`there is no command sandbox for ${process.platform} yet`);
+  if (env.TROUPE_BWRAP && !isExecutable(env.TROUPE_BWRAP))
+    return unavailableSandbox(`TROUPE_BWRAP=${env.TROUPE_BWRAP} is not a program: ${SANDBOX_INSTALL_HINT}`);
   const path = env.TROUPE_BWRAP || findOnPath("bwrap", env.PATH ?? "");
-  if (!path || !isExecutable(path))
-    return unavailableSandbox(`bubblewrap (bwrap) is not installed: ${SANDBOX_INSTALL_HINT}`);
+  if (!path) return unavailableSandbox(`bubblewrap (bwrap) is not installed: ${SANDBOX_INSTALL_HINT}`);
   const probe = spawnSync(
     path,
     bwrapArgs({ mounts: [{ kind: "read", path: "/" }], network: false, cwd: "/" }, ["true"]),

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import type { ToolSpec } from "../model/types.js";
 import type { CallJudgement } from "../safety/policy.js";
+import type { Confinement } from "../sandbox/plan.js";
 import type { ToolEffect } from "./catalog.js";
 
 /**
@@ -29,15 +30,17 @@ export interface ToolContext {
   runId: string;
   agentId: string;
   workspace: string;
-  /** Directories inside the workspace that tools may not change (the config dir). */
   /**
    * Read tools may open a file that has other hard links (troupe.yaml `sandbox.readHardLinks`). Off by
    * default: the other names of a hard-linked file may be outside the workspace, and nothing says where.
    */
   readHardLinks?: boolean;
+  /** Directories inside the workspace that tools may not change (the config dir). */
   protectedDirs?: string[];
   /** The skills this agent may load; all when absent. */
   skills?: string[];
+  /** How this call's command is confined, for a tool that runs in the sandbox; absent: the strictest. */
+  sandbox?: Confinement;
 }
 
 /** What a person deciding on a call sees: the exact change or command, and the paths it touches. */
@@ -58,6 +61,11 @@ export interface Tool<Args = unknown> {
   readMore?: string;
   /** Where the output comes from, as the model is told; default the tool's name (MCP: `mcp:server`). */
   source?: string;
+  /**
+   * Runs its work inside the operating system's sandbox, as `context.sandbox` says (the shell): its
+   * calls are confined rather than judged, and a read-only agent may have it, confined read-only.
+   */
+  sandboxed?: boolean;
   /** The arguments' JSON Schema as the model sees it, when it does not come from `parameters` (MCP tools). */
   jsonSchema?: Record<string, unknown>;
   /** What this call would do, for the approval policy (the shell tool parses its command). */
@@ -79,6 +87,7 @@ export function defineTool<S extends z.ZodType>(tool: {
   timeoutMs?: number;
   readMore?: string;
   source?: string;
+  sandboxed?: boolean;
   preview?(
     args: z.infer<S>,
     context: Pick<ToolContext, "workspace" | "protectedDirs">,

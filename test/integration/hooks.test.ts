@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Runtime } from "../../src/actors/runtime.js";
@@ -73,6 +73,35 @@ describe("hooks", () => {
       arguments: '{"path":"out.txt","content":"x"}',
     });
     await rt.close();
+  });
+
+  it("hooks start hermetic: a HOME whose .bashrc and .profile sleep 30 s slows no hook", async () => {
+    // Node gives a child's stdin as a socket, and bash run with a socket on stdin reads ~/.bashrc as if
+    // sshd had started it: without --norc every hook here would time out, and a blocking one fail open.
+    const home = process.env.HOME as string;
+    writeFileSync(join(home, ".bashrc"), "sleep 30\n");
+    writeFileSync(join(home, ".bash_profile"), "sleep 30\n");
+    writeFileSync(join(home, ".profile"), "sleep 30\n");
+    try {
+      server.script(
+        {
+          match: { turn: 1 },
+          reply: { toolCalls: [{ name: "write_file", arguments: { path: "out.txt", content: "x" } }] },
+        },
+        { match: { turn: 2 }, reply: { text: "ok" } },
+      );
+      const { rt } = runtime({
+        beforeTool: [{ command: "echo 'blocked, and quickly' >&2; exit 2", timeoutMs: 3000 }],
+      });
+      const started = Date.now();
+      await rt.start({ task: "x", approval: "yolo" }).done;
+      expect(Date.now() - started).toBeLessThan(3000);
+      expect(toolResults()[0]).toContain("blocked, and quickly");
+      expect(existsSync(join(ws, "out.txt"))).toBe(false);
+      await rt.close();
+    } finally {
+      for (const file of [".bashrc", ".bash_profile", ".profile"]) rmSync(join(home, file), { force: true });
+    }
   });
 
   it("afterTool may replace the result by printing JSON", async () => {

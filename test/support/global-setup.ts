@@ -1,10 +1,11 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { accessSync, constants, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { delimiter, join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import type { TestProject } from "vitest/node";
 import { findNatsServer, NATS_INSTALL_HINT, NatsServerProcess } from "../../src/bus/embedded-nats.js";
+import { detectSandbox } from "../../src/sandbox/sandbox.js";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -18,6 +19,15 @@ declare module "vitest" {
  * with JetStream, else a nats-server started here from PATH (stopped at the end).
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  // The safety tests run commands under the real sandbox: say at once, in one line, when it is missing.
+  const sandbox = detectSandbox();
+  if (sandbox.unavailable) throw new Error(`no command sandbox for the tests: ${sandbox.unavailable}`);
+  const tools = { git: "git", rg: "ripgrep", openssl: "openssl" };
+  const missing = Object.entries(tools).filter(([command]) => !onPath(command));
+  if (missing.length > 0)
+    throw new Error(
+      `the tests need ${missing.map(([command]) => command).join(", ")}: apt-get install ${missing.map(([, pkg]) => pkg).join(" ")}`,
+    );
   const candidates = process.env.NATS_URL ? [process.env.NATS_URL] : ["nats://127.0.0.1:4222"];
   for (const url of candidates) {
     if (await hasJetStream(url)) {
@@ -49,4 +59,15 @@ async function hasJetStream(url: string): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+function onPath(command: string): boolean {
+  return (process.env.PATH ?? "").split(delimiter).some((dir) => {
+    try {
+      accessSync(join(dir, command), constants.X_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  });
 }

@@ -1,0 +1,53 @@
+import { answersNats, findNatsServer, NATS_INSTALL_HINT } from "../bus/embedded-nats.js";
+import type { LoadedConfig } from "../config/load.js";
+import { detectSandbox } from "../sandbox/sandbox.js";
+
+interface Check {
+  name: string;
+  ok: boolean;
+  says: string;
+}
+
+/**
+ * What this machine gives Troupe, one line each: the command sandbox, NATS, the config. Exit 0 when
+ * everything is there, 1 when something needs doing (each such line says what).
+ */
+export async function runDoctor(config: LoadedConfig): Promise<number> {
+  const checks: Check[] = [];
+  checks.push({ name: "node", ok: true, says: process.version });
+  const agents = [...config.agents.keys()];
+  checks.push({
+    name: "config",
+    ok: true,
+    says: `${config.dir} (${agents.length} agent${agents.length === 1 ? "" : "s"}: ${agents.join(", ")})`,
+  });
+  const sandbox = detectSandbox();
+  checks.push(
+    sandbox.unavailable
+      ? {
+          name: "sandbox",
+          ok: false,
+          says: `${sandbox.unavailable}; until then every shell command is asked for (denied under never-ask)`,
+        }
+      : { name: "sandbox", ok: true, says: `${sandbox.description}: commands run confined` },
+  );
+  const url = config.troupe.nats.url.split(",")[0]?.trim() ?? "";
+  const { hostname, port } = new URL(url.includes("://") ? url : `nats://${url}`);
+  const natsUp = await answersNats(hostname || "127.0.0.1", Number(port || 4222));
+  const server = findNatsServer();
+  checks.push(
+    natsUp
+      ? { name: "nats", ok: true, says: `${url} answers` }
+      : server && config.troupe.nats.embedded
+        ? { name: "nats", ok: true, says: `nothing at ${url}; the daemon will start ${server}` }
+        : {
+            name: "nats",
+            ok: false,
+            says: `nothing at ${url}, and no nats-server to start: ${NATS_INSTALL_HINT}`,
+          },
+  );
+  const width = Math.max(...checks.map((check) => check.name.length));
+  for (const check of checks)
+    process.stdout.write(`${check.ok ? "ok  " : "fix "} ${check.name.padEnd(width)}  ${check.says}\n`);
+  return checks.every((check) => check.ok) ? 0 : 1;
+}
