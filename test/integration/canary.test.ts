@@ -1,4 +1,4 @@
-import { writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { afterEach, beforeEach, expect, it } from "vitest";
@@ -6,6 +6,7 @@ import { Runtime } from "../../src/actors/runtime.js";
 import { createLogger } from "../../src/log.js";
 import { Redactor } from "../../src/safety/redact.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { natsBus } from "../support/buses.js";
 import { tempTree } from "../support/cli.js";
 import { testConfig } from "../support/config.js";
 import { collect } from "../support/wait.js";
@@ -91,4 +92,88 @@ it("keeps a planted secret off the bus, out of the logs, out of stored state and
     expect(text.includes(CANARY), `the canary reached ${where}`).toBe(false);
   }
   await runtime.close();
+});
+
+/** Every 10-character piece of `secret` as it is, rot13'd and reversed: what a transform leaves of it. */
+function pieces(secret: string): string[] {
+  const rot13 = secret.replace(/[a-z]/gi, (c) => {
+    const base = c <= "Z" ? 65 : 97;
+    return String.fromCharCode(((c.charCodeAt(0) - base + 13) % 26) + base);
+  });
+  return [secret, rot13, [...secret].reverse().join("")].flatMap((form) =>
+    Array.from({ length: form.length - 9 }, (_, i) => form.slice(i, i + 10)),
+  );
+}
+
+it("on NATS, as the daemon hosts it: a canary in its environment and beside the workspace stays out, whatever the command does to it", async () => {
+  // A name no redactor knows, and a file outside the workspace: only the sandbox keeps them in.
+  const envCanary = `plain${CANARY.slice(7)}`;
+  const fileCanary = `beside${CANARY.slice(7)}`;
+  process.env.BUILD_LABEL = envCanary;
+  const ws = join(workspace, "ws");
+  mkdirSync(ws);
+  writeFileSync(join(workspace, "beside.txt"), `${fileCanary}\n`);
+  const transforms = [
+    "tr '\\0' '\\n' < /proc/$PPID/environ | tr a-zA-Z n-za-mN-ZA-M",
+    "tr '\\0' '\\n' < /proc/1/environ | rev",
+    "env | grep -i build; cat /proc/*/environ | tr '\\0' '\\n'",
+    "rev ../beside.txt; tr a-z n-za-m < ../beside.txt; cut -c3- ../beside.txt",
+    `cat ${join(workspace, "beside.txt")} | od -An -c`,
+  ];
+  server.script(
+    {
+      match: { turn: 1 },
+      reply: { toolCalls: transforms.map((command) => ({ name: "shell", arguments: { command } })) },
+    },
+    { match: { turn: 2 }, reply: { text: "looked" } },
+  );
+  const lines: string[] = [];
+  const sink = new Writable({
+    write(chunk, _e, done) {
+      lines.push(String(chunk));
+      done();
+    },
+  });
+  const log = createLogger({ level: "trace", destination: sink, pretty: false });
+  const config = testConfig(
+    {
+      defaultModel: "scripted",
+      providers: { openai: { baseURL: server.baseURL, models: { scripted: {} } } },
+    },
+    [{ name: "worker", description: "Works.", tools: ["shell"] }],
+  );
+  const under = await natsBus();
+  try {
+    const runtime = await new Runtime({
+      config,
+      workspace: ws,
+      env: process.env,
+      log,
+      bus: under.bus,
+    }).open();
+    const handle = runtime.start({ task: "Look around.", approval: "auto-edit" });
+    expect(await handle.done).toMatchObject({ reason: "done", toolCalls: transforms.length });
+    const events = JSON.stringify(await collect(runtime.bus.log.read({ runId: handle.runId })));
+    const stored = JSON.stringify(
+      await (await runtime.bus.kv("snapshots")).get(`${handle.runId}.${handle.agentId}`),
+    );
+    const requests = JSON.stringify(server.requests.map((r) => r.body));
+    // The commands ran (in the sandbox) and their output is there: the search below is not vacuous.
+    expect(requests).toContain("No such file or directory");
+    expect(stored).toContain("tr a-zA-Z n-za-mN-ZA-M");
+    for (const [where, text] of [
+      ["the bus", events],
+      ["the logs", lines.join("")],
+      ["stored state", stored],
+      ["the model's requests", requests],
+    ] as const) {
+      const flat = text.replace(/\s|\\[nt]/g, "");
+      for (const piece of [...pieces(envCanary), ...pieces(fileCanary)])
+        expect(flat.includes(piece), `${piece} reached ${where}`).toBe(false);
+    }
+    await runtime.close();
+  } finally {
+    delete process.env.BUILD_LABEL;
+    await under.dispose();
+  }
 });
