@@ -35,6 +35,16 @@ describe("a file with more than one hard link", () => {
     expect(named.output).not.toContain("private key");
   });
 
+  it("is not read by edit_file either, whose miss would show the closest lines", async () => {
+    const result = await callBuiltin(
+      "edit_file",
+      { path: "notes.txt", old_string: "guess", new_string: "x" },
+      ws,
+    );
+    expect(result).toMatchObject({ ok: false, error: expect.stringContaining("hard links") });
+    expect(JSON.stringify(result)).not.toContain("TOPSECRET private");
+  });
+
   it("is read when the context allows it (sandbox.readHardLinks: true)", async () => {
     const read = await callBuiltin("read_file", { path: "notes.txt" }, ws, { readHardLinks: true });
     expect(read).toMatchObject({ ok: true, output: "1\tTOPSECRET private key" });

@@ -1,6 +1,7 @@
 import { realpathSync } from "node:fs";
 import type { FileHandle } from "node:fs/promises";
 import { isRefusal, openConfined, type ReadRefusal, readConfined } from "../../safety/confined-read.js";
+import { PathChangedError, removeFile, replaceFile } from "../../safety/replace-file.js";
 import {
   PathOutsideWorkspaceError,
   resolveForWrite,
@@ -41,6 +42,20 @@ export async function readText(
   return bytes.refused === "missing" ? undefined : refusalError(bytes, path);
 }
 
+/** Replaces the file at `real` with `content`; an error result when the path changed meanwhile. */
+export async function writeText(
+  real: string,
+  path: string,
+  content: string,
+): Promise<ToolResult | undefined> {
+  return changed(path, () => replaceFile(real, content));
+}
+
+/** Removes the file at `real`; an error result when the path changed meanwhile. */
+export async function removeText(real: string, path: string): Promise<ToolResult | undefined> {
+  return changed(path, () => removeFile(real));
+}
+
 export function refusalError(refusal: ReadRefusal, path: string): ToolResult {
   switch (refusal.refused) {
     case "missing":
@@ -65,6 +80,20 @@ function guard(resolvePath: () => string): string | ToolResult {
   } catch (error) {
     if (error instanceof PathOutsideWorkspaceError)
       return toolError(error.message, "use a path inside the workspace that tools may change");
+    throw error;
+  }
+}
+
+async function changed(path: string, act: () => Promise<void>): Promise<ToolResult | undefined> {
+  try {
+    await act();
+    return undefined;
+  } catch (error) {
+    if (error instanceof PathChangedError)
+      return toolError(
+        `${path} changed while it was being written (${error.message}); nothing was written`,
+        "check the path with list_dir, then try again",
+      );
     throw error;
   }
 }

@@ -1,6 +1,4 @@
 import { existsSync } from "node:fs";
-import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
-import { dirname } from "node:path";
 import { applyPatch, createTwoFilesPatch, parsePatch, type StructuredPatch } from "diff";
 import { z } from "zod";
 import { workspaceRelative } from "../../safety/workspace-guard.js";
@@ -12,10 +10,16 @@ import {
   type ToolResult,
   toolError,
 } from "../tool.js";
-import { writablePath } from "./guarded.js";
+import { readText, removeText, writablePath, writeText } from "./guarded.js";
 
-async function textOf(path: string): Promise<string | undefined> {
-  return existsSync(path) ? readFile(path, "utf8") : undefined;
+/** The file's text for a preview: undefined when there is none, a note when it may not be read. */
+async function previewText(
+  context: Pick<ToolContext, "workspace">,
+  real: string,
+  path: string,
+): Promise<string | undefined> {
+  const text = await readText(context, real, path);
+  return typeof text === "object" ? `(its text is not shown: ${text.error})\n` : text;
 }
 
 function diffOf(path: string, before: string | undefined, after: string): string {
@@ -40,7 +44,7 @@ export const writeFileTool = defineTool({
     const real = writablePath(context as ToolContext, path);
     if (typeof real !== "string") return { detail: real.error ?? "", paths: [path] };
     return {
-      detail: diffOf(path, await textOf(real), content),
+      detail: diffOf(path, await previewText(context, real, path), content),
       paths: [workspaceRelative(context.workspace, real)],
     };
   },
@@ -48,8 +52,8 @@ export const writeFileTool = defineTool({
     const real = writablePath(context, path);
     if (typeof real !== "string") return real;
     const existed = existsSync(real);
-    await mkdir(dirname(real), { recursive: true });
-    await writeFile(real, content);
+    const failed = await writeText(real, path, content);
+    if (failed) return failed;
     return {
       ok: true,
       output: `${existed ? "overwrote" : "created"} ${path} (${Buffer.byteLength(content)} bytes)`,
@@ -71,7 +75,7 @@ export const editFileTool = defineTool({
   async preview(args, context) {
     const real = writablePath(context as ToolContext, args.path);
     if (typeof real !== "string") return { detail: real.error ?? "", paths: [args.path] };
-    const before = await textOf(real);
+    const before = await previewText(context, real, args.path);
     const after = before === undefined ? undefined : replace(before, args);
     return {
       detail:
@@ -82,7 +86,8 @@ export const editFileTool = defineTool({
   async execute(args, context) {
     const real = writablePath(context, args.path);
     if (typeof real !== "string") return real;
-    const before = await textOf(real);
+    const before = await readText(context, real, args.path);
+    if (typeof before === "object") return before;
     if (before === undefined)
       return toolError(
         `no such file: ${args.path}`,
@@ -90,7 +95,8 @@ export const editFileTool = defineTool({
       );
     const after = replace(before, args);
     if (typeof after !== "string") return after;
-    await writeFile(real, after);
+    const failed = await writeText(real, args.path, after);
+    if (failed) return failed;
     const count = args.replace_all ? before.split(args.old_string).length - 1 : 1;
     return { ok: true, output: `edited ${args.path}: ${count} replacement${count === 1 ? "" : "s"}` };
   },
@@ -174,7 +180,9 @@ export const applyPatchTool = defineTool({
       const path = targetOf(file);
       const real = writablePath(context, path);
       if (typeof real !== "string") return real;
-      const before = (await textOf(real)) ?? "";
+      const text = await readText(context, real, path);
+      if (typeof text === "object") return text;
+      const before = text ?? "";
       if (file.newFileName === "/dev/null") {
         planned.push({ path, real, after: null });
         continue;
@@ -189,12 +197,9 @@ export const applyPatchTool = defineTool({
       planned.push({ path, real, after });
     }
     if (!dry_run) {
-      for (const { real, after } of planned) {
-        if (after === null) await rm(real, { force: true });
-        else {
-          await mkdir(dirname(real), { recursive: true });
-          await writeFile(real, after);
-        }
+      for (const { path, real, after } of planned) {
+        const failed = after === null ? await removeText(real, path) : await writeText(real, path, after);
+        if (failed) return failed;
       }
     }
     const lines = planned.map(({ path, after }) => `${after === null ? "deleted" : "patched"} ${path}`);
