@@ -1,8 +1,8 @@
 import { z } from "zod";
 import type { McpServerConfig } from "../../config/schema.js";
-import { PathOutsideWorkspaceError, resolveInWorkspace } from "../../safety/workspace-guard.js";
 import { MCP_SEPARATOR } from "../catalog.js";
 import { type Tool, type ToolResult, toolError } from "../tool.js";
+import { pathArgumentError } from "./mcp-paths.js";
 
 /** The SDK's `ErrorCode.RequestTimeout`, named here so the SDK is loaded only when a server is configured. */
 const MCP_REQUEST_TIMEOUT = -32001;
@@ -34,9 +34,6 @@ export interface McpCallResult {
   structuredContent?: unknown;
 }
 
-/** Arguments whose names say they hold paths are checked against the workspace before the call. */
-const PATH_ARGUMENT = /path|file|dir|directory|folder|source|destination|root/i;
-
 /** `server__tool`, with anything a model API would refuse in a tool name made `_`. */
 export function mcpToolName(server: string, tool: string): string {
   return `${server}${MCP_SEPARATOR}${tool.replace(/[^A-Za-z0-9_-]/g, "_")}`.slice(0, 64);
@@ -44,7 +41,9 @@ export function mcpToolName(server: string, tool: string): string {
 
 /**
  * One MCP tool as a Troupe tool. It counts as `execute` unless its server is marked `readOnly` or the
- * tool says `readOnlyHint`. Path-like arguments are held to the workspace, whatever the server allows.
+ * tool says `readOnlyHint`. Every argument that names a path, at any depth, is held to the workspace
+ * (and, unless the tool only reads, kept out of `.git`, `.troupe` and the config dir), whatever the
+ * server allows.
  */
 export function mcpTool(caller: McpCaller, info: McpToolInfo, workspace: string): Tool {
   const readOnly = caller.config.readOnly || info.annotations?.readOnlyHint === true;
@@ -57,9 +56,9 @@ export function mcpTool(caller: McpCaller, info: McpToolInfo, workspace: string)
     source: `mcp:${caller.server}`,
     // The server's own call timeout applies first; this is a backstop.
     timeoutMs: caller.config.timeoutMs + 5000,
-    async execute(args, { signal }) {
-      const outside = pathOutside(args as Record<string, unknown>, workspace);
-      if (outside) return outside;
+    async execute(args, { signal, protectedDirs }) {
+      const refused = pathArgumentError(args, workspace, { readOnly, protectedDirs });
+      if (refused) return refused;
       try {
         return toResult(await caller.call(info.name, args as Record<string, unknown>, signal));
       } catch (error) {
@@ -76,23 +75,6 @@ export function mcpTool(caller: McpCaller, info: McpToolInfo, workspace: string)
       }
     },
   };
-}
-
-function pathOutside(args: Record<string, unknown>, workspace: string): ToolResult | undefined {
-  for (const [key, value] of Object.entries(args)) {
-    if (!PATH_ARGUMENT.test(key)) continue;
-    for (const path of Array.isArray(value) ? value : [value]) {
-      if (typeof path !== "string") continue;
-      try {
-        resolveInWorkspace(workspace, path);
-      } catch (error) {
-        if (error instanceof PathOutsideWorkspaceError)
-          return toolError(`${key}: ${error.message}`, "use a path inside the workspace");
-        throw error;
-      }
-    }
-  }
-  return undefined;
 }
 
 function toResult(result: McpCallResult): ToolResult {
