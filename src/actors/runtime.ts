@@ -13,6 +13,7 @@ import { ModelRouter, type ModelRouterOptions } from "../model/model-router.js";
 import { type Approver, denyingApprover } from "../safety/approver.js";
 import { Redactor } from "../safety/redact.js";
 import type { SandboxMode } from "../sandbox/plan.js";
+import { sandboxEnv } from "../sandbox/env.js";
 import { detectSandbox, type Sandbox } from "../sandbox/sandbox.js";
 import { discoverSkills, matchSkill, type Skill, skillBody, skillCommand } from "../skills/skills.js";
 import { builtinTools } from "../tools/builtin/index.js";
@@ -123,15 +124,16 @@ export class Runtime {
         `no command sandbox: ${this.sandbox.unavailable}; until then every shell command is asked for`,
       );
     const sandboxConfig = options.config.troupe.sandbox;
+    // What every sandboxed process of this runtime may see and change, beside its mode.
+    const sandboxScope = {
+      workspace: this.workspace,
+      protectedDirs: [options.config.dir],
+      hiddenDirs: [dataDir(options.config.troupe.dataDir, env)],
+      readPaths: sandboxConfig.readPaths.map((path) => resolve(options.config.dir, path)),
+    };
     this.tools = new ToolRegistry([
       ...builtinTools({
-        shell: {
-          env: options.config.troupe.shell.env,
-          sandbox: this.sandbox,
-          protectedDirs: [options.config.dir],
-          hiddenDirs: [dataDir(options.config.troupe.dataDir, env)],
-          readPaths: sandboxConfig.readPaths.map((path) => resolve(options.config.dir, path)),
-        },
+        shell: { env: options.config.troupe.shell.env, sandbox: this.sandbox, ...sandboxScope },
       }),
       loadSkillTool(this.skills),
       ...(options.tools ?? []),
@@ -148,6 +150,10 @@ export class Runtime {
     this.mcp = new McpManager(options.config.troupe.mcpServers, this.tools, {
       workspace: this.workspace,
       log: this.#log,
+      confine: (mode, command, env) => {
+        const confined = this.sandbox.wrap({ ...sandboxScope, mode, network: sandboxConfig.network }, command);
+        return { ...confined, env: sandboxEnv(env, Object.keys(env)) as Record<string, string> };
+      },
     });
     this.#approver = options.approver ?? denyingApprover("nobody can answer approval requests in this run");
   }

@@ -21,6 +21,15 @@ export interface McpManagerOptions {
   maxRestartDelayMs?: number;
   /** How long the first connection of each server may take at start. Default 20000. */
   startTimeoutMs?: number;
+  /**
+   * Runs a stdio server's command in the sandbox, for a server whose entry says `sandbox:`: the program
+   * and arguments that do so, and the environment to start them with. Throws when it cannot.
+   */
+  confine?: (
+    mode: "read-only" | "workspace-write",
+    command: readonly string[],
+    env: Record<string, string>,
+  ) => { file: string; args: string[]; env: Record<string, string> };
 }
 
 type State = "connecting" | "ready" | "down" | "closed";
@@ -162,9 +171,7 @@ class McpConnection implements McpCaller {
           requestInit: { headers: this.config.headers },
         })
       : new stdio.StdioClientTransport({
-          command: this.config.command as string,
-          args: this.config.args,
-          env: { ...stdio.getDefaultEnvironment(), ...this.config.env },
+          ...this.#command({ ...stdio.getDefaultEnvironment(), ...this.config.env }),
           ...(this.config.cwd ? { cwd: this.config.cwd } : {}),
           stderr: "ignore",
         });
@@ -182,6 +189,16 @@ class McpConnection implements McpCaller {
     this.state = "ready";
     this.#restartDelay = this.options.restartDelayMs ?? 250;
     this.#log.info({ tools: tools.length, pid: this.pid }, "MCP server ready");
+  }
+
+  /** The stdio server's command line, inside the sandbox when its entry says so. */
+  #command(env: Record<string, string>): { command: string; args: string[]; env: Record<string, string> } {
+    const argv = [this.config.command as string, ...this.config.args];
+    if (!this.config.sandbox) return { command: argv[0] as string, args: argv.slice(1), env };
+    if (!this.options.confine)
+      throw new McpServerDownError(`the MCP server "${this.server}" asks for the sandbox, and there is none here`);
+    const confined = this.options.confine(this.config.sandbox, argv, env);
+    return { command: confined.file, args: confined.args, env: confined.env };
   }
 
   /** Registers the server's tools, replacing its earlier ones; a name another source owns is a collision. */

@@ -1,0 +1,124 @@
+import { existsSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join, resolve } from "node:path";
+import { afterEach, beforeEach, expect, it } from "vitest";
+import { mcpServerSchema } from "../../src/config/schema.js";
+import { memoryLogger } from "../../src/log.js";
+import { Redactor } from "../../src/safety/redact.js";
+import { sandboxEnv } from "../../src/sandbox/env.js";
+import { detectSandbox } from "../../src/sandbox/sandbox.js";
+import { McpManager } from "../../src/tools/mcp/mcp-manager.js";
+import { planCalls } from "../../src/tools/plan.js";
+import { runBatch } from "../../src/tools/run-batch.js";
+import { ToolRegistry, type ToolResult } from "../../src/tools/tool.js";
+import { tempTree } from "../support/cli.js";
+
+/* A stdio MCP server whose entry says `sandbox:` runs under bubblewrap, like a shell command. */
+
+const require = createRequire(import.meta.url);
+const FILESYSTEM = join(
+  dirname(require.resolve("@modelcontextprotocol/server-filesystem/package.json")),
+  "dist",
+  "index.js",
+);
+/** The server's code and its dependencies live in this checkout's node_modules, outside the workspace. */
+const NODE_MODULES = resolve(
+  dirname(require.resolve("@modelcontextprotocol/server-filesystem/package.json")),
+  "../..",
+);
+
+let ws: string;
+let dispose: () => void;
+let manager: McpManager | undefined;
+beforeEach(() => {
+  let root: string;
+  ({ dir: root, dispose } = tempTree({ "ws/hello.txt": "hello\n" }));
+  ws = join(root, "ws");
+});
+afterEach(async () => {
+  await manager?.close();
+  dispose();
+});
+
+async function start(mode: "read-only" | "workspace-write"): Promise<ToolRegistry> {
+  const registry = new ToolRegistry();
+  const sandbox = detectSandbox();
+  manager = new McpManager(
+    { files: mcpServerSchema.parse({ command: process.execPath, args: [FILESYSTEM, ws], sandbox: mode }) },
+    registry,
+    {
+      workspace: ws,
+      log: memoryLogger().log,
+      confine: (confineMode, command, env) => ({
+        ...sandbox.wrap(
+          { mode: confineMode, network: false, workspace: ws, readPaths: [NODE_MODULES] },
+          command,
+        ),
+        env: sandboxEnv(env, Object.keys(env)) as Record<string, string>,
+      }),
+    },
+  );
+  await manager.start();
+  expect(manager.state("files")).toBe("ready");
+  return registry;
+}
+
+async function call(
+  registry: ToolRegistry,
+  name: string,
+  args: Record<string, unknown>,
+): Promise<ToolResult> {
+  const [planned] = planCalls(
+    [{ id: "c1", type: "function", function: { name, arguments: JSON.stringify(args) } }],
+    registry,
+    new Set(registry.names()),
+    "yolo",
+    { workspace: ws },
+  );
+  if (!planned) throw new Error("no plan");
+  const results = await runBatch([planned], {
+    registry,
+    context: { runId: "r", agentId: "a", workspace: ws },
+    signal: new AbortController().signal,
+    redactor: new Redactor(),
+  });
+  return results.c1 as ToolResult;
+}
+
+it("read-only: the server reads the workspace, and its writes fail at the filesystem", async () => {
+  const registry = await start("read-only");
+  expect((await call(registry, "files__read_text_file", { path: join(ws, "hello.txt") })).output).toContain(
+    "hello",
+  );
+  const wrote = await call(registry, "files__write_file", { path: join(ws, "new.txt"), content: "x" });
+  expect(wrote.ok).toBe(false);
+  expect(wrote.output).toMatch(/read-only file system/i);
+  expect(existsSync(join(ws, "new.txt"))).toBe(false);
+});
+
+it("workspace-write: the server writes the workspace", async () => {
+  const registry = await start("workspace-write");
+  const wrote = await call(registry, "files__write_file", { path: join(ws, "new.txt"), content: "x" });
+  expect(wrote.ok).toBe(true);
+  expect(readFileSync(join(ws, "new.txt"), "utf8")).toBe("x");
+});
+
+it("an entry that asks for the sandbox where there is none does not start unconfined", async () => {
+  const registry = new ToolRegistry();
+  const memory = memoryLogger();
+  manager = new McpManager(
+    {
+      files: mcpServerSchema.parse({
+        command: process.execPath,
+        args: [FILESYSTEM, ws],
+        sandbox: "read-only",
+      }),
+    },
+    registry,
+    { workspace: ws, log: memory.log, restartDelayMs: 60_000 },
+  );
+  await manager.start();
+  expect(manager.state("files")).toBe("down");
+  expect(registry.names()).toEqual([]);
+  expect(memory.records.some((r) => String(r.err).includes("asks for the sandbox"))).toBe(true);
+});
