@@ -145,22 +145,40 @@ describe("troupe agents validate", () => {
     expect(result.code).toBe(2);
   });
 
-  it("rejects a subagent that lists a write or execute tool", async () => {
+  it("rejects a subagent that lists a write tool, and a read-only agent that asks for a writable sandbox", async () => {
     const cwd = project({
       "explorer.yaml": "name: explorer\ndescription: Finds things.\ntools: [read_file, write_file]\n",
       "coder.yaml": "name: coder\ndescription: Codes.\nsubagents: [explorer]\n",
-      "checker.yaml": "name: checker\ndescription: Checks.\nreadOnly: true\ntools: [grep, shell]\n",
+      "checker.yaml": "name: checker\ndescription: Checks.\nreadOnly: true\ntools: [grep, apply_patch]\n",
+      "looker.yaml":
+        "name: looker\ndescription: Looks.\nreadOnly: true\nsandbox: workspace-write\ntools: [shell]\n",
     });
     const result = await validate(cwd);
     const lines = result.stderr.split("\n").filter(Boolean);
-    expect(lines).toHaveLength(2);
+    expect(lines).toHaveLength(3);
     expect(lines[0]).toMatch(
-      /^config\/agents\/checker\.yaml:4:15: tools\[1\]: "shell" executes; a read-only agent may list read tools only: read_file, /,
+      /^config\/agents\/checker\.yaml:4:15: tools\[1\]: "apply_patch" writes; a read-only agent may list read tools only: read_file, .*, and shell \(run in the read-only sandbox\)$/,
     );
     expect(lines[1]).toMatch(
       /^config\/agents\/explorer\.yaml:3:20: tools\[1\]: "write_file" writes; a subagent \(every subagent is read-only\) may list read tools only/,
     );
+    expect(lines[2]).toBe(
+      'config/agents/looker.yaml:4:10: sandbox: a read-only agent\'s commands always run in the read-only sandbox; remove "sandbox: workspace-write" or set it to read-only',
+    );
     expect(result.code).toBe(2);
+  });
+
+  it("accepts shell for a subagent and a read-only agent: it runs in the read-only sandbox", async () => {
+    const cwd = project({
+      "explorer.yaml": "name: explorer\ndescription: Finds things.\ntools: [read_file, shell]\n",
+      "checker.yaml":
+        "name: checker\ndescription: Checks.\nreadOnly: true\nsandbox: read-only\ntools: [shell]\n",
+      "coder.yaml":
+        "name: coder\ndescription: Codes.\ntools: [shell]\nsandbox: workspace-write\nsubagents: [explorer]\n",
+    });
+    const result = await validate(cwd);
+    expect(result.stderr).toBe("");
+    expect(result.code).toBe(0);
   });
 
   it("rejects an MCP tool of a server that is not configured, and accepts one that is", async () => {

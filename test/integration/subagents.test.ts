@@ -1,3 +1,5 @@
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AgentEventMap } from "../../src/actors/agent-events.js";
 import { buildRunTree } from "../../src/actors/run-tree.js";
@@ -446,3 +448,35 @@ function costOfFirstTurn(events: Envelope[], agentId: string): number {
     ?.data as AgentEventMap["model.completed"];
   return first.usage.costUsd;
 }
+
+describe("a subagent's shell", () => {
+  it("runs in the read-only sandbox without asking, even when its parent runs under yolo", async () => {
+    server.script(
+      { match: { ...as("lead"), turn: 1 }, reply: { toolCalls: [subagentCall("explorer", "look")] } },
+      {
+        match: { ...as("explorer"), turn: 1 },
+        reply: {
+          toolCalls: [
+            { name: "shell", arguments: { command: "ls && cat README.md" } },
+            { name: "shell", arguments: { command: "touch written.txt; echo x >> README.md" } },
+          ],
+        },
+      },
+      { match: { ...as("explorer"), turn: 2 }, reply: { text: "looked" } },
+      { match: { ...as("lead"), turn: 2 }, reply: { text: "done" } },
+    );
+    const rt = runtime([lead, { ...explorer, tools: ["read_file", "shell"] }]);
+    const output = await rt.start({ task: "hi", agent: "lead", approval: "yolo" }).done;
+    expect(output.reason).toBe("done");
+    const child = server.requests.find(
+      (r) =>
+        r.body.messages[0]?.content?.includes('"explorer"') && r.body.messages.some((m) => m.role === "tool"),
+    );
+    const results = child?.body.messages.filter((m) => m.role === "tool").map((m) => String(m.content)) ?? [];
+    expect(results[0]).toContain("# project");
+    expect(results[1]).toContain("Read-only file system");
+    expect(existsSync(join(ws, "written.txt"))).toBe(false);
+    expect(readFileSync(join(ws, "README.md"), "utf8")).toBe("# project\n");
+    await rt.close();
+  });
+});
