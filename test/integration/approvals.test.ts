@@ -1,3 +1,5 @@
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AgentEventMap } from "../../src/actors/agent-events.js";
@@ -78,6 +80,46 @@ describe("approval requests", () => {
     const toolMessages = server.requests[1]?.body.messages.filter((m) => m.role === "tool") ?? [];
     expect(toolMessages[1]?.content).toContain("the user denied shell: no tests today");
     expect(server.requests[0]?.body.messages[0]?.content).toContain(UNTRUSTED_NOTE);
+    await rt.close();
+  });
+
+  it("leaving the sandbox is asked for under auto-edit, says why, and runs with what was approved", async () => {
+    server.script(
+      {
+        match: { turn: 1 },
+        reply: {
+          toolCalls: [
+            { name: "shell", arguments: { command: "touch inside.txt" } },
+            { name: "shell", arguments: { command: "touch net.txt", escalate: "network" } },
+            {
+              name: "shell",
+              arguments: { command: "touch /tmp/unsandboxed-$PPID", escalate: "unsandboxed" },
+            },
+          ],
+        },
+      },
+      { match: { turn: 2 }, reply: { text: "done" } },
+    );
+    const asked: ApprovalRequest[] = [];
+    const rt = runtime({
+      decide: async (request) => {
+        asked.push(request);
+        return request.detail.includes("network")
+          ? { approved: true, by: "test" }
+          : { approved: false, by: "test", reason: "stay inside" };
+      },
+    });
+    await rt.start({ task: "x", approval: "auto-edit" }).done;
+    // The first ran in the sandbox without a question; the other two were asked about, each saying why.
+    expect(asked.map((r) => r.detail)).toEqual([
+      "touch net.txt\n(asked because it asks for network access)",
+      "touch /tmp/unsandboxed-$PPID\n(asked because it asks to run outside the sandbox)",
+    ]);
+    expect(existsSync(join(ws, "inside.txt"))).toBe(true);
+    expect(existsSync(join(ws, "net.txt"))).toBe(true);
+    const results =
+      server.requests[1]?.body.messages.filter((m) => m.role === "tool").map((m) => m.content) ?? [];
+    expect(results[2]).toContain("stay inside");
     await rt.close();
   });
 
