@@ -12,8 +12,8 @@ import type { AgentOutput } from "../machines/agent-types.js";
 import { ModelRouter, type ModelRouterOptions } from "../model/model-router.js";
 import { type Approver, denyingApprover } from "../safety/approver.js";
 import { Redactor } from "../safety/redact.js";
-import type { SandboxMode } from "../sandbox/plan.js";
 import { sandboxEnv } from "../sandbox/env.js";
+import type { SandboxMode } from "../sandbox/plan.js";
 import { detectSandbox, type Sandbox } from "../sandbox/sandbox.js";
 import { discoverSkills, matchSkill, type Skill, skillBody, skillCommand } from "../skills/skills.js";
 import { builtinTools } from "../tools/builtin/index.js";
@@ -151,7 +151,10 @@ export class Runtime {
       workspace: this.workspace,
       log: this.#log,
       confine: (mode, command, env) => {
-        const confined = this.sandbox.wrap({ ...sandboxScope, mode, network: sandboxConfig.network }, command);
+        const confined = this.sandbox.wrap(
+          { ...sandboxScope, mode, network: sandboxConfig.network },
+          command,
+        );
         return { ...confined, env: sandboxEnv(env, Object.keys(env)) as Record<string, string> };
       },
     });

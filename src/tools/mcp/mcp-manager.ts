@@ -196,7 +196,9 @@ class McpConnection implements McpCaller {
     const argv = [this.config.command as string, ...this.config.args];
     if (!this.config.sandbox) return { command: argv[0] as string, args: argv.slice(1), env };
     if (!this.options.confine)
-      throw new McpServerDownError(`the MCP server "${this.server}" asks for the sandbox, and there is none here`);
+      throw new McpServerDownError(
+        `the MCP server "${this.server}" asks for the sandbox, and there is none here`,
+      );
     const confined = this.options.confine(this.config.sandbox, argv, env);
     return { command: confined.file, args: confined.args, env: confined.env };
   }
