@@ -7,6 +7,7 @@ import { createLogger } from "../../src/log.js";
 import { Redactor } from "../../src/safety/redact.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { natsBus } from "../support/buses.js";
+import { canaryPieces } from "../support/canary.js";
 import { tempTree } from "../support/cli.js";
 import { testConfig } from "../support/config.js";
 import { collect } from "../support/wait.js";
@@ -94,17 +95,6 @@ it("keeps a planted secret off the bus, out of the logs, out of stored state and
   await runtime.close();
 });
 
-/** Every 10-character piece of `secret` as it is, rot13'd and reversed: what a transform leaves of it. */
-function pieces(secret: string): string[] {
-  const rot13 = secret.replace(/[a-z]/gi, (c) => {
-    const base = c <= "Z" ? 65 : 97;
-    return String.fromCharCode(((c.charCodeAt(0) - base + 13) % 26) + base);
-  });
-  return [secret, rot13, [...secret].reverse().join("")].flatMap((form) =>
-    Array.from({ length: form.length - 9 }, (_, i) => form.slice(i, i + 10)),
-  );
-}
-
 it("on NATS, as the daemon hosts it: a canary in its environment and beside the workspace stays out, whatever the command does to it", async () => {
   // A name no redactor knows, and a file outside the workspace: only the sandbox keeps them in.
   const envCanary = `plain${CANARY.slice(7)}`;
@@ -168,7 +158,7 @@ it("on NATS, as the daemon hosts it: a canary in its environment and beside the 
       ["the model's requests", requests],
     ] as const) {
       const flat = text.replace(/\s|\\[nt]/g, "");
-      for (const piece of [...pieces(envCanary), ...pieces(fileCanary)])
+      for (const piece of [...canaryPieces(envCanary), ...canaryPieces(fileCanary)])
         expect(flat.includes(piece), `${piece} reached ${where}`).toBe(false);
     }
     await runtime.close();

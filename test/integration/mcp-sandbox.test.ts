@@ -4,14 +4,12 @@ import { dirname, join, resolve } from "node:path";
 import { afterEach, beforeEach, expect, it } from "vitest";
 import { mcpServerSchema } from "../../src/config/schema.js";
 import { memoryLogger } from "../../src/log.js";
-import { Redactor } from "../../src/safety/redact.js";
 import { sandboxEnv } from "../../src/sandbox/env.js";
 import { detectSandbox } from "../../src/sandbox/sandbox.js";
 import { McpManager } from "../../src/tools/mcp/mcp-manager.js";
-import { planCalls } from "../../src/tools/plan.js";
-import { runBatch } from "../../src/tools/run-batch.js";
-import { ToolRegistry, type ToolResult } from "../../src/tools/tool.js";
+import { ToolRegistry } from "../../src/tools/tool.js";
 import { tempTree } from "../support/cli.js";
+import { runThroughPipeline } from "../support/pipeline.js";
 
 /* A stdio MCP server whose entry says `sandbox:` runs under bubblewrap, like a shell command. */
 
@@ -63,27 +61,8 @@ async function start(mode: "read-only" | "workspace-write"): Promise<ToolRegistr
   return registry;
 }
 
-async function call(
-  registry: ToolRegistry,
-  name: string,
-  args: Record<string, unknown>,
-): Promise<ToolResult> {
-  const [planned] = planCalls(
-    [{ id: "c1", type: "function", function: { name, arguments: JSON.stringify(args) } }],
-    registry,
-    new Set(registry.names()),
-    "yolo",
-    { workspace: ws },
-  );
-  if (!planned) throw new Error("no plan");
-  const results = await runBatch([planned], {
-    registry,
-    context: { runId: "r", agentId: "a", workspace: ws },
-    signal: new AbortController().signal,
-    redactor: new Redactor(),
-  });
-  return results.c1 as ToolResult;
-}
+const call = (registry: ToolRegistry, name: string, args: Record<string, unknown>) =>
+  runThroughPipeline(registry, ws, name, args);
 
 it("read-only: the server reads the workspace, and its writes fail at the filesystem", async () => {
   const registry = await start("read-only");

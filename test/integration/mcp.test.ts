@@ -9,12 +9,10 @@ import { z } from "zod";
 import { freePort } from "../../src/bus/embedded-nats.js";
 import { mcpServerSchema } from "../../src/config/schema.js";
 import { memoryLogger } from "../../src/log.js";
-import { Redactor } from "../../src/safety/redact.js";
 import { McpManager, McpToolCollisionError } from "../../src/tools/mcp/mcp-manager.js";
-import { planCalls } from "../../src/tools/plan.js";
-import { runBatch } from "../../src/tools/run-batch.js";
-import { defineTool, type Tool, ToolRegistry, type ToolResult } from "../../src/tools/tool.js";
+import { defineTool, type Tool, ToolRegistry } from "../../src/tools/tool.js";
 import { tempTree } from "../support/cli.js";
+import { runThroughPipeline } from "../support/pipeline.js";
 import { waitFor } from "../support/wait.js";
 
 const require = createRequire(import.meta.url);
@@ -53,24 +51,8 @@ async function start(servers: Record<string, ReturnType<typeof server>>, registr
 }
 
 /** Runs one call through the whole pipeline, as an agent's batch would. */
-async function run(registry: ToolRegistry, name: string, args: Record<string, unknown>): Promise<ToolResult> {
-  const [planned] = planCalls(
-    [{ id: "c1", type: "function", function: { name, arguments: JSON.stringify(args) } }],
-    registry,
-    new Set(registry.names()),
-    "yolo",
-    { workspace: ws },
-  );
-  if (!planned) throw new Error("no plan");
-  if (planned.result) return planned.result;
-  const results = await runBatch([planned], {
-    registry,
-    context: { runId: "r", agentId: "a", workspace: ws },
-    signal: new AbortController().signal,
-    redactor: new Redactor(),
-  });
-  return results.c1 as ToolResult;
-}
+const run = (registry: ToolRegistry, name: string, args: Record<string, unknown>) =>
+  runThroughPipeline(registry, ws, name, args);
 
 describe("MCP: @modelcontextprotocol/server-filesystem", () => {
   it("registers its tools as server__tool, reads and writes in the workspace, and the guard still applies", async () => {
