@@ -28,11 +28,17 @@ export class SandboxUnavailableError extends Error {
 class Bubblewrap implements Sandbox {
   readonly unavailable = undefined;
   readonly #planner = new HostPlanner();
+  #description: string | undefined;
 
-  constructor(
-    private readonly path: string,
-    readonly description: string,
-  ) {}
+  constructor(private readonly path: string) {}
+
+  /** Asked of bubblewrap only when wanted (`troupe doctor`), not at every start. */
+  get description(): string {
+    this.#description ??= `${
+      spawnSync(this.path, ["--version"], { encoding: "utf8", timeout: 5000 }).stdout?.trim() || "bubblewrap"
+    } at ${this.path}`;
+    return this.#description;
+  }
 
   wrap(request: HostPlanRequest, command: readonly string[]): { file: string; args: string[] } {
     return { file: this.path, args: bwrapArgs(this.#planner.plan(request), command) };
@@ -80,8 +86,7 @@ function detect(env: NodeJS.ProcessEnv): Sandbox {
       `bubblewrap at ${path} cannot make a sandbox here (${said}); it needs unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 an AppArmor profile for bwrap)`,
     );
   }
-  const version = spawnSync(path, ["--version"], { encoding: "utf8", timeout: 5000 }).stdout?.trim();
-  return new Bubblewrap(path, `${version || "bubblewrap"} at ${path}`);
+  return new Bubblewrap(path);
 }
 
 function findOnPath(name: string, pathVariable: string): string | undefined {
