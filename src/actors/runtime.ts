@@ -151,11 +151,14 @@ export class Runtime {
       workspace: this.workspace,
       log: this.#log,
       confine: (mode, command, env) => {
-        const confined = this.sandbox.wrap(
+        // A server runs for long: nothing is settled after it, so its mode is best read-only.
+        // The stdio transport passes no extra file descriptor: no seccomp filter for a server.
+        const { file, args } = this.sandbox.wrap(
           { ...sandboxScope, mode, network: sandboxConfig.network },
           command,
+          { filter: false },
         );
-        return { ...confined, env: sandboxEnv(env, Object.keys(env)) as Record<string, string> };
+        return { file, args, env: sandboxEnv(env, Object.keys(env)) as Record<string, string> };
       },
     });
     this.#approver = options.approver ?? denyingApprover("nobody can answer approval requests in this run");

@@ -1,8 +1,9 @@
-import { existsSync, lstatSync, readdirSync, readlinkSync, realpathSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, readlinkSync, realpathSync, renameSync } from "node:fs";
+import { homedir, tmpdir } from "node:os";
 import { dirname, join, resolve, sep } from "node:path";
 import { isInside as inside } from "../util/paths.js";
 import type { Mount, SandboxPlan } from "./plan.js";
-import { ProtectedEntries } from "./protected-entries.js";
+import { ProtectedEntries, type WorkspaceEntries } from "./protected-entries.js";
 
 export class SandboxPlanError extends Error {
   override name = "SandboxPlanError";
@@ -52,19 +53,28 @@ export interface HostPlanRequest {
   readPaths?: readonly string[];
 }
 
+/** A plan, and what the workspace held when it was made (for `HostPlanner.settle`). */
+export interface HostPlan extends SandboxPlan {
+  entries?: WorkspaceEntries;
+}
+
 /**
  * Builds sandbox plans from what is on this machine. The system part is looked up once; the
  * protected entries of a workspace (every `.git` and `.troupe` at any depth) on every plan, from a
  * cache that re-reads only the directories that changed.
+ *
+ * A read-only bind mount protects a path, not a name: a command could move the directory above a
+ * `.git` away and make a new one in its place. So every directory between the workspace and a
+ * protected, hidden or covered path is bound onto itself, writable: a mount point cannot be renamed
+ * or removed, and its contents stay writable.
  */
 export class HostPlanner {
   #system: Mount[] | undefined;
   readonly #protected = new ProtectedEntries();
 
-  plan(request: HostPlanRequest): SandboxPlan {
+  plan(request: HostPlanRequest): HostPlan {
     const workspace = realpathSync(request.workspace);
-    if (workspace === sep)
-      throw new SandboxPlanError("the workspace is the root directory: nothing is outside it");
+    refuseWorkspace(workspace);
     const cwd = request.cwd ? realpathSync(request.cwd) : workspace;
     const extra = (request.readPaths ?? [])
       .filter((path) => existsSync(path))
@@ -73,30 +83,54 @@ export class HostPlanner {
       ...this.#systemMounts(),
       ...extra.map((path): Mount => ({ kind: "read", path })),
     ];
-    const mounted = [...SYSTEM_PATHS, ...extra, workspace];
     if (request.network) {
       // A resolv.conf that links elsewhere (systemd-resolved's, under /run) must be there to resolve names.
       const resolvConf = existingRealPath("/etc/resolv.conf");
-      if (resolvConf && !mounted.some((root) => inside(root, resolvConf)))
-        mounts.push({ kind: "read", path: resolvConf });
+      if (resolvConf && !visible(mounts, resolvConf)) mounts.push({ kind: "read", path: resolvConf });
     }
     mounts.push({ kind: "tmpfs", path: "/tmp" }, { kind: "dir", path: SANDBOX_HOME });
-    if (request.mode === "workspace-write") {
-      mounts.push({ kind: "write", path: workspace });
-      for (const path of this.#protected.find(workspace)) mounts.push({ kind: "read", path });
+    const writable = request.mode === "workspace-write";
+    mounts.push({ kind: writable ? "write" : "read", path: workspace });
+    // Looked at in read-only mode too: sockets can be connected to through a read-only mount.
+    const entries = this.#protected.find(workspace);
+    const covered: Mount[] = [];
+    if (writable) {
+      for (const path of [...entries.protected, ...entries.unreadable]) covered.push({ kind: "read", path });
       for (const dir of request.protectedDirs ?? []) {
         const real = existingRealPath(dir);
-        if (real && inside(workspace, real)) mounts.push({ kind: "read", path: real });
+        if (real && inside(workspace, real)) covered.push({ kind: "read", path: real });
       }
-    } else {
-      mounts.push({ kind: "read", path: workspace });
     }
+    for (const path of entries.sockets) covered.push({ kind: "hide-file", path });
     for (const dir of request.hiddenDirs ?? []) {
       const real = existingRealPath(dir);
-      if (real && mounted.some((root) => inside(root, real)))
-        mounts.push({ kind: "tmpfs", path: real, readOnly: true });
+      if (real && visible(mounts, real)) covered.push({ kind: "tmpfs", path: real, readOnly: true });
     }
-    return { mounts, network: request.network, cwd };
+    if (writable) mounts.push(...pinnedAncestors(workspace, covered));
+    mounts.push(...covered);
+    return { mounts, network: request.network, cwd, ...(writable ? { entries } : {}) };
+  }
+
+  /**
+   * After a workspace-write command: every protected entry it made or replaced (a new `.git` or
+   * `.troupe`, a `.git` symlink pointed elsewhere) is renamed aside, so git run there later, outside
+   * the sandbox, finds no config the command wrote. Returns what was moved, from where to where.
+   */
+  settle(workspace: string, plan: HostPlan): Array<{ from: string; to: string }> {
+    if (!plan.entries) return [];
+    const moved: Array<{ from: string; to: string }> = [];
+    for (const from of this.#protected.changedSince(realpathSync(workspace), plan.entries)) {
+      const to = `${from}.quarantined-${Date.now().toString(36)}`;
+      try {
+        renameSync(from, to);
+        moved.push({ from, to });
+      } catch (error) {
+        throw new SandboxPlanError(
+          `a command made ${from}, and it could not be moved aside: ${(error as Error).message}`,
+        );
+      }
+    }
+    return moved;
   }
 
   /** The system paths this machine has (merged-/usr links as links), with their secrets hidden. */
@@ -104,9 +138,11 @@ export class HostPlanner {
     if (this.#system) return this.#system;
     const mounts: Mount[] = [];
     const roots = [...SYSTEM_PATHS];
-    // Node installed elsewhere (nvm, a tarball under HOME) still runs inside: its prefix is mounted.
-    const nodePrefix = dirname(dirname(realpathSync(process.execPath)));
-    if (!roots.some((root) => inside(root, nodePrefix))) roots.push(nodePrefix);
+    // Node installed elsewhere (nvm, a tarball under HOME) still runs inside: its bin and lib are
+    // mounted, not its whole prefix (for ~/bin/node that would be the home directory).
+    const nodeBin = dirname(realpathSync(process.execPath));
+    for (const path of [nodeBin, join(dirname(nodeBin), "lib")])
+      if (!roots.some((root) => inside(root, path)) && dirname(nodeBin) !== sep) roots.push(path);
     for (const path of roots) {
       const info = lstatOrUndefined(path);
       if (info?.isSymbolicLink()) mounts.push({ kind: "symlink", path, target: readlinkSync(path) });
@@ -145,4 +181,39 @@ function readdirOrEmpty(path: string): string[] {
   } catch {
     return [];
   }
+}
+
+/** Where no sandbox can do its job: the whole disk, the home directory, or the sandbox's own /tmp. */
+function refuseWorkspace(workspace: string): void {
+  const why =
+    workspace === sep
+      ? "is the root directory: nothing is outside it"
+      : inside(workspace, realpathOr(homedir()))
+        ? `holds the home directory ${homedir()}, whose dotfiles run code outside the sandbox`
+        : inside(workspace, realpathOr(tmpdir())) || inside(workspace, "/tmp")
+          ? "holds /tmp, which the sandbox replaces with its own"
+          : undefined;
+  if (why) throw new SandboxPlanError(`the workspace ${workspace} ${why}; run troupe in a project directory`);
+}
+
+/** Whether a mount of the plan shows `path` (so hiding it means something). */
+function visible(mounts: readonly Mount[], path: string): boolean {
+  return mounts.some(
+    (mount) => (mount.kind === "read" || mount.kind === "write") && inside(mount.path, path),
+  );
+}
+
+/** Each directory strictly between the workspace and a covered path, bound onto itself, shallowest first. */
+function pinnedAncestors(workspace: string, covered: readonly Mount[]): Mount[] {
+  const dirs = new Set<string>();
+  for (const { path } of covered) {
+    if (!inside(workspace, path)) continue;
+    for (let dir = dirname(path); dir !== workspace && inside(workspace, dir); dir = dirname(dir))
+      dirs.add(dir);
+  }
+  return [...dirs].sort((a, b) => a.length - b.length).map((path): Mount => ({ kind: "write", path }));
+}
+
+function realpathOr(path: string): string {
+  return existingRealPath(path) ?? path;
 }

@@ -43,14 +43,16 @@ export interface SandboxPlan {
   network: boolean;
   /** Where the command starts. */
   cwd: string;
+  /** The file descriptor bubblewrap reads a seccomp filter from (see seccomp.ts); none without it. */
+  seccompFd?: number;
 }
 
 /**
  * bubblewrap's arguments for a plan, then `--` and the command. Every namespace bubblewrap can make
  * is new (user, IPC, PID with a fresh /proc, UTS, cgroup, and the network unless the plan allows
  * it); every capability is dropped (as root, bubblewrap would otherwise keep them, and a command
- * could remount the workspace writable); the command gets a session of its own (no TIOCSTI into
- * the caller's terminal) and dies with its parent. The root is a private tmpfs, read-only once the
+ * could remount the workspace writable); /proc is read-only; the command gets a session of its own
+ * (no TIOCSTI into the caller's terminal) and dies with its parent. The root is a private tmpfs, read-only once the
  * mounts are made, so nothing is visible that the plan does not mount.
  */
 export function bwrapArgs(plan: SandboxPlan, command: readonly string[]): string[] {
@@ -65,6 +67,7 @@ export function bwrapArgs(plan: SandboxPlan, command: readonly string[]): string
     ...(plan.network ? [] : ["--unshare-net"]),
     "--cap-drop",
     "ALL",
+    ...(plan.seccompFd === undefined ? [] : ["--seccomp", String(plan.seccompFd)]),
   ];
   for (const mount of plan.mounts) {
     switch (mount.kind) {
@@ -89,6 +92,9 @@ export function bwrapArgs(plan: SandboxPlan, command: readonly string[]): string
         break;
     }
   }
-  args.push("--dev", "/dev", "--proc", "/proc", "--remount-ro", "/", "--chdir", plan.cwd, "--", ...command);
+  // /proc read-only: as root, files such as /proc/sys/kernel/core_pattern are checked by uid alone,
+  // and bubblewrap leaves /proc/sys writable (it covers it only when the directory itself is).
+  args.push("--dev", "/dev", "--proc", "/proc", "--remount-ro", "/proc", "--remount-ro", "/");
+  args.push("--chdir", plan.cwd, "--", ...command);
   return args;
 }

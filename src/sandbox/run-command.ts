@@ -11,6 +11,8 @@ export interface CommandSpec {
   stdin?: string;
   /** Characters of output kept; what comes after is counted, not kept. Default 1 MiB. */
   outputCap?: number;
+  /** Written to file descriptors 3, 4, … of the command, each then closed (bubblewrap's seccomp filter). */
+  inputs?: readonly Buffer[];
 }
 
 export interface CommandOutcome {
@@ -37,12 +39,40 @@ const DEFAULT_CAP = 1024 * 1024;
  */
 export function runCommand(spec: CommandSpec): Promise<CommandOutcome> {
   const cap = spec.outputCap ?? DEFAULT_CAP;
+  const inputs = spec.inputs ?? [];
   return new Promise((resolve) => {
-    const child = spawn(spec.file, spec.args, {
-      cwd: spec.cwd,
-      env: spec.env,
-      detached: true,
-      stdio: [spec.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
+    let child: ReturnType<typeof spawn>;
+    try {
+      child = spawn(spec.file, spec.args, {
+        cwd: spec.cwd,
+        env: spec.env,
+        detached: true,
+        stdio: [
+          spec.stdin === undefined ? "ignore" : "pipe",
+          "pipe",
+          "pipe",
+          ...inputs.map(() => "pipe" as const),
+        ],
+      });
+    } catch (error) {
+      // Too many arguments (E2BIG) and the like throw here rather than emit "error".
+      resolve({
+        code: null,
+        killedBy: null,
+        stdout: "",
+        stderr: "",
+        output: "",
+        dropped: 0,
+        startError: error as Error,
+      });
+      return;
+    }
+    inputs.forEach((data, i) => {
+      const stream = child.stdio[3 + i] as NodeJS.WritableStream & {
+        on(event: "error", f: () => void): void;
+      };
+      stream.on("error", () => {});
+      stream.end(data);
     });
     let stdout = "";
     let stderr = "";

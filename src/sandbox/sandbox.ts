@@ -3,6 +3,9 @@ import { accessSync, constants } from "node:fs";
 import { delimiter, join } from "node:path";
 import { HostPlanner, type HostPlanRequest } from "./host-plan.js";
 import { bwrapArgs } from "./plan.js";
+import { seccompFilter } from "./seccomp.js";
+
+const FILTER = seccompFilter();
 
 /** What to do when the sandbox is missing, in one line. */
 export const SANDBOX_INSTALL_HINT =
@@ -17,8 +20,27 @@ export interface Sandbox {
   readonly unavailable: string | undefined;
   /** What runs the sandbox, for `troupe doctor`: "bubblewrap 0.8.0 at /usr/bin/bwrap". */
   readonly description: string;
-  /** The program and arguments that run `command` confined as `request` says. */
-  wrap(request: HostPlanRequest, command: readonly string[]): { file: string; args: string[] };
+  /**
+   * The program and arguments that run `command` confined as `request` says. With `filter: false`
+   * there is no seccomp filter (for a launcher that cannot pass `inputs`, as an MCP stdio transport).
+   */
+  wrap(
+    request: HostPlanRequest,
+    command: readonly string[],
+    options?: { filter?: boolean },
+  ): SandboxedCommand;
+}
+
+export interface SandboxedCommand {
+  file: string;
+  args: string[];
+  /** What the command must be given on file descriptors 3, 4, … (the seccomp filter). */
+  inputs: Buffer[];
+  /**
+   * Once the command has ended: what it made that the sandbox could not stop, moved aside (a new
+   * `.git` or `.troupe`, a `.git` symlink pointed elsewhere), from where to where.
+   */
+  settle(): Array<{ from: string; to: string }>;
 }
 
 export class SandboxUnavailableError extends Error {
@@ -40,8 +62,15 @@ class Bubblewrap implements Sandbox {
     return this.#description;
   }
 
-  wrap(request: HostPlanRequest, command: readonly string[]): { file: string; args: string[] } {
-    return { file: this.path, args: bwrapArgs(this.#planner.plan(request), command) };
+  wrap(request: HostPlanRequest, command: readonly string[], { filter = true } = {}): SandboxedCommand {
+    const plan = this.#planner.plan(request);
+    const seccomp = filter ? FILTER : undefined;
+    return {
+      file: this.path,
+      args: bwrapArgs(seccomp ? { ...plan, seccompFd: 3 } : plan, command),
+      inputs: seccomp ? [seccomp] : [],
+      settle: () => this.#planner.settle(request.workspace, plan),
+    };
   }
 }
 

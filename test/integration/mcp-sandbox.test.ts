@@ -51,6 +51,7 @@ async function start(mode: "read-only" | "workspace-write"): Promise<ToolRegistr
         ...sandbox.wrap(
           { mode: confineMode, network: false, workspace: ws, readPaths: [NODE_MODULES] },
           command,
+          { filter: false },
         ),
         env: sandboxEnv(env, Object.keys(env)) as Record<string, string>,
       }),

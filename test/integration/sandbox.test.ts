@@ -1,5 +1,13 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -42,13 +50,13 @@ function git(...args: string[]) {
 async function run(
   mode: SandboxMode,
   command: string,
-  options: { network?: boolean; timeoutMs?: number } = {},
+  options: { network?: boolean; timeoutMs?: number; hidden?: string[] } = {},
 ): Promise<ToolResult> {
   const tool = shellTool({
     sandbox: detectSandbox(),
     parentEnv: { ...process.env, TROUPE_TEST_CANARY: CANARY },
     protectedDirs: [join(ws, "config")],
-    hiddenDirs: [join(ws, ".data")],
+    hiddenDirs: [join(ws, ".data"), ...(options.hidden ?? [])],
   });
   return tool.execute(
     { command, timeout_ms: options.timeoutMs ?? 10_000 },
@@ -180,6 +188,117 @@ describe("workspace-write", () => {
     expect(Date.now() - started).toBeLessThan(1000);
     await new Promise((resolve) => setTimeout(resolve, 1200));
     expect(existsSync(join(ws, "late"))).toBe(false);
+  });
+});
+
+describe("what the reviewer got through, now held", () => {
+  it("no kernel setting can be written, not even as root: /proc is read-only", async () => {
+    // Writes back the value it read: harmless should it get through, and then it says so.
+    const result = await run(
+      "read-only",
+      'v=$(cat /proc/sys/kernel/core_pattern); printf %s "$v" > /proc/sys/kernel/core_pattern && echo WROTE',
+    );
+    expect(result.output).not.toContain("WROTE");
+    expect(result.output).toContain("Read-only file system");
+  });
+
+  it("the caller's session keyring is out of reach: keyctl, add_key and request_key fail", async () => {
+    // keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0) and add_key("user", …) by number.
+    const [keyctl, addKey] = process.arch === "arm64" ? [219, 217] : [250, 248];
+    const result = await run(
+      "read-only",
+      `perl -e 'my ($t, $d, $v) = ("user", "k", "v"); print syscall(${keyctl}, 0, -3, 0), " $!\\n", syscall(${addKey}, $t, $d, $v, 1, -3), " $!\\n"'`,
+    );
+    expect(result.output).toBe("-1 Operation not permitted\n-1 Operation not permitted\n");
+  });
+
+  it("a nested repository cannot be moved aside and replaced, nor its parent renamed with an old mtime", async () => {
+    const result = await run(
+      "workspace-write",
+      [
+        "m=$(stat -c %y vendor)",
+        "mv vendor/lib vendor/lib.orig",
+        "mv vendor vendor.moved",
+        'touch -m -d "$m" vendor',
+        "echo done",
+      ].join("; "),
+    );
+    expect(result.output).toContain("Device or resource busy");
+    expect(existsSync(join(ws, "vendor/lib/.git/config"))).toBe(true);
+    expect(existsSync(join(ws, "vendor/lib.orig")) || existsSync(join(ws, "vendor.moved"))).toBe(false);
+  });
+
+  it("a .git a command makes, or a .git link it points elsewhere, is moved aside when it ends", async () => {
+    mkdirSync(join(ws, "pkg"));
+    mkdirSync(join(ws, "elsewhere/.git"), { recursive: true });
+    symlinkSync("../elsewhere/.git", join(ws, "pkg/.git"));
+    const made = await run(
+      "workspace-write",
+      `mkdir -p fresh && git init -q fresh && git -C fresh config core.fsmonitor "touch ${root}/MARKER; false"; mkdir -p .troupe2/x; mkdir -p app/.troupe/skills/evil; mkdir -p evil/.git && ln -sfn ../evil/.git pkg/.git; echo ran`,
+    );
+    expect(made.output).toContain("ran");
+    expect(made.output).toMatch(/moved aside: .*fresh\/\.git → fresh\/\.git\.quarantined-/);
+    expect(existsSync(join(ws, "fresh/.git"))).toBe(false);
+    expect(existsSync(join(ws, "app/.troupe"))).toBe(false);
+    expect(existsSync(join(ws, "pkg/.git"))).toBe(false);
+    // Not a protected name: left alone.
+    expect(existsSync(join(ws, ".troupe2/x"))).toBe(true);
+    execFileSync("git", ["status"], { cwd: join(ws, "fresh"), env: { PATH: process.env.PATH, HOME: root } });
+    expect(existsSync(join(root, "MARKER"))).toBe(false);
+  });
+
+  it("a chmod 000 on the way to a .git and a move of the data dir's parent open neither", async () => {
+    mkdirSync(join(ws, "state/troupe"), { recursive: true });
+    writeFileSync(join(ws, "state/troupe/creds"), CANARY);
+    mkdirSync(join(ws, "hideout/lib/.git"), { recursive: true });
+    writeFileSync(join(ws, "hideout/lib/.git/config"), "[core]\n");
+    const hide = await run("workspace-write", "chmod 000 hideout; mv state state.moved; echo done", {
+      hidden: [join(ws, "state/troupe")],
+    });
+    expect(hide.output).toContain("Device or resource busy");
+    const edit = await run(
+      "workspace-write",
+      "chmod 755 hideout; echo evil >> hideout/lib/.git/config; cat state*/troupe/creds",
+      {
+        hidden: [join(ws, "state/troupe")],
+      },
+    );
+    expect(edit.output).not.toContain(CANARY);
+    expect(readFileSync(join(ws, "hideout/lib/.git/config"), "utf8")).toBe("[core]\n");
+  });
+
+  it("a path too long to look into fails the command closed, rather than leave a .git under it unprotected", async () => {
+    const name = "d".repeat(200);
+    try {
+      // Deeper than PATH_MAX, made one relative step at a time.
+      execFileSync("perl", [
+        "-e",
+        `chdir $ARGV[0] or die; for (1..22) { mkdir "${name}"; chdir "${name}" or die } mkdir ".git" or die`,
+        ws,
+      ]);
+      await expect(run("workspace-write", "echo ran")).rejects.toThrow(
+        /cannot look into .* for \.git directories \(ENAMETOOLONG\)/,
+      );
+    } finally {
+      execFileSync("rm", ["-rf", join(ws, name)]);
+    }
+  });
+
+  it("a unix socket in the workspace cannot be connected to", async () => {
+    const path = join(ws, "agent.sock");
+    let connections = 0;
+    const listener = createServer(() => connections++);
+    await new Promise<void>((resolve) => listener.listen(path, resolve));
+    try {
+      const result = await run(
+        "read-only",
+        'perl -MIO::Socket::UNIX -e \'IO::Socket::UNIX->new(Peer => "agent.sock") or print "refused\\n"\'',
+      );
+      expect(result.output).toContain("refused");
+      expect(connections).toBe(0);
+    } finally {
+      await new Promise<void>((resolve) => listener.close(() => resolve()));
+    }
   });
 });
 

@@ -1,6 +1,6 @@
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { homedir, tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { decide, type SandboxSettings } from "../../src/safety/policy.js";
 import { HostPlanner, SANDBOX_HOME } from "../../src/sandbox/host-plan.js";
@@ -151,6 +151,8 @@ describe("bubblewrap's arguments", () => {
       "--proc",
       "/proc",
       "--remount-ro",
+      "/proc",
+      "--remount-ro",
       "/",
       "--chdir",
       "/ws",
@@ -163,6 +165,12 @@ describe("bubblewrap's arguments", () => {
 
   it("keeps the network namespace only when the plan allows the network", () => {
     expect(bwrapArgs(plan({ network: true }), ["true"])).not.toContain("--unshare-net");
+  });
+
+  it("reads a seccomp filter from the fd the plan names", () => {
+    const args = bwrapArgs(plan({ seccompFd: 3 }), ["true"]);
+    expect(args.slice(args.indexOf("--seccomp"), args.indexOf("--seccomp") + 2)).toEqual(["--seccomp", "3"]);
+    expect(bwrapArgs(plan(), ["true"])).not.toContain("--seccomp");
   });
 });
 
@@ -214,6 +222,49 @@ describe("the plan for this machine", () => {
     expect(visible.some((path) => path === "/home" || path === "/root" || path === "/var")).toBe(false);
     expect(mounts).toContainEqual({ kind: "tmpfs", path: "/tmp" });
     expect(mounts).toContainEqual({ kind: "dir", path: SANDBOX_HOME });
+  });
+
+  it("pins every directory above a covered path, so no command can move a .git away with its parent", () => {
+    const { mounts } = new HostPlanner().plan({
+      mode: "workspace-write",
+      network: false,
+      workspace: ws,
+      hiddenDirs: [join(ws, ".data")],
+    });
+    const pinned = mounts.filter((m) => m.kind === "write" && m.path !== ws).map((m) => m.path);
+    expect([...pinned].sort()).toEqual(
+      ["deep", "deep/a", "deep/a/b", "sub", "vendor", "vendor/lib"].map((p) => join(ws, p)),
+    );
+    expect(pinned.map((path) => path.length)).toEqual(
+      pinned.map((path) => path.length).sort((a, b) => a - b),
+    );
+    // Pinned first, then what they hold: a later mount covers an earlier one.
+    const last = Math.max(...pinned.map((path) => mounts.findIndex((m) => m.path === path)));
+    expect(mounts.findIndex((m) => m.path === join(ws, "vendor/lib/.git"))).toBeGreaterThan(last);
+  });
+
+  it("hides a hidden dir wherever a mount shows it: under the workspace or under a read path", () => {
+    mkdirSync(join(root, "tools/state"), { recursive: true });
+    const { mounts } = new HostPlanner().plan({
+      mode: "read-only",
+      network: false,
+      workspace: ws,
+      readPaths: [join(root, "tools")],
+      hiddenDirs: [join(root, "tools/state"), join(root, "elsewhere")],
+    });
+    expect(mounts).toContainEqual({ kind: "tmpfs", path: join(root, "tools/state"), readOnly: true });
+    // Not mounted at all, so nothing to hide.
+    expect(mounts.some((m) => m.path === join(root, "elsewhere"))).toBe(false);
+  });
+
+  it("refuses a workspace that holds the whole disk, the home directory or /tmp", () => {
+    const planner = new HostPlanner();
+    const plan = (workspace: string) => () => planner.plan({ mode: "read-only", network: false, workspace });
+    expect(plan("/")).toThrow(/is the root directory/);
+    expect(plan(homedir())).toThrow(/holds the home directory/);
+    expect(plan(dirname(homedir()))).toThrow(/holds the home directory/);
+    // (Here HOME is itself under /tmp: either reason refuses it.)
+    expect(plan("/tmp")).toThrow(/the workspace \/tmp holds .*; run troupe in a project directory/);
   });
 
   it("read-only: the workspace read-only and nothing writable bound over it", () => {

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { analyzeCommand } from "../../safety/command-analysis.js";
+import { workspaceRelative } from "../../safety/workspace-guard.js";
 import { commandEnv, sandboxEnv } from "../../sandbox/env.js";
 import { STRICTEST } from "../../sandbox/plan.js";
 import { runCommand } from "../../sandbox/run-command.js";
@@ -62,6 +63,8 @@ export function shellTool(options: ShellToolOptions = {}): Tool {
       let file: string;
       let args: string[];
       let env: NodeJS.ProcessEnv;
+      let settle = (): Array<{ from: string; to: string }> => [];
+      let inputs: Buffer[] = [];
       if (confinement.mode === "off") {
         file = "bash";
         args = [...BASH_FLAGS, command];
@@ -73,7 +76,7 @@ export function shellTool(options: ShellToolOptions = {}): Tool {
             `the command was not run: it must run in the sandbox, and ${sandbox?.unavailable ?? "there is none"}`,
             "tell the user; the sandbox must be installed for this command to run",
           );
-        ({ file, args } = sandbox.wrap(
+        ({ file, args, settle, inputs } = sandbox.wrap(
           {
             mode: confinement.mode,
             network: confinement.network,
@@ -94,8 +97,18 @@ export function shellTool(options: ShellToolOptions = {}): Tool {
         timeoutMs: timeout_ms,
         signal,
         outputCap: RAW_CAP,
+        inputs,
       });
-      return shellResult(outcome, timeout_ms);
+      const result = shellResult(outcome, timeout_ms);
+      const moved = settle();
+      if (moved.length === 0) return result;
+      const where = moved
+        .map(({ from, to }) => `${workspaceRelative(workspace, from)} → ${workspaceRelative(workspace, to)}`)
+        .join(", ");
+      return {
+        ...result,
+        output: `${result.output}\n[the command made ${where.includes(",") ? "these" : "this"}, which could run code the next time git runs there; moved aside: ${where}]`,
+      };
     },
   }) as Tool;
 }
