@@ -19,6 +19,7 @@ import { measureIdleApart } from "./idle.js";
 import { measureOverhead } from "./overhead.js";
 import { stopChild } from "./processes.js";
 import { measureRecovery, type Recovery } from "./recovery.js";
+import { measureSandboxApart, sandboxRows } from "./sandbox.js";
 import { measureScaleApart } from "./scale.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -179,6 +180,8 @@ async function main(): Promise<void> {
     target: "≤ 300 ms",
   });
   await measureBus("LocalBus", async () => new LocalBus({ prefix: uniquePrefix("bench") }));
+  // The sandbox needs no bus, and a fresh process: what a fork costs grows with the forking one.
+  for (const row of sandboxRows(await measureSandboxApart(quick ? 30 : 200, quick ? 3 : 10))) add(row);
 
   let server: NatsServerProcess | undefined;
   let store: string | undefined;
