@@ -39,7 +39,7 @@ const ARG1_LOW = 16 + 8; // little-endian: the low 32 bits of args[1]
 
 type Step =
   | { load: number }
-  | { jump: "eq" | "ge"; value: number; then: string; else: string }
+  | { jump: "eq" | "ge"; value: number; ifTrue: string; ifFalse: string }
   | { label: string; ret: number };
 
 /** The filter for this machine's architecture; undefined where it has none (commands then run without one). */
@@ -49,16 +49,16 @@ export function seccompFilter(arch: NodeJS.Architecture = process.arch): Buffer 
   const next = "next";
   const steps: Step[] = [
     { load: ARCH },
-    { jump: "eq", value: a.audit, then: next, else: "deny" },
+    { jump: "eq", value: a.audit, ifTrue: next, ifFalse: "deny" },
     { load: NR },
-    { jump: "ge", value: X32_SYSCALL_BIT, then: "deny", else: next },
-    { jump: "eq", value: a.keyctl, then: "deny", else: next },
-    { jump: "eq", value: a.addKey, then: "deny", else: next },
-    { jump: "eq", value: a.requestKey, then: "deny", else: next },
-    { jump: "eq", value: a.ioctl, then: next, else: "allow" },
+    { jump: "ge", value: X32_SYSCALL_BIT, ifTrue: "deny", ifFalse: next },
+    { jump: "eq", value: a.keyctl, ifTrue: "deny", ifFalse: next },
+    { jump: "eq", value: a.addKey, ifTrue: "deny", ifFalse: next },
+    { jump: "eq", value: a.requestKey, ifTrue: "deny", ifFalse: next },
+    { jump: "eq", value: a.ioctl, ifTrue: next, ifFalse: "allow" },
     { load: ARG1_LOW },
-    { jump: "eq", value: TIOCSTI, then: "deny", else: next },
-    { jump: "eq", value: TIOCLINUX, then: "deny", else: "allow" },
+    { jump: "eq", value: TIOCSTI, ifTrue: "deny", ifFalse: next },
+    { jump: "eq", value: TIOCLINUX, ifTrue: "deny", ifFalse: "allow" },
     { label: "allow", ret: SECCOMP_RET_ALLOW },
     { label: "deny", ret: SECCOMP_RET_ERRNO_EPERM },
   ];
@@ -81,8 +81,8 @@ function assemble(steps: Step[]): Buffer {
       out.writeUInt32LE(step.load, o + 4);
     } else if ("jump" in step) {
       out.writeUInt16LE(step.jump === "eq" ? BPF_JEQ_K : BPF_JGE_K, o);
-      out.writeUInt8(offset(i, step.then), o + 2);
-      out.writeUInt8(offset(i, step.else), o + 3);
+      out.writeUInt8(offset(i, step.ifTrue), o + 2);
+      out.writeUInt8(offset(i, step.ifFalse), o + 3);
       out.writeUInt32LE(step.value >>> 0, o + 4);
     } else {
       out.writeUInt16LE(BPF_RET_K, o);
