@@ -147,7 +147,10 @@ export const HOOK_EVENTS = ["beforeTool", "afterTool", "subagentStart", "subagen
 export type HookEvent = (typeof HOOK_EVENTS)[number];
 
 /** YAML 1.2 reads `on` and `off` as words: both they and booleans say whether something is on. */
-const onOff = z.union([z.boolean(), z.enum(["on", "off"]).transform((word) => word === "on")]);
+const onOff = z.preprocess(
+  (value) => (value === "on" ? true : value === "off" ? false : value),
+  z.boolean({ error: "must be on or off" }),
+);
 
 const sandboxObjectSchema = z.strictObject({
   /** Where commands run; absent: the approval policy's own (never-ask read-only, auto-edit and ask workspace-write, yolo off). */
@@ -161,10 +164,10 @@ const sandboxObjectSchema = z.strictObject({
 });
 
 /** `sandbox: read-only` is short for `sandbox: { mode: read-only }`. */
-export const sandboxConfigSchema = z.union([
-  sandboxModeSchema.transform((mode) => sandboxObjectSchema.parse({ mode })),
+export const sandboxConfigSchema = z.preprocess(
+  (value) => (typeof value === "string" ? { mode: value } : value),
   sandboxObjectSchema,
-]);
+);
 export type SandboxConfig = z.infer<typeof sandboxConfigSchema>;
 
 export const troupeConfigSchema = z.strictObject({

@@ -74,10 +74,14 @@ export class YamlFile {
   }
 
   #describe(issue: z.core.$ZodIssue): string {
-    const value = valueAt(this.data, issue.path);
+    // A short form (`sandbox: read-only` for `sandbox: { mode: read-only }`) holds the value above its path.
+    const value = valueAt(this.data, issue.path) ?? scalarAbove(this.data, issue.path);
     switch (issue.code) {
       case "invalid_type":
         if (value === undefined) return "is required";
+        // A schema that says what it wants in words is clearer than the type it checks.
+        if (!issue.message.startsWith("Invalid input"))
+          return `${issue.message}; got ${JSON.stringify(value)}`;
         return `expected ${article(issue.expected)}, got ${article(kindOf(value))}`;
       case "invalid_value":
         return `must be one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}; got ${JSON.stringify(value)}`;
@@ -197,4 +201,13 @@ function unwrap(schema: unknown): unknown {
     }
   }
   return current;
+}
+
+/** The nearest value above `path` that is not an object: what a short form was written as. */
+function scalarAbove(data: unknown, path: readonly PropertyKey[]): unknown {
+  for (let end = path.length - 1; end > 0; end--) {
+    const value = valueAt(data, path.slice(0, end));
+    if (value !== undefined && (value === null || typeof value !== "object")) return value;
+  }
+  return undefined;
 }

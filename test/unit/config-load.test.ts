@@ -23,6 +23,53 @@ describe("loadConfig", () => {
     expect(config.agents.get("explorer")?.definition.readOnly).toBe(true);
   });
 
+  it("reads the sandbox settings: the short form, on and off, and an agent's own mode", () => {
+    const load = (troupeYaml: string) =>
+      loadConfig({
+        cwd: tree({
+          "config/troupe.yaml": troupeYaml,
+          "config/agents/a.yaml": "name: a\ndescription: A.\nsandbox: read-only\ntools: [shell]\n",
+        }),
+        env: {},
+      });
+    expect(load("{}\n").troupe.sandbox).toEqual({ network: false, readPaths: [], readHardLinks: false });
+    expect(load("sandbox: workspace-write\n").troupe.sandbox).toMatchObject({
+      mode: "workspace-write",
+      network: false,
+    });
+    expect(load("sandbox:\n  network: on\n  readPaths: [tools]\n").troupe.sandbox).toMatchObject({
+      network: true,
+      readPaths: ["tools"],
+    });
+    expect(load("sandbox: { network: off }\n").troupe.sandbox.network).toBe(false);
+    expect(load("{}\n").agents.get("a")?.definition.sandbox).toBe("read-only");
+  });
+
+  it("says where a sandbox setting is wrong and what it may be, the short form too", () => {
+    const problems = (troupeYaml: string, agentYaml = "name: a\ndescription: A.\n") => {
+      const cwd = tree({ "config/troupe.yaml": troupeYaml, "config/agents/a.yaml": agentYaml });
+      try {
+        loadConfig({ cwd, env: {} });
+      } catch (error) {
+        if (error instanceof ConfigError) return error.message;
+        throw error;
+      }
+      return "";
+    };
+    expect(problems("sandbox:\n  mode: locked\n")).toBe(
+      'config/troupe.yaml:2:9: sandbox.mode: must be one of "read-only", "workspace-write", "off"; got "locked"',
+    );
+    expect(problems("sandbox: locked\n")).toBe(
+      'config/troupe.yaml:1:10: sandbox.mode: must be one of "read-only", "workspace-write", "off"; got "locked"',
+    );
+    expect(problems("sandbox:\n  network: maybe\n")).toBe(
+      'config/troupe.yaml:2:12: sandbox.network: must be on or off; got "maybe"',
+    );
+    expect(problems("{}\n", "name: a\ndescription: A.\nsandbox: sometimes\n")).toBe(
+      'config/agents/a.yaml:3:10: sandbox: must be one of "read-only", "workspace-write", "off"; got "sometimes"',
+    );
+  });
+
   it("prefers ./config in the working directory", () => {
     const cwd = tree({
       "config/troupe.yaml": "defaultModel: local-model\n",
