@@ -79,7 +79,14 @@ export class HostPlanner {
     const extra = (request.readPaths ?? [])
       .filter((path) => existsSync(path))
       .map((path) => realpathSync(path));
+    for (const path of extra) {
+      const why = tooWide(path);
+      if (why) throw new SandboxPlanError(`sandbox.readPaths: ${path} ${why}; name a directory of its own`);
+    }
+    // The private /tmp first: a read path or node's own dir may be under the host's /tmp.
     const mounts: Mount[] = [
+      { kind: "tmpfs", path: "/tmp" },
+      { kind: "dir", path: SANDBOX_HOME },
       ...this.#systemMounts(),
       ...extra.map((path): Mount => ({ kind: "read", path })),
     ];
@@ -88,7 +95,6 @@ export class HostPlanner {
       const resolvConf = existingRealPath("/etc/resolv.conf");
       if (resolvConf && !visible(mounts, resolvConf)) mounts.push({ kind: "read", path: resolvConf });
     }
-    mounts.push({ kind: "tmpfs", path: "/tmp" }, { kind: "dir", path: SANDBOX_HOME });
     const writable = request.mode === "workspace-write";
     mounts.push({ kind: writable ? "write" : "read", path: workspace });
     // Looked at in read-only mode too: sockets can be connected to through a read-only mount.
@@ -185,15 +191,18 @@ function readdirOrEmpty(path: string): string[] {
 
 /** Where no sandbox can do its job: the whole disk, the home directory, or the sandbox's own /tmp. */
 function refuseWorkspace(workspace: string): void {
-  const why =
-    workspace === sep
-      ? "is the root directory: nothing is outside it"
-      : inside(workspace, realpathOr(homedir()))
-        ? `holds the home directory ${homedir()}, whose dotfiles run code outside the sandbox`
-        : inside(workspace, realpathOr(tmpdir())) || inside(workspace, "/tmp")
-          ? "holds /tmp, which the sandbox replaces with its own"
-          : undefined;
+  const why = tooWide(workspace);
   if (why) throw new SandboxPlanError(`the workspace ${workspace} ${why}; run troupe in a project directory`);
+}
+
+/** A path that would show a sandboxed command too much, mounted whole: why, or undefined. */
+function tooWide(path: string): string | undefined {
+  if (path === sep) return "is the root directory: nothing is outside it";
+  if (inside(path, realpathOr(homedir())))
+    return `holds the home directory ${homedir()}, whose dotfiles run code outside the sandbox`;
+  if (inside(path, realpathOr(tmpdir())) || inside(path, "/tmp"))
+    return "holds /tmp, which the sandbox replaces with its own";
+  return undefined;
 }
 
 /** Whether a mount of the plan shows `path` (so hiding it means something). */

@@ -253,6 +253,12 @@ describe("the plan for this machine", () => {
       hiddenDirs: [join(root, "tools/state"), join(root, "elsewhere")],
     });
     expect(mounts).toContainEqual({ kind: "tmpfs", path: join(root, "tools/state"), readOnly: true });
+    // A read path under the host's /tmp comes after the sandbox's own /tmp, or it would be covered.
+    const at = (path: string) => mounts.findIndex((m) => m.path === path);
+    expect(at(join(root, "tools"))).toBeGreaterThan(at("/tmp"));
+    expect(() =>
+      new HostPlanner().plan({ mode: "read-only", network: false, workspace: ws, readPaths: [homedir()] }),
+    ).toThrow(/^sandbox\.readPaths: .* holds the home directory/);
     // Not mounted at all, so nothing to hide.
     expect(mounts.some((m) => m.path === join(root, "elsewhere"))).toBe(false);
   });
