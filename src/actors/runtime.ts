@@ -127,7 +127,7 @@ export class Runtime {
     // What every sandboxed process of this runtime may see and change, beside its mode.
     const sandboxScope = {
       workspace: this.workspace,
-      protectedDirs: [options.config.dir],
+      protectedDirs: configPaths(options.config),
       hiddenDirs: [dataDir(options.config.troupe.dataDir, env)],
       readPaths: sandboxConfig.readPaths.map((path) => resolve(options.config.dir, path)),
     };
@@ -325,7 +325,7 @@ export class Runtime {
       workspace: this.workspace,
       log: this.#log,
       redactor: this.redactor,
-      protectedDirs: [this.#config.dir],
+      protectedDirs: configPaths(this.#config),
       sandbox: this.sandbox,
       skills: this.skills,
       agents: new Map([...this.#config.agents].map(([name, agent]) => [name, agent.definition])),
@@ -354,6 +354,17 @@ export class Runtime {
     await this.mcp.close();
     if (this.#ownsBus) await this.bus.close();
   }
+}
+
+/**
+ * What no tool or sandboxed command may change, since troupe itself runs it when it starts: the
+ * config dir and every tool module an agent names (which may live in the workspace).
+ */
+function configPaths(config: LoadedConfig): string[] {
+  const modules = [...config.agents.values()].flatMap(({ definition }) =>
+    definition.toolModules.map((path) => resolve(config.dir, path)),
+  );
+  return [config.dir, ...modules];
 }
 
 /** A redactor that knows the process's secret-like variables, the providers' key variables and the NATS secrets. */

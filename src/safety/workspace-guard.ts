@@ -5,11 +5,7 @@ export class PathOutsideWorkspaceError extends Error {
   override name = "PathOutsideWorkspaceError";
 }
 
-/**
- * Directories no tool may write into, at any depth (a vendored repository's `.git` too), named in any
- * case: on a case-insensitive filesystem `.GIT` is `.git`, and elsewhere git still reads some of it.
- */
-const PROTECTED_NAMES = new Set([".git", ".troupe"]);
+import { isProtectedName, LOADED_AT_ROOT } from "./protected-paths.js";
 
 export interface GuardOptions {
   /** Directories no tool may write to even when inside the workspace (the config dir). */
@@ -33,17 +29,22 @@ export function resolveInWorkspace(workspace: string, path: string): string {
 export function resolveForWrite(workspace: string, path: string, options: GuardOptions = {}): string {
   const root = realpathSync(workspace);
   const real = resolveInWorkspace(root, path);
-  const named = relative(root, real)
-    .split(sep)
-    .find((part) => PROTECTED_NAMES.has(part.toLowerCase()));
+  // At any depth and in any case (a vendored repository's `.git` too).
+  const named = relative(root, real).split(sep).find(isProtectedName);
   if (named !== undefined) {
     throw new PathOutsideWorkspaceError(`"${path}" is inside ${named}/, which tools may not change`);
   }
   for (const dir of options.protectedDirs ?? []) {
     const protectedReal = existsSync(dir) ? realpathSync(dir) : resolve(dir);
     if (isInside(protectedReal, real))
-      throw new PathOutsideWorkspaceError(`"${path}" is in the config directory, which tools may not change`);
+      throw new PathOutsideWorkspaceError(
+        `"${path}" is in the config directory or a tool module troupe loads, which tools may not change`,
+      );
   }
+  if (LOADED_AT_ROOT.some((loaded) => real === resolve(root, loaded)))
+    throw new PathOutsideWorkspaceError(
+      `"${path}" is what troupe loads as its config when run here, which tools may not change`,
+    );
   return real;
 }
 

@@ -1,9 +1,10 @@
-import { existsSync, lstatSync, readdirSync, readlinkSync, realpathSync, renameSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, readlinkSync, realpathSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { dirname, join, resolve, sep } from "node:path";
 import { isInside as inside } from "../util/paths.js";
 import type { Mount, SandboxPlan } from "./plan.js";
 import { ProtectedEntries, type WorkspaceEntries } from "./protected-entries.js";
+import { openUp, quarantine } from "./quarantine.js";
 
 export class SandboxPlanError extends Error {
   override name = "SandboxPlanError";
@@ -71,10 +72,18 @@ export interface HostPlan extends SandboxPlan {
 export class HostPlanner {
   #system: Mount[] | undefined;
   readonly #protected = new ProtectedEntries();
+  /** Workspaces a command left something in that could not be settled, and what. */
+  readonly #held = new Map<string, string[]>();
 
   plan(request: HostPlanRequest): HostPlan {
     const workspace = realpathSync(request.workspace);
     refuseWorkspace(workspace);
+    const held = this.#held.get(workspace)?.filter(exists);
+    if (held?.length)
+      throw new SandboxPlanError(
+        `an earlier command left ${held.join(", ")}, which Troupe could not check or move aside: remove it, then go on`,
+      );
+    this.#held.delete(workspace);
     const cwd = request.cwd ? realpathSync(request.cwd) : workspace;
     const extra = (request.readPaths ?? [])
       .filter((path) => existsSync(path))
@@ -119,22 +128,45 @@ export class HostPlanner {
 
   /**
    * After a workspace-write command: every protected entry it made or replaced (a new `.git` or
-   * `.troupe`, a `.git` symlink pointed elsewhere) is renamed aside, so git run there later, outside
-   * the sandbox, finds no config the command wrote. Returns what was moved, from where to where.
+   * `.troupe`, a directory shaped like a repository, a `.git` symlink leading elsewhere, a
+   * config/troupe.yaml) is moved out of git's way (see `quarantine`), so git or troupe run there
+   * later, outside the sandbox, finds nothing the command planted. Returns what was moved. When
+   * something cannot be checked (a directory it made unreadable or too deep to look into) or moved,
+   * the workspace is held: this throws, and so does every plan for it until that is gone.
    */
   settle(workspace: string, plan: HostPlan): Array<{ from: string; to: string }> {
     if (!plan.entries) return [];
+    const real = realpathSync(workspace);
+    const before = plan.entries;
+    let { changed, after } = this.#protected.changedSince(real, before);
+    const closed = after.unreadable.filter((dir) => !before.unreadable.includes(dir));
+    if (closed.length > 0) {
+      // A directory the command made unreadable may hide a .git: opened up, and looked at again.
+      for (const dir of closed) openUp(dir);
+      ({ changed, after } = this.#protected.changedSince(real, before));
+    }
+    const held = [
+      ...after.failures.map(({ dir, why }) => ({ path: dir, why })),
+      ...after.unreadable
+        .filter((dir) => !before.unreadable.includes(dir))
+        .map((dir) => ({ path: dir, why: `${dir} cannot be read` })),
+    ];
     const moved: Array<{ from: string; to: string }> = [];
-    for (const from of this.#protected.changedSince(realpathSync(workspace), plan.entries)) {
-      const to = `${from}.quarantined-${Date.now().toString(36)}`;
+    for (const entry of changed) {
       try {
-        renameSync(from, to);
-        moved.push({ from, to });
+        moved.push(quarantine(entry));
       } catch (error) {
-        throw new SandboxPlanError(
-          `a command made ${from}, and it could not be moved aside: ${(error as Error).message}`,
-        );
+        held.push({ path: entry.path, why: (error as Error).message });
       }
+    }
+    if (held.length > 0) {
+      this.#held.set(
+        real,
+        held.map(({ path }) => path),
+      );
+      throw new SandboxPlanError(
+        `the command left what could run code outside the sandbox, and Troupe could not move it aside (${held.map(({ why }) => why).join("; ")}): remove it; until then no command runs in ${real}`,
+      );
     }
     return moved;
   }
@@ -225,4 +257,22 @@ function pinnedAncestors(workspace: string, covered: readonly Mount[]): Mount[] 
 
 function realpathOr(path: string): string {
   return existingRealPath(path) ?? path;
+}
+
+/**
+ * Whether `path` may still be there: only "no such file", for it or for a directory above it, says
+ * it is gone (a path too long to look at is not known to be gone).
+ */
+function exists(path: string): boolean {
+  const above = [];
+  for (let dir = path; dirname(dir) !== dir; dir = dirname(dir)) above.unshift(dir);
+  for (const dir of above) {
+    try {
+      lstatSync(dir);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === "ENOENT" || code === "ENOTDIR") return false;
+    }
+  }
+  return true;
 }

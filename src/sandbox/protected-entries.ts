@@ -1,75 +1,100 @@
-import { type Dirent, lstatSync, readdirSync, readlinkSync, realpathSync, type Stats } from "node:fs";
+import { type Dirent, lstatSync, readdirSync, realpathSync, type Stats } from "node:fs";
 import { join } from "node:path";
+import { isProtectedName, LOADED_AT_ROOT } from "../safety/protected-paths.js";
 import { isInside } from "../util/paths.js";
-
-/**
- * Names no sandboxed command may change at any depth of the workspace, compared without case (a
- * case-insensitive filesystem takes `.GIT` for `.git`): a repository's config and hooks run code
- * the next time anyone runs git there, and `.troupe/` holds Troupe's own settings and skills.
- */
-const PROTECTED_NAMES = new Set([".git", ".troupe"]);
-
-export function isProtectedName(name: string): boolean {
-  return PROTECTED_NAMES.has(name.toLowerCase());
-}
 
 export class WorkspaceScanError extends Error {
   override name = "WorkspaceScanError";
+  constructor(
+    readonly dir: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A protected entry: a `.git` or `.troupe` by name, or a directory git takes for a repository. */
+export interface ProtectedEntry {
+  path: string;
+  kind: "named" | "repository";
 }
 
 /** What a look at a workspace found. */
 export interface WorkspaceEntries {
   /** Protected entries, as real paths inside the workspace (a symlinked one by its target). */
   protected: string[];
-  /** Each protected entry as it was, `path → identity`: what `changedSince` compares against. */
-  identities: Map<string, string>;
+  /** Each protected entry as it was, by path: what `changedSince` compares against. */
+  identities: Map<string, { kind: ProtectedEntry["kind"]; identity: string }>;
   /** Unix sockets: a read-only mount does not stop `connect()`, so they are covered. */
   sockets: string[];
   /** Directories this process cannot read: what is in them is unknown, so they are kept read-only. */
   unreadable: string[];
+  /** With `lenient`: the directories that could not be looked at, and why. */
+  failures: Array<{ dir: string; why: string }>;
 }
 
 interface DirectoryEntry {
   /** mtime, ctime and inode: renaming, adding or removing an entry changes the first two; `touch -d` the second. */
   key: string;
   subdirs: string[];
-  protected: Array<{ name: string; path: string }>;
+  protected: ProtectedEntry[];
   sockets: string[];
 }
 
 /**
  * Finds what a sandboxed command must not change or reach in a workspace: every `.git` (a directory,
- * or a worktree's or submodule's `.git` file) and `.troupe` at any depth, and every unix socket,
- * without following symlinked directories. A directory is read again only when its mtime, ctime or
- * inode changed since the last look, so a second look at an unchanged tree costs one lstat per
- * directory. A directory that cannot be read is reported, never skipped; a path that cannot even be
- * looked at (too long) fails the look, so a command never runs with a protected entry unprotected.
+ * or a worktree's or submodule's `.git` file) and `.troupe` at any depth, every directory shaped
+ * like a repository (`HEAD`, `objects/`, `refs/`: git takes one for a git dir while it looks for a
+ * repository, wherever its config says the work tree is), and every unix socket, without following
+ * symlinked directories. A directory is read again only when its mtime, ctime or inode changed since
+ * the last look, so a second look at an unchanged tree costs one lstat per directory. A directory
+ * that cannot be read is reported, never skipped; a path that cannot even be looked at (too long)
+ * fails the look, or with `lenient` is reported in `failures`.
  */
 export class ProtectedEntries {
   /** By workspace, then by directory. */
   readonly #caches = new Map<string, Map<string, DirectoryEntry>>();
 
   /** `workspace` is a real path. */
-  find(workspace: string): WorkspaceEntries {
-    const found: WorkspaceEntries = { protected: [], identities: new Map(), sockets: [], unreadable: [] };
+  find(workspace: string, { lenient = false } = {}): WorkspaceEntries {
+    const found: WorkspaceEntries = {
+      protected: [],
+      identities: new Map(),
+      sockets: [],
+      unreadable: [],
+      failures: [],
+    };
     const cache = this.#caches.get(workspace) ?? new Map<string, DirectoryEntry>();
     this.#caches.set(workspace, cache);
     const seen = new Set<string>();
     const stack = [workspace];
     while (stack.length > 0) {
       const dir = stack.pop() as string;
-      const entry = this.#look(cache, dir, found);
+      let entry: DirectoryEntry | undefined;
+      try {
+        entry = this.#look(cache, dir, found);
+      } catch (error) {
+        if (!lenient || !(error instanceof WorkspaceScanError)) throw error;
+        found.failures.push({ dir: error.dir, why: error.message });
+      }
       if (!entry) continue;
       seen.add(dir);
       found.sockets.push(...entry.sockets);
-      for (const { path } of entry.protected) {
+      for (const { path, kind } of entry.protected) {
         const identity = identityOf(path);
         if (identity === undefined) continue;
         const target = identity.startsWith("link:") ? realPathInside(workspace, path) : path;
-        found.identities.set(path, identity);
+        found.identities.set(path, { kind, identity });
         if (target) found.protected.push(target);
       }
       stack.push(...entry.subdirs);
+    }
+    for (const loaded of LOADED_AT_ROOT) {
+      const path = join(workspace, loaded);
+      const identity = identityOf(path);
+      if (identity === undefined) continue;
+      found.identities.set(path, { kind: "named", identity });
+      if (!identity.startsWith("link:")) found.protected.push(path);
     }
     // Forget directories that are gone, so the cache does not outgrow the tree.
     if (cache.size > seen.size) for (const dir of cache.keys()) if (!seen.has(dir)) cache.delete(dir);
@@ -78,14 +103,19 @@ export class ProtectedEntries {
   }
 
   /**
-   * The protected entries that are new, or not what they were (another inode, a symlink retargeted),
-   * since `before` was found: what a command made that could run code the next time git runs there.
+   * The protected entries that are new, or not what they were (another inode, a symlink leading
+   * elsewhere), since `before` was found: what a command made that could run code the next time git
+   * runs there. The look does not stop at a directory it cannot read; those are in `failures`.
    */
-  changedSince(workspace: string, before: WorkspaceEntries): string[] {
-    const after = this.find(workspace);
-    return [...after.identities]
-      .filter(([path, identity]) => before.identities.get(path) !== identity)
-      .map(([path]) => path);
+  changedSince(
+    workspace: string,
+    before: WorkspaceEntries,
+  ): { changed: ProtectedEntry[]; after: WorkspaceEntries } {
+    const after = this.find(workspace, { lenient: true });
+    const changed = [...after.identities]
+      .filter(([path, now]) => before.identities.get(path)?.identity !== now.identity)
+      .map(([path, { kind }]) => ({ path, kind }));
+    return { changed, after };
   }
 
   #look(
@@ -112,15 +142,23 @@ export class ProtectedEntries {
       return failed(dir, error, found);
     }
     const entry: DirectoryEntry = { key, subdirs: [], protected: [], sockets: [] };
+    if (looksLikeRepository(entries)) entry.protected.push({ path: dir, kind: "repository" });
     for (const child of entries) {
       const path = join(dir, child.name);
-      if (isProtectedName(child.name)) entry.protected.push({ name: child.name, path });
+      if (isProtectedName(child.name)) entry.protected.push({ path, kind: "named" });
       else if (child.isDirectory()) entry.subdirs.push(path);
       else if (child.isSocket()) entry.sockets.push(path);
     }
     cache.set(dir, entry);
     return entry;
   }
+}
+
+/** What git checks before it takes a directory for a git dir: a HEAD, and objects/ and refs/. */
+function looksLikeRepository(entries: readonly Dirent[]): boolean {
+  const has = (name: string, directory: boolean) =>
+    entries.some((e) => e.name === name && (directory ? e.isDirectory() : !e.isDirectory()));
+  return has("HEAD", false) && has("objects", true) && has("refs", true);
 }
 
 /** What a failed look means: gone (nothing to protect), unreadable (kept read-only), or a fault. */
@@ -131,14 +169,26 @@ function failed(dir: string, error: unknown, found: WorkspaceEntries): undefined
     found.unreadable.push(dir);
     return undefined;
   }
-  throw new WorkspaceScanError(`cannot look into ${dir} for .git directories (${code ?? String(error)})`);
+  throw new WorkspaceScanError(
+    dir,
+    `cannot look into ${dir} for .git directories (${code ?? String(error)})`,
+  );
 }
 
-/** A protected entry as it is now: `dev:ino` for a directory or file, `link:target` for a symlink. */
+/**
+ * A protected entry as it is now: `dev:ino` for a directory or file, `link:` and where it leads in
+ * the end for a symlink (a link whose text stays the same can lead elsewhere when a link it goes
+ * through is changed).
+ */
 function identityOf(path: string): string | undefined {
   try {
     const info = lstatSync(path);
-    return info.isSymbolicLink() ? `link:${readlinkSync(path)}` : `${info.dev}:${info.ino}`;
+    if (!info.isSymbolicLink()) return `${info.dev}:${info.ino}`;
+    try {
+      return `link:${realpathSync(path)}`;
+    } catch {
+      return "link:dangling";
+    }
   } catch {
     return undefined;
   }

@@ -55,3 +55,22 @@ describe("directories tools may not change, at any depth and in any case", () =>
     expect(resolveForWrite(ws, ".troupe-notes/x")).toBe(join(ws, ".troupe-notes/x"));
   });
 });
+
+describe("what troupe loads when run in the workspace", () => {
+  it("write_file may not make config/troupe.yaml, which the next troupe run here would load", async () => {
+    const result = await callBuiltin(
+      "write_file",
+      { path: "config/troupe.yaml", content: "approval:\n  policy: yolo\n" },
+      ws,
+    );
+    expect(result).toMatchObject({
+      ok: false,
+      error: expect.stringContaining("what troupe loads as its config"),
+    });
+    expect(existsSync(join(ws, "config/troupe.yaml"))).toBe(false);
+    // Other files of a project's own config/ are its own.
+    expect((await callBuiltin("write_file", { path: "config/app.yaml", content: "port: 80\n" }, ws)).ok).toBe(
+      true,
+    );
+  });
+});

@@ -302,6 +302,79 @@ describe("what the reviewer got through, now held", () => {
   });
 });
 
+describe("what a second review got through, now held", () => {
+  const hostGit = (cwd: string, ...args: string[]) =>
+    execFileSync("git", args, { cwd, env: { PATH: process.env.PATH, HOME: root, GIT_CONFIG_NOSYSTEM: "1" } });
+  const fsmonitor = `[core]\\n\\tbare = false\\n\\tworktree = .\\n\\tfsmonitor = "touch ${"$MARK"}; false"\\n`;
+
+  it("a config/troupe.yaml a command makes is moved aside: the next troupe run here would load it", async () => {
+    // Here the config dir troupe loaded is elsewhere, so ./config is the project's own.
+    rmSync(join(ws, "config"), { recursive: true });
+    const result = await run(
+      "workspace-write",
+      "mkdir -p config/agents && printf 'approval:\\n  policy: yolo\\n' > config/troupe.yaml && echo made",
+    );
+    expect(result.output).toMatch(/moved aside: config\/troupe\.yaml → config\/troupe\.yaml\.quarantined-/);
+    expect(existsSync(join(ws, "config/troupe.yaml"))).toBe(false);
+  });
+
+  it("a directory shaped like a repository, with no .git anywhere, loses its HEAD; one already there is read-only", async () => {
+    mkdirSync(join(ws, "gitdata/objects"), { recursive: true });
+    mkdirSync(join(ws, "gitdata/refs"));
+    writeFileSync(join(ws, "gitdata/HEAD"), "ref: refs/heads/main\n");
+    writeFileSync(join(ws, "gitdata/config"), "[core]\n");
+    const result = await run(
+      "workspace-write",
+      `export MARK=${root}/MARKER; mkdir -p src2/objects src2/refs && echo 'ref: refs/heads/main' > src2/HEAD && printf '${fsmonitor}' > src2/config; printf '${fsmonitor}' >> gitdata/config; echo ran`,
+    );
+    expect(result.output).toContain("Read-only file system");
+    expect(result.output).toMatch(/moved aside: src2\/HEAD → src2\/HEAD\.quarantined-/);
+    expect(readFileSync(join(ws, "gitdata/config"), "utf8")).toBe("[core]\n");
+    hostGit(join(ws, "src2"), "status");
+    expect(existsSync(join(root, "MARKER"))).toBe(false);
+  });
+
+  it("a .git link that leads elsewhere once a link it goes through is changed is moved aside", async () => {
+    mkdirSync(join(ws, "store/sub.git"), { recursive: true });
+    mkdirSync(join(ws, "sub"));
+    symlinkSync("store", join(ws, "link"));
+    symlinkSync("../link/sub.git", join(ws, "sub/.git"));
+    const result = await run("workspace-write", "mkdir -p evil/sub.git && ln -sfn evil link && echo ran");
+    expect(result.output).toMatch(/moved aside: sub\/\.git → sub\/\.git\.quarantined-/);
+    expect(existsSync(join(ws, "sub/.git"))).toBe(false);
+  });
+
+  it("what cannot be looked into after a command holds the workspace until it is removed", async () => {
+    const name = "e".repeat(200);
+    try {
+      const result = await run(
+        "workspace-write",
+        `git init -q deep && cd deep && perl -e 'for (1..22) { mkdir "${name}"; chdir "${name}" or die } mkdir ".git" or die' && echo planted`,
+      ).catch((error: Error) => error);
+      expect(result).toBeInstanceOf(Error);
+      expect((result as Error).message).toMatch(/could not move it aside .*ENAMETOOLONG.*no command runs in/);
+      await expect(run("read-only", "echo next")).rejects.toThrow(
+        /an earlier command left .*deep.*remove it, then go on/,
+      );
+    } finally {
+      execFileSync("rm", ["-rf", join(ws, "deep")]);
+    }
+    expect((await run("read-only", "echo next")).output).toBe("next\n");
+  });
+
+  it("commands of one workspace that can write take turns; commands that only read run side by side", async () => {
+    const [first, second] = await Promise.all([
+      run("workspace-write", "sleep 0.3; echo one > order.txt"),
+      run("workspace-write", "cat order.txt"),
+    ]);
+    expect(first.ok).toBe(true);
+    expect(second.output).toBe("one\n");
+    const started = Date.now();
+    await Promise.all([run("read-only", "sleep 0.4"), run("read-only", "sleep 0.4")]);
+    expect(Date.now() - started).toBeLessThan(750);
+  });
+});
+
 describe("the network", () => {
   let server: Server;
   let port: number;

@@ -1,10 +1,13 @@
+import { realpathSync } from "node:fs";
 import { z } from "zod";
 import { analyzeCommand } from "../../safety/command-analysis.js";
 import { workspaceRelative } from "../../safety/workspace-guard.js";
 import { commandEnv, sandboxEnv } from "../../sandbox/env.js";
+import type { HostPlanRequest } from "../../sandbox/host-plan.js";
 import { STRICTEST } from "../../sandbox/plan.js";
-import { runCommand } from "../../sandbox/run-command.js";
+import { type CommandSpec, runCommand } from "../../sandbox/run-command.js";
 import type { Sandbox } from "../../sandbox/sandbox.js";
+import { workspaceLock } from "../../sandbox/workspace-lock.js";
 import { defineTool, type Tool, type ToolResult, toolError } from "../tool.js";
 
 /** Raw output kept while a command runs; the pipeline then caps what the model sees. */
@@ -30,6 +33,11 @@ const ESCALATIONS = ["network", "unsandboxed"] as const;
 
 export function shellTool(options: ShellToolOptions = {}): Tool {
   const parentEnv = () => options.parentEnv ?? process.env;
+  const scope = {
+    protectedDirs: options.protectedDirs ?? [],
+    hiddenDirs: options.hiddenDirs ?? [],
+    readPaths: options.readPaths ?? [],
+  };
   return defineTool({
     name: "shell",
     description:
@@ -60,55 +68,36 @@ export function shellTool(options: ShellToolOptions = {}): Tool {
       return { detail: command, paths: analyzeCommand(command, workspace).paths };
     },
     async execute({ command, timeout_ms }, { workspace, signal, sandbox: confinement = STRICTEST }) {
-      let file: string;
-      let args: string[];
-      let env: NodeJS.ProcessEnv;
-      let settle = (): Array<{ from: string; to: string }> => [];
-      let inputs: Buffer[] = [];
+      const run = (spec: Pick<CommandSpec, "file" | "args" | "env" | "inputs">) =>
+        runCommand({ ...spec, cwd: workspace, timeoutMs: timeout_ms, signal, outputCap: RAW_CAP });
       if (confinement.mode === "off") {
-        file = "bash";
-        args = [...BASH_FLAGS, command];
-        env = commandEnv(parentEnv(), options.env);
-      } else {
-        const sandbox = options.sandbox;
-        if (!sandbox || sandbox.unavailable)
-          return toolError(
-            `the command was not run: it must run in the sandbox, and ${sandbox?.unavailable ?? "there is none"}`,
-            "tell the user; the sandbox must be installed for this command to run",
-          );
-        ({ file, args, settle, inputs } = sandbox.wrap(
+        const outcome = await run({
+          file: "bash",
+          args: [...BASH_FLAGS, command],
+          env: commandEnv(parentEnv(), options.env),
+        });
+        return shellResult(outcome, timeout_ms);
+      }
+      const sandbox = options.sandbox;
+      if (!sandbox || sandbox.unavailable)
+        return toolError(
+          `the command was not run: it must run in the sandbox, and ${sandbox?.unavailable ?? "there is none"}`,
+          "tell the user; the sandbox must be installed for this command to run",
+        );
+      const writes = confinement.mode === "workspace-write";
+      return workspaceLock(realpathSync(workspace)).hold(writes, async () => {
+        const confined = sandbox.wrap(
           {
-            mode: confinement.mode,
+            ...scope,
+            mode: confinement.mode as HostPlanRequest["mode"],
             network: confinement.network,
             workspace,
-            protectedDirs: options.protectedDirs ?? [],
-            hiddenDirs: options.hiddenDirs ?? [],
-            readPaths: options.readPaths ?? [],
           },
           ["bash", ...BASH_FLAGS, command],
-        ));
-        env = sandboxEnv(parentEnv(), options.env, workspace);
-      }
-      const outcome = await runCommand({
-        file,
-        args,
-        cwd: workspace,
-        env,
-        timeoutMs: timeout_ms,
-        signal,
-        outputCap: RAW_CAP,
-        inputs,
+        );
+        const outcome = await run({ ...confined, env: sandboxEnv(parentEnv(), options.env, workspace) });
+        return withMoved(shellResult(outcome, timeout_ms), confined.settle(), workspace);
       });
-      const result = shellResult(outcome, timeout_ms);
-      const moved = settle();
-      if (moved.length === 0) return result;
-      const where = moved
-        .map(({ from, to }) => `${workspaceRelative(workspace, from)} → ${workspaceRelative(workspace, to)}`)
-        .join(", ");
-      return {
-        ...result,
-        output: `${result.output}\n[the command made ${where.includes(",") ? "these" : "this"}, which could run code the next time git runs there; moved aside: ${where}]`,
-      };
     },
   }) as Tool;
 }
@@ -136,5 +125,24 @@ function shellResult(outcome: Awaited<ReturnType<typeof runCommand>>, timeoutMs:
   return {
     ...toolError(`the command failed (${status})`, "read the output above, fix the cause and try again"),
     output,
+  };
+}
+
+/** The result, saying what of the command's work was moved aside after it (see `HostPlanner.settle`). */
+function withMoved(
+  result: ToolResult,
+  moved: Array<{ from: string; to: string }>,
+  workspace: string,
+): ToolResult {
+  if (moved.length === 0) return result;
+  const where = moved
+    .map(
+      ({ from, to }) =>
+        `${workspaceRelative(workspace, from)} → ${to === "(removed)" ? to : workspaceRelative(workspace, to)}`,
+    )
+    .join(", ");
+  return {
+    ...result,
+    output: `${result.output}\n[the command made what could run code the next time git or troupe runs here, outside the sandbox; moved aside: ${where}]`,
   };
 }

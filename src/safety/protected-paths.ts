@@ -1,0 +1,22 @@
+/**
+ * What no tool and no sandboxed command may change in a workspace, because something runs it later
+ * outside any sandbox. One list for the write tools' guard and for the sandbox's mounts.
+ */
+
+/**
+ * Names protected at any depth, compared without case (a case-insensitive filesystem takes `.GIT`
+ * for `.git`): a repository's config and hooks run code the next time anyone runs git there, and
+ * `.troupe/` holds Troupe's own settings and skills.
+ */
+const PROTECTED_NAMES = new Set([".git", ".troupe"]);
+
+export function isProtectedName(name: string): boolean {
+  return PROTECTED_NAMES.has(name.toLowerCase());
+}
+
+/**
+ * Paths under the workspace root that Troupe itself loads when it is run there: `./config` is the
+ * config dir when it holds a troupe.yaml, and a troupe.yaml can name JavaScript tool modules and
+ * turn the approval policy to yolo.
+ */
+export const LOADED_AT_ROOT = ["config/troupe.yaml"];

@@ -1,0 +1,64 @@
+import { randomBytes } from "node:crypto";
+import { chmodSync, lstatSync, realpathSync, renameSync, rmSync } from "node:fs";
+import { dirname, join } from "node:path";
+import type { ProtectedEntry } from "./protected-entries.js";
+
+export class QuarantineError extends Error {
+  override name = "QuarantineError";
+}
+
+/**
+ * Moves out of git's way a protected entry a sandboxed command made or changed: a `.git` or
+ * `.troupe` is renamed `NAME.quarantined-RANDOM`; a directory shaped like a repository loses its HEAD
+ * the same way (the rest of it is the command's ordinary work). A name the command took already is
+ * tried again under another; a parent it made unwritable is opened for this process's user; what
+ * cannot be renamed is removed, since the command made it. Throws `QuarantineError` when none of
+ * that works, or when the directory it is in is no longer itself (a parent swapped for a symlink
+ * would have a rename act elsewhere).
+ */
+export function quarantine(entry: ProtectedEntry): { from: string; to: string } {
+  const from = entry.kind === "repository" ? join(entry.path, "HEAD") : entry.path;
+  const parent = dirname(from);
+  if (realpathOr(parent) !== parent)
+    throw new QuarantineError(`${parent} is no longer a directory of the workspace`);
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const to = `${from}.quarantined-${randomBytes(6).toString("hex")}`;
+    try {
+      renameSync(from, to);
+      return { from, to };
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === "EACCES" || code === "EPERM") openUp(parent);
+      else if (!["EEXIST", "ENOTEMPTY", "ENOTDIR", "EISDIR"].includes(code ?? "")) break;
+    }
+  }
+  try {
+    rmSync(from, { recursive: true, force: true });
+    if (!exists(from)) return { from, to: "(removed)" };
+  } catch {}
+  throw new QuarantineError(`${from} could not be moved aside or removed`);
+}
+
+/** Gives this process's user full access to a directory a command closed (chmod u+rwx). */
+export function openUp(dir: string): void {
+  try {
+    chmodSync(dir, (lstatSync(dir).mode & 0o7777) | 0o700);
+  } catch {}
+}
+
+function exists(path: string): boolean {
+  try {
+    lstatSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function realpathOr(path: string): string | undefined {
+  try {
+    return realpathSync(path);
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,59 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, beforeEach, expect, it } from "vitest";
+import { Runtime } from "../../src/actors/runtime.js";
+import { loadConfig } from "../../src/config/load.js";
+import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { tempTree } from "../support/cli.js";
+
+/* Code troupe itself loads at start (a tool module an agent names) may live in the workspace: no tool
+ * and no sandboxed command may change it, or the next start would run what a command wrote. */
+
+const MODULE = `import { z } from "zod";
+export const hello = { name: "hello", description: "Says hello.", effect: "read", parameters: z.object({}), execute: () => ({ ok: true, output: "hello" }) };
+`;
+
+let server: ScriptedModelServer;
+let dir: string;
+let dispose: () => void;
+beforeEach(async () => {
+  server = await ScriptedModelServer.start();
+  ({ dir, dispose } = tempTree({
+    "config/troupe.yaml": `defaultModel: scripted\nproviders:\n  openai:\n    baseURL: ${server.baseURL}\n    models: { scripted: {} }\n`,
+    "config/agents/coder.yaml":
+      "name: coder\ndescription: Codes.\ntools: [write_file, shell]\ntoolModules: [../ws/tools/hello.mjs]\n",
+    "ws/tools/hello.mjs": MODULE,
+  }));
+  // The module imports zod: it resolves from this checkout's node_modules.
+  const { symlinkSync } = await import("node:fs");
+  symlinkSync(join(process.cwd(), "node_modules"), join(dir, "ws/node_modules"));
+});
+afterEach(async () => {
+  await server.close();
+  dispose();
+});
+
+it("a tool module in the workspace cannot be changed by write_file or by a command under auto-edit", async () => {
+  server.script(
+    {
+      match: { turn: 1 },
+      reply: {
+        toolCalls: [
+          { name: "write_file", arguments: { path: "tools/hello.mjs", content: "owned" } },
+          { name: "shell", arguments: { command: "echo owned >> tools/hello.mjs" } },
+        ],
+      },
+    },
+    { match: { turn: 2 }, reply: { text: "done" } },
+  );
+  const config = loadConfig({ config: join(dir, "config"), env: {} });
+  const runtime = await new Runtime({ config, workspace: join(dir, "ws"), env: {} }).open();
+  await runtime.start({ task: "x", approval: "auto-edit" }).done;
+  const results = server.requests[1]?.body.messages
+    .filter((m) => m.role === "tool")
+    .map((m) => String(m.content));
+  expect(results?.[0]).toContain("a tool module troupe loads");
+  expect(results?.[1]).toContain("Read-only file system");
+  expect(readFileSync(join(dir, "ws/tools/hello.mjs"), "utf8")).toBe(MODULE);
+  await runtime.close();
+});
