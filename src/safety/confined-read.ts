@@ -1,6 +1,6 @@
 import { constants } from "node:fs";
 import { type FileHandle, open, readlink, realpath, stat } from "node:fs/promises";
-import { isInside } from "./workspace-guard.js";
+import { isInside } from "../util/paths.js";
 
 /** Why a file was not opened: the caller turns it into a tool error, or skips the file. */
 export type ReadRefusal =

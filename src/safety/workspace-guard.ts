@@ -1,10 +1,11 @@
-import { existsSync, lstatSync, readlinkSync, realpathSync } from "node:fs";
-import { dirname, isAbsolute, relative, resolve, sep } from "node:path";
+import { existsSync, readlinkSync, realpathSync } from "node:fs";
+import { dirname, relative, resolve, sep } from "node:path";
 
 export class PathOutsideWorkspaceError extends Error {
   override name = "PathOutsideWorkspaceError";
 }
 
+import { isInside, lstatOrUndefined } from "../util/paths.js";
 import { isProtectedName, LOADED_AT_ROOT } from "./protected-paths.js";
 
 export interface GuardOptions {
@@ -53,12 +54,6 @@ export function workspaceRelative(workspace: string, real: string): string {
   return relative(realpathSync(workspace), real) || ".";
 }
 
-/** Whether `real` (a real path) is `root` or under it. */
-export function isInside(root: string, real: string): boolean {
-  const rel = relative(root, real);
-  return rel === "" || (!rel.startsWith(`..${sep}`) && rel !== ".." && !isAbsolute(rel));
-}
-
 /** The real path of `wanted`, which may not exist; dangling symlinks are followed to their targets. */
 function realPathOf(wanted: string, depth = 0): string {
   if (depth > 40) throw new PathOutsideWorkspaceError("too many levels of symbolic links");
@@ -68,12 +63,4 @@ function realPathOf(wanted: string, depth = 0): string {
   const parent = dirname(wanted);
   if (parent === wanted) return wanted;
   return resolve(realPathOf(parent, depth), wanted.slice(parent.length + (parent.endsWith(sep) ? 0 : 1)));
-}
-
-function lstatOrUndefined(path: string) {
-  try {
-    return lstatSync(path);
-  } catch {
-    return undefined;
-  }
 }

@@ -1,7 +1,7 @@
-import { existsSync, lstatSync, readdirSync, readlinkSync, realpathSync } from "node:fs";
+import { lstatSync, readdirSync, readlinkSync, realpathSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
-import { dirname, join, resolve, sep } from "node:path";
-import { isInside as inside } from "../util/paths.js";
+import { dirname, join, sep } from "node:path";
+import { isInside as inside, lstatOrUndefined, realPathOrUndefined } from "../util/paths.js";
 import type { Mount, SandboxPlan } from "./plan.js";
 import { ProtectedEntries, type WorkspaceEntries } from "./protected-entries.js";
 import { openUp, quarantine } from "./quarantine.js";
@@ -86,8 +86,8 @@ export class HostPlanner {
     this.#held.delete(workspace);
     const cwd = request.cwd ? realpathSync(request.cwd) : workspace;
     const extra = (request.readPaths ?? [])
-      .filter((path) => existsSync(path))
-      .map((path) => realpathSync(path));
+      .map(realPathOrUndefined)
+      .filter((path): path is string => path !== undefined);
     for (const path of extra) {
       const why = tooWide(path);
       if (why) throw new SandboxPlanError(`sandbox.readPaths: ${path} ${why}; name a directory of its own`);
@@ -101,7 +101,7 @@ export class HostPlanner {
     ];
     if (request.network) {
       // A resolv.conf that links elsewhere (systemd-resolved's, under /run) must be there to resolve names.
-      const resolvConf = existingRealPath("/etc/resolv.conf");
+      const resolvConf = realPathOrUndefined("/etc/resolv.conf");
       if (resolvConf && !visible(mounts, resolvConf)) mounts.push({ kind: "read", path: resolvConf });
     }
     const writable = request.mode === "workspace-write";
@@ -112,13 +112,13 @@ export class HostPlanner {
     if (writable) {
       for (const path of [...entries.protected, ...entries.unreadable]) covered.push({ kind: "read", path });
       for (const dir of request.protectedDirs ?? []) {
-        const real = existingRealPath(dir);
+        const real = realPathOrUndefined(dir);
         if (real && inside(workspace, real)) covered.push({ kind: "read", path: real });
       }
     }
     for (const path of entries.sockets) covered.push({ kind: "hide-file", path });
     for (const dir of request.hiddenDirs ?? []) {
-      const real = existingRealPath(dir);
+      const real = realPathOrUndefined(dir);
       if (real && visible(mounts, real)) covered.push({ kind: "tmpfs", path: real, readOnly: true });
     }
     if (writable) mounts.push(...pinnedAncestors(workspace, covered));
@@ -197,22 +197,6 @@ export class HostPlanner {
   }
 }
 
-function existingRealPath(path: string): string | undefined {
-  try {
-    return realpathSync(resolve(path));
-  } catch {
-    return undefined;
-  }
-}
-
-function lstatOrUndefined(path: string) {
-  try {
-    return lstatSync(path);
-  } catch {
-    return undefined;
-  }
-}
-
 function readdirOrEmpty(path: string): string[] {
   try {
     return readdirSync(path);
@@ -230,9 +214,9 @@ function refuseWorkspace(workspace: string): void {
 /** A path that would show a sandboxed command too much, mounted whole: why, or undefined. */
 function tooWide(path: string): string | undefined {
   if (path === sep) return "is the root directory: nothing is outside it";
-  if (inside(path, realpathOr(homedir())))
+  if (inside(path, realPathOrUndefined(homedir()) ?? homedir()))
     return `holds the home directory ${homedir()}, whose dotfiles run code outside the sandbox`;
-  if (inside(path, realpathOr(tmpdir())) || inside(path, "/tmp"))
+  if (inside(path, realPathOrUndefined(tmpdir()) ?? tmpdir()) || inside(path, "/tmp"))
     return "holds /tmp, which the sandbox replaces with its own";
   return undefined;
 }
@@ -253,10 +237,6 @@ function pinnedAncestors(workspace: string, covered: readonly Mount[]): Mount[] 
       dirs.add(dir);
   }
   return [...dirs].sort((a, b) => a.length - b.length).map((path): Mount => ({ kind: "write", path }));
-}
-
-function realpathOr(path: string): string {
-  return existingRealPath(path) ?? path;
 }
 
 /**

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
-import { chmodSync, lstatSync, realpathSync, renameSync, rmSync } from "node:fs";
+import { chmodSync, lstatSync, renameSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { lstatOrUndefined, realPathOrUndefined } from "../util/paths.js";
 import type { ProtectedEntry } from "./protected-entries.js";
 
 export class QuarantineError extends Error {
@@ -19,7 +20,7 @@ export class QuarantineError extends Error {
 export function quarantine(entry: ProtectedEntry): { from: string; to: string } {
   const from = entry.kind === "repository" ? join(entry.path, "HEAD") : entry.path;
   const parent = dirname(from);
-  if (realpathOr(parent) !== parent)
+  if (realPathOrUndefined(parent) !== parent)
     throw new QuarantineError(`${parent} is no longer a directory of the workspace`);
   for (let attempt = 0; attempt < 3; attempt++) {
     const to = `${from}.quarantined-${randomBytes(6).toString("hex")}`;
@@ -34,7 +35,7 @@ export function quarantine(entry: ProtectedEntry): { from: string; to: string } 
   }
   try {
     rmSync(from, { recursive: true, force: true });
-    if (!exists(from)) return { from, to: "(removed)" };
+    if (!lstatOrUndefined(from)) return { from, to: "(removed)" };
   } catch {}
   throw new QuarantineError(`${from} could not be moved aside or removed`);
 }
@@ -44,21 +45,4 @@ export function openUp(dir: string): void {
   try {
     chmodSync(dir, (lstatSync(dir).mode & 0o7777) | 0o700);
   } catch {}
-}
-
-function exists(path: string): boolean {
-  try {
-    lstatSync(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-function realpathOr(path: string): string | undefined {
-  try {
-    return realpathSync(path);
-  } catch {
-    return undefined;
-  }
 }

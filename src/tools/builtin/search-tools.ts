@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { glob as findFiles } from "tinyglobby";
 import { z } from "zod";
 import { isRefusal, readConfined } from "../../safety/confined-read.js";
-import { isInside } from "../../safety/workspace-guard.js";
+import { isInside } from "../../util/paths.js";
 import { defineTool, type Tool, type ToolResult, toolError } from "../tool.js";
 import { readablePath } from "./guarded.js";
 
