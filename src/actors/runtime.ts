@@ -1,26 +1,25 @@
 import { existsSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { pathToFileURL } from "node:url";
 import type { Bus } from "../bus/bus.js";
 import { LocalBus } from "../bus/local-bus.js";
 import { ulid } from "../bus/ulid.js";
 import type { LoadedConfig } from "../config/load.js";
-import { dataDir } from "../config/paths.js";
 import type { AgentDefinition, ApprovalPolicy } from "../config/schema.js";
 import { type Logger, silentLogger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import { ModelRouter, type ModelRouterOptions } from "../model/model-router.js";
 import { type Approver, denyingApprover } from "../safety/approver.js";
 import { Redactor } from "../safety/redact.js";
-import { sandboxEnv } from "../sandbox/env.js";
 import type { SandboxMode } from "../sandbox/plan.js";
 import { detectSandbox, type Sandbox } from "../sandbox/sandbox.js";
+import { mcpConfinement, sandboxScope } from "../sandbox/scope.js";
 import { discoverSkills, matchSkill, type Skill, skillBody, skillCommand } from "../skills/skills.js";
 import { builtinTools } from "../tools/builtin/index.js";
 import { loadSkillTool } from "../tools/builtin/load-skill.js";
 import { Hooks } from "../tools/hooks.js";
 import { McpManager } from "../tools/mcp/mcp-manager.js";
 import { type Tool, ToolRegistry } from "../tools/tool.js";
+import { loadToolModules } from "../tools/tool-modules.js";
 import { didYouMean } from "../util/did-you-mean.js";
 import type { AgentHooks } from "./agent-hooks.js";
 import { type AgentDeps, type AgentHandle, type StartAgentOptions, startAgent } from "./agent-host.js";
@@ -86,6 +85,8 @@ export class Runtime {
   /** This machine's sandbox for commands; `sandbox.unavailable` says why there is none. */
   readonly sandbox: Sandbox;
   readonly #config: LoadedConfig;
+  /** What no tool or sandboxed command may change: the config dir and the tool modules. */
+  readonly #protectedPaths: string[];
   readonly #log: Logger;
   readonly #approver: Approver;
   readonly #ownsBus: boolean;
@@ -117,23 +118,16 @@ export class Runtime {
       ],
       this.#log,
     );
-    const env = options.env ?? process.env;
     this.sandbox = options.sandbox ?? detectSandbox();
     if (this.sandbox.unavailable && this.definitions().some((agent) => agent.tools.includes("shell")))
       this.#log.warn(
         `no command sandbox: ${this.sandbox.unavailable}; until then every shell command is asked for`,
       );
-    const sandboxConfig = options.config.troupe.sandbox;
-    // What every sandboxed process of this runtime may see and change, beside its mode.
-    const sandboxScope = {
-      workspace: this.workspace,
-      protectedDirs: configPaths(options.config),
-      hiddenDirs: [dataDir(options.config.troupe.dataDir, env)],
-      readPaths: sandboxConfig.readPaths.map((path) => resolve(options.config.dir, path)),
-    };
+    const scope = sandboxScope(options.config, this.workspace, options.env ?? process.env);
+    this.#protectedPaths = scope.protectedDirs;
     this.tools = new ToolRegistry([
       ...builtinTools({
-        shell: { env: options.config.troupe.shell.env, sandbox: this.sandbox, ...sandboxScope },
+        shell: { env: options.config.troupe.shell.env, sandbox: this.sandbox, ...scope },
       }),
       loadSkillTool(this.skills),
       ...(options.tools ?? []),
@@ -150,16 +144,7 @@ export class Runtime {
     this.mcp = new McpManager(options.config.troupe.mcpServers, this.tools, {
       workspace: this.workspace,
       log: this.#log,
-      confine: (mode, command, env) => {
-        // A server runs for long: nothing is settled after it, so its mode is best read-only.
-        // The stdio transport passes no extra file descriptor: no seccomp filter for a server.
-        const { file, args } = this.sandbox.wrap(
-          { ...sandboxScope, mode, network: sandboxConfig.network },
-          command,
-          { filter: false },
-        );
-        return { file, args, env: sandboxEnv(env, Object.keys(env)) as Record<string, string> };
-      },
+      confine: mcpConfinement(this.sandbox, scope, options.config.troupe.sandbox.network),
     });
     this.#approver = options.approver ?? denyingApprover("nobody can answer approval requests in this run");
   }
@@ -325,7 +310,7 @@ export class Runtime {
       workspace: this.workspace,
       log: this.#log,
       redactor: this.redactor,
-      protectedDirs: configPaths(this.#config),
+      protectedDirs: this.#protectedPaths,
       sandbox: this.sandbox,
       skills: this.skills,
       agents: new Map([...this.#config.agents].map(([name, agent]) => [name, agent.definition])),
@@ -356,17 +341,6 @@ export class Runtime {
   }
 }
 
-/**
- * What no tool or sandboxed command may change, since troupe itself runs it when it starts: the
- * config dir and every tool module an agent names (which may live in the workspace).
- */
-function configPaths(config: LoadedConfig): string[] {
-  const modules = [...config.agents.values()].flatMap(({ definition }) =>
-    definition.toolModules.map((path) => resolve(config.dir, path)),
-  );
-  return [config.dir, ...modules];
-}
-
 /** A redactor that knows the process's secret-like variables, the providers' key variables and the NATS secrets. */
 export function secretsOf(config: LoadedConfig, env: NodeJS.ProcessEnv): Redactor {
   const keyVariables = Object.values(config.troupe.providers).map((provider) => provider.apiKeyEnv);
@@ -392,51 +366,6 @@ function reopened(record: AgentRecord): AgentRecord {
       context: { ...snapshot.context, stop: null, finalizing: null, batch: [] },
     },
   };
-}
-
-export class ToolModuleError extends Error {
-  override name = "ToolModuleError";
-}
-
-/** The tools each agent's `toolModules` export (every export that is a tool), by agent name. */
-async function loadToolModules(
-  definitions: AgentDefinition[],
-  configDir: string,
-): Promise<Map<string, Tool[]>> {
-  const byAgent = new Map<string, Tool[]>();
-  for (const definition of definitions) {
-    const tools: Tool[] = [];
-    for (const path of definition.toolModules) {
-      let exported: Record<string, unknown>;
-      try {
-        exported = (await import(pathToFileURL(resolve(configDir, path)).href)) as Record<string, unknown>;
-      } catch (error) {
-        throw new ToolModuleError(
-          `${definition.name}: toolModules: cannot load ${path}: ${(error as Error).message}`,
-        );
-      }
-      const found = Object.values(exported)
-        .flatMap((value) => (Array.isArray(value) ? value : [value]))
-        .filter(isTool);
-      if (found.length === 0)
-        throw new ToolModuleError(
-          `${definition.name}: toolModules: ${path} exports no tool (use defineTool)`,
-        );
-      tools.push(...found);
-    }
-    if (tools.length > 0) byAgent.set(definition.name, tools);
-  }
-  return byAgent;
-}
-
-function isTool(value: unknown): value is Tool {
-  const tool = value as Partial<Tool> | null;
-  return (
-    typeof tool?.name === "string" &&
-    typeof tool.execute === "function" &&
-    typeof tool.effect === "string" &&
-    tool.parameters !== undefined
-  );
 }
 
 export function newRunId(): string {

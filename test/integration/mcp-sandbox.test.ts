@@ -4,8 +4,8 @@ import { dirname, join, resolve } from "node:path";
 import { afterEach, beforeEach, expect, it } from "vitest";
 import { mcpServerSchema } from "../../src/config/schema.js";
 import { memoryLogger } from "../../src/log.js";
-import { sandboxEnv } from "../../src/sandbox/env.js";
 import { detectSandbox } from "../../src/sandbox/sandbox.js";
+import { mcpConfinement } from "../../src/sandbox/scope.js";
 import { McpManager } from "../../src/tools/mcp/mcp-manager.js";
 import { ToolRegistry } from "../../src/tools/tool.js";
 import { tempTree } from "../support/cli.js";
@@ -47,14 +47,11 @@ async function start(mode: "read-only" | "workspace-write"): Promise<ToolRegistr
     {
       workspace: ws,
       log: memoryLogger().log,
-      confine: (confineMode, command, env) => ({
-        ...sandbox.wrap(
-          { mode: confineMode, network: false, workspace: ws, readPaths: [NODE_MODULES] },
-          command,
-          { filter: false },
-        ),
-        env: sandboxEnv(env, Object.keys(env)) as Record<string, string>,
-      }),
+      confine: mcpConfinement(
+        sandbox,
+        { workspace: ws, protectedDirs: [], hiddenDirs: [], readPaths: [NODE_MODULES] },
+        false,
+      ),
     },
   );
   await manager.start();

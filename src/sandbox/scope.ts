@@ -1,0 +1,45 @@
+import { resolve } from "node:path";
+import type { LoadedConfig } from "../config/load.js";
+import { dataDir } from "../config/paths.js";
+import { sandboxEnv } from "./env.js";
+import type { HostPlanRequest } from "./host-plan.js";
+import type { Sandbox } from "./sandbox.js";
+
+/** What every sandboxed process of a runtime may see and change, beside its mode and network. */
+export interface SandboxScope {
+  workspace: string;
+  /** Never changed: the config dir and the tool modules. */
+  protectedDirs: string[];
+  /** Never seen: the data dir. */
+  hiddenDirs: string[];
+  /** Mounted read-only besides the system. */
+  readPaths: string[];
+}
+
+/**
+ * A runtime's scope from its config: the config dir and every tool module an agent names are
+ * protected (troupe runs them when it starts, and they may live in the workspace), the data dir is
+ * hidden, `sandbox.readPaths` are resolved against the config dir.
+ */
+export function sandboxScope(config: LoadedConfig, workspace: string, env: NodeJS.ProcessEnv): SandboxScope {
+  const modules = [...config.agents.values()].flatMap(({ definition }) =>
+    definition.toolModules.map((path) => resolve(config.dir, path)),
+  );
+  return {
+    workspace,
+    protectedDirs: [config.dir, ...modules],
+    hiddenDirs: [dataDir(config.troupe.dataDir, env)],
+    readPaths: config.troupe.sandbox.readPaths.map((path) => resolve(config.dir, path)),
+  };
+}
+
+/**
+ * How a stdio MCP server whose entry says `sandbox:` is started. A server runs for long: nothing is
+ * settled after it, and its stdio transport passes no extra file descriptor, so it has no seccomp filter.
+ */
+export function mcpConfinement(sandbox: Sandbox, scope: SandboxScope, network: boolean) {
+  return (mode: HostPlanRequest["mode"], command: readonly string[], env: Record<string, string>) => {
+    const { file, args } = sandbox.wrap({ ...scope, mode, network }, command, { filter: false });
+    return { file, args, env: sandboxEnv(env, Object.keys(env)) as Record<string, string> };
+  };
+}
