@@ -138,18 +138,17 @@ export class HostPlanner {
     if (!plan.entries) return [];
     const real = realpathSync(workspace);
     const before = plan.entries;
+    const closedBy = (after: WorkspaceEntries) =>
+      after.unreadable.filter((dir) => !before.unreadable.includes(dir));
     let { changed, after } = this.#protected.changedSince(real, before);
-    const closed = after.unreadable.filter((dir) => !before.unreadable.includes(dir));
-    if (closed.length > 0) {
+    if (closedBy(after).length > 0) {
       // A directory the command made unreadable may hide a .git: opened up, and looked at again.
-      for (const dir of closed) openUp(dir);
+      for (const dir of closedBy(after)) openUp(dir);
       ({ changed, after } = this.#protected.changedSince(real, before));
     }
     const held = [
       ...after.failures.map(({ dir, why }) => ({ path: dir, why })),
-      ...after.unreadable
-        .filter((dir) => !before.unreadable.includes(dir))
-        .map((dir) => ({ path: dir, why: `${dir} cannot be read` })),
+      ...closedBy(after).map((dir) => ({ path: dir, why: `${dir} cannot be read` })),
     ];
     const moved: Array<{ from: string; to: string }> = [];
     for (const entry of changed) {
