@@ -1,4 +1,4 @@
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { errors, type Msg, type NatsConnection } from "@nats-io/transport-node";
 import { type Logger, silentLogger } from "../log.js";
 import {
@@ -22,7 +22,7 @@ import { connectNats, type NatsConnectOptions } from "./nats-connect.js";
 import { ensureEventStream, NatsEventLog } from "./nats-event-log.js";
 import { openNatsKv } from "./nats-kv.js";
 import { AckedPublisher } from "./nats-publisher.js";
-import { DEFAULT_PREFIX, type Subjects, subjects } from "./subjects.js";
+import { DEFAULT_PREFIX, type Subjects, subjectMatches, subjects } from "./subjects.js";
 
 export interface NatsBusOptions extends NatsConnectOptions {
   prefix?: string;
@@ -43,6 +43,7 @@ export class NatsBus implements Bus {
   private constructor(
     readonly subjects: Subjects,
     readonly connection: NatsConnection,
+    private readonly jsm: JetStreamManager,
     private readonly logger: Logger,
     appendTimeoutMs: number,
   ) {
@@ -56,13 +57,15 @@ export class NatsBus implements Bus {
     const names = subjects(options.prefix ?? DEFAULT_PREFIX);
     const logger = (options.log ?? silentLogger).child({ component: "bus", bus: "nats" });
     const nc = await connectNats(options, logger);
+    let jsm: JetStreamManager;
     try {
-      await ensureEventStream(await jetstreamManager(nc), names);
+      jsm = await jetstreamManager(nc);
+      await ensureEventStream(jsm, names);
     } catch (error) {
       await nc.close();
       throw error;
     }
-    return new NatsBus(names, nc, logger, options.appendTimeoutMs ?? 30_000);
+    return new NatsBus(names, nc, jsm, logger, options.appendTimeoutMs ?? 30_000);
   }
 
   publish(subject: string, envelope: Envelope): void {
@@ -80,6 +83,7 @@ export class NatsBus implements Bus {
           this.logger.error({ pattern, err: error }, "subscription failed");
           return;
         }
+        if (this.#redirected(pattern, msg)) return;
         this.intake.deliver(msg.data, msg.subject, handler);
       },
     });
@@ -106,7 +110,7 @@ export class NatsBus implements Bus {
     const sub = this.connection.subscribe(pattern, {
       ...(options.queue === undefined ? {} : { queue: options.queue }),
       callback: (error, msg) => {
-        if (error || !msg.reply) return;
+        if (error || !msg.reply || this.#redirected(pattern, msg)) return;
         void this.intake.answer(msg.data, msg.subject, responder).then((answer) => {
           if (answer && !this.connection.isClosed()) msg.respond(answer);
         });
@@ -120,7 +124,7 @@ export class NatsBus implements Bus {
     const bucket = this.subjects.bucket(name);
     let store = this.#buckets.get(bucket);
     if (!store) {
-      store = openNatsKv(this.connection, this.#publisher, bucket);
+      store = openNatsKv(this.connection, this.jsm, this.#publisher, bucket);
       store.catch(() => this.#buckets.delete(bucket));
       this.#buckets.set(bucket, store);
     }
@@ -146,6 +150,22 @@ export class NatsBus implements Bus {
       }
     }
     this.#publisher.close();
+  }
+
+  /**
+   * A message a JetStream push consumer delivered here: anyone allowed to create a consumer can aim
+   * its deliveries at any subject (NATS permissions cannot say otherwise), and such a message keeps
+   * its stored subject and carries an ack reply. Nothing Troupe subscribes to is meant to get one,
+   * so it is dropped and counted as malformed.
+   */
+  #redirected(pattern: string, msg: Msg): boolean {
+    if (subjectMatches(pattern, msg.subject) && !msg.reply?.startsWith("$JS.")) return false;
+    this.stats.malformed++;
+    this.logger.warn(
+      { pattern, subject: msg.subject },
+      "dropped a message a JetStream consumer redirected here",
+    );
+    return true;
   }
 
   #ensureOpen(): void {

@@ -1,4 +1,4 @@
-import { JetStreamApiCodes, JetStreamApiError } from "@nats-io/jetstream";
+import { JetStreamApiCodes, JetStreamApiError, type JetStreamManager } from "@nats-io/jetstream";
 import { type KV, Kvm, type KvWatchEntry, KvWatchInclude } from "@nats-io/kv";
 import { errors, type NatsConnection, type QueuedIterator } from "@nats-io/transport-node";
 import { AsyncQueue } from "./async-queue.js";
@@ -18,13 +18,14 @@ const encoder = new TextEncoder();
 
 export async function openNatsKv(
   nc: NatsConnection,
+  jsm: JetStreamManager,
   publisher: AckedPublisher,
   bucket: string,
   retryMs = 30_000,
 ): Promise<KvStore> {
   // `create` binds to an existing bucket of the same name, so concurrent openers agree.
   const kv = await new Kvm(nc).create(bucket, { history: 1 });
-  return new NatsKv(bucket, kv, publisher, retryMs);
+  return new NatsKv(bucket, kv, jsm, publisher, retryMs);
 }
 
 /**
@@ -36,6 +37,7 @@ class NatsKv implements KvStore {
   constructor(
     readonly name: string,
     private readonly kv: KV,
+    private readonly jsm: JetStreamManager,
     private readonly publisher: AckedPublisher,
     private readonly retryMs: number,
   ) {}
@@ -88,10 +90,20 @@ class NatsKv implements KvStore {
     }
   }
 
+  /**
+   * From the stream's subjects, one request (paged past the server's limit), not the library's
+   * `keys()`: its consumer waits for a message with nothing pending after it, and a key written
+   * while it lists can leave it waiting for good. A deleted key keeps its marker as its subject's
+   * one message, so each subject is looked up to leave those out.
+   */
   async keys(): Promise<string[]> {
-    const keys: string[] = [];
-    for await (const key of await this.kv.keys()) keys.push(key);
-    return keys;
+    const prefix = `$KV.${this.name}.`;
+    const info = await this.#retry(() =>
+      this.jsm.streams.info(`KV_${this.name}`, { subjects_filter: `${prefix}>` }),
+    );
+    const candidates = Object.keys(info.state.subjects ?? {}).map((subject) => subject.slice(prefix.length));
+    const live = await Promise.all(candidates.map(async (key) => ((await this.get(key)) ? key : undefined)));
+    return live.filter((key): key is string => key !== undefined).sort();
   }
 
   watch<T>(options: KvWatchOptions = {}): AsyncIterable<KvChange<T>> {
