@@ -45,7 +45,10 @@ export interface AgentEventMap {
     /** The paths the call touches. */
     paths: string[];
   };
+  /** `by` is the approver whose signed answer decided it, checked by the host (or `timeout`, `policy`). */
   "approval.decided": { callId: string; approved: boolean; reason?: string; by: string };
+  /** An answer the host refused; the request stays pending. `by` is who it claimed to be from. */
+  "approval.rejected": { callId: string; why: string; by?: string };
   "context.compacted": { tokensBefore: number; tokensAfter: number; pruned: number; summarized: number };
   /** What this agent and its subagents have spent so far; a parent charges its budget from it. */
   "usage.updated": { usage: Usage; toolCalls: number; turns: number };

@@ -117,7 +117,9 @@ export async function askEach(
     };
     const { runId: _r, agentId: _a, tool, ...shown } = request;
     events.emit("approval.requested", { ...shown, name: tool });
-    const answer = await deps.approver.decide(request, signal);
+    const answer = await deps.approver.decide(request, signal, ({ why, by }) =>
+      events.emit("approval.rejected", { callId: call.id, why, ...(by ? { by } : {}) }),
+    );
     events.emit("approval.decided", { callId: call.id, ...answer });
     decisions.push({
       id: call.id,

@@ -1,15 +1,27 @@
 import { resolve } from "node:path";
 import type { NatsConfig } from "../config/schema.js";
+import { localSeedFile } from "../trust/role-credentials.js";
 import type { NatsConnectOptions } from "./nats-connect.js";
+import type { Role } from "./permissions.js";
+
+/** Where a connection that troupe.yaml gives no credentials for looks for the embedded server's. */
+export interface LocalCredentials {
+  dataDir: string;
+  /** The roles this command may connect as, the one it prefers first. */
+  roles: readonly Role[];
+}
 
 /**
  * Connection options from troupe.yaml's `nats:`. Secrets named by `passwordEnv` / `tokenEnv` are
- * read from the environment; file paths are relative to the config directory.
+ * read from the environment; file paths are relative to the config directory. When `nats:` names no
+ * credentials at all, the first of `local.roles` whose seed the daemon wrote in the data dir is used:
+ * that is how every command on the daemon's machine reaches the embedded server with no flags.
  */
 export function natsOptionsFromConfig(
   nats: NatsConfig,
   configDir: string,
   env: NodeJS.ProcessEnv = process.env,
+  local?: LocalCredentials,
 ): NatsConnectOptions & { prefix: string } {
   const options: NatsConnectOptions & { prefix: string } = { url: nats.url, prefix: nats.prefix };
   const fromEnv = (name: string | undefined) => (name === undefined ? undefined : env[name]);
@@ -25,6 +37,11 @@ export function natsOptionsFromConfig(
     if (nats.tls.caFile) options.tls.caFile = resolve(configDir, nats.tls.caFile);
     if (nats.tls.certFile) options.tls.certFile = resolve(configDir, nats.tls.certFile);
     if (nats.tls.keyFile) options.tls.keyFile = resolve(configDir, nats.tls.keyFile);
+  }
+  const named = nats.user ?? nats.token ?? nats.tokenEnv ?? nats.nkeySeedFile ?? nats.credsFile;
+  if (named === undefined && local) {
+    const seed = localSeedFile(local.dataDir, local.roles);
+    if (seed) options.nkeySeedFile = seed;
   }
   return options;
 }

@@ -88,6 +88,43 @@ function toNodeOptions(options: NatsConnectOptions): NodeConnectionOptions {
   return result;
 }
 
+/**
+ * Whether a connection with no credentials at all can send a request on `subject` and get a reply:
+ * true means anyone who reaches `url` can talk to whoever answers there.
+ */
+export async function answersAnonymously(url: string, subject: string, timeoutMs = 1500): Promise<boolean> {
+  let nc: NatsConnection;
+  try {
+    nc = await connect({
+      servers: url.split(",").map((server) => server.trim()),
+      name: "troupe-open-probe",
+      maxReconnectAttempts: 0,
+      reconnect: false,
+      timeout: timeoutMs,
+    });
+  } catch {
+    return false;
+  }
+  try {
+    const probe = JSON.stringify({
+      v: 1,
+      id: "open-probe",
+      ts: Date.now(),
+      runId: "probe",
+      agentId: "probe",
+      seq: 0,
+      type: "probe",
+      data: {},
+    });
+    await nc.request(subject, probe, { timeout: timeoutMs });
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await nc.close().catch(() => {});
+  }
+}
+
 /** Authorization failures are final; a refused or timed-out connection may come up. */
 function isRetryable(error: unknown): boolean {
   const name = error instanceof Error ? error.name : "";

@@ -1,81 +1,147 @@
 import { subjects } from "./subjects.js";
 
-export type Role = "daemon" | "worker" | "observer" | "approver";
+/**
+ * Who connects to Troupe's NATS. The daemon hosts runs and serves the API; a worker hosts
+ * subagents; a client (`troupe run`, `steer`, `abort`, `status`) starts and commands runs through
+ * the API; an approver answers approvals; an observer only watches.
+ */
+export const ROLES = ["daemon", "worker", "client", "approver", "observer"] as const;
+export type Role = (typeof ROLES)[number];
 
 /** Every KV bucket Troupe uses, by its name under the prefix. */
-export const KV_BUCKETS = ["snapshots", "journal", "approvals", "runs", "workers", "actors"] as const;
+export const KV_BUCKETS = [
+  "snapshots",
+  "journal",
+  "approvals",
+  "answers",
+  "runs",
+  "workers",
+  "actors",
+] as const;
+export type BucketName = (typeof KV_BUCKETS)[number];
+
+/** The API verbs that only read; the observer and approver roles may call these and no other. */
+export const READ_VERBS = ["runs.list", "runs.get", "agents.list"] as const;
 
 export interface Permissions {
   publish: { allow: string[]; deny?: string[] };
-  subscribe: { allow: string[] };
+  subscribe: { allow: string[]; deny?: string[] };
 }
 
 /**
- * The NATS subject permissions of each role, for a prefix. The daemon and workers may do anything
- * under their prefix; an observer may only read the event log; an approver may also read and answer
- * approvals (KV bucket `<p>_approvals`). Paste them into a nats-server config (docs/nats-permissions.md).
+ * The NATS subject permissions of each role, for a prefix (docs/nats-permissions.md says why each
+ * line is there). Subject permissions cannot look inside a request, so what they cannot say (a
+ * consumer's deliver subject, whose key signed an answer) is checked where it is used: NatsBus
+ * drops messages a JetStream consumer redirected onto its subscriptions, and the host of an agent
+ * verifies each answer's signature before it acts.
  */
 export function rolePermissions(role: Role, prefix = "troupe"): Permissions {
   const s = subjects(prefix);
-  const stream = s.eventStream;
-  // Subject wildcards are whole tokens, so each bucket is named.
-  const buckets = KV_BUCKETS.map((name) => `$KV.${s.bucket(name)}.>`);
-  const everything: Permissions = {
-    publish: { allow: [`${prefix}.>`, "$JS.API.>", ...buckets, "$JS.ACK.>", "_INBOX.>"] },
-    subscribe: { allow: [`${prefix}.>`, "_INBOX.>", ...buckets] },
-  };
-  const readLog: Permissions = {
-    publish: {
-      allow: [
-        "$JS.API.INFO",
-        `$JS.API.STREAM.INFO.${stream}`,
-        `$JS.API.CONSUMER.CREATE.${stream}.>`,
-        `$JS.API.CONSUMER.INFO.${stream}.>`,
-        `$JS.API.CONSUMER.MSG.NEXT.${stream}.>`,
-        `$JS.API.CONSUMER.DELETE.${stream}.>`,
-      ],
-      deny: [`${prefix}.ctl.>`, `${prefix}.approval.>`, `${prefix}.api.runs.start`, `$KV.>`],
-    },
-    subscribe: { allow: [s.events(), "_INBOX.>"] },
-  };
+  const kvStream = (name: BucketName) => `KV_${s.bucket(name)}`;
+  const kvSubjects = (name: BucketName) => `$KV.${s.bucket(name)}.>`;
+  /** Read a stream: look it up, get messages, and ephemeral consumers (ordered or for KV keys and watches). */
+  const readStream = (stream: string) => [
+    `$JS.API.STREAM.INFO.${stream}`,
+    `$JS.API.STREAM.MSG.GET.${stream}`,
+    `$JS.API.DIRECT.GET.${stream}.>`,
+    `$JS.API.CONSUMER.CREATE.${stream}`,
+    `$JS.API.CONSUMER.CREATE.${stream}.>`,
+    `$JS.API.CONSUMER.INFO.${stream}.>`,
+    `$JS.API.CONSUMER.MSG.NEXT.${stream}.>`,
+    `$JS.API.CONSUMER.DELETE.${stream}.>`,
+  ];
+  const readBuckets = (...names: BucketName[]) => names.flatMap((name) => readStream(kvStream(name)));
+  const jsBasics = ["$JS.API.INFO", "$JS.FC.>", "_INBOX.>"];
+  const events = s.events();
+  const readVerbs = READ_VERBS.map((verb) => s.api(verb));
+  // Nobody but the daemon changes a stream's or a bucket's shape, or removes what is in one.
+  const noAdmin = [
+    "$JS.API.STREAM.CREATE.>",
+    "$JS.API.STREAM.UPDATE.>",
+    "$JS.API.STREAM.DELETE.>",
+    "$JS.API.STREAM.PURGE.>",
+    "$JS.API.STREAM.MSG.DELETE.>",
+    "$JS.API.CONSUMER.DURABLE.CREATE.>",
+  ];
   switch (role) {
     case "daemon":
+      return {
+        publish: {
+          allow: [`${prefix}.>`, "$JS.API.>", "$JS.ACK.>", ...KV_BUCKETS.map(kvSubjects), ...jsBasics],
+          // Answers are the approvers' to write.
+          deny: [kvSubjects("answers")],
+        },
+        subscribe: { allow: [`${prefix}.>`, "_INBOX.>"] },
+      };
     case "worker":
-      return everything;
-    case "observer":
-      return readLog;
-    case "approver": {
-      const bucket = `KV_${s.bucket("approvals")}`;
       return {
         publish: {
           allow: [
-            ...readLog.publish.allow,
-            `$JS.API.STREAM.INFO.${bucket}`,
-            `$JS.API.STREAM.MSG.GET.${bucket}`,
-            `$JS.API.DIRECT.GET.${bucket}.>`,
-            `$JS.API.CONSUMER.CREATE.${bucket}.>`,
-            `$JS.API.CONSUMER.MSG.NEXT.${bucket}.>`,
-            `$JS.API.CONSUMER.DELETE.${bucket}.>`,
-            `$KV.${s.bucket("approvals")}.>`,
+            events,
+            s.allControls(),
+            s.workSpawn(),
+            "$JS.ACK.>",
+            ...jsBasics,
+            ...readStream(s.eventStream),
+            ...readBuckets("snapshots", "journal", "approvals", "answers", "workers", "actors"),
+            ...(["snapshots", "journal", "workers", "actors"] as const).map(kvSubjects),
           ],
-          deny: [`${prefix}.ctl.>`, `${prefix}.api.runs.start`],
+          // It hosts subagents: it neither starts runs, nor asks for approvals, nor answers them.
+          deny: [`${prefix}.api.>`, ...noAdmin],
         },
-        subscribe: { allow: [s.events(), "_INBOX.>"] },
+        subscribe: { allow: [events, s.allControls(), s.workSpawn(), "_INBOX.>"] },
       };
-    }
+    case "client":
+      return {
+        publish: {
+          allow: [
+            `${prefix}.api.>`,
+            kvSubjects("answers"),
+            ...jsBasics,
+            ...readStream(s.eventStream),
+            ...readBuckets("approvals", "answers", "workers"),
+          ],
+          deny: noAdmin,
+        },
+        subscribe: { allow: [events, "_INBOX.>"] },
+      };
+    case "approver":
+      return {
+        publish: {
+          allow: [
+            ...readVerbs,
+            kvSubjects("answers"),
+            ...jsBasics,
+            ...readStream(s.eventStream),
+            ...readBuckets("approvals", "answers"),
+          ],
+          deny: noAdmin,
+        },
+        subscribe: { allow: [events, "_INBOX.>"] },
+      };
+    case "observer":
+      return {
+        publish: { allow: [...readVerbs, ...jsBasics, ...readStream(s.eventStream)], deny: noAdmin },
+        subscribe: { allow: [events, "_INBOX.>"] },
+      };
   }
 }
 
-/** A nats-server `authorization` block for users of these roles (passwords given by the caller). */
-export function authorizationBlock(
-  users: Array<{ user: string; password: string; role: Role }>,
-  prefix = "troupe",
-): string {
-  const lines = users.map(({ user, password, role }) => {
-    const p = rolePermissions(role, prefix);
-    const list = (items: string[]) => `[${items.map((item) => JSON.stringify(item)).join(", ")}]`;
-    const publish = `{ allow: ${list(p.publish.allow)}${p.publish.deny ? `, deny: ${list(p.publish.deny)}` : ""} }`;
-    return `    { user: ${JSON.stringify(user)}, password: ${JSON.stringify(password)}, permissions: { publish: ${publish}, subscribe: { allow: ${list(p.subscribe.allow)} } } }`;
+/** One user of a nats-server config: an nkey (public key) or a user and password. */
+export type ServerUser = { role: Role } & ({ nkey: string } | { user: string; password: string });
+
+/** A nats-server `authorization` block for users of these roles. */
+export function authorizationBlock(users: ServerUser[], prefix = "troupe"): string {
+  const list = (items: string[]) => `[${items.map((item) => JSON.stringify(item)).join(", ")}]`;
+  const rule = (rule: { allow: string[]; deny?: string[] }) =>
+    `{ allow: ${list(rule.allow)}${rule.deny ? `, deny: ${list(rule.deny)}` : ""} }`;
+  const lines = users.map((entry) => {
+    const p = rolePermissions(entry.role, prefix);
+    const who =
+      "nkey" in entry
+        ? `nkey: ${JSON.stringify(entry.nkey)}`
+        : `user: ${JSON.stringify(entry.user)}, password: ${JSON.stringify(entry.password)}`;
+    return `    # ${entry.role}\n    { ${who}, permissions: { publish: ${rule(p.publish)}, subscribe: ${rule(p.subscribe)} } }`;
   });
   return `authorization {\n  users = [\n${lines.join("\n")}\n  ]\n}\n`;
 }

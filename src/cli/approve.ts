@@ -1,15 +1,19 @@
-import { userInfo } from "node:os";
-import { natsOptionsFromConfig } from "../bus/from-config.js";
-import { NatsBus } from "../bus/nats-bus.js";
 import { loadConfig } from "../config/load.js";
+import { dataDir } from "../config/paths.js";
 import type { Logger } from "../log.js";
-import { answerApproval, findApproval } from "../safety/bus-approver.js";
+import { type ApprovalRecord, answerApproval, findApproval } from "../safety/bus-approver.js";
+import { localIdentity } from "../trust/approvers.js";
+import { APPROVER_ROLES, connectClient } from "./client.js";
 
 export class ApproveUsageError extends Error {
   override name = "ApproveUsageError";
 }
 
-/** `troupe approve CALL_ID --allow|--deny [--reason TEXT]`. Exit 0 when this answer decided it, 1 when it came too late. */
+/**
+ * `troupe approve CALL_ID --allow|--deny [--reason TEXT]`, signed with this user's key. Exit 0 when
+ * this answer decided it (or is recorded for a host that is away), 1 when it came too late or was
+ * refused.
+ */
 export async function runApprove(
   configPath: string | undefined,
   callId: string,
@@ -19,33 +23,44 @@ export async function runApprove(
   if (Boolean(flags.allow) === Boolean(flags.deny))
     throw new ApproveUsageError("say --allow or --deny (one of them)");
   const config = loadConfig({ config: configPath });
-  const bus = await NatsBus.connect({
-    ...natsOptionsFromConfig(config.troupe.nats, config.dir),
-    name: "troupe-approve",
-    log,
-    connectTimeoutMs: 3000,
-  });
+  const identity = localIdentity(dataDir(config.troupe.dataDir));
+  const bus = await connectClient(config, "troupe-approve", log, 3000, APPROVER_ROLES);
   try {
     const pending = await findApproval(bus, callId);
     if (!pending)
       throw new ApproveUsageError(
         `no approval request for call ${callId}; the ids are in approval.requested events`,
       );
-    const by = `${userInfo().username} (troupe approve)`;
-    const { outcome, record } = await answerApproval(bus, pending.request.runId, callId, {
+    const { outcome, record, why } = await answerApproval(bus, identity, pending.request.runId, callId, {
       approved: Boolean(flags.allow),
-      by,
+      via: "troupe approve",
       ...(flags.reason ? { reason: flags.reason } : {}),
     });
-    if (outcome === "decided") {
-      process.stdout.write(`${flags.allow ? "allowed" : "denied"} ${pending.request.tool} (${callId})\n`);
-      return 0;
+    const verb = flags.allow ? "allowed" : "denied";
+    switch (outcome) {
+      case "decided":
+        process.stdout.write(`${verb} ${pending.request.tool} (${callId}) as ${identity.name}\n`);
+        return 0;
+      case "sent":
+        process.stdout.write(
+          `${verb} ${pending.request.tool} (${callId}) as ${identity.name}: recorded; the run's host acts on it when it is back\n`,
+        );
+        return 0;
+      case "rejected":
+        process.stderr.write(
+          `troupe: the run's host refused this answer: ${why}; add your key (${identity.publicKey}) to approvers in its troupe.yaml\n`,
+        );
+        return 1;
+      default:
+        process.stderr.write(`troupe: too late: ${callId} was already ${describe(record)}\n`);
+        return 1;
     }
-    process.stderr.write(
-      `troupe: too late: ${callId} was already ${record?.status} by ${record?.by ?? "someone"}${record?.reason ? ` (${record.reason})` : ""}\n`,
-    );
-    return 1;
   } finally {
     await bus.close();
   }
+}
+
+function describe(record: ApprovalRecord | undefined): string {
+  if (!record) return "gone";
+  return `${record.status} by ${record.by ?? "someone"}${record.reason ? ` (${record.reason})` : ""}`;
 }

@@ -2,7 +2,9 @@ import { NoRespondersError } from "../bus/bus.js";
 import { makeEnvelope } from "../bus/envelope.js";
 import { natsOptionsFromConfig } from "../bus/from-config.js";
 import { NatsBus } from "../bus/nats-bus.js";
+import type { Role } from "../bus/permissions.js";
 import type { LoadedConfig } from "../config/load.js";
+import { dataDir } from "../config/paths.js";
 import type { ApiRequest, ApiVerb } from "../daemon/api.js";
 import type { Logger } from "../log.js";
 
@@ -10,15 +12,27 @@ export class NoDaemonError extends Error {
   override name = "NoDaemonError";
 }
 
-/** A connection to the daemon's NATS for one CLI command. */
+/** Commands that start and command runs; they also read, and answer on a terminal. */
+export const CLIENT_ROLES: readonly Role[] = ["client", "approver", "observer"];
+/** Commands that answer approvals: `troupe approve`, and `troupe observe` (which can also only watch). */
+export const APPROVER_ROLES: readonly Role[] = ["approver", "client", "observer"];
+
+/**
+ * A connection to the daemon's NATS for one CLI command, as the first of `roles` whose
+ * credentials this machine has (when troupe.yaml names none).
+ */
 export async function connectClient(
   config: LoadedConfig,
   name: string,
   log: Logger,
   connectTimeoutMs = 3000,
+  roles: readonly Role[] = CLIENT_ROLES,
 ): Promise<NatsBus> {
   return NatsBus.connect({
-    ...natsOptionsFromConfig(config.troupe.nats, config.dir),
+    ...natsOptionsFromConfig(config.troupe.nats, config.dir, process.env, {
+      dataDir: dataDir(config.troupe.dataDir),
+      roles,
+    }),
     name,
     log,
     connectTimeoutMs,

@@ -1,4 +1,5 @@
 import type { Heartbeat } from "../actors/placement.js";
+import { answersAnonymously } from "../bus/nats-connect.js";
 import { loadConfig } from "../config/load.js";
 import type { ApiRequest, RunRecord } from "../daemon/api.js";
 import type { Logger } from "../log.js";
@@ -39,15 +40,20 @@ export async function runStatus(
       const entry = await workersKv.get<Heartbeat>(id);
       if (entry) workers.push({ id, ...entry.value });
     }
+    const { url, prefix } = config.troupe.nats;
+    const open = await answersAnonymously(url, bus.subjects.api("runs.start"));
     if (flags.json) {
       process.stdout.write(
-        `${JSON.stringify({ daemon: { nats: config.troupe.nats.url, prefix: config.troupe.nats.prefix }, workers, runs })}\n`,
+        `${JSON.stringify({ daemon: { nats: url, prefix }, bus: { open }, workers, runs })}\n`,
       );
       return 0;
     }
     const now = Date.now();
+    process.stdout.write(`daemon: answering on ${url} (prefix ${prefix})\n`);
     process.stdout.write(
-      `daemon: answering on ${config.troupe.nats.url} (prefix ${config.troupe.nats.prefix})\n`,
+      open
+        ? `bus: open to anyone who reaches ${url} (see docs/nats-permissions.md)\n`
+        : "bus: credentials required\n",
     );
     process.stdout.write(
       `workers: ${workers.length ? workers.map((w) => `${w.id} (pid ${w.pid} on ${w.host})`).join(", ") : "none"}\n\n`,

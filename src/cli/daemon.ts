@@ -1,22 +1,27 @@
-import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { Runtime } from "../actors/runtime.js";
 import { answersNats, findNatsServer, NATS_INSTALL_HINT, NatsServerProcess } from "../bus/embedded-nats.js";
 import { natsOptionsFromConfig } from "../bus/from-config.js";
 import { NatsBus } from "../bus/nats-bus.js";
+import { answersAnonymously } from "../bus/nats-connect.js";
+import { authorizationBlock } from "../bus/permissions.js";
 import { loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import { Daemon } from "../daemon/daemon.js";
 import type { Logger } from "../log.js";
 import { BusApprover } from "../safety/bus-approver.js";
+import { ApproverTrust } from "../trust/approvers.js";
+import { ensureRoleCredentials } from "../trust/role-credentials.js";
+import { privateDir, writePrivateFile } from "../trust/secret-files.js";
 
 export class NoNatsError extends Error {
   override name = "NoNatsError";
 }
 
 /**
- * `troupe daemon`: connects to NATS (starting a nats-server child when nothing answers and one is
- * installed), serves the API and hosts runs until SIGINT or SIGTERM, then drains in order.
+ * `troupe daemon`: connects to NATS (starting a nats-server child, with one user per role, when
+ * nothing answers and one is installed), serves the API and hosts runs until SIGINT or SIGTERM,
+ * then drains in order.
  */
 export async function runDaemon(
   configPath: string | undefined,
@@ -25,24 +30,30 @@ export async function runDaemon(
 ): Promise<number> {
   const config = loadConfig({ config: configPath });
   const nats = { ...config.troupe.nats, ...(natsUrl ? { url: natsUrl } : {}) };
-  const embedded = await embeddedServer(nats.url, nats.embedded, dataDir(config.troupe.dataDir), log);
+  const data = dataDir(config.troupe.dataDir);
+  const embedded = await embeddedServer(nats.url, nats.embedded, nats.prefix, data, log);
   const bus = await NatsBus.connect({
-    ...natsOptionsFromConfig(nats, config.dir),
+    ...natsOptionsFromConfig(nats, config.dir, process.env, { dataDir: data, roles: ["daemon"] }),
     name: "troupe-daemon",
     log,
   });
+  const trust = new ApproverTrust(config.troupe.approvers, data);
   const runtime = await new Runtime({
     config,
     bus,
     log,
-    // Approvals are records on the bus: any terminal may answer them.
-    approver: new BusApprover(bus, config.troupe.approval.timeoutMs, log),
+    // Approvals are records on the bus: any terminal may answer them, with a signed answer.
+    approver: new BusApprover(bus, config.troupe.approval.timeoutMs, trust, log),
   }).open();
-  const daemon = new Daemon(runtime, log);
+  const daemon = new Daemon(runtime, log, { maxApproval: config.troupe.daemon.maxApproval });
   await daemon.start();
   process.stderr.write(
     `troupe daemon ready on ${nats.url} (prefix ${nats.prefix}${embedded ? `, nats-server pid ${embedded.pid}` : ""})\n`,
   );
+  if (await answersAnonymously(nats.url, bus.subjects.api("runs.start")))
+    process.stderr.write(
+      `troupe: warning: bus: open to anyone who reaches ${nats.url} (no credentials needed to start runs); see docs/nats-permissions.md\n`,
+    );
   await new Promise<void>((resolve) => {
     process.once("SIGINT", resolve);
     process.once("SIGTERM", resolve);
@@ -56,10 +67,14 @@ export async function runDaemon(
   return 0;
 }
 
-/** Starts nats-server as a child when nothing answers at a loopback URL and embedding is on. */
+/**
+ * Starts nats-server as a child when nothing answers at a loopback URL and embedding is on. It
+ * refuses anonymous connections: one nkey user per role, the seeds in `<dataDir>/credentials`.
+ */
 async function embeddedServer(
   url: string,
   enabled: boolean,
+  prefix: string,
   data: string,
   log: Logger,
 ): Promise<NatsServerProcess | undefined> {
@@ -78,9 +93,18 @@ async function embeddedServer(
     );
   if (!findNatsServer())
     throw new NoNatsError(`nothing answers at ${url} and nats-server is not installed: ${NATS_INSTALL_HINT}`);
-  const storeDir = join(data, "nats");
-  mkdirSync(storeDir, { recursive: true, mode: 0o700 });
-  const server = await NatsServerProcess.start({ storeDir, port });
-  log.info({ pid: server.pid, port, storeDir }, "started an embedded nats-server");
+  const keys = ensureRoleCredentials(data);
+  const dir = privateDir(join(data, "nats"));
+  const conf = join(dir, "auth.conf");
+  writePrivateFile(
+    conf,
+    authorizationBlock(
+      Object.entries(keys).map(([role, nkey]) => ({ role: role as keyof typeof keys, nkey })),
+      prefix,
+    ),
+  );
+  // JetStream keeps its files under <dir>/jetstream, where earlier versions had them too.
+  const server = await NatsServerProcess.start({ storeDir: dir, port, args: ["-c", conf] });
+  log.info({ pid: server.pid, port, storeDir: dir }, "started an embedded nats-server (one user per role)");
   return server;
 }

@@ -190,6 +190,35 @@ export async function main(argv: string[]): Promise<number> {
       const { runApprove } = await import("./approve.js");
       exitCode = await runApprove(globals().config, callId, flags, log("approve"));
     });
+  const keys = program
+    .command("keys")
+    .description("approver keys: who may answer approvals, checked by signature");
+  keys
+    .command("create")
+    .description("make a key pair in the data dir and print its public key for a daemon's approvers")
+    .argument("<name>", "the approver's name, as approvals will show it")
+    .action(async (name: string) => {
+      const { runKeysCreate } = await import("./keys.js");
+      exitCode = runKeysCreate(globals().config, name);
+    });
+  keys
+    .command("list")
+    .description("this user's key and the approvers troupe.yaml trusts")
+    .action(async () => {
+      const { runKeysList } = await import("./keys.js");
+      exitCode = runKeysList(globals().config);
+    });
+  program
+    .command("credentials")
+    .description(
+      "the embedded NATS's credentials per role: list them, print ROLE's seed for another host, or a server config",
+    )
+    .argument("[role]", "daemon, worker, client, approver or observer")
+    .option("--server-config", "print the authorization block for a nats-server of your own")
+    .action(async (role: string | undefined, flags: { serverConfig?: boolean }) => {
+      const { runCredentials } = await import("./keys.js");
+      exitCode = runCredentials(globals().config, role, flags);
+    });
   program
     .command("worker")
     .description(
@@ -238,6 +267,9 @@ const USAGE_ERRORS = new Set([
   "NoNatsError",
   "NoDaemonError",
   "ApproveUsageError",
+  "CredentialsUsageError",
+  "KeyError",
+  "SecretFileError",
   "InspectError",
   "UnknownSkillError",
   "HistoryError",

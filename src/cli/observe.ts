@@ -1,9 +1,11 @@
 import { emitKeypressEvents } from "node:readline";
 import { RunTreeBuilder, type TreeNode } from "../actors/run-tree.js";
 import { loadConfig } from "../config/load.js";
+import { dataDir } from "../config/paths.js";
 import type { Logger } from "../log.js";
 import { answerApproval } from "../safety/bus-approver.js";
-import { connectClient } from "./client.js";
+import { localIdentity } from "../trust/approvers.js";
+import { APPROVER_ROLES, connectClient } from "./client.js";
 import { firstPending, renderTree } from "./tree-view.js";
 
 export interface ObserveFlags {
@@ -23,7 +25,8 @@ export async function runObserve(
   log: Logger,
 ): Promise<number> {
   const config = loadConfig({ config: configPath });
-  const bus = await connectClient(config, "troupe-observe", log);
+  const bus = await connectClient(config, "troupe-observe", log, 3000, APPROVER_ROLES);
+  const identity = () => localIdentity(dataDir(config.troupe.dataDir));
   const live = !flags.json && process.stdout.isTTY === true;
   const reading = new AbortController();
   const builder = new RunTreeBuilder();
@@ -48,11 +51,11 @@ export async function runObserve(
       if (key === "q" || (info.ctrl && info.name === "c")) return quit();
       const pending = firstPending(builder);
       if (!pending || (key !== "a" && key !== "d")) return;
-      void answerApproval(bus, pending.runId, pending.callId, {
+      void answerApproval(bus, identity(), pending.runId, pending.callId, {
         approved: key === "a",
-        by: "user (troupe observe)",
+        via: "troupe observe",
         ...(key === "d" ? { reason: "denied from an observer" } : {}),
-      });
+      }).catch((error) => log.warn({ err: error }, "could not answer"));
     });
   }
   try {

@@ -87,6 +87,11 @@ export function humanRenderer(
           if (!approved) line(`${prefix}  ✗ denied by ${by}${reason ? `: ${reason}` : ""}`);
           break;
         }
+        case "approval.rejected": {
+          const { why, by } = envelope.data as AgentEventMap["approval.rejected"];
+          line(`${prefix}  ! an answer${by ? ` claiming to be ${by}'s` : ""} was refused: ${why}`);
+          break;
+        }
         case "context.compacted": {
           const { tokensBefore, tokensAfter } = envelope.data as AgentEventMap["context.compacted"];
           line(`${prefix}· context compacted: ${tokensBefore} → ${tokensAfter} tokens`);

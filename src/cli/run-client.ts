@@ -3,9 +3,11 @@ import { newRunId } from "../actors/runtime.js";
 import type { Envelope } from "../bus/envelope.js";
 import { followRun } from "../bus/follow-run.js";
 import type { LoadedConfig } from "../config/load.js";
+import { dataDir } from "../config/paths.js";
 import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import { answerApproval } from "../safety/bus-approver.js";
+import { localIdentity } from "../trust/approvers.js";
 import { callApi, connectClient } from "./client.js";
 import { humanRenderer, jsonRenderer } from "./render.js";
 import { RUN_EXIT, type RunFlags } from "./run.js";
@@ -58,12 +60,16 @@ export async function runViaDaemon(
       const request = { runId: envelope.runId, agentId: envelope.agentId, tool: data.name, ...data };
       const answer = await asker?.decide(request, reading.signal).catch(() => undefined);
       if (!answer) return;
-      const { outcome, record } = await answerApproval(bus, envelope.runId, data.callId, {
-        ...answer,
-        by: "user (troupe run)",
-      });
+      const { outcome, record, why } = await answerApproval(
+        bus,
+        localIdentity(dataDir(config.troupe.dataDir)),
+        envelope.runId,
+        data.callId,
+        { approved: answer.approved, via: "troupe run", ...(answer.reason ? { reason: answer.reason } : {}) },
+      );
       if (outcome === "already-decided")
         process.stderr.write(`  (already ${record?.status} by ${record?.by})\n`);
+      if (outcome === "rejected") process.stderr.write(`  (the run's host refused the answer: ${why})\n`);
     };
     let output: AgentOutput | undefined;
     try {

@@ -3,6 +3,7 @@ import { Worker, type WorkerOptions } from "../actors/worker.js";
 import { natsOptionsFromConfig } from "../bus/from-config.js";
 import { NatsBus } from "../bus/nats-bus.js";
 import { loadConfig } from "../config/load.js";
+import { dataDir } from "../config/paths.js";
 import type { Logger } from "../log.js";
 import { denyingApprover } from "../safety/approver.js";
 
@@ -14,7 +15,10 @@ export async function runWorker(
 ): Promise<number> {
   const config = loadConfig({ config: configPath });
   const bus = await NatsBus.connect({
-    ...natsOptionsFromConfig(config.troupe.nats, config.dir),
+    ...natsOptionsFromConfig(config.troupe.nats, config.dir, process.env, {
+      dataDir: dataDir(config.troupe.dataDir),
+      roles: ["worker"],
+    }),
     name: "troupe-worker",
     log,
   });

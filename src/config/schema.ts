@@ -212,6 +212,24 @@ export const troupeConfigSchema = z.strictObject({
       maxTurns: positiveInt.default(8),
     })
     .default({ maxTurns: 8 }),
+  /** People whose signed answers to approvals are acted on, besides the keys in the data dir: name → public key. */
+  approvers: z
+    .record(
+      z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'must be letters, digits, ".", "_" or "-"'),
+      z
+        .string()
+        .regex(
+          /^U[A-Z2-7]{55}$/,
+          "must be a public key as troupe keys create prints it (U and 55 characters)",
+        ),
+    )
+    .default({}),
+  daemon: z
+    .strictObject({
+      /** The most a client may ask of the daemon: runs.start with a looser policy (or sandbox off) is refused. */
+      maxApproval: approvalPolicySchema.default("auto-edit"),
+    })
+    .default({ maxApproval: "auto-edit" }),
   /** Commands run on events, in the spirit of Claude Code's hooks. */
   hooks: z
     .strictObject(

@@ -1,5 +1,11 @@
 import { z } from "zod";
-import { APPROVAL_POLICIES, SANDBOX_MODES } from "../config/policies.js";
+import {
+  APPROVAL_POLICIES,
+  type ApprovalPolicyName,
+  POLICY_RANK,
+  SANDBOX_MODES,
+} from "../config/policies.js";
+import { POLICY_SANDBOX } from "../safety/policy.js";
 
 /**
  * The daemon's API on `<p>.api.<verb>` (request/reply). Each request's `data` is checked against its
@@ -45,3 +51,23 @@ export const runRecordSchema = z.object({
   result: z.string().optional(),
 });
 export type RunRecord = z.infer<typeof runRecordSchema>;
+
+/**
+ * Why a runs.start asks for more than `daemon.maxApproval` allows, or undefined when it does not: a
+ * looser policy than the ceiling, or a looser sandbox than the ceiling's own (sandbox off needs yolo).
+ */
+export function beyondCeiling(
+  request: {
+    approval?: ApprovalPolicyName | undefined;
+    sandbox?: (typeof SANDBOX_MODES)[number] | undefined;
+  },
+  ceiling: ApprovalPolicyName,
+): string | undefined {
+  const raise = `raise daemon.maxApproval in troupe.yaml to allow it`;
+  if (request.approval && POLICY_RANK[request.approval] > POLICY_RANK[ceiling])
+    return `approval "${request.approval}" is beyond this daemon's maxApproval "${ceiling}": ${raise}`;
+  const widest = POLICY_SANDBOX[ceiling];
+  if (request.sandbox && SANDBOX_MODES.indexOf(request.sandbox) > SANDBOX_MODES.indexOf(widest))
+    return `sandbox "${request.sandbox}" is beyond what maxApproval "${ceiling}" allows ("${widest}"): ${raise}`;
+  return undefined;
+}

@@ -2,10 +2,17 @@ import type { AgentHandle } from "../actors/agent-host.js";
 import type { Runtime } from "../actors/runtime.js";
 import { type Bus, BusError, type KvStore, type Subscription } from "../bus/bus.js";
 import { type Envelope, makeEnvelope } from "../bus/envelope.js";
+import { KV_BUCKETS } from "../bus/permissions.js";
+import type { ApprovalPolicyName } from "../config/policies.js";
 import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import type { SandboxMode } from "../sandbox/plan.js";
-import { type ApiVerb, apiRequests, type RunRecord } from "./api.js";
+import { type ApiVerb, apiRequests, beyondCeiling, type RunRecord } from "./api.js";
+
+export interface DaemonOptions {
+  /** The loosest approval policy a client may ask for (troupe.yaml's `daemon.maxApproval`). Default `auto-edit`. */
+  maxApproval?: ApprovalPolicyName;
+}
 
 /**
  * `troupe daemon`: hosts runs on a NATS bus and serves the API. Every run is in the KV bucket `runs`;
@@ -20,6 +27,7 @@ export class Daemon {
   constructor(
     private readonly runtime: Runtime,
     private readonly log: Logger,
+    private readonly options: DaemonOptions = {},
   ) {}
 
   private get bus(): Bus {
@@ -27,6 +35,8 @@ export class Daemon {
   }
 
   async start(): Promise<void> {
+    // Every bucket exists from the start: the other roles may only open them.
+    await Promise.all(KV_BUCKETS.map((name) => this.bus.kv(name)));
     this.#index = await this.bus.kv("runs");
     await this.#resumeUnfinished();
     for (const verb of Object.keys(apiRequests) as ApiVerb[]) {
@@ -62,6 +72,8 @@ export class Daemon {
       case "runs.start": {
         if (!this.#accepting) throw new BusError("the daemon is shutting down");
         if (data.runId && this.#runs.has(data.runId)) throw new BusError(`run ${data.runId} exists`);
+        const refusal = beyondCeiling(data as never, this.options.maxApproval ?? "auto-edit");
+        if (refusal) throw new BusError(refusal);
         const handle = this.runtime.start({
           task: data.task as string,
           ...(data.runId ? { runId: data.runId } : {}),

@@ -20,9 +20,24 @@ export interface ApprovalAnswer {
   by: string;
 }
 
-/** Whoever answers approval requests. Must honour the signal: an aborted agent stops waiting. */
+/** An answer that was refused (unsigned, badly signed, by an untrusted key, for another request). */
+export interface RejectedAnswer {
+  answerId?: string;
+  why: string;
+  /** Who the answer claimed to be from: not verified. */
+  by?: string;
+}
+
+/**
+ * Whoever answers approval requests. Must honour the signal: an aborted agent stops waiting.
+ * `rejected` hears of each answer refused on the way; the request stays pending.
+ */
 export interface Approver {
-  decide(request: ApprovalRequest, signal: AbortSignal): Promise<ApprovalAnswer>;
+  decide(
+    request: ApprovalRequest,
+    signal: AbortSignal,
+    rejected?: (refusal: RejectedAnswer) => void,
+  ): Promise<ApprovalAnswer>;
 }
 
 /** Nobody can answer (no terminal, a read-only child): every request is denied at once, with why. */

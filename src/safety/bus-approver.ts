@@ -1,41 +1,84 @@
-import { type Bus, KvConflictError, type KvStore } from "../bus/bus.js";
+import { randomBytes } from "node:crypto";
+import { type Bus, KvConflictError, type KvEntry, type KvStore } from "../bus/bus.js";
 import type { Logger } from "../log.js";
-import type { ApprovalAnswer, ApprovalRequest, Approver } from "./approver.js";
+import type { ApproverTrust, Identity } from "../trust/approvers.js";
+import { requestDigest, type SignedAnswer, signAnswer, verifyAnswer } from "../trust/signed-answer.js";
+import type { ApprovalAnswer, ApprovalRequest, Approver, RejectedAnswer } from "./approver.js";
 
-/** An approval as the KV bucket `approvals` keeps it, under `<runId>.<callId>`. */
+/**
+ * An approval as the KV bucket `approvals` keeps it, under `<runId>.<callId>`. Only the agent's
+ * host writes it; answers are written by approvers to the bucket `answers`, signed, and the host
+ * copies the first valid one in.
+ */
 export interface ApprovalRecord {
   request: ApprovalRequest;
+  /** The digest an answer must name: of the request, a random nonce and when it was made. */
+  requestId: string;
+  nonce: string;
+  createdAt: number;
   status: "pending" | "approved" | "denied";
   /** When nobody has answered by then, the request is denied. */
   expiresAt: number;
   reason?: string;
+  /** The verified approver's name, or `timeout`. */
   by?: string;
+  /** The signed answer that decided it; absent for a denial by timeout. */
+  answer?: SignedAnswer;
+  /** Answers the host refused, the last few. */
+  rejected?: Array<{ answerId?: string; why: string; by?: string }>;
 }
+
+const MAX_REJECTIONS = 20;
 
 export const approvalKey = (runId: string, callId: string) =>
   `${runId}.${callId.replace(/[^-/_=A-Za-z0-9]/g, "_")}`;
 
 /**
- * Approvals as records on the bus, not prompts owned by one process: any authorised client (an
- * observer, `troupe approve`, the run's own terminal) may answer; the first answer wins by
- * compare-and-set; with none before the timeout, the request is denied. A pending request survives a
- * restart: an agent resumed while waiting finds its record and goes on waiting.
+ * Answers live in the bucket `answers` under `<approval key>.<requestId>.<answerId>`: each answer a
+ * key of its own (nobody's answer can block another's), grouped by the request they answer.
+ */
+export const answerKey = (approval: string, requestId: string, answerId: string) =>
+  `${approval}.${requestId}.${answerId}`;
+const answersOf = (approval: string, requestId: string) => `${approval}.${requestId}.*`;
+
+/**
+ * Approvals as records on the bus, not prompts owned by one process: any approver (an observer,
+ * `troupe approve`, the run's own terminal) may answer by writing a signed answer; the host acts
+ * on the first one whose signature is a trusted approver's and that names this very request, and
+ * records it by compare-and-set. Anything else is refused and reported, and the request stays
+ * pending. With no valid answer before the timeout, the request is denied. A pending request
+ * survives a restart: an agent resumed while waiting finds its record and goes on waiting.
  */
 export class BusApprover implements Approver {
   constructor(
     private readonly bus: Bus,
     private readonly timeoutMs: number,
+    private readonly trust: ApproverTrust,
     private readonly log: Logger,
   ) {}
 
-  async decide(request: ApprovalRequest, signal: AbortSignal): Promise<ApprovalAnswer> {
+  async decide(
+    request: ApprovalRequest,
+    signal: AbortSignal,
+    rejected: (refusal: RejectedAnswer) => void = () => {},
+  ): Promise<ApprovalAnswer> {
     const kv = await this.bus.kv("approvals");
     const key = approvalKey(request.runId, request.callId);
-    let entry = await kv.get<ApprovalRecord>(key);
-    if (!entry) {
-      const record: ApprovalRecord = { request, status: "pending", expiresAt: Date.now() + this.timeoutMs };
+    const entry = await this.#open(kv, key, request);
+    const settled = await this.#settled(kv, entry, rejected);
+    if (settled) return settled;
+    return this.#await(kv, key, entry.value.requestId, signal, rejected);
+  }
+
+  /** The record of this request: the one already there (a resumed wait), or a new one. */
+  async #open(kv: KvStore, key: string, request: ApprovalRequest): Promise<KvEntry<ApprovalRecord>> {
+    for (;;) {
+      const entry = await kv.get<ApprovalRecord>(key);
+      if (entry && sameRequest(entry.value.request, request)) return entry;
+      // A call id the model used before, for another call, is another request.
+      const record = newRecord(request, this.timeoutMs);
       try {
-        await kv.create(key, record);
+        await kv.put(key, record, { expectedRevision: entry?.revision ?? 0 });
         this.log.info(
           { callId: request.callId, tool: request.tool },
           "waiting for an approval from any terminal",
@@ -43,31 +86,138 @@ export class BusApprover implements Approver {
       } catch (error) {
         if (!(error instanceof KvConflictError)) throw error;
       }
-      entry = await kv.get<ApprovalRecord>(key);
     }
-    if (!entry) throw new Error(`approval ${key} vanished`);
-    if (entry.value.status !== "pending") return answerOf(entry.value);
-    return this.#await(kv, key, entry.value.expiresAt, signal);
   }
 
-  async #await(kv: KvStore, key: string, expiresAt: number, signal: AbortSignal): Promise<ApprovalAnswer> {
+  /** The answer of a decided record, checked again (it may have been decided before a restart). */
+  async #settled(
+    kv: KvStore,
+    entry: KvEntry<ApprovalRecord>,
+    rejected: (refusal: RejectedAnswer) => void,
+  ): Promise<ApprovalAnswer | undefined> {
+    const record = entry.value;
+    if (record.status === "pending") return undefined;
+    if (!record.answer) {
+      if (record.status === "denied") return answerOf(record);
+    } else {
+      const verdict = verifyAnswer(record.answer, factsOf(record), this.trust);
+      if (verdict.ok && (verdict.answer.content.decision === "allow") === (record.status === "approved"))
+        return answerOf(record);
+    }
+    // Decided without a valid answer: not by this code. Refuse it and wait on.
+    const refusal = { why: "the record was decided without a valid signed answer", ...byOf(record) };
+    this.log.warn({ key: entry.key, ...refusal }, "refused an approval decision");
+    rejected(refusal);
+    const { status: _s, by: _b, reason: _r, answer: _a, ...rest } = record;
+    await kv
+      .put(entry.key, { ...rest, status: "pending" }, { expectedRevision: entry.revision })
+      .catch(() => {});
+    return undefined;
+  }
+
+  async #await(
+    kv: KvStore,
+    key: string,
+    requestId: string,
+    signal: AbortSignal,
+    rejected: (refusal: RejectedAnswer) => void,
+  ): Promise<ApprovalAnswer> {
+    const answers = await this.bus.kv("answers");
     const watching = new AbortController();
     const stop = () => watching.abort();
     signal.addEventListener("abort", stop, { once: true });
+    const expiresAt = (await kv.get<ApprovalRecord>(key))?.value.expiresAt ?? Date.now();
     const timer = setTimeout(() => void expire(kv, key).finally(stop), Math.max(0, expiresAt - Date.now()));
     try {
-      for await (const change of kv.watch<ApprovalRecord>({ key, signal: watching.signal })) {
-        if (change.value && change.value.status !== "pending") return answerOf(change.value);
+      for await (const change of answers.watch({ key: answersOf(key, requestId), signal: watching.signal })) {
+        if (change.value === null) continue;
+        const decided = await this.#consider(kv, key, change.key, change.value, rejected);
+        if (decided) return decided;
       }
       // Stopped watching: aborted, or expired (the record says which).
-      const final = (await kv.get<ApprovalRecord>(key))?.value;
-      if (final && final.status !== "pending") return answerOf(final);
+      const final = await kv.get<ApprovalRecord>(key);
+      if (final && final.value.status !== "pending") {
+        const settled = await this.#settled(kv, final, rejected);
+        if (settled) return settled;
+      }
       throw signal.reason ?? new Error("approval wait aborted");
     } finally {
       clearTimeout(timer);
       signal.removeEventListener("abort", stop);
     }
   }
+
+  /** One answer: refused with a reason, or written into the record unless another got there first. */
+  async #consider(
+    kv: KvStore,
+    key: string,
+    answerKey: string,
+    value: unknown,
+    rejected: (refusal: RejectedAnswer) => void,
+  ): Promise<ApprovalAnswer | undefined> {
+    for (;;) {
+      const entry = await kv.get<ApprovalRecord>(key);
+      if (!entry) return undefined;
+      if (entry.value.status !== "pending") {
+        const settled = await this.#settled(kv, entry, rejected);
+        if (settled) return settled;
+        continue;
+      }
+      const answerId = answerKey.slice(answerKey.lastIndexOf(".") + 1);
+      // Refused before (this wait was resumed after a restart): not news.
+      if (entry.value.rejected?.some((r) => r.answerId === answerId)) return undefined;
+      const verdict = verifyAnswer(value, factsOf(entry.value), this.trust);
+      if (!verdict.ok) {
+        const refusal = {
+          answerId,
+          why: verdict.why,
+          ...(verdict.claimedBy ? { by: verdict.claimedBy } : {}),
+        };
+        this.log.warn({ key, ...refusal }, "refused an answer to an approval");
+        rejected(refusal);
+        const list = [...(entry.value.rejected ?? []), refusal].slice(-MAX_REJECTIONS);
+        const written = await kv
+          .put(key, { ...entry.value, rejected: list }, { expectedRevision: entry.revision })
+          .then(() => true)
+          .catch((error) => (error instanceof KvConflictError ? false : Promise.reject(error)));
+        if (written) return undefined;
+        continue;
+      }
+      const { content } = verdict.answer;
+      const record: ApprovalRecord = {
+        ...entry.value,
+        status: content.decision === "allow" ? "approved" : "denied",
+        by: verdict.by,
+        answer: verdict.answer,
+        ...(content.reason ? { reason: content.reason } : {}),
+      };
+      try {
+        await kv.put(key, record, { expectedRevision: entry.revision });
+        return answerOf(record);
+      } catch (error) {
+        if (!(error instanceof KvConflictError)) throw error;
+      }
+    }
+  }
+}
+
+function newRecord(request: ApprovalRequest, timeoutMs: number): ApprovalRecord {
+  const nonce = randomBytes(16).toString("base64url");
+  const createdAt = Date.now();
+  return {
+    request,
+    requestId: requestDigest({ ...request, nonce, createdAt }),
+    nonce,
+    createdAt,
+    status: "pending",
+    expiresAt: createdAt + timeoutMs,
+  };
+}
+
+function sameRequest(a: ApprovalRequest, b: ApprovalRequest): boolean {
+  return (
+    requestDigest({ ...a, nonce: "", createdAt: 0 }) === requestDigest({ ...b, nonce: "", createdAt: 0 })
+  );
 }
 
 /** Denies a pending request that nobody answered in time (unless an answer got there first). */
@@ -93,37 +243,53 @@ function answerOf(record: ApprovalRecord): ApprovalAnswer {
   };
 }
 
-export type DecisionOutcome = "decided" | "already-decided" | "unknown";
+/** What an answer to this record must name. */
+function factsOf(record: ApprovalRecord) {
+  const { runId, callId } = record.request;
+  return { runId, callId, requestId: record.requestId, createdAt: record.createdAt };
+}
+
+function byOf(record: ApprovalRecord): { by?: string } {
+  return record.by ? { by: record.by } : {};
+}
+
+export type DecisionOutcome = "decided" | "already-decided" | "rejected" | "sent" | "unknown";
 
 /**
- * Answers a pending approval; the first answer wins. Returns `already-decided` (with the record) when
- * another answer got there first, `unknown` when there is no such request.
+ * Answers a pending approval as `identity`: signs the answer over the request it names and writes
+ * it to the bucket `answers`, then waits (up to `waitMs`) for the host to act on it. `decided`: this
+ * answer decided it; `already-decided`: another got there first (the record says whose);
+ * `rejected`: the host refused it (`why`); `sent`: no host has acted yet (it will when it is back);
+ * `unknown`: there is no such request.
  */
 export async function answerApproval(
   bus: Bus,
+  identity: Identity,
   runId: string,
   callId: string,
-  answer: { approved: boolean; reason?: string; by: string },
-): Promise<{ outcome: DecisionOutcome; record?: ApprovalRecord }> {
+  answer: { approved: boolean; reason?: string; via?: string },
+  waitMs = 10_000,
+): Promise<{ outcome: DecisionOutcome; record?: ApprovalRecord; why?: string }> {
   const kv = await bus.kv("approvals");
   const key = approvalKey(runId, callId);
-  for (;;) {
-    const entry = await kv.get<ApprovalRecord>(key);
-    if (!entry) return { outcome: "unknown" };
-    if (entry.value.status !== "pending") return { outcome: "already-decided", record: entry.value };
-    const record: ApprovalRecord = {
-      ...entry.value,
-      status: answer.approved ? "approved" : "denied",
-      by: answer.by,
-      ...(answer.reason ? { reason: answer.reason } : {}),
-    };
-    try {
-      await kv.put(key, record, { expectedRevision: entry.revision });
-      return { outcome: "decided", record };
-    } catch (error) {
-      if (!(error instanceof KvConflictError)) throw error;
-    }
+  const entry = await kv.get<ApprovalRecord>(key);
+  if (!entry) return { outcome: "unknown" };
+  if (entry.value.status !== "pending") return { outcome: "already-decided", record: entry.value };
+  const signed = signAnswer(identity, { runId, callId, requestId: entry.value.requestId, ...answer });
+  const answerId = signed.content.answerId;
+  const watching = AbortSignal.timeout(waitMs);
+  const changes = kv.watch<ApprovalRecord>({ key, signal: watching });
+  await (await bus.kv("answers")).create(answerKey(key, entry.value.requestId, answerId), signed);
+  for await (const change of changes) {
+    const record = change.value;
+    if (!record) return { outcome: "unknown" };
+    const refusal = record.rejected?.find((r) => r.answerId === answerId);
+    if (refusal) return { outcome: "rejected", record, why: refusal.why };
+    if (record.status === "pending") continue;
+    const mine = record.answer?.content.answerId === answerId;
+    return { outcome: mine ? "decided" : "already-decided", record };
   }
+  return { outcome: "sent" };
 }
 
 /** Finds the pending approval of a call id in any run (for `troupe approve CALL_ID`). */

@@ -158,7 +158,7 @@ describe("troupe daemon", () => {
       ["--config", join(dir, "config"), "approve", "call_deploy", "--deny", "--reason", "not on a Friday"],
       { cwd: dir, env },
     );
-    expect(deny.stdout).toBe("denied shell (call_deploy)\n");
+    expect(deny.stdout).toMatch(/^denied shell \(call_deploy\) as \S+\n$/);
     expect(deny.code).toBe(0);
     const late = await runTroupe(["--config", join(dir, "config"), "approve", "call_deploy", "--allow"], {
       cwd: dir,

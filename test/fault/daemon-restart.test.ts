@@ -23,7 +23,8 @@ async function scenario(
   const prefix = uniquePrefix();
   const model = await ScriptedModelServer.start(rules);
   const files: Record<string, string> = {
-    "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: ${Object.keys(agents)[0]}\ndefaultModel: scripted\n`,
+    // These runs ask for yolo: the operator lets clients of this daemon ask for it.
+    "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: ${Object.keys(agents)[0]}\ndefaultModel: scripted\ndaemon:\n  maxApproval: yolo\n`,
     "notes.txt": "the answer is 42\n",
   };
   for (const [name, yaml] of Object.entries(agents)) files[`config/agents/${name}.yaml`] = yaml;
@@ -158,7 +159,7 @@ it("SIGKILL while an approval is pending: the request is still there after the r
     cwd: s.dir,
     env: s.env,
   });
-  expect(approve.stdout).toBe("allowed shell (call_pending)\n");
+  expect(approve.stdout).toMatch(/^allowed shell \(call_pending\) as \S+\n$/);
   expect(await s.clientExit).toBe(0);
   expect(s.events().at(-1)).toMatchObject({
     type: "agent.stopped",

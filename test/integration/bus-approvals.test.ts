@@ -1,52 +1,78 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { silentLogger } from "../../src/log.js";
-import type { ApprovalRequest } from "../../src/safety/approver.js";
-import { answerApproval, BusApprover, findApproval } from "../../src/safety/bus-approver.js";
-import { type BusUnderTest, natsBus } from "../support/buses.js";
+import type { ApprovalRequest, RejectedAnswer } from "../../src/safety/approver.js";
+import {
+  type ApprovalRecord,
+  answerApproval,
+  answerKey,
+  approvalKey,
+  BusApprover,
+  findApproval,
+} from "../../src/safety/bus-approver.js";
+import { signAnswer } from "../../src/trust/signed-answer.js";
+import { newIdentity, trusting } from "../support/approvers.js";
+import { type BusUnderTest, localBus, natsBus } from "../support/buses.js";
 import { waitFor } from "../support/wait.js";
 
-let under: BusUnderTest;
-beforeEach(async () => {
-  under = await natsBus();
-});
-afterEach(async () => {
-  await under.dispose();
-});
+const alice = newIdentity("alice");
+const bob = newIdentity("bob");
+const mallory = newIdentity("mallory");
+const trust = trusting(alice, bob);
 
-const request = (callId: string): ApprovalRequest => ({
+const request = (callId: string, command = "make deploy"): ApprovalRequest => ({
   runId: "run-1",
   agentId: "coder",
   callId,
   tool: "shell",
-  arguments: '{"command":"make deploy"}',
+  arguments: JSON.stringify({ command }),
   effect: "execute",
-  detail: "make deploy",
+  detail: command,
   paths: [],
 });
 
-describe("approvals on the bus", () => {
-  it("wait for the first answer from anywhere; a later answer is told it came too late", async () => {
-    const approver = new BusApprover(under.bus, 10_000, silentLogger);
-    const waiting = approver.decide(request("c1"), new AbortController().signal);
-    await waitFor("the pending record", async () => (await findApproval(under.bus, "c1")) !== undefined);
-    expect((await findApproval(under.bus, "c1"))?.status).toBe("pending");
-    const first = await answerApproval(under.bus, "run-1", "c1", {
+const pendingRecord = async (under: BusUnderTest, callId: string) => {
+  await waitFor("the pending record", async () => (await findApproval(under.bus, callId)) !== undefined);
+  return (await findApproval(under.bus, callId)) as ApprovalRecord;
+};
+
+describe.each([
+  ["NATS", natsBus],
+  ["local", async () => localBus()],
+])("approvals on the %s bus", (_name, makeBus) => {
+  let under: BusUnderTest;
+  beforeEach(async () => {
+    under = await makeBus();
+  });
+  afterEach(async () => {
+    await under.dispose();
+  });
+
+  it("wait for the first signed answer from anywhere; a later answer is told it came too late", async () => {
+    const waiting = new BusApprover(under.bus, 10_000, trust, silentLogger).decide(
+      request("c1"),
+      new AbortController().signal,
+    );
+    expect((await pendingRecord(under, "c1")).status).toBe("pending");
+    const first = await answerApproval(under.bus, alice, "run-1", "c1", {
       approved: false,
       reason: "not on a Friday",
-      by: "alice",
+      via: "test",
     });
-    const second = await answerApproval(under.bus, "run-1", "c1", { approved: true, by: "bob" });
-    expect(await waiting).toEqual({ approved: false, reason: "not on a Friday", by: "alice" });
+    const second = await answerApproval(under.bus, bob, "run-1", "c1", { approved: true });
+    expect(await waiting).toEqual({ approved: false, reason: "not on a Friday", by: "alice (test)" });
     expect(first.outcome).toBe("decided");
-    expect(second).toMatchObject({ outcome: "already-decided", record: { status: "denied", by: "alice" } });
-    expect(await answerApproval(under.bus, "run-1", "nope", { approved: true, by: "x" })).toEqual({
+    expect(second).toMatchObject({
+      outcome: "already-decided",
+      record: { status: "denied", by: "alice (test)" },
+    });
+    expect(await answerApproval(under.bus, alice, "run-1", "nope", { approved: true })).toEqual({
       outcome: "unknown",
     });
   });
 
   it("deny a request nobody answers before the timeout", async () => {
-    const approver = new BusApprover(under.bus, 300, silentLogger);
     const started = Date.now();
+    const approver = new BusApprover(under.bus, 300, trust, silentLogger);
     expect(await approver.decide(request("c2"), new AbortController().signal)).toEqual({
       approved: false,
       reason: "nobody answered in time",
@@ -57,19 +83,132 @@ describe("approvals on the bus", () => {
 
   it("keep a pending request across a restart: a new waiter finds it and gets the answer", async () => {
     const before = new AbortController();
-    const first = new BusApprover(under.bus, 60_000, silentLogger);
-    const abandoned = first.decide(request("c3"), before.signal).catch((error) => error);
-    await waitFor("the pending record", async () => (await findApproval(under.bus, "c3")) !== undefined);
+    const abandoned = new BusApprover(under.bus, 60_000, trust, silentLogger)
+      .decide(request("c3"), before.signal)
+      .catch((error) => error);
+    const record = await pendingRecord(under, "c3");
     before.abort();
     await abandoned;
     // The resumed agent asks again: the same record, still pending, not a new one.
-    const again = new BusApprover(under.bus, 60_000, silentLogger).decide(
+    const again = new BusApprover(under.bus, 60_000, trust, silentLogger).decide(
       request("c3"),
       new AbortController().signal,
     );
     await new Promise((resolve) => setTimeout(resolve, 100));
-    expect((await findApproval(under.bus, "c3"))?.status).toBe("pending");
-    await answerApproval(under.bus, "run-1", "c3", { approved: true, by: "carol" });
-    expect(await again).toEqual({ approved: true, by: "carol" });
+    expect(await findApproval(under.bus, "c3")).toMatchObject({
+      status: "pending",
+      requestId: record.requestId,
+    });
+    await answerApproval(under.bus, bob, "run-1", "c3", { approved: true });
+    expect(await again).toEqual({ approved: true, by: "bob" });
+  });
+
+  it("refuse forged answers, keep the request pending, and act on the next valid one", async () => {
+    // An old valid answer, for an earlier request that used the same call id.
+    const earlier = new BusApprover(under.bus, 60_000, trust, silentLogger).decide(
+      request("c4", "ls"),
+      new AbortController().signal,
+    );
+    await pendingRecord(under, "c4");
+    await answerApproval(under.bus, alice, "run-1", "c4", { approved: true });
+    await earlier;
+    const oldAnswer = (await findApproval(under.bus, "c4"))?.answer;
+    expect(oldAnswer).toBeDefined();
+
+    const refused: RejectedAnswer[] = [];
+    const waiting = new BusApprover(under.bus, 60_000, trust, silentLogger).decide(
+      request("c4", "rm -rf build"),
+      new AbortController().signal,
+      (refusal) => void refused.push(refusal),
+    );
+    await waitFor("the new request", async () => (await findApproval(under.bus, "c4"))?.status === "pending");
+    const record = (await findApproval(under.bus, "c4")) as ApprovalRecord;
+    expect(record.requestId).not.toBe(oldAnswer?.content.requestId);
+    const answers = await under.bus.kv("answers");
+    const key = approvalKey("run-1", "c4");
+    const forged = signAnswer(alice, {
+      runId: "run-1",
+      callId: "c4",
+      requestId: record.requestId,
+      approved: true,
+    });
+    const attempts: Array<[string, unknown]> = [
+      ["unsigned", { approved: true, by: "alice (troupe approve)" }],
+      ["bad signature", { ...forged, content: { ...forged.content, reason: "changed after signing" } }],
+      [
+        "unknown key",
+        signAnswer(mallory, { runId: "run-1", callId: "c4", requestId: record.requestId, approved: true }),
+      ],
+      [
+        "another call",
+        signAnswer(alice, { runId: "run-1", callId: "c5", requestId: record.requestId, approved: true }),
+      ],
+      ["replay", oldAnswer],
+      [
+        "a name not its key's",
+        signAnswer(
+          { ...bob, name: "alice" },
+          { runId: "run-1", callId: "c4", requestId: record.requestId, approved: true },
+        ),
+      ],
+    ];
+    for (const [id, answer] of attempts)
+      await answers.create(answerKey(key, record.requestId, id.replace(/[^a-z]/g, "-")), answer);
+    await waitFor("every forged answer refused", () => refused.length === attempts.length);
+    expect(refused.map((r) => r.why)).toEqual([
+      "not a signed answer",
+      "bad signature",
+      expect.stringMatching(/not a trusted approver's/),
+      "signed for another call",
+      "signed for another request (an old answer?)",
+      "signed as alice with bob's key",
+    ]);
+    expect(await findApproval(under.bus, "c4")).toMatchObject({ status: "pending" });
+    const settled = await Promise.race([
+      waiting.then(() => "decided"),
+      new Promise((r) => setTimeout(r, 200, "pending")),
+    ]);
+    expect(settled).toBe("pending");
+
+    const valid = await answerApproval(under.bus, bob, "run-1", "c4", {
+      approved: true,
+      via: "troupe approve",
+    });
+    expect(valid.outcome).toBe("decided");
+    expect(await waiting).toEqual({ approved: true, by: "bob (troupe approve)" });
+  });
+
+  it("tell an answerer whose key is not trusted that the host refused it", async () => {
+    const waiting = new BusApprover(under.bus, 60_000, trust, silentLogger).decide(
+      request("c6"),
+      new AbortController().signal,
+    );
+    await pendingRecord(under, "c6");
+    const outcome = await answerApproval(under.bus, mallory, "run-1", "c6", { approved: true });
+    expect(outcome).toMatchObject({ outcome: "rejected", why: expect.stringMatching(/not a trusted/) });
+    expect((await findApproval(under.bus, "c6"))?.status).toBe("pending");
+    await answerApproval(under.bus, alice, "run-1", "c6", { approved: false });
+    expect(await waiting).toMatchObject({ approved: false, by: "alice" });
+  });
+
+  it("let exactly one of two valid answers at once win, every time", async () => {
+    for (let round = 0; round < 10; round++) {
+      const callId = `race${round}`;
+      const waiting = new BusApprover(under.bus, 60_000, trust, silentLogger).decide(
+        request(callId),
+        new AbortController().signal,
+      );
+      await pendingRecord(under, callId);
+      const [a, b] = await Promise.all([
+        answerApproval(under.bus, alice, "run-1", callId, { approved: true }),
+        answerApproval(under.bus, bob, "run-1", callId, { approved: false }),
+      ]);
+      const outcomes = [a.outcome, b.outcome].sort();
+      expect(outcomes).toEqual(["already-decided", "decided"]);
+      const winner =
+        a.outcome === "decided" ? { approved: true, by: "alice" } : { approved: false, by: "bob" };
+      expect(await waiting).toEqual(winner);
+      expect((await findApproval(under.bus, callId))?.by).toBe(winner.by);
+    }
   });
 });

@@ -1,73 +1,114 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Runtime } from "../../src/actors/runtime.js";
+import { Worker } from "../../src/actors/worker.js";
 import { NatsServerProcess } from "../../src/bus/embedded-nats.js";
 import { makeEnvelope } from "../../src/bus/envelope.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { BusUnavailableError } from "../../src/bus/nats-connect.js";
-import { authorizationBlock } from "../../src/bus/permissions.js";
+import { authorizationBlock, KV_BUCKETS, type Role, rolePermissions } from "../../src/bus/permissions.js";
 import { silentLogger } from "../../src/log.js";
 import { answerApproval, BusApprover } from "../../src/safety/bus-approver.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { ensureRoleCredentials, roleSeedFile } from "../../src/trust/role-credentials.js";
+import { newIdentity, trusting } from "../support/approvers.js";
 import { testConfig } from "../support/config.js";
 import { collect, waitFor } from "../support/wait.js";
 
+/*
+ * The permissions of each role, on a nats-server configured the way `troupe daemon` configures
+ * its embedded one: one nkey user per role, from the seeds it keeps in the data dir.
+ */
 const prefix = "troupe";
 let dir: string;
 let server: NatsServerProcess;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "troupe-perms-"));
-  const users = [
-    { user: "daemon", password: "daemon-pw", role: "daemon" as const },
-    { user: "observer", password: "observer-pw", role: "observer" as const },
-    { user: "approver", password: "approver-pw", role: "approver" as const },
-  ];
+  const keys = ensureRoleCredentials(dir);
+  const users = Object.entries(keys).map(([role, nkey]) => ({ role: role as Role, nkey }));
   writeFileSync(join(dir, "auth.conf"), authorizationBlock(users, prefix));
   server = await NatsServerProcess.start({
     storeDir: join(dir, "store"),
     args: ["-c", join(dir, "auth.conf")],
   });
+  // The daemon makes the stream and every bucket; the other roles may only open them.
+  const daemon = await as("daemon");
+  await Promise.all(KV_BUCKETS.map((name) => daemon.kv(name)));
+  await daemon.close();
 });
 afterAll(async () => {
   await server?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
 
-const as = (user: string) =>
-  NatsBus.connect({ url: server.url, prefix, user, password: `${user}-pw`, log: silentLogger });
-const event = (seq: number) => makeEnvelope({ runId: "r1", agentId: "a1", seq, type: "tick", data: { seq } });
+const as = (role: Role) =>
+  NatsBus.connect({ url: server.url, prefix, nkeySeedFile: roleSeedFile(dir, role), log: silentLogger });
+const event = (seq: number, runId = "r1") =>
+  makeEnvelope({ runId, agentId: "a1", seq, type: "tick", data: { seq } });
+const alice = newIdentity("alice");
+const request = (callId: string) => ({
+  runId: "r2",
+  agentId: "a",
+  callId,
+  tool: "shell",
+  arguments: "{}",
+  effect: "execute" as const,
+  detail: "make",
+  paths: [],
+});
+
+/** Permission errors a connection hears from the server. */
+function violations(bus: NatsBus): string[] {
+  const errors: string[] = [];
+  void (async () => {
+    for await (const status of bus.connection.status())
+      if (status.type === "error") errors.push(String(status.error));
+  })();
+  return errors;
+}
 
 describe("NATS roles", () => {
-  it("let an observer watch the event log, and refuse its publishes to control, approval and runs.start subjects", async () => {
+  it("let an observer read the event log and the run list, and nothing else", async () => {
     const daemon = await as("daemon");
     await daemon.log.append(event(0));
     await daemon.log.append(event(1));
     const heard: string[] = [];
-    for (const pattern of [`${prefix}.ctl.>`, `${prefix}.approval.>`, `${prefix}.api.>`])
+    for (const pattern of [`${prefix}.ctl.>`, `${prefix}.work.>`])
       daemon.subscribe(pattern, (_e, subject) => void heard.push(subject));
-    daemon.reply(daemon.subjects.api("runs.start"), (request) => request);
+    for (const verb of ["runs.start", "runs.list", "runs.abort"])
+      daemon.reply(daemon.subjects.api(verb), (request) =>
+        makeEnvelope({ ...request, type: `${verb}.reply` }),
+      );
     await daemon.flush();
 
     const observer = await as("observer");
+    const errors = violations(observer);
     const seen = await collect(observer.log.read({ runId: "r1" }));
     expect(seen.map((e) => e.envelope.seq)).toEqual([0, 1]);
+    expect((await observer.request(observer.subjects.api("runs.list"), event(9))).type).toBe(
+      "runs.list.reply",
+    );
 
-    const errors: string[] = [];
-    void (async () => {
-      for await (const status of observer.connection.status())
-        if (status.type === "error") errors.push(String(status.error));
-    })();
     observer.publish(observer.subjects.control("r1", "a1", "abort"), event(2));
-    observer.publish(observer.subjects.approval("r1", "c1"), event(3));
-    const started = await observer
-      .request(observer.subjects.api("runs.start"), event(4), { timeoutMs: 500 })
-      .catch((error) => error);
+    observer.publish(observer.subjects.workSpawn(), event(3));
+    for (const verb of ["runs.start", "runs.abort"])
+      expect(
+        await observer
+          .request(observer.subjects.api(verb), event(4), { timeoutMs: 500 })
+          .catch((error) => error),
+      ).toBeInstanceOf(Error);
+    for (const bucket of ["approvals", "answers", "runs", "snapshots"])
+      await expect((await daemon.kv(bucket)).get("x")).resolves.toBeNull();
+    await expect(observer.kv("approvals")).rejects.toThrow(/Permissions Violation/);
+    await expect(observer.log.append(event(5))).rejects.toThrow(
+      /not allowed to append tick.*Permissions Violation/,
+    );
     await observer.flush();
-    expect(started).toBeInstanceOf(Error);
-    await waitFor("the permission violations", () => errors.length >= 3);
+    await waitFor("the permission violations", () => errors.length >= 4);
     expect(errors.every((e) => /Permissions Violation for Publish/.test(e))).toBe(true);
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(heard).toEqual([]);
@@ -75,48 +116,95 @@ describe("NATS roles", () => {
     await daemon.close();
   });
 
-  it("refuse an observer's append to the event log at once, not after the append timeout", async () => {
+  it("drop what a push consumer aimed at a control subject delivers: the daemon's handlers never see it", async () => {
+    const daemon = await as("daemon");
+    const heard: string[] = [];
+    daemon.subscribe(daemon.subjects.allControls(), (_e, subject) => void heard.push(subject));
+    daemon.reply(daemon.subjects.control("r1", "a1", "abort"), (request) => {
+      heard.push(`request ${request.type}`);
+      return request;
+    });
+    await daemon.flush();
     const observer = await as("observer");
-    await expect(observer.log.append(event(0))).rejects.toThrow(
-      /not allowed to append tick.*Permissions Violation/,
-    );
+    const jsm = await jetstreamManager(observer.connection, { checkAPI: false });
+    // NATS 2.9 has no permission on a consumer's deliver subject or durability: the server takes
+    // these consumers, and delivers the log's events onto control subjects…
+    for (const [name, command] of [
+      [undefined, "abort"],
+      ["evil", "steer"],
+    ] as const)
+      await jsm.consumers.add(daemon.subjects.eventStream, {
+        ...(name ? { durable_name: name } : {}),
+        deliver_subject: daemon.subjects.control("r1", "a1", command),
+        ack_policy: "none" as never,
+      });
+    await daemon.log.append(event(7));
+    // …where the daemon's bus drops each one, as it arrives, before any handler.
+    await waitFor("the redirected deliveries dropped", () => daemon.stats.malformed >= 4);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(heard).toEqual([]);
     await observer.close();
+    await daemon.close();
   });
 
-  it("let an approver answer approvals, and refuse the same to an observer", async () => {
+  it("let an approver answer approvals but not write or change a request record", async () => {
     const daemon = await as("daemon");
-    const pending = new BusApprover(daemon, 10_000, silentLogger).decide(
-      {
-        runId: "r2",
-        agentId: "a",
-        callId: "c9",
-        tool: "shell",
-        arguments: "{}",
-        effect: "execute",
-        detail: "make",
-        paths: [],
-      },
+    const pending = new BusApprover(daemon, 10_000, trusting(alice), silentLogger).decide(
+      request("c9"),
       new AbortController().signal,
     );
-    await waitFor(
-      "the pending record",
-      async () => (await (await daemon.kv("approvals")).get("r2.c9")) !== null,
-    );
+    const approvals = await daemon.kv("approvals");
+    await waitFor("the pending record", async () => (await approvals.get("r2.c9")) !== null);
+    const before = await approvals.get("r2.c9");
 
     const observer = await as("observer");
-    await expect(answerApproval(observer, "r2", "c9", { approved: true, by: "observer" })).rejects.toThrow();
+    await expect(answerApproval(observer, alice, "r2", "c9", { approved: true })).rejects.toThrow();
     await observer.close();
 
     const approver = await as("approver");
-    expect((await answerApproval(approver, "r2", "c9", { approved: true, by: "approver" })).outcome).toBe(
-      "decided",
+    const theirs = await approver.kv("approvals");
+    const record = (await theirs.get<Record<string, unknown>>("r2.c9"))?.value;
+    await expect(theirs.put("r2.c9", { ...record, status: "approved", by: "alice" })).rejects.toThrow(
+      /Permissions Violation/,
     );
-    expect(await pending).toEqual({ approved: true, by: "approver" });
+    await expect(theirs.put("r2.c10", { ...record, status: "pending" })).rejects.toThrow(
+      /Permissions Violation/,
+    );
+    await expect(theirs.delete("r2.c9")).rejects.toThrow(/Permissions Violation/);
+    expect((await approvals.get("r2.c9"))?.revision).toBe(before?.revision);
+    const started = await approver
+      .request(approver.subjects.api("runs.start"), event(1), { timeoutMs: 500 })
+      .catch((error) => error);
+    expect(started).toBeInstanceOf(Error);
+
+    expect((await answerApproval(approver, alice, "r2", "c9", { approved: true })).outcome).toBe("decided");
+    expect(await pending).toEqual({ approved: true, by: "alice" });
     await approver.close();
     await daemon.close();
   });
 
-  it("are enough for a runtime connected as the daemon: a run with a subagent completes", async () => {
+  it("let a client start runs and answer, but not command an agent directly or write a request", async () => {
+    const daemon = await as("daemon");
+    const heard: string[] = [];
+    daemon.subscribe(daemon.subjects.allControls(), (_e, subject) => void heard.push(subject));
+    daemon.reply(daemon.subjects.api("runs.start"), (request) =>
+      makeEnvelope({ ...request, type: "started" }),
+    );
+    await daemon.flush();
+    const client = await as("client");
+    expect((await client.request(client.subjects.api("runs.start"), event(0))).type).toBe("started");
+    client.publish(client.subjects.control("r1", "a1", "steer"), event(1));
+    await expect((await client.kv("approvals")).put("r9.c1", { status: "approved" })).rejects.toThrow(
+      /Permissions Violation/,
+    );
+    await client.flush();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(heard).toEqual([]);
+    await client.close();
+    await daemon.close();
+  });
+
+  it("let a worker host a subagent, and not start runs, answer approvals or write the run index", async () => {
     const model = await ScriptedModelServer.start([
       {
         match: { system: '"lead"', turn: 1 },
@@ -125,7 +213,6 @@ describe("NATS roles", () => {
       { match: { system: '"helper"' }, reply: { text: "helped" } },
       { match: { system: '"lead"', turn: 2 }, reply: { text: "done with help" } },
     ]);
-    const bus = await as("daemon");
     const config = testConfig(
       {
         defaultModel: "scripted",
@@ -136,12 +223,65 @@ describe("NATS roles", () => {
         { name: "helper", description: "Helps.", readOnly: true },
       ],
     );
-    const runtime = await new Runtime({ config, bus, workspace: dir, env: {} }).open();
-    const output = await runtime.start({ task: "go", agent: "lead" }).done;
-    expect(output).toMatchObject({ reason: "done", result: "done with help" });
+    const workerBus = await as("worker");
+    const errors = violations(workerBus);
+    const workerRuntime = await new Runtime({ config, bus: workerBus, workspace: dir, env: {} }).open();
+    const hosted: string[] = [];
+    const spawnChild = workerRuntime.spawnChild.bind(workerRuntime);
+    workerRuntime.spawnChild = (spec) => {
+      hosted.push(spec.childId);
+      return spawnChild(spec);
+    };
+    const worker = new Worker(workerRuntime, silentLogger);
+    await worker.start();
+    const daemon = await as("daemon");
+    const runtime = await new Runtime({ config, bus: daemon, workspace: dir, env: {} }).open();
+    const handle = runtime.start({ task: "go", agent: "lead" });
+    const events: string[] = [];
+    void (async () => {
+      for await (const { envelope } of daemon.log.read({ runId: handle.runId, follow: true }))
+        events.push(`${envelope.agentId}:${envelope.type}`);
+    })();
+    expect(await handle.done).toMatchObject({ reason: "done", result: "done with help" });
+    expect(hosted).toHaveLength(1);
+    await waitFor("the child's events", () =>
+      events.some((e) => e.endsWith(":agent.stopped") && !e.startsWith(handle.agentId)),
+    );
+
+    expect(
+      await workerBus
+        .request(workerBus.subjects.api("runs.start"), event(0), { timeoutMs: 500 })
+        .catch((e) => e),
+    ).toBeInstanceOf(Error);
+    await expect(
+      workerBus.kv("runs").then((kv) => kv.put(handle.runId, { status: "running" })),
+    ).rejects.toThrow(/Permissions Violation/);
+    await expect((await workerBus.kv("answers")).put("r.c.x.y", { forged: true })).rejects.toThrow(
+      /Permissions Violation/,
+    );
+    await expect((await workerBus.kv("approvals")).put("r.c", { status: "approved" })).rejects.toThrow(
+      /Permissions Violation/,
+    );
+    expect(errors.filter((e) => !/Permissions Violation/.test(e))).toEqual([]);
+    await worker.stop();
     await runtime.close();
-    await bus.close();
+    await workerRuntime.close();
+    await workerBus.close();
+    await daemon.close();
     await model.close();
+  });
+
+  it("keep each role's publish rights to the subjects named for it", () => {
+    const worker = rolePermissions("worker", prefix);
+    expect(worker.publish.allow).not.toContain(`${prefix}.>`);
+    expect(worker.publish.deny).toContain(`${prefix}.api.>`);
+    for (const role of ["client", "approver", "observer"] as const) {
+      const p = rolePermissions(role, prefix);
+      expect(p.publish.allow.filter((s) => s.startsWith("$KV."))).toEqual(
+        role === "observer" ? [] : [`$KV.${prefix}_answers.>`],
+      );
+      expect(p.publish.allow.some((s) => s.startsWith(`${prefix}.ctl`))).toBe(false);
+    }
   });
 
   it("refuse an anonymous connection", async () => {

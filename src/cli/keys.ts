@@ -1,0 +1,65 @@
+import { authorizationBlock, ROLES, type Role } from "../bus/permissions.js";
+import { loadConfig } from "../config/load.js";
+import { dataDir } from "../config/paths.js";
+import { createKey, keysDir, localIdentity } from "../trust/approvers.js";
+import { ensureRoleCredentials, roleSeedFile } from "../trust/role-credentials.js";
+import { readSecretFile } from "../trust/secret-files.js";
+import { table } from "./table.js";
+
+/** `troupe keys create NAME`: a new approver key; prints its public key for the daemon's troupe.yaml. */
+export function runKeysCreate(configPath: string | undefined, name: string): number {
+  const config = loadConfig({ config: configPath });
+  const { file, publicKey } = createKey(dataDir(config.troupe.dataDir), name);
+  process.stdout.write(`${publicKey}\n`);
+  process.stderr.write(
+    `wrote ${file} (keep it private). A daemon of this data dir trusts it already; for another, add to its troupe.yaml:\n  approvers:\n    ${name}: ${publicKey}\nthen answer as ${name} with TROUPE_APPROVER_KEY=${file}\n`,
+  );
+  return 0;
+}
+
+/** `troupe keys list`: the keys in this data dir and the approvers troupe.yaml trusts. */
+export function runKeysList(configPath: string | undefined): number {
+  const config = loadConfig({ config: configPath });
+  const data = dataDir(config.troupe.dataDir);
+  const own = localIdentity(data);
+  const rows: string[][] = [[own.name, own.publicKey, `this user (${keysDir(data)})`]];
+  for (const [name, key] of Object.entries(config.troupe.approvers)) rows.push([name, key, "troupe.yaml"]);
+  process.stdout.write(`${table(["NAME", "PUBLIC KEY", "FROM"], rows)}\n`);
+  return 0;
+}
+
+export class CredentialsUsageError extends Error {
+  override name = "CredentialsUsageError";
+}
+
+/**
+ * `troupe credentials [ROLE] [--server-config]`: the embedded server's role credentials, to hand to
+ * a worker or an observer on another host (the seed of ROLE, for its `nats.nkeySeedFile`), or the
+ * `authorization` block for a nats-server of your own.
+ */
+export function runCredentials(
+  configPath: string | undefined,
+  role: string | undefined,
+  flags: { serverConfig?: boolean },
+): number {
+  const config = loadConfig({ config: configPath });
+  const data = dataDir(config.troupe.dataDir);
+  const keys = ensureRoleCredentials(data);
+  if (flags.serverConfig) {
+    const users = ROLES.map((r) => ({ role: r, nkey: keys[r] }));
+    process.stdout.write(authorizationBlock(users, config.troupe.nats.prefix));
+    return 0;
+  }
+  if (role === undefined) {
+    const rows = ROLES.map((r) => [r, keys[r], roleSeedFile(data, r)]);
+    process.stdout.write(`${table(["ROLE", "PUBLIC KEY", "SEED FILE"], rows)}\n`);
+    return 0;
+  }
+  if (!(ROLES as readonly string[]).includes(role))
+    throw new CredentialsUsageError(`no role "${role}": the roles are ${ROLES.join(", ")}`);
+  process.stdout.write(readSecretFile(roleSeedFile(data, role as Role)));
+  process.stderr.write(
+    `that is the ${role}'s seed: save it on the other host as ${role}.nk (chmod 600) and set nats.nkeySeedFile: ${role}.nk in its troupe.yaml\n`,
+  );
+  return 0;
+}

@@ -1,0 +1,204 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { connect } from "@nats-io/transport-node";
+import { afterEach, describe, expect, it } from "vitest";
+import { freePort } from "../../src/bus/embedded-nats.js";
+import { makeEnvelope } from "../../src/bus/envelope.js";
+import { NatsBus } from "../../src/bus/nats-bus.js";
+import { ROLES } from "../../src/bus/permissions.js";
+import { uniquePrefix } from "../../src/bus/subjects.js";
+import { answerApproval, findApproval } from "../../src/safety/bus-approver.js";
+import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { roleSeedFile } from "../../src/trust/role-credentials.js";
+import { newIdentity } from "../support/approvers.js";
+import { runTroupe, TROUPE_BIN, tempTree } from "../support/cli.js";
+import { waitFor } from "../support/wait.js";
+
+/*
+ * The embedded default, as a user meets it: `troupe daemon` with nothing at its NATS URL starts a
+ * nats-server of its own that refuses anonymous connections, and every command of the same data
+ * dir finds its credentials with no flags.
+ */
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function project(model: ScriptedModelServer, extra = "") {
+  const port = await freePort();
+  const url = `nats://127.0.0.1:${port}`;
+  const { dir, dispose } = tempTree({
+    "config/troupe.yaml": `nats:\n  url: ${url}\n  prefix: ${uniquePrefix()}\ndefaultAgent: worker\ndefaultModel: scripted\n${extra}`,
+    "config/agents/worker.yaml": "name: worker\ndescription: Works.\ntools: [shell]\n",
+  });
+  cleanups.push(dispose);
+  const env = { OPENAI_BASE_URL: model.baseURL, OPENAI_API_KEY: "", TROUPE_DATA_DIR: join(dir, ".data") };
+  const troupe = (args: string[]) => runTroupe(["--config", join(dir, "config"), ...args], { cwd: dir, env });
+  const follow = (args: string[]) => {
+    const child = spawn(process.execPath, [TROUPE_BIN, "--config", join(dir, "config"), ...args], {
+      cwd: dir,
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    cleanups.push(() => void child.kill("SIGKILL"));
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk) => (stdout += chunk));
+    child.stderr.on("data", (chunk) => (stderr += chunk));
+    return { child, exit: exited(child), stdout: () => stdout, stderr: () => stderr };
+  };
+  const daemon = follow(["daemon"]);
+  // SIGTERM first: the daemon stops its nats-server on the way out.
+  cleanups.push(async () => {
+    daemon.child.kill("SIGTERM");
+    await daemon.exit;
+  });
+  await waitFor("the daemon to be ready", () => daemon.stderr().includes("troupe daemon ready"), 20_000);
+  const prefix = /prefix (\S+?)[,)]/.exec(daemon.stderr())?.[1] as string;
+  const as = (role: (typeof ROLES)[number]) =>
+    NatsBus.connect({ url, prefix, nkeySeedFile: roleSeedFile(join(dir, ".data"), role) });
+  return { dir, url, prefix, daemon, troupe, follow, as, data: join(dir, ".data") };
+}
+
+function exited(child: ChildProcess): Promise<number | null> {
+  return new Promise((resolve) =>
+    child.exitCode !== null ? resolve(child.exitCode) : child.once("exit", (code) => resolve(code)),
+  );
+}
+
+const jsonLines = (text: string) =>
+  text
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as { type: string; runId: string; data: Record<string, unknown> });
+
+describe("the embedded default", () => {
+  it("refuses anonymous clients, keeps its credentials private, and lets run, observe, approve and status work with no flags", async () => {
+    const model = await ScriptedModelServer.start([
+      {
+        match: { turn: 1 },
+        reply: {
+          toolCalls: [{ name: "shell", arguments: { command: "touch deployed.txt" }, id: "call_deploy" }],
+        },
+      },
+      { match: { turn: 2 }, reply: { text: "Deployed." } },
+    ]);
+    cleanups.push(() => model.close());
+    const s = await project(model);
+    expect(s.daemon.stderr()).toMatch(/nats-server pid \d+/);
+    expect(s.daemon.stderr()).not.toContain("open to anyone");
+    await expect(connect({ servers: s.url, maxReconnectAttempts: 0 })).rejects.toThrow(/Authorization/i);
+    expect(statSync(join(s.data, "credentials")).mode & 0o777).toBe(0o700);
+    for (const role of ROLES) expect(statSync(roleSeedFile(s.data, role)).mode & 0o777).toBe(0o600);
+
+    const run = s.follow(["run", "--json", "--approval", "ask", "Deploy"]);
+    await waitFor("the approval request", () => run.stdout().includes('"approval.requested"'), 15_000);
+    const runId = jsonLines(run.stdout())[0]?.runId as string;
+    const observe = s.follow(["observe", "--json", runId]);
+
+    // Someone with the approver's bus credentials but a key nobody trusts: refused, nothing runs.
+    const approverBus = await s.as("approver");
+    cleanups.push(() => approverBus.close());
+    const forged = await answerApproval(approverBus, newIdentity("mallory"), runId, "call_deploy", {
+      approved: true,
+      via: "troupe approve",
+    });
+    expect(forged).toMatchObject({
+      outcome: "rejected",
+      why: expect.stringMatching(/not a trusted approver/),
+    });
+    expect((await findApproval(approverBus, "call_deploy"))?.status).toBe("pending");
+    expect(existsSync(join(s.dir, "deployed.txt"))).toBe(false);
+
+    const status = await s.troupe(["status"]);
+    expect(status.code).toBe(0);
+    expect(status.stdout).toContain("bus: credentials required");
+
+    const approve = await s.troupe(["approve", "call_deploy", "--allow"]);
+    expect(approve.stderr).toBe("");
+    expect(approve.stdout).toMatch(/^allowed shell \(call_deploy\) as \S+\n$/);
+    expect(approve.code).toBe(0);
+    expect(await run.exit).toBe(0);
+    expect(existsSync(join(s.dir, "deployed.txt"))).toBe(true);
+
+    expect(await observe.exit).toBe(0);
+    const events = jsonLines(observe.stdout());
+    const user = /as (\S+)\n/.exec(approve.stdout)?.[1];
+    expect(events.filter((e) => e.type.startsWith("approval.")).map((e) => [e.type, e.data.by])).toEqual([
+      ["approval.requested", undefined],
+      ["approval.rejected", "mallory"],
+      ["approval.decided", `${user} (troupe approve)`],
+    ]);
+    // The local user's key was made on first use, private, in the data dir.
+    expect(statSync(join(s.data, "keys", `${user}.nk`)).mode & 0o777).toBe(0o600);
+  });
+
+  it("gives another host's observer the files to watch with, and nothing more", async () => {
+    const model = await ScriptedModelServer.start([{ match: { turn: 1 }, reply: { text: "Hello." } }]);
+    cleanups.push(() => model.close());
+    const s = await project(model);
+    const printed = await s.troupe(["credentials", "observer"]);
+    expect(printed.code).toBe(0);
+    expect(printed.stdout).toBe(readFileSync(roleSeedFile(s.data, "observer"), "utf8"));
+    const server = await s.troupe(["credentials", "--server-config"]);
+    expect(server.stdout).toMatch(/^authorization \{\n {2}users = \[\n/);
+    expect(server.stdout.match(/nkey: "U[A-Z2-7]{55}"/g)).toHaveLength(ROLES.length);
+
+    const done = await s.troupe(["run", "--json", "Say hello"]);
+    expect(done.code).toBe(0);
+    const runId = jsonLines(done.stdout)[0]?.runId as string;
+    const observer = await s.as("observer");
+    cleanups.push(() => observer.close());
+    const seen: string[] = [];
+    for await (const { envelope } of observer.log.read({ runId })) seen.push(envelope.type);
+    expect(seen).toContain("agent.stopped");
+    const start = await observer
+      .request(
+        observer.subjects.api("runs.start"),
+        makeEnvelope({
+          runId: "new",
+          agentId: "cli",
+          seq: 0,
+          type: "runs.start",
+          data: { task: "id > pwned" },
+        }),
+        { timeoutMs: 1000 },
+      )
+      .catch((error) => error);
+    expect(start).toBeInstanceOf(Error);
+    await expect(observer.kv("approvals")).rejects.toThrow(/Permissions Violation/);
+    const list = await s.troupe(["status", "--json"]);
+    expect(JSON.parse(list.stdout).runs).toHaveLength(1);
+  });
+
+  it("refuses a run asking for more than daemon.maxApproval, and takes it when troupe.yaml raises the ceiling", async () => {
+    const model = await ScriptedModelServer.start([
+      {
+        match: { turn: 1 },
+        reply: { toolCalls: [{ name: "shell", arguments: { command: "touch yolo.txt" } }] },
+      },
+      { match: { turn: 2 }, reply: { text: "Done." } },
+    ]);
+    cleanups.push(() => model.close());
+    const strict = await project(model);
+    for (const flags of [
+      ["--approval", "yolo"],
+      ["--sandbox", "off"],
+    ]) {
+      const refused = await strict.troupe(["run", ...flags, "Touch it"]);
+      expect(refused.stderr).toMatch(
+        /is beyond (this daemon's maxApproval "auto-edit"|what maxApproval "auto-edit" allows).*raise daemon\.maxApproval in troupe\.yaml/,
+      );
+      expect(refused.stderr.trim().split("\n")).toHaveLength(1);
+      expect(refused.code).not.toBe(0);
+    }
+    expect(existsSync(join(strict.dir, "yolo.txt"))).toBe(false);
+    expect(JSON.parse((await strict.troupe(["status", "--json"])).stdout).runs).toEqual([]);
+
+    const loose = await project(model, "daemon:\n  maxApproval: yolo\n");
+    const taken = await loose.troupe(["run", "--approval", "yolo", "Touch it"]);
+    expect(taken.code).toBe(0);
+    expect(existsSync(join(loose.dir, "yolo.txt"))).toBe(true);
+  });
+});
