@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readFileSync, renameSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { connect } from "@nats-io/transport-node";
 import { afterEach, describe, expect, it } from "vitest";
@@ -170,6 +170,55 @@ describe("the embedded default", () => {
     await expect(observer.kv("approvals")).rejects.toThrow(/Permissions Violation/);
     const list = await s.troupe(["status", "--json"]);
     expect(JSON.parse(list.stdout).runs).toHaveLength(1);
+  });
+
+  it("acts on an approver troupe.yaml lists, from a key made on another machine, and refuses one it does not", async () => {
+    const elsewhere = tempTree({});
+    cleanups.push(elsewhere.dispose);
+    const made = await runTroupe(["keys", "create", "ana"], {
+      cwd: elsewhere.dir,
+      env: { TROUPE_DATA_DIR: join(elsewhere.dir, "ana-data") },
+    });
+    expect(made.code).toBe(0);
+    const publicKey = made.stdout.trim();
+    expect(publicKey).toMatch(/^U[A-Z2-7]{55}$/);
+    expect(made.stderr).toContain(`approvers:\n    ana: ${publicKey}`);
+    const anaKey = join(elsewhere.dir, "ana-data", "keys", "ana.nk");
+    const strangerKey = join(elsewhere.dir, "stranger.nk");
+    await runTroupe(["keys", "create", "stranger"], {
+      cwd: elsewhere.dir,
+      env: { TROUPE_DATA_DIR: join(elsewhere.dir, "stranger-data") },
+    });
+    renameSync(join(elsewhere.dir, "stranger-data", "keys", "stranger.nk"), strangerKey);
+
+    const model = await ScriptedModelServer.start([
+      {
+        match: { turn: 1 },
+        reply: { toolCalls: [{ name: "shell", arguments: { command: "touch ok.txt" }, id: "call_ok" }] },
+      },
+      { match: { turn: 2 }, reply: { text: "Done." } },
+    ]);
+    cleanups.push(() => model.close());
+    const s = await project(model, `approvers:\n  ana: ${publicKey}\n`);
+    const run = s.follow(["run", "--json", "--approval", "ask", "Touch it"]);
+    await waitFor("the approval request", () => run.stdout().includes('"approval.requested"'), 15_000);
+    const approveAs = (file: string) =>
+      runTroupe(["--config", join(s.dir, "config"), "approve", "call_ok", "--allow"], {
+        cwd: s.dir,
+        env: { OPENAI_API_KEY: "", TROUPE_DATA_DIR: s.data, TROUPE_APPROVER_KEY: file },
+      });
+    const refused = await approveAs(strangerKey);
+    expect(refused.stderr).toMatch(
+      /^troupe: the run's host refused this answer: signed by a key that is not a trusted approver's/,
+    );
+    expect(refused.code).toBe(1);
+    expect(existsSync(join(s.dir, "ok.txt"))).toBe(false);
+    const allowed = await approveAs(anaKey);
+    expect(allowed.stdout).toBe("allowed shell (call_ok) as ana\n");
+    expect(await run.exit).toBe(0);
+    expect(existsSync(join(s.dir, "ok.txt"))).toBe(true);
+    const decided = jsonLines(run.stdout()).find((e) => e.type === "approval.decided");
+    expect(decided?.data).toMatchObject({ approved: true, by: "ana (troupe approve)" });
   });
 
   it("refuses a run asking for more than daemon.maxApproval, and takes it when troupe.yaml raises the ceiling", async () => {

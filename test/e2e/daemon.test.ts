@@ -68,7 +68,9 @@ describe("troupe daemon", () => {
     ]);
     cleanups.push(() => model.close());
     const env = { NATS_URL: url, OPENAI_BASE_URL: model.baseURL, OPENAI_API_KEY: "" };
-    const { dir, daemon } = await startDaemon(env, prefix);
+    const { dir, daemon, stderr } = await startDaemon(env, prefix);
+    await waitFor("the open-bus warning", () => stderr().includes("warning: bus: open to anyone"), 5000);
+    expect(stderr()).toContain(`troupe: warning: bus: open to anyone who reaches ${url}`);
 
     const run = await runTroupe(
       ["--config", join(dir, "config"), "run", "--json", "What do the notes say?"],
@@ -228,6 +230,10 @@ describe("troupe daemon", () => {
 
     const status = await runTroupe([...config, "status", "--json"], { cwd: dir, env });
     expect(JSON.parse(status.stdout).runs).toEqual([expect.objectContaining({ runId, status: "done" })]);
+    // The shared test server takes anyone: the daemon warned at start, and status says so too.
+    expect(JSON.parse(status.stdout).bus).toEqual({ open: true });
+    const plain = await runTroupe([...config, "status"], { cwd: dir, env });
+    expect(plain.stdout).toContain(`bus: open to anyone who reaches ${env.NATS_URL}`);
 
     // A slow run, aborted from another terminal: its client ends with 130.
     const slow = follow([...config, "run", "--json", "slow"], dir, env);
