@@ -31,7 +31,7 @@ export async function runApprove(
       throw new ApproveUsageError(
         `no approval request for call ${callId}; the ids are in approval.requested events`,
       );
-    const { outcome, record, why } = await answerApproval(bus, identity, pending.request.runId, callId, {
+    const { outcome, record, why } = await answerApproval(bus, identity, pending.request, {
       approved: Boolean(flags.allow),
       via: "troupe approve",
       ...(flags.reason ? { reason: flags.reason } : {}),

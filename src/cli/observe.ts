@@ -51,7 +51,7 @@ export async function runObserve(
       if (key === "q" || (info.ctrl && info.name === "c")) return quit();
       const pending = firstPending(builder);
       if (!pending || (key !== "a" && key !== "d")) return;
-      void answerApproval(bus, identity(), pending.runId, pending.callId, {
+      void answerApproval(bus, identity(), pending, {
         approved: key === "a",
         via: "troupe observe",
         ...(key === "d" ? { reason: "denied from an observer" } : {}),

@@ -63,8 +63,7 @@ export async function runViaDaemon(
       const { outcome, record, why } = await answerApproval(
         bus,
         localIdentity(dataDir(config.troupe.dataDir)),
-        envelope.runId,
-        data.callId,
+        { runId: envelope.runId, agentId: envelope.agentId, callId: data.callId },
         { approved: answer.approved, via: "troupe run", ...(answer.reason ? { reason: answer.reason } : {}) },
       );
       if (outcome === "already-decided")

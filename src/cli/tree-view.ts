@@ -50,10 +50,12 @@ export function renderTree(builder: RunTreeBuilder, focus: TreeNode | undefined,
 }
 
 /** The first pending approval in the view, for the a/d keys. */
-export function firstPending(builder: RunTreeBuilder): { runId: string; callId: string } | undefined {
+export function firstPending(
+  builder: RunTreeBuilder,
+): { runId: string; agentId: string; callId: string } | undefined {
   for (const node of builder.nodes.values()) {
     const callId = node.approvals.keys().next().value;
-    if (callId !== undefined) return { runId: node.runId, callId };
+    if (callId !== undefined) return { runId: node.runId, agentId: node.agentId, callId };
   }
   return undefined;
 }

@@ -6,7 +6,7 @@ import { requestDigest, type SignedAnswer, signAnswer, verifyAnswer } from "../t
 import type { ApprovalAnswer, ApprovalRequest, Approver, RejectedAnswer } from "./approver.js";
 
 /**
- * An approval as the KV bucket `approvals` keeps it, under `<runId>.<callId>`. Only the agent's
+ * An approval as the KV bucket `approvals` keeps it, under `<runId>.<agentId>.<call key>`. Only the agent's
  * host writes it; answers are written by approvers to the bucket `answers`, signed, and the host
  * copies the first valid one in.
  */
@@ -30,8 +30,22 @@ export interface ApprovalRecord {
 
 const MAX_REJECTIONS = 20;
 
-export const approvalKey = (runId: string, callId: string) =>
-  `${runId}.${callId.replace(/[^-/_=A-Za-z0-9]/g, "_")}`;
+/** Which approval: a call of one agent of one run. */
+export interface ApprovalRef {
+  runId: string;
+  agentId: string;
+  callId: string;
+}
+
+/**
+ * A call id as one KV key token, one to one: a plain id as it is, any other as `=` and its base64url
+ * (a plain id has no `=`), so two call ids never share a record.
+ */
+export const callKey = (callId: string) =>
+  /^[-_A-Za-z0-9]+$/.test(callId) ? callId : `=${Buffer.from(callId).toString("base64url")}`;
+
+export const approvalKey = ({ runId, agentId, callId }: ApprovalRef) =>
+  `${runId}.${agentId}.${callKey(callId)}`;
 
 /**
  * Answers live in the bucket `answers` under `<approval key>.<requestId>.<answerId>`: each answer a
@@ -63,7 +77,7 @@ export class BusApprover implements Approver {
     rejected: (refusal: RejectedAnswer) => void = () => {},
   ): Promise<ApprovalAnswer> {
     const kv = await this.bus.kv("approvals");
-    const key = approvalKey(request.runId, request.callId);
+    const key = approvalKey(request);
     const entry = await this.#open(kv, key, request);
     const settled = await this.#settled(kv, entry, rejected);
     if (settled) return settled;
@@ -74,7 +88,7 @@ export class BusApprover implements Approver {
   async #open(kv: KvStore, key: string, request: ApprovalRequest): Promise<KvEntry<ApprovalRecord>> {
     for (;;) {
       const entry = await kv.get<ApprovalRecord>(key);
-      if (entry && sameRequest(entry.value.request, request)) return entry;
+      if (entry && isRecordOf(entry.value, request)) return entry;
       // A call id the model used before, for another call, is another request.
       const record = newRecord(request, this.timeoutMs);
       try {
@@ -100,9 +114,10 @@ export class BusApprover implements Approver {
     if (!record.answer) {
       if (record.status === "denied") return answerOf(record);
     } else {
+      // What the answer says, not what the record says beside it.
       const verdict = verifyAnswer(record.answer, factsOf(record), this.trust);
       if (verdict.ok && (verdict.answer.content.decision === "allow") === (record.status === "approved"))
-        return answerOf(record);
+        return answerOfVerified(verdict.answer, verdict.by);
     }
     // Decided without a valid answer: not by this code. Refuse it and wait on.
     const refusal = { why: "the record was decided without a valid signed answer", ...byOf(record) };
@@ -193,7 +208,7 @@ export class BusApprover implements Approver {
       };
       try {
         await kv.put(key, record, { expectedRevision: entry.revision });
-        return answerOf(record);
+        return answerOfVerified(verdict.answer, verdict.by);
       } catch (error) {
         if (!(error instanceof KvConflictError)) throw error;
       }
@@ -214,10 +229,9 @@ function newRecord(request: ApprovalRequest, timeoutMs: number): ApprovalRecord 
   };
 }
 
-function sameRequest(a: ApprovalRequest, b: ApprovalRequest): boolean {
-  return (
-    requestDigest({ ...a, nonce: "", createdAt: 0 }) === requestDigest({ ...b, nonce: "", createdAt: 0 })
-  );
+/** Whether a stored record is of this very request: the same facts, and its digest theirs. */
+function isRecordOf(record: ApprovalRecord, request: ApprovalRequest): boolean {
+  return record.requestId === requestDigest({ ...request, nonce: record.nonce, createdAt: record.createdAt });
 }
 
 /** Denies a pending request that nobody answered in time (unless an answer got there first). */
@@ -233,6 +247,11 @@ async function expire(kv: KvStore, key: string): Promise<void> {
   } catch (error) {
     if (!(error instanceof KvConflictError)) throw error;
   }
+}
+
+function answerOfVerified(answer: SignedAnswer, by: string): ApprovalAnswer {
+  const { decision, reason } = answer.content;
+  return { approved: decision === "allow", by, ...(reason ? { reason } : {}) };
 }
 
 function answerOf(record: ApprovalRecord): ApprovalAnswer {
@@ -265,13 +284,13 @@ export type DecisionOutcome = "decided" | "already-decided" | "rejected" | "sent
 export async function answerApproval(
   bus: Bus,
   identity: Identity,
-  runId: string,
-  callId: string,
+  ref: ApprovalRef,
   answer: { approved: boolean; reason?: string; via?: string },
   waitMs = 10_000,
 ): Promise<{ outcome: DecisionOutcome; record?: ApprovalRecord; why?: string }> {
   const kv = await bus.kv("approvals");
-  const key = approvalKey(runId, callId);
+  const key = approvalKey(ref);
+  const { runId, callId } = ref;
   const entry = await kv.get<ApprovalRecord>(key);
   if (!entry) return { outcome: "unknown" };
   if (entry.value.status !== "pending") return { outcome: "already-decided", record: entry.value };
@@ -295,7 +314,7 @@ export async function answerApproval(
 /** Finds the pending approval of a call id in any run (for `troupe approve CALL_ID`). */
 export async function findApproval(bus: Bus, callId: string): Promise<ApprovalRecord | undefined> {
   const kv = await bus.kv("approvals");
-  const suffix = `.${callId.replace(/[^-/_=A-Za-z0-9]/g, "_")}`;
+  const suffix = `.${callKey(callId)}`;
   for (const key of await kv.keys()) {
     if (!key.endsWith(suffix)) continue;
     const entry = await kv.get<ApprovalRecord>(key);

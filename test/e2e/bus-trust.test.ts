@@ -71,7 +71,10 @@ const jsonLines = (text: string) =>
   text
     .split("\n")
     .filter(Boolean)
-    .map((line) => JSON.parse(line) as { type: string; runId: string; data: Record<string, unknown> });
+    .map(
+      (line) =>
+        JSON.parse(line) as { type: string; runId: string; agentId: string; data: Record<string, unknown> },
+    );
 
 describe("the embedded default", () => {
   it("refuses anonymous clients, keeps its credentials private, and lets run, observe, approve and status work with no flags", async () => {
@@ -94,16 +97,22 @@ describe("the embedded default", () => {
 
     const run = s.follow(["run", "--json", "--approval", "ask", "Deploy"]);
     await waitFor("the approval request", () => run.stdout().includes('"approval.requested"'), 15_000);
-    const runId = jsonLines(run.stdout())[0]?.runId as string;
+    const first = jsonLines(run.stdout())[0];
+    const runId = first?.runId as string;
     const observe = s.follow(["observe", "--json", runId]);
 
     // Someone with the approver's bus credentials but a key nobody trusts: refused, nothing runs.
     const approverBus = await s.as("approver");
     cleanups.push(() => approverBus.close());
-    const forged = await answerApproval(approverBus, newIdentity("mallory"), runId, "call_deploy", {
-      approved: true,
-      via: "troupe approve",
-    });
+    const forged = await answerApproval(
+      approverBus,
+      newIdentity("mallory"),
+      { runId, agentId: first?.agentId as string, callId: "call_deploy" },
+      {
+        approved: true,
+        via: "troupe approve",
+      },
+    );
     expect(forged).toMatchObject({
       outcome: "rejected",
       why: expect.stringMatching(/not a trusted approver/),

@@ -130,16 +130,16 @@ describe("the red team's steps, replayed against the defaults", () => {
   it("2. nobody but the host can turn the pending record into an approval, or pre-approve a call", async () => {
     const bus = await as("approver");
     const approvals = await bus.kv("approvals");
-    const key = approvalKey(runId, "call_touch");
+    const key = approvalKey({ runId, agentId, callId: "call_touch" });
     const entry = await approvals.get<ApprovalRecord>(key);
     expect(entry?.value.status).toBe("pending");
     const forged = { ...entry?.value, status: "approved", by: "alice (troupe approve)" };
     await expect(approvals.put(key, forged, { expectedRevision: entry?.revision })).rejects.toThrow(
       /Permissions Violation/,
     );
-    await expect(approvals.create(approvalKey(runId, "call_next"), forged)).rejects.toThrow(
-      /Permissions Violation/,
-    );
+    await expect(
+      approvals.create(approvalKey({ runId, agentId, callId: "call_next" }), forged),
+    ).rejects.toThrow(/Permissions Violation/);
     // The same, as an answer: unsigned, and signed by a key nobody trusts under another's name.
     const answers = await bus.kv("answers");
     const requestId = entry?.value.requestId as string;

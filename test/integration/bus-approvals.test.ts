@@ -53,19 +53,36 @@ describe.each([
       new AbortController().signal,
     );
     expect((await pendingRecord(under, "c1")).status).toBe("pending");
-    const first = await answerApproval(under.bus, alice, "run-1", "c1", {
-      approved: false,
-      reason: "not on a Friday",
-      via: "test",
-    });
-    const second = await answerApproval(under.bus, bob, "run-1", "c1", { approved: true });
+    const first = await answerApproval(
+      under.bus,
+      alice,
+      { runId: "run-1", agentId: "coder", callId: "c1" },
+      {
+        approved: false,
+        reason: "not on a Friday",
+        via: "test",
+      },
+    );
+    const second = await answerApproval(
+      under.bus,
+      bob,
+      { runId: "run-1", agentId: "coder", callId: "c1" },
+      { approved: true },
+    );
     expect(await waiting).toEqual({ approved: false, reason: "not on a Friday", by: "alice (test)" });
     expect(first.outcome).toBe("decided");
     expect(second).toMatchObject({
       outcome: "already-decided",
       record: { status: "denied", by: "alice (test)" },
     });
-    expect(await answerApproval(under.bus, alice, "run-1", "nope", { approved: true })).toEqual({
+    expect(
+      await answerApproval(
+        under.bus,
+        alice,
+        { runId: "run-1", agentId: "coder", callId: "nope" },
+        { approved: true },
+      ),
+    ).toEqual({
       outcome: "unknown",
     });
   });
@@ -99,7 +116,12 @@ describe.each([
       status: "pending",
       requestId: record.requestId,
     });
-    await answerApproval(under.bus, bob, "run-1", "c3", { approved: true });
+    await answerApproval(
+      under.bus,
+      bob,
+      { runId: "run-1", agentId: "coder", callId: "c3" },
+      { approved: true },
+    );
     expect(await again).toEqual({ approved: true, by: "bob" });
   });
 
@@ -110,7 +132,12 @@ describe.each([
       new AbortController().signal,
     );
     await pendingRecord(under, "c4");
-    await answerApproval(under.bus, alice, "run-1", "c4", { approved: true });
+    await answerApproval(
+      under.bus,
+      alice,
+      { runId: "run-1", agentId: "coder", callId: "c4" },
+      { approved: true },
+    );
     await earlier;
     const oldAnswer = (await findApproval(under.bus, "c4"))?.answer;
     expect(oldAnswer).toBeDefined();
@@ -125,7 +152,7 @@ describe.each([
     const record = (await findApproval(under.bus, "c4")) as ApprovalRecord;
     expect(record.requestId).not.toBe(oldAnswer?.content.requestId);
     const answers = await under.bus.kv("answers");
-    const key = approvalKey("run-1", "c4");
+    const key = approvalKey({ runId: "run-1", agentId: "coder", callId: "c4" });
     const forged = signAnswer(alice, {
       runId: "run-1",
       callId: "c4",
@@ -170,10 +197,15 @@ describe.each([
     ]);
     expect(settled).toBe("pending");
 
-    const valid = await answerApproval(under.bus, bob, "run-1", "c4", {
-      approved: true,
-      via: "troupe approve",
-    });
+    const valid = await answerApproval(
+      under.bus,
+      bob,
+      { runId: "run-1", agentId: "coder", callId: "c4" },
+      {
+        approved: true,
+        via: "troupe approve",
+      },
+    );
     expect(valid.outcome).toBe("decided");
     expect(await waiting).toEqual({ approved: true, by: "bob (troupe approve)" });
   });
@@ -184,11 +216,41 @@ describe.each([
       new AbortController().signal,
     );
     await pendingRecord(under, "c6");
-    const outcome = await answerApproval(under.bus, mallory, "run-1", "c6", { approved: true });
+    const outcome = await answerApproval(
+      under.bus,
+      mallory,
+      { runId: "run-1", agentId: "coder", callId: "c6" },
+      { approved: true },
+    );
     expect(outcome).toMatchObject({ outcome: "rejected", why: expect.stringMatching(/not a trusted/) });
     expect((await findApproval(under.bus, "c6"))?.status).toBe("pending");
-    await answerApproval(under.bus, alice, "run-1", "c6", { approved: false });
+    await answerApproval(
+      under.bus,
+      alice,
+      { runId: "run-1", agentId: "coder", callId: "c6" },
+      { approved: false },
+    );
     expect(await waiting).toMatchObject({ approved: false, by: "alice" });
+  });
+
+  it("keep apart calls that share an id across agents, or whose ids differ only where a key can't", async () => {
+    const approver = new BusApprover(under.bus, 60_000, trust, silentLogger);
+    const calls = [
+      { ...request("call.1"), agentId: "coder" },
+      { ...request("call_1"), agentId: "coder" },
+      { ...request("call_1"), agentId: "reviewer" },
+    ];
+    const waiting = calls.map((call) => approver.decide(call, new AbortController().signal));
+    await waitFor("three records", async () => (await (await under.bus.kv("approvals")).keys()).length === 3);
+    const answers = await Promise.all(
+      calls.map((call, i) => answerApproval(under.bus, alice, call, { approved: i !== 1, reason: `#${i}` })),
+    );
+    expect(answers.map((a) => a.outcome)).toEqual(["decided", "decided", "decided"]);
+    expect(await Promise.all(waiting)).toEqual([
+      { approved: true, by: "alice", reason: "#0" },
+      { approved: false, by: "alice", reason: "#1" },
+      { approved: true, by: "alice", reason: "#2" },
+    ]);
   });
 
   it("let exactly one of two valid answers at once win, every time", async () => {
@@ -200,8 +262,18 @@ describe.each([
       );
       await pendingRecord(under, callId);
       const [a, b] = await Promise.all([
-        answerApproval(under.bus, alice, "run-1", callId, { approved: true }),
-        answerApproval(under.bus, bob, "run-1", callId, { approved: false }),
+        answerApproval(
+          under.bus,
+          alice,
+          { runId: "run-1", agentId: "coder", callId: callId },
+          { approved: true },
+        ),
+        answerApproval(
+          under.bus,
+          bob,
+          { runId: "run-1", agentId: "coder", callId: callId },
+          { approved: false },
+        ),
       ]);
       const outcomes = [a.outcome, b.outcome].sort();
       expect(outcomes).toEqual(["already-decided", "decided"]);

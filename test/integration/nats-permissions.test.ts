@@ -154,30 +154,35 @@ describe("NATS roles", () => {
       new AbortController().signal,
     );
     const approvals = await daemon.kv("approvals");
-    await waitFor("the pending record", async () => (await approvals.get("r2.c9")) !== null);
-    const before = await approvals.get("r2.c9");
+    await waitFor("the pending record", async () => (await approvals.get("r2.a.c9")) !== null);
+    const before = await approvals.get("r2.a.c9");
 
     const observer = await as("observer");
-    await expect(answerApproval(observer, alice, "r2", "c9", { approved: true })).rejects.toThrow();
+    await expect(
+      answerApproval(observer, alice, { runId: "r2", agentId: "a", callId: "c9" }, { approved: true }),
+    ).rejects.toThrow();
     await observer.close();
 
     const approver = await as("approver");
     const theirs = await approver.kv("approvals");
-    const record = (await theirs.get<Record<string, unknown>>("r2.c9"))?.value;
-    await expect(theirs.put("r2.c9", { ...record, status: "approved", by: "alice" })).rejects.toThrow(
+    const record = (await theirs.get<Record<string, unknown>>("r2.a.c9"))?.value;
+    await expect(theirs.put("r2.a.c9", { ...record, status: "approved", by: "alice" })).rejects.toThrow(
       /Permissions Violation/,
     );
-    await expect(theirs.put("r2.c10", { ...record, status: "pending" })).rejects.toThrow(
+    await expect(theirs.put("r2.a.c10", { ...record, status: "pending" })).rejects.toThrow(
       /Permissions Violation/,
     );
-    await expect(theirs.delete("r2.c9")).rejects.toThrow(/Permissions Violation/);
-    expect((await approvals.get("r2.c9"))?.revision).toBe(before?.revision);
+    await expect(theirs.delete("r2.a.c9")).rejects.toThrow(/Permissions Violation/);
+    expect((await approvals.get("r2.a.c9"))?.revision).toBe(before?.revision);
     const started = await approver
       .request(approver.subjects.api("runs.start"), event(1), { timeoutMs: 500 })
       .catch((error) => error);
     expect(started).toBeInstanceOf(Error);
 
-    expect((await answerApproval(approver, alice, "r2", "c9", { approved: true })).outcome).toBe("decided");
+    expect(
+      (await answerApproval(approver, alice, { runId: "r2", agentId: "a", callId: "c9" }, { approved: true }))
+        .outcome,
+    ).toBe("decided");
     expect(await pending).toEqual({ approved: true, by: "alice" });
     await approver.close();
     await daemon.close();
