@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, readFileSync, renameSync, statSync } from "node:fs";
+import { userInfo } from "node:os";
 import { join } from "node:path";
 import { connect } from "@nats-io/transport-node";
 import { afterEach, describe, expect, it } from "vitest";
@@ -228,6 +229,64 @@ describe("the embedded default", () => {
     expect(existsSync(join(s.dir, "ok.txt"))).toBe(true);
     const decided = jsonLines(run.stdout()).find((e) => e.type === "approval.decided");
     expect(decided?.data).toMatchObject({ approved: true, by: "ana (troupe approve)" });
+  });
+
+  it("takes answers from the observer's a key and the troupe run prompt, each signed as this user", async () => {
+    const model = await ScriptedModelServer.start([
+      {
+        match: { turn: 1 },
+        reply: { toolCalls: [{ name: "shell", arguments: { command: "touch one.txt" }, id: "call_one" }] },
+      },
+      {
+        match: { turn: 2 },
+        reply: { toolCalls: [{ name: "shell", arguments: { command: "touch two.txt" }, id: "call_two" }] },
+      },
+      { match: { turn: 3 }, reply: { text: "Done." } },
+    ]);
+    cleanups.push(() => model.close());
+    const s = await project(model);
+    // Both on a terminal (util-linux `script` gives each a pty); what is written to its stdin is typed.
+    const onTerminal = (args: string[]) => {
+      const command = [process.execPath, TROUPE_BIN, "--config", join(s.dir, "config"), ...args]
+        .map((word) => `'${word}'`)
+        .join(" ");
+      const child = spawn("script", ["-qfec", command, "/dev/null"], {
+        cwd: s.dir,
+        env: { ...process.env, OPENAI_API_KEY: "", TROUPE_DATA_DIR: s.data, COLUMNS: "120", LINES: "40" },
+        stdio: ["pipe", "pipe", "pipe"],
+      });
+      cleanups.push(() => void child.kill("SIGKILL"));
+      let output = "";
+      child.stdout.on("data", (chunk) => (output += chunk));
+      return { child, exit: exited(child), output: () => output };
+    };
+    const run = onTerminal(["run", "--approval", "ask", "Touch both"]);
+    await waitFor("the first question", () => run.output().includes("allow shell?"), 15_000);
+    // The run's own prompt answers the first request…
+    run.child.stdin.write("y\n");
+    await waitFor("the first file", () => existsSync(join(s.dir, "one.txt")), 10_000);
+    await waitFor("the second question", () => run.output().split("allow shell?").length > 2, 10_000);
+    // …and an observer on another terminal the second.
+    const listed = JSON.parse((await s.troupe(["status", "--json"])).stdout) as {
+      runs: Array<{ runId: string }>;
+    };
+    const runId = listed.runs[0]?.runId as string;
+    const observe = onTerminal(["observe", runId]);
+    await waitFor("the observer's approval panel", () => observe.output().includes("wants shell"), 10_000);
+    observe.child.stdin.write("a");
+    await waitFor("the second file", () => existsSync(join(s.dir, "two.txt")), 10_000);
+    await waitFor("the run to finish", async () =>
+      (await s.troupe(["status", "--json"])).stdout.includes('"done"'),
+    );
+    run.child.kill("SIGKILL");
+    observe.child.kill("SIGKILL");
+
+    const events = jsonLines((await s.troupe(["replay", "--json", runId])).stdout);
+    const user = userInfo().username;
+    expect(events.filter((e) => e.type === "approval.decided").map((e) => e.data.by)).toEqual([
+      `${user} (troupe run)`,
+      `${user} (troupe observe)`,
+    ]);
   });
 
   it("refuses a run asking for more than daemon.maxApproval, and takes it when troupe.yaml raises the ceiling", async () => {
