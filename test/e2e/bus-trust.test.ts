@@ -13,7 +13,7 @@ import { answerApproval, findApproval } from "../../src/safety/bus-approver.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { roleSeedFile } from "../../src/trust/role-credentials.js";
 import { newIdentity } from "../support/approvers.js";
-import { runTroupe, TROUPE_BIN, tempTree } from "../support/cli.js";
+import { runTroupe, TROUPE_BIN, tempTree, withoutNatsUrl } from "../support/cli.js";
 import { waitFor } from "../support/wait.js";
 
 /*
@@ -39,7 +39,7 @@ async function project(model: ScriptedModelServer, extra = "") {
   const follow = (args: string[]) => {
     const child = spawn(process.execPath, [TROUPE_BIN, "--config", join(dir, "config"), ...args], {
       cwd: dir,
-      env: { ...process.env, ...env },
+      env: withoutNatsUrl({ ...process.env, ...env }),
       stdio: ["ignore", "pipe", "pipe"],
     });
     cleanups.push(() => void child.kill("SIGKILL"));
@@ -252,7 +252,13 @@ describe("the embedded default", () => {
         .join(" ");
       const child = spawn("script", ["-qfec", command, "/dev/null"], {
         cwd: s.dir,
-        env: { ...process.env, OPENAI_API_KEY: "", TROUPE_DATA_DIR: s.data, COLUMNS: "120", LINES: "40" },
+        env: withoutNatsUrl({
+          ...process.env,
+          OPENAI_API_KEY: "",
+          TROUPE_DATA_DIR: s.data,
+          COLUMNS: "120",
+          LINES: "40",
+        }),
         stdio: ["pipe", "pipe", "pipe"],
       });
       cleanups.push(() => void child.kill("SIGKILL"));

@@ -14,7 +14,7 @@ import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js"
 import { roleSeedFile } from "../../src/trust/role-credentials.js";
 import { signAnswer } from "../../src/trust/signed-answer.js";
 import { newIdentity } from "../support/approvers.js";
-import { runTroupe, TROUPE_BIN, tempTree } from "../support/cli.js";
+import { runTroupe, TROUPE_BIN, tempTree, withoutNatsUrl } from "../support/cli.js";
 import { waitFor } from "../support/wait.js";
 
 /*
@@ -77,7 +77,7 @@ afterAll(async () => {
 function spawnTroupe(args: string[]) {
   const child = spawn(process.execPath, [TROUPE_BIN, "--config", join(dir, "config"), ...args], {
     cwd: dir,
-    env: { ...process.env, ...env() },
+    env: withoutNatsUrl({ ...process.env, ...env() }),
     stdio: ["ignore", "pipe", "pipe"],
   });
   cleanups.push(() => void child.kill("SIGKILL"));

@@ -53,3 +53,12 @@ export function tempTree(files: Record<string, string>): { dir: string; dispose:
   }
   return { dir, dispose: () => rmSync(dir, { recursive: true, force: true }) };
 }
+
+/**
+ * An environment without NATS_URL (CI sets it to the shared server), for a test whose troupe.yaml
+ * names a server of its own: the variable would win over the file.
+ */
+export function withoutNatsUrl(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const { NATS_URL: _ignored, ...rest } = env;
+  return rest;
+}
