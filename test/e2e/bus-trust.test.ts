@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { existsSync, readFileSync, renameSync, statSync } from "node:fs";
 import { userInfo } from "node:os";
 import { join } from "node:path";
@@ -13,7 +13,7 @@ import { answerApproval, findApproval } from "../../src/safety/bus-approver.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { roleSeedFile } from "../../src/trust/role-credentials.js";
 import { newIdentity } from "../support/approvers.js";
-import { runTroupe, TROUPE_BIN, tempTree, withoutNatsUrl } from "../support/cli.js";
+import { exited, runTroupe, spawnTroupe, TROUPE_BIN, tempTree, withoutNatsUrl } from "../support/cli.js";
 import { waitFor } from "../support/wait.js";
 
 /*
@@ -37,17 +37,12 @@ async function project(model: ScriptedModelServer, extra = "") {
   const env = { OPENAI_BASE_URL: model.baseURL, OPENAI_API_KEY: "", TROUPE_DATA_DIR: join(dir, ".data") };
   const troupe = (args: string[]) => runTroupe(["--config", join(dir, "config"), ...args], { cwd: dir, env });
   const follow = (args: string[]) => {
-    const child = spawn(process.execPath, [TROUPE_BIN, "--config", join(dir, "config"), ...args], {
+    const running = spawnTroupe(["--config", join(dir, "config"), ...args], {
       cwd: dir,
       env: withoutNatsUrl({ ...process.env, ...env }),
-      stdio: ["ignore", "pipe", "pipe"],
     });
-    cleanups.push(() => void child.kill("SIGKILL"));
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk) => (stdout += chunk));
-    child.stderr.on("data", (chunk) => (stderr += chunk));
-    return { child, exit: exited(child), stdout: () => stdout, stderr: () => stderr };
+    cleanups.push(() => void running.child.kill("SIGKILL"));
+    return running;
   };
   const daemon = follow(["daemon"]);
   // SIGTERM first: the daemon stops its nats-server on the way out.
@@ -60,12 +55,6 @@ async function project(model: ScriptedModelServer, extra = "") {
   const as = (role: (typeof ROLES)[number]) =>
     NatsBus.connect({ url, prefix, nkeySeedFile: roleSeedFile(join(dir, ".data"), role) });
   return { dir, url, prefix, daemon, troupe, follow, as, data: join(dir, ".data") };
-}
-
-function exited(child: ChildProcess): Promise<number | null> {
-  return new Promise((resolve) =>
-    child.exitCode !== null ? resolve(child.exitCode) : child.once("exit", (code) => resolve(code)),
-  );
 }
 
 const jsonLines = (text: string) =>

@@ -1,4 +1,3 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
@@ -14,7 +13,7 @@ import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js"
 import { roleSeedFile } from "../../src/trust/role-credentials.js";
 import { signAnswer } from "../../src/trust/signed-answer.js";
 import { newIdentity } from "../support/approvers.js";
-import { runTroupe, TROUPE_BIN, tempTree, withoutNatsUrl } from "../support/cli.js";
+import { runTroupe, spawnTroupe, tempTree, withoutNatsUrl } from "../support/cli.js";
 import { waitFor } from "../support/wait.js";
 
 /*
@@ -58,13 +57,13 @@ beforeAll(async () => {
   });
   dir = tree.dir;
   cleanups.push(tree.dispose);
-  const daemon = spawnTroupe(["daemon"]);
+  const daemon = troupe(["daemon"]);
   cleanups.push(async () => {
     daemon.child.kill("SIGTERM");
     await daemon.exit;
   });
   await waitFor("the daemon", () => daemon.stderr().includes("troupe daemon ready"), 20_000);
-  client = spawnTroupe(["run", "--json", "--approval", "ask", "Touch it"]);
+  client = troupe(["run", "--json", "--approval", "ask", "Touch it"]);
   await waitFor("the approval request", () => client.stdout().includes('"approval.requested"'), 15_000);
   const first = JSON.parse(client.stdout().split("\n")[0] as string);
   runId = first.runId;
@@ -74,24 +73,13 @@ afterAll(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-function spawnTroupe(args: string[]) {
-  const child = spawn(process.execPath, [TROUPE_BIN, "--config", join(dir, "config"), ...args], {
+function troupe(args: string[]) {
+  const running = spawnTroupe(["--config", join(dir, "config"), ...args], {
     cwd: dir,
     env: withoutNatsUrl({ ...process.env, ...env() }),
-    stdio: ["ignore", "pipe", "pipe"],
   });
-  cleanups.push(() => void child.kill("SIGKILL"));
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (chunk) => (stdout += chunk));
-  child.stderr.on("data", (chunk) => (stderr += chunk));
-  return { child, exit: exited(child), stdout: () => stdout, stderr: () => stderr };
-}
-
-function exited(child: ChildProcess): Promise<number | null> {
-  return new Promise((resolve) =>
-    child.exitCode !== null ? resolve(child.exitCode) : child.once("exit", (code) => resolve(code)),
-  );
+  cleanups.push(() => void running.child.kill("SIGKILL"));
+  return running;
 }
 
 const startRequest = (data: unknown) =>

@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -61,4 +61,32 @@ export function tempTree(files: Record<string, string>): { dir: string; dispose:
 export function withoutNatsUrl(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const { NATS_URL: _ignored, ...rest } = env;
   return rest;
+}
+
+/** A troupe process left running (a daemon, a client that follows): its output so far, and its exit. */
+export interface RunningTroupe {
+  child: ChildProcess;
+  exit: Promise<number | null>;
+  stdout(): string;
+  stderr(): string;
+}
+
+/** Starts `troupe ARGS` in `cwd` with exactly `env`; the caller ends it. */
+export function spawnTroupe(args: string[], options: { cwd: string; env: NodeJS.ProcessEnv }): RunningTroupe {
+  const child = spawn(process.execPath, [TROUPE_BIN, ...args], {
+    cwd: options.cwd,
+    env: options.env,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout?.on("data", (chunk) => (stdout += chunk));
+  child.stderr?.on("data", (chunk) => (stderr += chunk));
+  return { child, exit: exited(child), stdout: () => stdout, stderr: () => stderr };
+}
+
+export function exited(child: ChildProcess): Promise<number | null> {
+  return new Promise((resolve) =>
+    child.exitCode !== null ? resolve(child.exitCode) : child.once("exit", (code) => resolve(code)),
+  );
 }
