@@ -30,6 +30,7 @@ import {
   toolEventHooks,
   toolView,
 } from "./agent-tools.js";
+import { Clearance } from "./clearance.js";
 import { EventPublisher } from "./event-publisher.js";
 import { type HostedActors, hostedActor } from "./hosted-machine.js";
 import { type ChildSpec, type SubagentLimits, subagentTools } from "./subagents.js";
@@ -94,7 +95,10 @@ export interface StartAgentOptions {
   sandbox?: SandboxMode;
   /** With `restore` of a stopped agent: the instruction it goes on with. */
   continueWith?: string;
-  /** Resume this agent from its stored record instead of starting it. */
+  /**
+   * Resume this agent from its stored record instead of starting it. Its rights (depth, mode,
+   * policy, sandbox) are the options above, never the record's: see `Runtime.resume`.
+   */
   restore?: AgentRecord;
 }
 
@@ -137,9 +141,9 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
   const primary = deps.models.resolve(chain[0] as string);
   const compaction: CompactionSettings = { contextWindow: primary.contextWindow };
   const reply = Math.min(4096, Math.floor(primary.contextWindow * 0.1));
-  const depth = restore?.depth ?? options.depth ?? 0;
+  const depth = options.depth ?? 0;
   // Every subagent is read-only, whatever its YAML says; so is an agent marked readOnly, and one planning.
-  const mode = restore?.mode ?? options.mode ?? definition.mode ?? "act";
+  const mode = options.mode ?? definition.mode ?? "act";
   const planning = mode === "plan";
   const given = restore?.budget ?? options.budget ?? definition.budget;
   const budget = planning
@@ -150,7 +154,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     : depth > 0 || definition.readOnly
       ? "read-only"
       : undefined;
-  const sandboxMode = restore?.sandbox ?? options.sandbox ?? definition.sandbox ?? deps.config.sandbox.mode;
+  const sandboxMode = options.sandbox ?? definition.sandbox ?? deps.config.sandbox.mode;
   const sandbox = {
     unavailable: deps.sandbox ? deps.sandbox.unavailable : "there is no sandbox in this runtime",
     mode: sandboxMode,
@@ -200,6 +204,15 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     registry,
     readOnlyBecause !== undefined,
   );
+  const clearance = new Clearance(
+    (calls, withTools) =>
+      planCalls(calls, registry, withTools ? tools().allowed : new Set(), policy, {
+        workspace: deps.workspace,
+        readOnlyBecause,
+        sandbox,
+      }),
+    (calls, signal) => askEach(deps, events, { runId, agentId }, calls, signal),
+  );
 
   const hosted: HostedActors = {
     callModel: async (input, signal) => {
@@ -228,18 +241,15 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         finishReason: response.finishReason,
         toolCalls: toolCalls.length,
       });
-      const plan = planCalls(toolCalls, registry, input.withTools ? tools().allowed : new Set(), policy, {
-        workspace: deps.workspace,
-        readOnlyBecause,
-        sandbox,
-      });
+      const plan = clearance.planBatch(toolCalls, input.withTools);
       for (const call of plan) events.emit("tool.requested", requested(call));
       return { ...response, plan };
     },
-    awaitApproval: (input, signal) => askEach(deps, events, { runId, agentId }, input.calls, signal),
+    awaitApproval: (input, signal) => clearance.approve(input.calls, signal),
     runTools: async (input, signal) => {
-      children.beginBatch(input.calls.filter((call) => call.name.startsWith("subagent_")).length);
-      const results = await runBatch(input.calls, {
+      const { run, refused } = await clearance.clear(input.calls, signal);
+      children.beginBatch(run.filter((call) => call.name.startsWith("subagent_")).length);
+      const ran = await runBatch(run, {
         registry,
         context: {
           runId,
@@ -255,7 +265,8 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         ...(gate ? { gate } : {}),
         hooks: toolEventHooks(events),
       });
-      const reason = stopReason(definition, input.calls, results);
+      const results = { ...refused, ...ran };
+      const reason = stopReason(definition, run, results);
       if (reason) actor.send({ type: "FAIL", error: reason });
       return results;
     },
@@ -377,6 +388,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       task: restore?.task ?? options.task,
       budget,
       mode,
+      ...(options.approval ? { approval: options.approval } : {}),
       ...(sandboxMode ? { sandbox: sandboxMode } : {}),
       nextSeq: events.nextSeq,
       elapsedMs: Date.now() - startedAt,

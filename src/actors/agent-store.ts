@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { Bus, KvStore } from "../bus/bus.js";
 import { KvConflictError } from "../bus/bus.js";
-import { budgetSchema, sandboxModeSchema } from "../config/schema.js";
+import { approvalPolicySchema, budgetSchema, sandboxModeSchema } from "../config/schema.js";
 import type { Logger } from "../log.js";
 import { AGENT_MACHINE_VERSION } from "../machines/agent-machine.js";
 import type { ToolEffect } from "../tools/catalog.js";
@@ -24,6 +24,8 @@ export const agentRecordSchema = z.object({
   budget: budgetSchema,
   /** `plan` when the agent runs in plan mode. */
   mode: z.enum(["act", "plan"]).optional(),
+  /** The approval policy its run asked for, when one did. */
+  approval: approvalPolicySchema.optional(),
   /** The sandbox mode its run asked for, when one did. */
   sandbox: sandboxModeSchema.optional(),
   /** The seq its next event gets. */

@@ -194,12 +194,13 @@ export class Runtime {
 
   /**
    * Brings an unfinished agent back from its stored snapshot: its conversation, budget use, queues
-   * and machine state. A tool call that had finished is not run again. Needs `open()` first.
+   * and machine state. A tool call that had finished is not run again. Needs `open()` first. What
+   * it may do comes from `as`, not from the snapshot, which any host on the bus can write.
    */
   async resume(
     runId: string,
     agentId: string,
-    options: { reopen?: string } = {},
+    options: { as: ResumeAs; reopen?: string },
   ): Promise<AgentHandle | undefined> {
     if (!this.#persistence) throw new Error("resume needs an opened runtime");
     let record = await this.#persistence.agents.load(runId, agentId);
@@ -222,6 +223,7 @@ export class Runtime {
       agentId,
       ...(record.parentId ? { parentId: record.parentId } : {}),
       restore: { ...record, nextSeq },
+      ...rightsOf(record, options.as),
       ...(stopped && options.reopen !== undefined ? { continueWith: options.reopen } : {}),
     });
   }
@@ -296,7 +298,7 @@ export class Runtime {
         return { stopped: envelope.data as AgentOutput };
     }
     if (await (await this.bus.kv("actors")).get(actorKey(runId, childId))) return { running: true };
-    return (await this.resume(runId, childId)) ? { running: true } : undefined;
+    return (await this.resume(runId, childId, { as: "child" })) ? { running: true } : undefined;
   }
 
   #deps(): AgentDeps {
@@ -370,4 +372,33 @@ function reopened(record: AgentRecord): AgentRecord {
 
 export function newRunId(): string {
   return `run-${ulid().toLowerCase()}`;
+}
+
+/** What the run was started with: its first agent's rights. */
+export interface RunGrants {
+  approval?: ApprovalPolicy | undefined;
+  mode?: "act" | "plan" | undefined;
+  sandbox?: SandboxMode | undefined;
+}
+
+/**
+ * Who a resumed agent is, which sets its rights: the run's first agent with the grants of its run
+ * (kept where only the daemon writes), a subagent (read-only, whatever its record says), or an
+ * agent whose record only this process writes (a local run's files), taken at its word.
+ */
+export type ResumeAs = { root: RunGrants } | "child" | "own-record";
+
+function rightsOf(
+  record: AgentRecord,
+  as: ResumeAs,
+): Pick<StartAgentOptions, "depth" | "mode" | "approval" | "sandbox"> {
+  const given = (grants: RunGrants) => ({
+    ...(grants.approval ? { approval: grants.approval } : {}),
+    ...(grants.mode ? { mode: grants.mode } : {}),
+    ...(grants.sandbox ? { sandbox: grants.sandbox } : {}),
+  });
+  if (as === "child")
+    return { depth: Math.max(1, record.depth), ...(record.mode ? { mode: record.mode } : {}) };
+  if (as === "own-record") return { depth: record.depth, ...given(record) };
+  return { depth: 0, ...given(as.root) };
 }

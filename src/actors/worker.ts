@@ -123,7 +123,7 @@ export class Worker {
       if (!(await claim(bus, key, this.id, entry.revision))) continue;
       const [runId, agentId] = splitKey(key);
       this.log.warn({ agentId, from: entry.value.worker }, "taking over an actor from a dead worker");
-      const handle = await this.runtime.resume(runId, agentId);
+      const handle = await this.runtime.resume(runId, agentId, { as: "child" });
       if (handle) this.#host(key, handle);
       else await actors.delete(key).catch(() => {});
     }

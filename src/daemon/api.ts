@@ -49,6 +49,11 @@ export const runRecordSchema = z.object({
   startedAt: z.number(),
   stoppedAt: z.number().optional(),
   result: z.string().optional(),
+  /** What the run was started with: a resumed run gets these back, whatever its snapshot says. */
+  approval: z.enum(APPROVAL_POLICIES).optional(),
+  mode: z.enum(["act", "plan"]).optional(),
+  sandbox: z.enum(SANDBOX_MODES).optional(),
+  skill: z.string().optional(),
 });
 export type RunRecord = z.infer<typeof runRecordSchema>;
 

@@ -1,5 +1,5 @@
 import type { AgentHandle } from "../actors/agent-host.js";
-import type { Runtime } from "../actors/runtime.js";
+import type { RunGrants, Runtime } from "../actors/runtime.js";
 import { type Bus, BusError, type KvStore, type Subscription } from "../bus/bus.js";
 import { type Envelope, makeEnvelope } from "../bus/envelope.js";
 import { KV_BUCKETS } from "../bus/permissions.js";
@@ -71,7 +71,8 @@ export class Daemon {
     switch (verb) {
       case "runs.start": {
         if (!this.#accepting) throw new BusError("the daemon is shutting down");
-        if (data.runId && this.#runs.has(data.runId)) throw new BusError(`run ${data.runId} exists`);
+        if (data.runId && (this.#runs.has(data.runId) || (await this.#index?.get(data.runId))))
+          throw new BusError(`run ${data.runId} exists`);
         const refusal = beyondCeiling(data as never, this.options.maxApproval ?? "auto-edit");
         if (refusal) throw new BusError(refusal);
         const handle = this.runtime.start({
@@ -90,6 +91,8 @@ export class Daemon {
           task: data.task as string,
           status: "running",
           startedAt: Date.now(),
+          ...grantsOf(data),
+          ...(data.skill ? { skill: data.skill } : {}),
         };
         await this.#index?.put(handle.runId, record);
         this.#track(handle, record);
@@ -108,6 +111,7 @@ export class Daemon {
         if (this.#runs.has(entry.value.runId)) throw new BusError(`run ${data.runId} is running`);
         if (entry.value.status === "done") throw new BusError(`run ${data.runId} is done; nothing to resume`);
         const handle = await this.runtime.resume(entry.value.runId, entry.value.agentId, {
+          as: { root: grantsOf(entry.value) },
           reopen: "Continue the task where you left off.",
         });
         if (!handle) throw new BusError(`run ${data.runId} has no snapshot to resume from`);
@@ -181,7 +185,9 @@ export class Daemon {
     for (const record of await this.#records()) {
       if (record.status !== "running") continue;
       try {
-        const handle = await this.runtime.resume(record.runId, record.agentId);
+        const handle = await this.runtime.resume(record.runId, record.agentId, {
+          as: { root: grantsOf(record) },
+        });
         if (handle) {
           this.log.info({ runId: record.runId }, "resumed an unfinished run");
           this.#track(handle, record);
@@ -191,4 +197,13 @@ export class Daemon {
       }
     }
   }
+}
+
+/** The rights a run was started with, as its record keeps them. */
+function grantsOf(record: { approval?: string; mode?: string; sandbox?: string }): RunGrants {
+  return {
+    ...(record.approval ? { approval: record.approval as ApprovalPolicyName } : {}),
+    ...(record.mode ? { mode: record.mode as "act" | "plan" } : {}),
+    ...(record.sandbox ? { sandbox: record.sandbox as SandboxMode } : {}),
+  };
 }

@@ -109,6 +109,35 @@ it("SIGKILL during a model call: the restarted daemon finishes the run; the clie
   expect(readFileSync(join(s.dir, "log.txt"), "utf8")).toBe("ran\n");
 }, 60_000);
 
+it("SIGKILL before a write: the resumed run keeps the policy it was started with and is not asked", async () => {
+  const s = await scenario(
+    [
+      {
+        match: { turn: 1 },
+        reply: {
+          toolCalls: [{ name: "write_file", arguments: { path: "out.txt", content: "written\n" } }],
+          delayMs: 2500,
+        },
+        times: Number.POSITIVE_INFINITY,
+      },
+      { match: { turn: 2 }, reply: { text: "Wrote it." } },
+    ],
+    "yolo",
+    { worker: "name: worker\ndescription: Works.\ntools: [write_file]\n" },
+  );
+  await waitFor("the model call", () => s.stdout().includes('"to":"callingModel"'), 15_000);
+  await s.crash();
+  expect(await s.clientExit).toBe(0);
+  expect(s.events().at(-1)).toMatchObject({
+    type: "agent.stopped",
+    data: { reason: "done", result: "Wrote it." },
+  });
+  // Under the config's default policy the write would wait for a person; the run said yolo.
+  expect(s.events().filter((e) => e.type === "approval.requested")).toEqual([]);
+  expect(s.events().find((e) => e.type === "tool.requested")?.data).toMatchObject({ decision: "allow" });
+  expect(readFileSync(join(s.dir, "out.txt"), "utf8")).toBe("written\n");
+}, 60_000);
+
 it("SIGKILL during a command: it is not run again, and the model is told its outcome is unknown", async () => {
   const s = await scenario(
     [

@@ -105,7 +105,7 @@ it("does so too when a resumed agent goes from its tools to its model with nothi
   const second = await runtime();
   const order = recordOrder(second.bus);
   try {
-    const resumed = await second.rt.resume(handle.runId, handle.agentId);
+    const resumed = await second.rt.resume(handle.runId, handle.agentId, { as: "own-record" });
     expect((await resumed?.done)?.result).toBe("carried on");
     expect(order).toEqual(["callingModel events", "model request"]);
   } finally {

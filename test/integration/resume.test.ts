@@ -86,7 +86,7 @@ it("resumes an agent on another host from its KV snapshot: a finished call is no
   expect(runs).toEqual({ fast: 1, write: 1 });
 
   const second = await runtime();
-  const resumed = await second.rt.resume(handle.runId, handle.agentId);
+  const resumed = await second.rt.resume(handle.runId, handle.agentId, { as: "own-record" });
   if (!resumed) throw new Error("nothing to resume");
   const output = await resumed.done;
   expect(output).toMatchObject({ reason: "done", result: "carried on after the move", turns: 2 });
@@ -104,7 +104,7 @@ it("resumes an agent on another host from its KV snapshot: a finished call is no
   expect(events.filter((e) => e.type === "agent.started")).toHaveLength(1);
   expect(events.at(-1)?.type).toBe("agent.stopped");
   // A finished agent is not resumed again.
-  expect(await second.rt.resume(handle.runId, handle.agentId)).toBeUndefined();
+  expect(await second.rt.resume(handle.runId, handle.agentId, { as: "own-record" })).toBeUndefined();
   await second.rt.close();
   await second.bus.close();
 });
@@ -113,7 +113,7 @@ it("refuses a snapshot written by another version, with a clear message, rather 
   const { rt, bus } = await runtime();
   const kv = await bus.kv("snapshots");
   await kv.put("run-x.agent-y", { v: 1, machineVersion: 99, runId: "run-x", agentId: "agent-y" });
-  await expect(rt.resume("run-x", "agent-y")).rejects.toThrow(
+  await expect(rt.resume("run-x", "agent-y", { as: "own-record" })).rejects.toThrow(
     /^the snapshot of agent-y was written by another version of Troupe \(record v1, machine v99; this one reads v1\/v1\)$/,
   );
   await rt.close();
