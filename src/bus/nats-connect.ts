@@ -125,6 +125,23 @@ export async function answersAnonymously(url: string, subject: string, timeoutMs
   }
 }
 
+/** Whether a client with no credentials at all is let in at `url`. */
+export async function acceptsAnonymous(url: string, timeoutMs = 1500): Promise<boolean> {
+  try {
+    const nc = await connect({
+      servers: url.split(",").map((server) => server.trim()),
+      name: "troupe-open-probe",
+      maxReconnectAttempts: 0,
+      reconnect: false,
+      timeout: timeoutMs,
+    });
+    await nc.close().catch(() => {});
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Authorization failures are final; a refused or timed-out connection may come up. */
 function isRetryable(error: unknown): boolean {
   const name = error instanceof Error ? error.name : "";

@@ -3,7 +3,7 @@ import { Runtime } from "../actors/runtime.js";
 import { answersNats, findNatsServer, NATS_INSTALL_HINT, NatsServerProcess } from "../bus/embedded-nats.js";
 import { natsOptionsFromConfig } from "../bus/from-config.js";
 import { NatsBus } from "../bus/nats-bus.js";
-import { answersAnonymously } from "../bus/nats-connect.js";
+import { acceptsAnonymous, answersAnonymously } from "../bus/nats-connect.js";
 import { authorizationBlock } from "../bus/permissions.js";
 import { loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
@@ -32,6 +32,7 @@ export async function runDaemon(
   const nats = { ...config.troupe.nats, ...(natsUrl ? { url: natsUrl } : {}) };
   const data = dataDir(config.troupe.dataDir);
   const embedded = await embeddedServer(nats.url, nats.embedded, nats.prefix, data, log);
+  if (!embedded) await refuseSquatter(nats.url, natsUrl !== undefined || config.natsUrlChosen === true);
   const bus = await NatsBus.connect({
     ...natsOptionsFromConfig(nats, config.dir, process.env, { dataDir: data, roles: ["daemon"] }),
     name: "troupe-daemon",
@@ -65,6 +66,19 @@ export async function runDaemon(
   await embedded?.stop();
   process.stderr.write("troupe daemon stopped\n");
   return 0;
+}
+
+/**
+ * The default URL is where this daemon starts its own server; an open server already there is not
+ * that one. Another local user can start it first, and everything on it (runs, approvals, events)
+ * would be theirs to read and write. Refused unless the URL was chosen (troupe.yaml or NATS_URL):
+ * a server you name is yours to vouch for (the daemon then warns that it is open).
+ */
+export async function refuseSquatter(url: string, chosen: boolean): Promise<void> {
+  if (chosen || !(await acceptsAnonymous(url))) return;
+  throw new NoNatsError(
+    `a nats-server that asks no credentials already answers at ${url}, where this daemon would start its own: stop it, or set nats.url in troupe.yaml (or NATS_URL) to use it on purpose`,
+  );
 }
 
 /**

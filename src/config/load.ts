@@ -23,6 +23,8 @@ export interface LoadedConfig {
   file: string | undefined;
   troupe: TroupeConfig;
   agents: Map<string, LoadedAgent>;
+  /** Whether NATS's URL was chosen (troupe.yaml's nats.url or NATS_URL), not the built-in default. */
+  natsUrlChosen?: boolean;
 }
 
 export interface LoadOptions {
@@ -81,7 +83,9 @@ export function loadConfig(options: LoadOptions = {}): LoadedConfig {
   }
   const agents = checkAgents(loaded, troupe, configFile, problems);
   if (problems.length > 0) throw new ConfigError(problems);
-  return { dir, file: configFile ? configPath : undefined, troupe, agents };
+  const natsUrlChosen =
+    Boolean(env.NATS_URL) || (configFile?.data as { nats?: { url?: unknown } })?.nats?.url !== undefined;
+  return { dir, file: configFile ? configPath : undefined, troupe, agents, natsUrlChosen };
 }
 
 /** --config / TROUPE_CONFIG (a dir or its troupe.yaml), else ./config, else the built-in config. */

@@ -9,6 +9,7 @@ import { makeEnvelope } from "../../src/bus/envelope.js";
 import { natsOptionsFromConfig } from "../../src/bus/from-config.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { BusUnavailableError } from "../../src/bus/nats-connect.js";
+import { refuseSquatter } from "../../src/cli/daemon.js";
 import { natsConfigSchema } from "../../src/config/schema.js";
 
 let dir: string;
@@ -184,5 +185,21 @@ describe("TLS from troupe.yaml", () => {
       await tlsServer.stop();
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("a server squatting on the daemon's default address", () => {
+  it("an open one is refused unless the URL was chosen; one that asks credentials is not a squatter", async () => {
+    const open = await NatsServerProcess.start({ storeDir: join(dir, "open-store") });
+    try {
+      await expect(refuseSquatter(open.url, false)).rejects.toThrow(
+        `a nats-server that asks no credentials already answers at ${open.url}, where this daemon would start its own: stop it, or set nats.url in troupe.yaml (or NATS_URL) to use it on purpose`,
+      );
+      await expect(refuseSquatter(open.url, true)).resolves.toBeUndefined();
+    } finally {
+      await open.stop();
+    }
+    // The server of this file asks for a password: no anonymous client can publish there.
+    await expect(refuseSquatter(server.url, false)).resolves.toBeUndefined();
   });
 });

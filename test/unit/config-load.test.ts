@@ -117,6 +117,14 @@ describe("loadConfig", () => {
     expect(troupe.dataDir).toBe("/tmp/x");
   });
 
+  it("tells a NATS URL someone chose (troupe.yaml or NATS_URL) from the built-in default", () => {
+    const plain = tree({ "config/troupe.yaml": "nats:\n  prefix: p\n" });
+    const named = tree({ "config/troupe.yaml": "nats:\n  url: nats://127.0.0.1:4222\n" });
+    expect(loadConfig({ cwd: plain, env: {} }).natsUrlChosen).toBe(false);
+    expect(loadConfig({ cwd: plain, env: { NATS_URL: "nats://127.0.0.1:4222" } }).natsUrlChosen).toBe(true);
+    expect(loadConfig({ cwd: named, env: {} }).natsUrlChosen).toBe(true);
+  });
+
   it("reads TROUPE_CONFIG as a directory or as the troupe.yaml in it", () => {
     const dir = tree({
       "elsewhere/troupe.yaml": "agentsDir: defs\n",
