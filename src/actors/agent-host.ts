@@ -51,6 +51,8 @@ export interface AgentDeps {
   redactor: Redactor;
   /** Directories in the workspace no tool may change (the config dir). */
   protectedDirs: string[];
+  /** Directories no tool may read or change (the data dir). */
+  hiddenDirs: string[];
   /** Where commands are confined; without one, every command must be asked for. */
   sandbox?: Sandbox;
   /** Every skill there is; an agent's `skills:` picks from them. */
@@ -256,6 +258,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
           agentId,
           workspace: deps.workspace,
           protectedDirs: deps.protectedDirs,
+          hiddenDirs: deps.hiddenDirs,
           readHardLinks: deps.config.sandbox.readHardLinks,
           ...(definition.skills ? { skills: definition.skills } : {}),
         },

@@ -73,7 +73,8 @@ export async function previewOf(deps: AgentDeps, call: PlannedCall): Promise<Cal
   try {
     if (tool?.preview) {
       const args = parseArguments(tool.parameters, call.arguments);
-      return await tool.preview(args, { workspace: deps.workspace, protectedDirs: deps.protectedDirs });
+      const { workspace, protectedDirs, hiddenDirs } = deps;
+      return await tool.preview(args, { workspace, protectedDirs, hiddenDirs });
     }
   } catch (error) {
     deps.log.debug({ err: error, tool: call.name }, "no preview");

@@ -87,6 +87,7 @@ export class Runtime {
   readonly #config: LoadedConfig;
   /** What no tool or sandboxed command may change: the config dir and the tool modules. */
   readonly #protectedPaths: string[];
+  readonly #hiddenPaths: string[];
   readonly #log: Logger;
   readonly #approver: Approver;
   readonly #ownsBus: boolean;
@@ -125,6 +126,7 @@ export class Runtime {
       );
     const scope = sandboxScope(options.config, this.workspace, options.env ?? process.env);
     this.#protectedPaths = scope.protectedDirs;
+    this.#hiddenPaths = scope.hiddenDirs;
     this.tools = new ToolRegistry([
       ...builtinTools({
         shell: { env: options.config.troupe.shell.env, sandbox: this.sandbox, ...scope },
@@ -313,6 +315,7 @@ export class Runtime {
       log: this.#log,
       redactor: this.redactor,
       protectedDirs: this.#protectedPaths,
+      hiddenDirs: this.#hiddenPaths,
       sandbox: this.sandbox,
       skills: this.skills,
       agents: new Map([...this.#config.agents].map(([name, agent]) => [name, agent.definition])),

@@ -1,11 +1,13 @@
 import { constants } from "node:fs";
 import { type FileHandle, open, readlink, realpath, stat } from "node:fs/promises";
 import { isInside } from "../util/paths.js";
+import { isHidden } from "./workspace-guard.js";
 
 /** Why a file was not opened: the caller turns it into a tool error, or skips the file. */
 export type ReadRefusal =
   | { refused: "missing" }
   | { refused: "outside" }
+  | { refused: "hidden" }
   | { refused: "directory" }
   | { refused: "not-a-file" }
   | { refused: "hard-linked"; links: number };
@@ -13,6 +15,8 @@ export type ReadRefusal =
 export interface ReadOptions {
   /** Open regular files that have other hard links too (troupe.yaml `sandbox.readHardLinks`). */
   readHardLinks?: boolean | undefined;
+  /** Directories inside the root that are never opened (troupe's data dir). */
+  hiddenDirs?: readonly string[] | undefined;
 }
 
 // O_NONBLOCK: a FIFO in the workspace must not hang the read. O_NOFOLLOW: a symlink swapped in for
@@ -84,24 +88,25 @@ async function judge(
   if (info.isDirectory()) return { refused: "directory" };
   if (!info.isFile()) return { refused: "not-a-file" };
   if (info.nlink > 1 && !options.readHardLinks) return { refused: "hard-linked", links: info.nlink };
-  if (!(await opensInside(root, real, handle, info))) return { refused: "outside" };
+  const held = await heldPath(real, handle, info);
+  if (held === undefined || !isInside(root, held)) return { refused: "outside" };
+  if (isHidden(held, options.hiddenDirs)) return { refused: "hidden" };
   return undefined;
 }
 
 /**
- * Whether the open descriptor is a file inside `root`. Linux names the file a descriptor holds in
- * /proc; elsewhere, the path must still resolve to itself and to the same file.
+ * The path of the file the open descriptor holds, or undefined when it cannot be told. Linux names
+ * it in /proc; elsewhere, the path must still resolve to itself and to the same file.
  */
-async function opensInside(
-  root: string,
+async function heldPath(
   real: string,
   handle: FileHandle,
   info: { dev: number; ino: number },
-): Promise<boolean> {
+): Promise<string | undefined> {
   const held = await readlink(`/proc/self/fd/${handle.fd}`).catch(() => undefined);
-  if (held !== undefined) return isInside(root, held);
+  if (held !== undefined) return held;
   const again = await realpath(real).catch(() => undefined);
-  if (again !== real) return false;
+  if (again !== real) return undefined;
   const now = await stat(again).catch(() => undefined);
-  return now !== undefined && now.dev === info.dev && now.ino === info.ino;
+  return now !== undefined && now.dev === info.dev && now.ino === info.ino ? real : undefined;
 }

@@ -11,6 +11,8 @@ import { isProtectedName, LOADED_AT_ROOT } from "./protected-paths.js";
 export interface GuardOptions {
   /** Directories no tool may write to even when inside the workspace (the config dir). */
   protectedDirs?: string[];
+  /** Directories no tool may read, list or change, even inside the workspace (troupe's data dir). */
+  hiddenDirs?: readonly string[] | undefined;
 }
 
 /**
@@ -19,17 +21,30 @@ export interface GuardOptions {
  * `PathOutsideWorkspaceError` when it leads outside. A path that does not exist yet is judged by its
  * nearest existing parent.
  */
-export function resolveInWorkspace(workspace: string, path: string): string {
+export function resolveInWorkspace(
+  workspace: string,
+  path: string,
+  options: Pick<GuardOptions, "hiddenDirs"> = {},
+): string {
   const root = realpathSync(workspace);
   const real = realPathOf(resolve(root, path));
   if (!isInside(root, real)) throw new PathOutsideWorkspaceError(`"${path}" is outside the workspace`);
+  if (isHidden(real, options.hiddenDirs))
+    throw new PathOutsideWorkspaceError(
+      `"${path}" is in troupe's data directory (credentials, keys, runs), which tools may not read or change`,
+    );
   return real;
+}
+
+/** Whether a real path is in one of the hidden dirs (which may not exist yet). */
+export function isHidden(real: string, hiddenDirs: readonly string[] = []): boolean {
+  return hiddenDirs.some((dir) => isInside(existsSync(dir) ? realpathSync(dir) : resolve(dir), real));
 }
 
 /** As `resolveInWorkspace`, and refuses anything in a `.git` or `.troupe` directory and the protected dirs. */
 export function resolveForWrite(workspace: string, path: string, options: GuardOptions = {}): string {
   const root = realpathSync(workspace);
-  const real = resolveInWorkspace(root, path);
+  const real = resolveInWorkspace(root, path, options);
   // At any depth and in any case (a vendored repository's `.git` too).
   const named = relative(root, real).split(sep).find(isProtectedName);
   if (named !== undefined) {

@@ -37,6 +37,8 @@ export interface ToolContext {
   readHardLinks?: boolean;
   /** Directories inside the workspace that tools may not change (the config dir). */
   protectedDirs?: string[];
+  /** Directories no tool may read, list or change (troupe's data dir, when it is in the workspace). */
+  hiddenDirs?: string[];
   /** The skills this agent may load; all when absent. */
   skills?: string[];
   /** How this call's command is confined, for a tool that runs in the sandbox; absent: the strictest. */
@@ -73,7 +75,7 @@ export interface Tool<Args = unknown> {
   /** For approval requests; default: the arguments. */
   preview?(
     args: Args,
-    context: Pick<ToolContext, "workspace" | "protectedDirs">,
+    context: Pick<ToolContext, "workspace" | "protectedDirs" | "hiddenDirs">,
   ): Promise<CallPreview> | CallPreview;
   execute(args: Args, context: ToolContext): Promise<ToolResult> | ToolResult;
 }
@@ -90,7 +92,7 @@ export function defineTool<S extends z.ZodType>(tool: {
   sandboxed?: boolean;
   preview?(
     args: z.infer<S>,
-    context: Pick<ToolContext, "workspace" | "protectedDirs">,
+    context: Pick<ToolContext, "workspace" | "protectedDirs" | "hiddenDirs">,
   ): Promise<CallPreview> | CallPreview;
   judge?(args: z.infer<S>, workspace: string): CallJudgement;
   execute(args: z.infer<S>, context: ToolContext): Promise<ToolResult> | ToolResult;

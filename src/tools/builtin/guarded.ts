@@ -11,19 +11,22 @@ import { type ToolContext, type ToolResult, toolError } from "../tool.js";
 
 /** The real path to read, or the error result the model gets. */
 export function readablePath(context: ToolContext, path: string): string | ToolResult {
-  return guard(() => resolveInWorkspace(context.workspace, path));
+  return guard(() => resolveInWorkspace(context.workspace, path, context));
 }
 
 /** The real path to write, or the error result the model gets. */
 export function writablePath(context: ToolContext, path: string): string | ToolResult {
   return guard(() =>
-    resolveForWrite(context.workspace, path, { protectedDirs: context.protectedDirs ?? [] }),
+    resolveForWrite(context.workspace, path, {
+      protectedDirs: context.protectedDirs ?? [],
+      hiddenDirs: context.hiddenDirs,
+    }),
   );
 }
 
 /** The file at `real` opened for reading, checked where it is opened; or the error result. */
 export async function openForRead(
-  context: Pick<ToolContext, "workspace" | "readHardLinks">,
+  context: Pick<ToolContext, "workspace" | "readHardLinks" | "hiddenDirs">,
   real: string,
   path: string,
 ): Promise<FileHandle | ToolResult> {
@@ -33,7 +36,7 @@ export async function openForRead(
 
 /** The text of the file at `real`, undefined when there is none; or the error result. */
 export async function readText(
-  context: Pick<ToolContext, "workspace" | "readHardLinks">,
+  context: Pick<ToolContext, "workspace" | "readHardLinks" | "hiddenDirs">,
   real: string,
   path: string,
 ): Promise<string | undefined | ToolResult> {
@@ -62,6 +65,11 @@ export function refusalError(refusal: ReadRefusal, path: string): ToolResult {
       return toolError(`no such file: ${path}`, "list the directory to find the right name");
     case "outside":
       return toolError(`"${path}" is outside the workspace`, "use a path inside the workspace");
+    case "hidden":
+      return toolError(
+        `"${path}" is in troupe's data directory (credentials, keys, runs), which tools may not read`,
+        "read files of the project instead",
+      );
     case "directory":
       return toolError(`${path} is a directory`, "use list_dir for directories");
     case "not-a-file":

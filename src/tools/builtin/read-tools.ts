@@ -1,6 +1,7 @@
 import { readdir } from "node:fs/promises";
+import { join } from "node:path";
 import { z } from "zod";
-import { workspaceRelative } from "../../safety/workspace-guard.js";
+import { isHidden, workspaceRelative } from "../../safety/workspace-guard.js";
 import { defineTool, toolError } from "../tool.js";
 import { openForRead, readablePath } from "./guarded.js";
 
@@ -66,7 +67,7 @@ export const listDirTool = defineTool({
     if (!entries)
       return toolError(`no such directory: ${path}`, "list the parent directory to find the right name");
     const names = entries
-      .filter((e) => e.name !== ".git")
+      .filter((e) => e.name !== ".git" && !isHidden(join(real, e.name), context.hiddenDirs))
       .map((e) => (e.isDirectory() ? `${e.name}/` : e.name))
       .sort();
     const where = workspaceRelative(workspace, real);

@@ -4,8 +4,9 @@ import { join } from "node:path";
 import { glob as findFiles } from "tinyglobby";
 import { z } from "zod";
 import { isRefusal, readConfined } from "../../safety/confined-read.js";
+import { isHidden } from "../../safety/workspace-guard.js";
 import { isInside } from "../../util/paths.js";
-import { defineTool, type Tool, type ToolResult, toolError } from "../tool.js";
+import { defineTool, type Tool, type ToolContext, type ToolResult, toolError } from "../tool.js";
 import { readablePath } from "./guarded.js";
 
 const IGNORED = ["**/.git/**", "**/node_modules/**", "**/.troupe/**"];
@@ -36,7 +37,11 @@ function patternError(field: string, pattern: string): ToolResult | undefined {
  * The files the pattern finds under `root` whose real path is in the workspace: a symlinked directory
  * named in a pattern can lead anywhere, so each result is judged by where it really is.
  */
-async function findConfined(pattern: string, root: string, workspace: string): Promise<string[]> {
+async function findConfined(
+  pattern: string,
+  root: string,
+  { workspace, hiddenDirs }: Pick<ToolContext, "workspace" | "hiddenDirs">,
+): Promise<string[]> {
   const workspaceReal = realpathSync(workspace);
   const found = await findFiles(pattern, {
     cwd: root,
@@ -47,7 +52,9 @@ async function findConfined(pattern: string, root: string, workspace: string): P
   const kept = await Promise.all(
     found.map(async (file) => {
       const real = await realpath(join(root, file)).catch(() => undefined);
-      return real !== undefined && isInside(workspaceReal, real) ? file : undefined;
+      return real !== undefined && isInside(workspaceReal, real) && !isHidden(real, hiddenDirs)
+        ? file
+        : undefined;
     }),
   );
   return kept.filter((file): file is string => file !== undefined).sort();
@@ -69,7 +76,7 @@ export const globTool = defineTool({
     if (refused) return refused;
     const root = readablePath(context, path);
     if (typeof root !== "string") return root;
-    const files = await findConfined(pattern, root, context.workspace);
+    const files = await findConfined(pattern, root, context);
     const shown = files.slice(0, max_results);
     const more =
       files.length > shown.length ? `\n[${files.length - shown.length} more; narrow the pattern]` : "";
@@ -111,7 +118,7 @@ export const grepTool = defineTool({
     if (typeof root !== "string") return root;
     const info = await stat(root).catch(() => undefined);
     if (!info) return toolError(`no such path: ${args.path}`, "check the path with list_dir");
-    const files = info.isFile() ? [""] : await findConfined(args.glob, root, context.workspace);
+    const files = info.isFile() ? [""] : await findConfined(args.glob, root, context);
     const workspace = realpathSync(context.workspace);
     const out: string[] = [];
     let matches = 0;

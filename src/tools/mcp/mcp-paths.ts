@@ -51,7 +51,7 @@ export function pathArguments(args: unknown): PathArgument[] {
 export function pathArgumentError(
   args: unknown,
   workspace: string,
-  options: { readOnly: boolean; protectedDirs?: string[] | undefined },
+  options: { readOnly: boolean; protectedDirs?: string[] | undefined; hiddenDirs?: string[] | undefined },
 ): ToolResult | undefined {
   for (const { where, value, path } of pathArguments(args)) {
     if (path === undefined)
@@ -60,8 +60,8 @@ export function pathArgumentError(
         "use a path inside the workspace",
       );
     try {
-      if (options.readOnly) resolveInWorkspace(workspace, path);
-      else resolveForWrite(workspace, path, { protectedDirs: options.protectedDirs ?? [] });
+      if (options.readOnly) resolveInWorkspace(workspace, path, options);
+      else resolveForWrite(workspace, path, { ...options, protectedDirs: options.protectedDirs ?? [] });
     } catch (error) {
       if (error instanceof PathOutsideWorkspaceError)
         return toolError(

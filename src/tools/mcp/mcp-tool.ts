@@ -56,8 +56,8 @@ export function mcpTool(caller: McpCaller, info: McpToolInfo, workspace: string)
     source: `mcp:${caller.server}`,
     // The server's own call timeout applies first; this is a backstop.
     timeoutMs: caller.config.timeoutMs + 5000,
-    async execute(args, { signal, protectedDirs }) {
-      const refused = pathArgumentError(args, workspace, { readOnly, protectedDirs });
+    async execute(args, { signal, protectedDirs, hiddenDirs }) {
+      const refused = pathArgumentError(args, workspace, { readOnly, protectedDirs, hiddenDirs });
       if (refused) return refused;
       try {
         return toResult(await caller.call(info.name, args as Record<string, unknown>, signal));
