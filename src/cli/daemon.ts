@@ -13,6 +13,7 @@ import { BusApprover } from "../safety/bus-approver.js";
 import { ApproverTrust } from "../trust/approvers.js";
 import { ensureRoleCredentials } from "../trust/role-credentials.js";
 import { privateDir, writePrivateFile } from "../trust/secret-files.js";
+import { stopSignal } from "./stop-signal.js";
 
 export class NoNatsError extends Error {
   override name = "NoNatsError";
@@ -28,6 +29,7 @@ export async function runDaemon(
   natsUrl: string | undefined,
   log: Logger,
 ): Promise<number> {
+  const stopped = stopSignal();
   const config = loadConfig({ config: configPath });
   const nats = { ...config.troupe.nats, ...(natsUrl ? { url: natsUrl } : {}) };
   const data = dataDir(config.troupe.dataDir);
@@ -55,10 +57,7 @@ export async function runDaemon(
     process.stderr.write(
       `troupe: warning: bus: open to anyone who reaches ${nats.url} (no credentials needed to start runs); see docs/nats-permissions.md\n`,
     );
-  await new Promise<void>((resolve) => {
-    process.once("SIGINT", resolve);
-    process.once("SIGTERM", resolve);
-  });
+  await stopped;
   log.info("stopping: no new runs, then drain");
   await daemon.stop();
   await runtime.close();

@@ -6,6 +6,7 @@ import { loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import type { Logger } from "../log.js";
 import { denyingApprover } from "../safety/approver.js";
+import { stopSignal } from "./stop-signal.js";
 
 /** `troupe worker`: joins the worker queue and hosts subagents until SIGINT or SIGTERM. */
 export async function runWorker(
@@ -13,6 +14,7 @@ export async function runWorker(
   options: WorkerOptions,
   log: Logger,
 ): Promise<number> {
+  const stopped = stopSignal();
   const config = loadConfig({ config: configPath });
   const bus = await NatsBus.connect({
     ...natsOptionsFromConfig(config.troupe.nats, config.dir, process.env, {
@@ -34,10 +36,7 @@ export async function runWorker(
   process.stderr.write(
     `troupe worker ${worker.id} (pid ${process.pid}) on ${config.troupe.nats.url}, prefix ${config.troupe.nats.prefix}\n`,
   );
-  await new Promise<void>((resolve) => {
-    process.once("SIGINT", resolve);
-    process.once("SIGTERM", resolve);
-  });
+  await stopped;
   log.info({ worker: worker.id }, "stopping");
   await worker.stop();
   await runtime.close();
