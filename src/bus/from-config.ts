@@ -2,7 +2,7 @@ import { resolve } from "node:path";
 import type { NatsConfig } from "../config/schema.js";
 import { localSeedFile } from "../trust/role-credentials.js";
 import type { NatsConnectOptions } from "./nats-connect.js";
-import type { Role } from "./permissions.js";
+import { type Role, roleInbox } from "./permissions.js";
 
 /** Where a connection that troupe.yaml gives no credentials for looks for the embedded server's. */
 export interface LocalCredentials {
@@ -39,9 +39,12 @@ export function natsOptionsFromConfig(
     if (nats.tls.keyFile) options.tls.keyFile = resolve(configDir, nats.tls.keyFile);
   }
   const named = nats.user ?? nats.token ?? nats.tokenEnv ?? nats.nkeySeedFile ?? nats.credsFile;
-  if (named === undefined && local) {
-    const seed = localSeedFile(local.dataDir, local.roles);
-    if (seed) options.nkeySeedFile = seed;
+  if (local) {
+    // Credentials troupe.yaml names are taken to be of the role this command prefers.
+    const seed = named === undefined ? localSeedFile(local.dataDir, local.roles) : undefined;
+    if (seed) options.nkeySeedFile = seed.file;
+    const role = seed?.role ?? local.roles[0];
+    if (role) options.inboxPrefix = roleInbox(nats.prefix, role);
   }
   return options;
 }

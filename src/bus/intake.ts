@@ -50,7 +50,9 @@ export class Intake {
     const envelopes: Envelope[] = [];
     for (const item of Array.isArray(json) ? json : [json]) {
       try {
-        envelopes.push(parseEnvelope(item));
+        const envelope = parseEnvelope(item);
+        notMisplaced(envelope, subject);
+        envelopes.push(envelope);
         this.stats.delivered++;
       } catch (error) {
         this.#dropped(subject, error);
@@ -113,4 +115,15 @@ export class Intake {
 
 function errorReply(runId: string, agentId: string, data: ErrorReplyData): Envelope {
   return makeEnvelope({ runId, agentId, seq: 0, type: ERROR_REPLY_TYPE, data });
+}
+
+/**
+ * An event is on the subject of its own run and agent (`<p>.evt.<runId>.<agentId>.…`): one moved
+ * elsewhere (a stored message the server was asked to deliver onto another run's subject) is not
+ * that run's.
+ */
+function notMisplaced(envelope: Envelope, subject: string): void {
+  const [, kind, runId, agentId] = subject.split(".");
+  if (kind === "evt" && (envelope.runId !== runId || envelope.agentId !== agentId))
+    throw new Error(`an event of ${envelope.runId}/${envelope.agentId} on another run's subject`);
 }

@@ -22,6 +22,7 @@ import { connectNats, type NatsConnectOptions } from "./nats-connect.js";
 import { ensureEventStream, NatsEventLog } from "./nats-event-log.js";
 import { openNatsKv } from "./nats-kv.js";
 import { AckedPublisher } from "./nats-publisher.js";
+import { sentByTheServer } from "./server-sent.js";
 import { DEFAULT_PREFIX, type Subjects, subjectMatches, subjects } from "./subjects.js";
 
 export interface NatsBusOptions extends NatsConnectOptions {
@@ -46,9 +47,10 @@ export class NatsBus implements Bus {
     private readonly jsm: JetStreamManager,
     private readonly logger: Logger,
     appendTimeoutMs: number,
+    inboxPrefix: string | undefined,
   ) {
     this.intake = new Intake(this.stats, logger);
-    this.#publisher = new AckedPublisher(connection);
+    this.#publisher = new AckedPublisher(connection, inboxPrefix);
     this.log = new NatsEventLog(this, jetstream(connection), this.#publisher, appendTimeoutMs, logger);
   }
 
@@ -65,7 +67,7 @@ export class NatsBus implements Bus {
       await nc.close();
       throw error;
     }
-    return new NatsBus(names, nc, jsm, logger, options.appendTimeoutMs ?? 30_000);
+    return new NatsBus(names, nc, jsm, logger, options.appendTimeoutMs ?? 30_000, options.inboxPrefix);
   }
 
   publish(subject: string, envelope: Envelope): void {
@@ -153,17 +155,16 @@ export class NatsBus implements Bus {
   }
 
   /**
-   * A message a JetStream push consumer delivered here: anyone allowed to create a consumer can aim
-   * its deliveries at any subject (NATS permissions cannot say otherwise), and such a message keeps
-   * its stored subject and carries an ack reply. Nothing Troupe subscribes to is meant to get one,
-   * so it is dropped and counted as malformed.
+   * A message the server sent here for someone else (server-sent.ts): a push consumer's delivery
+   * aimed at this subscription, or a direct get's reply. Nothing Troupe subscribes to is meant to
+   * get one, so it is dropped and counted as malformed.
    */
   #redirected(pattern: string, msg: Msg): boolean {
-    if (subjectMatches(pattern, msg.subject) && !msg.reply?.startsWith("$JS.")) return false;
+    if (subjectMatches(pattern, msg.subject) && !sentByTheServer(msg)) return false;
     this.stats.malformed++;
     this.logger.warn(
       { pattern, subject: msg.subject },
-      "dropped a message a JetStream consumer redirected here",
+      "dropped a stored message the server was asked to send here",
     );
     return true;
   }

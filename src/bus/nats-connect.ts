@@ -26,6 +26,8 @@ export interface NatsConnectOptions {
   tls?: { caFile?: string; certFile?: string; keyFile?: string };
   /** How long to keep trying the first connection. Default 5000. */
   connectTimeoutMs?: number;
+  /** Where replies to this connection go (`roleInbox`): only its role may read them. Default `_INBOX`. */
+  inboxPrefix?: string;
 }
 
 export class BusUnavailableError extends BusError {
@@ -71,6 +73,7 @@ function toNodeOptions(options: NatsConnectOptions): NodeConnectionOptions {
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
     timeout: 2000,
+    ...(options.inboxPrefix ? { inboxPrefix: options.inboxPrefix } : {}),
     // Otherwise every request (each event append is one) builds an Error for its stack trace up
     // front: a sixth of an agent host's CPU when agents stream.
     noAsyncTraces: true,

@@ -21,6 +21,7 @@ import {
 import { type Envelope, encodeEnvelope, encodeEnvelopes } from "./envelope.js";
 import type { Intake } from "./intake.js";
 import type { AckedPublisher } from "./nats-publisher.js";
+import { fromAStream } from "./server-sent.js";
 import type { Subjects } from "./subjects.js";
 
 /** JetStream's duplicate window: a publish retried within it with the same `Nats-Msg-Id` is stored once. */
@@ -165,8 +166,12 @@ export class NatsEventLog implements EventLog {
     signal?.addEventListener("abort", stop, { once: true });
     try {
       for await (const msg of messages) {
-        for (const envelope of this.bus.intake.decodeAll(msg.data, msg.subject))
-          yield { seq: msg.seq, subject: msg.subject, envelope };
+        // A direct get's reply that was sent onto an event subject, and stored: not an event.
+        if (fromAStream(msg))
+          this.logger.warn({ subject: msg.subject }, "skipped a stored message sent here");
+        else
+          for (const envelope of this.bus.intake.decodeAll(msg.data, msg.subject))
+            yield { seq: msg.seq, subject: msg.subject, envelope };
         if (!follow && msg.info.pending === 0) break;
       }
     } finally {

@@ -54,7 +54,7 @@ const SWEEP_MS = 100;
  * snapshot, the tool journal) a few microtasks apart; on this path they cost one write.
  */
 export class AckedPublisher {
-  readonly #inbox = createInbox();
+  readonly #inbox: string;
   readonly #subscription: Subscription;
   readonly #pending = new Map<string, Pending>();
   #outbox: Outgoing[] = [];
@@ -62,7 +62,12 @@ export class AckedPublisher {
   #sweeper: NodeJS.Timeout | undefined;
   #closed = false;
 
-  constructor(private readonly nc: NatsConnection) {
+  /** `inboxPrefix`: the connection's (its role's), where the acks come back. */
+  constructor(
+    private readonly nc: NatsConnection,
+    inboxPrefix?: string,
+  ) {
+    this.#inbox = createInbox(inboxPrefix);
     this.#subscription = nc.subscribe(`${this.#inbox}.*`, {
       callback: (error, msg) => {
         if (!error) this.#answer(msg);

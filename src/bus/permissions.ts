@@ -26,7 +26,16 @@ export const READ_VERBS = ["runs.list", "runs.get", "agents.list"] as const;
 export interface Permissions {
   publish: { allow: string[]; deny?: string[] };
   subscribe: { allow: string[]; deny?: string[] };
+  /** May answer a request it received, on the request's reply subject (nothing else there). */
+  allowResponses?: boolean;
 }
+
+/**
+ * Where one role's replies go (JetStream's too): only that role may subscribe there, and nobody
+ * may publish there but the server and whoever answers a request it was sent. With one shared
+ * `_INBOX`, any role could read every reply (the daemon's KV reads of snapshots) and forge one.
+ */
+export const roleInbox = (prefix: string, role: Role) => `_INBOX_${prefix}.${role}`;
 
 /**
  * The NATS subject permissions of each role, for a prefix (docs/nats-permissions.md says why each
@@ -51,8 +60,12 @@ export function rolePermissions(role: Role, prefix = "troupe"): Permissions {
     `$JS.API.CONSUMER.DELETE.${stream}.>`,
   ];
   const readBuckets = (...names: BucketName[]) => names.flatMap((name) => readStream(kvStream(name)));
-  const jsBasics = ["$JS.API.INFO", "$JS.FC.>", "_INBOX.>"];
+  const jsBasics = ["$JS.API.INFO", "$JS.FC.>"];
+  const inbox = (who: Role) => `${roleInbox(prefix, who)}.>`;
   const events = s.events();
+  // Answers are written blind: a role that could read what it wrote could have the server deliver
+  // it (a direct get's reply, a consumer's deliver subject) onto any subject, as if a host sent it.
+  const writeAnswers = [kvSubjects("answers"), `$JS.API.STREAM.INFO.${kvStream("answers")}`];
   const readVerbs = READ_VERBS.map((verb) => s.api(verb));
   // Nobody but the daemon changes a stream's or a bucket's shape, or removes what is in one.
   const noAdmin = [
@@ -71,7 +84,9 @@ export function rolePermissions(role: Role, prefix = "troupe"): Permissions {
           // Answers are the approvers' to write.
           deny: [kvSubjects("answers")],
         },
-        subscribe: { allow: [`${prefix}.>`, "_INBOX.>"] },
+        subscribe: { allow: [`${prefix}.>`, inbox("daemon")] },
+        // It answers the API and hosts agents (their control subjects).
+        allowResponses: true,
       };
     case "worker":
       return {
@@ -89,40 +104,42 @@ export function rolePermissions(role: Role, prefix = "troupe"): Permissions {
           // It hosts subagents: it neither starts runs, nor asks for approvals, nor answers them.
           deny: [`${prefix}.api.>`, ...noAdmin],
         },
-        subscribe: { allow: [events, s.allControls(), s.workSpawn(), "_INBOX.>"] },
+        subscribe: { allow: [events, s.allControls(), s.workSpawn(), inbox("worker")] },
+        // It hosts subagents (their control subjects) and takes spawn requests.
+        allowResponses: true,
       };
     case "client":
       return {
         publish: {
           allow: [
             `${prefix}.api.>`,
-            kvSubjects("answers"),
+            ...writeAnswers,
             ...jsBasics,
             ...readStream(s.eventStream),
-            ...readBuckets("approvals", "answers", "workers"),
+            ...readBuckets("approvals", "workers"),
           ],
           deny: noAdmin,
         },
-        subscribe: { allow: [events, "_INBOX.>"] },
+        subscribe: { allow: [events, inbox("client")] },
       };
     case "approver":
       return {
         publish: {
           allow: [
             ...readVerbs,
-            kvSubjects("answers"),
+            ...writeAnswers,
             ...jsBasics,
             ...readStream(s.eventStream),
-            ...readBuckets("approvals", "answers"),
+            ...readBuckets("approvals"),
           ],
           deny: noAdmin,
         },
-        subscribe: { allow: [events, "_INBOX.>"] },
+        subscribe: { allow: [events, inbox("approver")] },
       };
     case "observer":
       return {
         publish: { allow: [...readVerbs, ...jsBasics, ...readStream(s.eventStream)], deny: noAdmin },
-        subscribe: { allow: [events, "_INBOX.>"] },
+        subscribe: { allow: [events, inbox("observer")] },
       };
   }
 }
@@ -141,7 +158,8 @@ export function authorizationBlock(users: ServerUser[], prefix = "troupe"): stri
       "nkey" in entry
         ? `nkey: ${JSON.stringify(entry.nkey)}`
         : `user: ${JSON.stringify(entry.user)}, password: ${JSON.stringify(entry.password)}`;
-    return `    # ${entry.role}\n    { ${who}, permissions: { publish: ${rule(p.publish)}, subscribe: ${rule(p.subscribe)} } }`;
+    const responses = p.allowResponses ? ", allow_responses: true" : "";
+    return `    # ${entry.role}\n    { ${who}, permissions: { publish: ${rule(p.publish)}, subscribe: ${rule(p.subscribe)}${responses} } }`;
   });
   return `authorization {\n  users = [\n${lines.join("\n")}\n  ]\n}\n`;
 }

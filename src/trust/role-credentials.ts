@@ -29,10 +29,13 @@ export function ensureRoleCredentials(dataDir: string): Record<Role, string> {
 }
 
 /** The first of `roles` that has a seed file in the data dir, for a connection that names none. */
-export function localSeedFile(dataDir: string, roles: readonly Role[]): string | undefined {
+export function localSeedFile(
+  dataDir: string,
+  roles: readonly Role[],
+): { role: Role; file: string } | undefined {
   for (const role of roles) {
     const file = roleSeedFile(dataDir, role);
-    if (secretExists(file)) return file;
+    if (secretExists(file)) return { role, file };
   }
   return undefined;
 }

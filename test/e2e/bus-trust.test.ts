@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { freePort } from "../../src/bus/embedded-nats.js";
 import { makeEnvelope } from "../../src/bus/envelope.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
-import { ROLES } from "../../src/bus/permissions.js";
+import { ROLES, roleInbox } from "../../src/bus/permissions.js";
 import { uniquePrefix } from "../../src/bus/subjects.js";
 import { answerApproval, findApproval } from "../../src/safety/bus-approver.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
@@ -53,7 +53,12 @@ async function project(model: ScriptedModelServer, extra = "") {
   await waitFor("the daemon to be ready", () => daemon.stderr().includes("troupe daemon ready"), 20_000);
   const prefix = /prefix (\S+?)[,)]/.exec(daemon.stderr())?.[1] as string;
   const as = (role: (typeof ROLES)[number]) =>
-    NatsBus.connect({ url, prefix, nkeySeedFile: roleSeedFile(join(dir, ".data"), role) });
+    NatsBus.connect({
+      url,
+      prefix,
+      nkeySeedFile: roleSeedFile(join(dir, ".data"), role),
+      inboxPrefix: roleInbox(prefix, role),
+    });
   return { dir, url, prefix, daemon, troupe, follow, as, data: join(dir, ".data") };
 }
 

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../src/bus/embedded-nats.js";
 import { makeEnvelope } from "../../src/bus/envelope.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
-import type { Role } from "../../src/bus/permissions.js";
+import { type Role, roleInbox } from "../../src/bus/permissions.js";
 import { uniquePrefix } from "../../src/bus/subjects.js";
 import { type ApprovalRecord, answerKey, approvalKey, findApproval } from "../../src/safety/bus-approver.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
@@ -34,6 +34,7 @@ const as = (role: Role) =>
     url,
     prefix,
     nkeySeedFile: roleSeedFile(join(dir, ".data"), role),
+    inboxPrefix: roleInbox(prefix, role),
     connectTimeoutMs: 2000,
   });
 const mallory = newIdentity("mallory");

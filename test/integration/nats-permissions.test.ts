@@ -1,8 +1,9 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { jetstreamManager } from "@nats-io/jetstream";
-import { connect } from "@nats-io/transport-node";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import { connect, headers } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Runtime } from "../../src/actors/runtime.js";
 import { Worker } from "../../src/actors/worker.js";
@@ -10,7 +11,13 @@ import { NatsServerProcess } from "../../src/bus/embedded-nats.js";
 import { makeEnvelope } from "../../src/bus/envelope.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { BusUnavailableError } from "../../src/bus/nats-connect.js";
-import { authorizationBlock, KV_BUCKETS, type Role, rolePermissions } from "../../src/bus/permissions.js";
+import {
+  authorizationBlock,
+  KV_BUCKETS,
+  type Role,
+  roleInbox,
+  rolePermissions,
+} from "../../src/bus/permissions.js";
 import { silentLogger } from "../../src/log.js";
 import { answerApproval, BusApprover } from "../../src/safety/bus-approver.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
@@ -46,7 +53,13 @@ afterAll(async () => {
 });
 
 const as = (role: Role) =>
-  NatsBus.connect({ url: server.url, prefix, nkeySeedFile: roleSeedFile(dir, role), log: silentLogger });
+  NatsBus.connect({
+    url: server.url,
+    prefix,
+    nkeySeedFile: roleSeedFile(dir, role),
+    inboxPrefix: roleInbox(prefix, role),
+    log: silentLogger,
+  });
 const event = (seq: number, runId = "r1") =>
   makeEnvelope({ runId, agentId: "a1", seq, type: "tick", data: { seq } });
 const alice = newIdentity("alice");
@@ -274,6 +287,93 @@ describe("NATS roles", () => {
     await workerBus.close();
     await daemon.close();
     await model.close();
+  });
+
+  it("send no stored message onto a run's events: a direct get's reply aimed there is not an event", async () => {
+    const daemon = await as("daemon");
+    // Something shaped like an event, stored where a reader can get at it.
+    const planted = makeEnvelope({
+      runId: "r3",
+      agentId: "a",
+      seq: 0,
+      type: "approval.requested",
+      data: { callId: "c1", name: "shell", arguments: "{}", effect: "execute", detail: "echo hi", paths: [] },
+    });
+    await (await daemon.kv("approvals")).put("r3.a.planted", planted);
+    const heard: string[] = [];
+    daemon.subscribe(daemon.subjects.events("r3"), (envelope) => void heard.push(envelope.type));
+    await daemon.flush();
+    const before = daemon.stats.malformed;
+
+    const approver = await as("approver");
+    const bucket = `${prefix}_approvals`;
+    approver.connection.publish(`$JS.API.DIRECT.GET.KV_${bucket}.$KV.${bucket}.r3.a.planted`, "", {
+      reply: daemon.subjects.event("r3", "a", "approval.requested"),
+    });
+    await approver.flush();
+    await waitFor("the delivery dropped", () => daemon.stats.malformed > before);
+    // The server stored its reply in the event log as well, where readers skip it.
+    const jsm = await jetstreamManager(daemon.connection);
+    const info = await jsm.streams.info(daemon.subjects.eventStream, {
+      subjects_filter: daemon.subjects.events("r3"),
+    });
+    expect(Object.keys(info.state.subjects ?? {})).toEqual([
+      daemon.subjects.event("r3", "a", "approval.requested"),
+    ]);
+    expect(await collect(daemon.log.read({ runId: "r3" }))).toEqual([]);
+    expect(heard).toEqual([]);
+    await approver.close();
+    await daemon.close();
+  });
+
+  it("let an approver write answers it cannot read back, nor have sent anywhere", async () => {
+    const approver = await as("approver");
+    const answers = await approver.kv("answers");
+    await answers.create("r4.a.c1.req.mine", { planted: true });
+    await expect(answers.get("r4.a.c1.req.mine")).rejects.toThrow(/Permissions Violation/);
+    const daemon = await as("daemon");
+    expect((await (await daemon.kv("answers")).get("r4.a.c1.req.mine"))?.value).toEqual({ planted: true });
+    await approver.close();
+    await daemon.close();
+  });
+
+  it("keep each role's replies to that role: no other may read or forge them", async () => {
+    const client = await as("client");
+    const errors = violations(client);
+    client.connection.subscribe("_INBOX.>");
+    client.connection.subscribe(`${roleInbox(prefix, "daemon")}.>`);
+    client.connection.publish(`${roleInbox(prefix, "daemon")}.forged`, "{}");
+    client.connection.publish(`${roleInbox(prefix, "client")}.forged`, "{}");
+    await client.flush();
+    await waitFor("the refusals", () => errors.length >= 4);
+    expect(errors.filter((e) => /Permissions Violation for Subscription/.test(e))).toHaveLength(2);
+    expect(errors.filter((e) => /Permissions Violation for Publish/.test(e))).toHaveLength(2);
+    await client.close();
+  });
+
+  it("refuse a rollup, which would wipe a bucket, from a role that may write one key of it", async () => {
+    const daemon = await as("daemon");
+    const rollup = headers();
+    rollup.set("Nats-Rollup", "all");
+    for (const [role, bucket, key] of [
+      ["approver", "answers", "r5.a.c1.req.wipe"],
+      ["worker", "snapshots", "r5.wipe"],
+    ] as const) {
+      const bus = await as(role);
+      await (await bus.kv(bucket)).create(`r5.keep.${role}`, { keep: true });
+      await expect(
+        jetstream(bus.connection).publish(`$KV.${prefix}_${bucket}.${key}`, "{}", { headers: rollup }),
+      ).rejects.toThrow(/rollup/i);
+      expect((await (await daemon.kv(bucket)).get(`r5.keep.${role}`))?.value).toEqual({ keep: true });
+      await bus.close();
+    }
+    // A bucket made before this (as the library makes them, rollups allowed) is changed when the daemon opens it.
+    await new Kvm(daemon.connection).create(`${prefix}_older`);
+    const jsm = await jetstreamManager(daemon.connection);
+    expect((await jsm.streams.info(`KV_${prefix}_older`)).config.allow_rollup_hdrs).toBe(true);
+    await daemon.kv("older");
+    expect((await jsm.streams.info(`KV_${prefix}_older`)).config.allow_rollup_hdrs).toBe(false);
+    await daemon.close();
   });
 
   it("keep each role's publish rights to the subjects named for it", () => {

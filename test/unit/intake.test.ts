@@ -1,0 +1,28 @@
+import { describe, expect, it } from "vitest";
+import type { BusStats } from "../../src/bus/bus.js";
+import { encodeEnvelope, makeEnvelope } from "../../src/bus/envelope.js";
+import { Intake } from "../../src/bus/intake.js";
+import { subjects } from "../../src/bus/subjects.js";
+import { silentLogger } from "../../src/log.js";
+
+const s = subjects("troupe");
+const stats = (): BusStats => ({ published: 0, delivered: 0, malformed: 0, handlerErrors: 0 });
+const event = (runId: string, agentId: string) =>
+  makeEnvelope({ runId, agentId, seq: 0, type: "agent.started", data: {} });
+
+describe("Intake", () => {
+  it("takes an event on its own run's and agent's subject", () => {
+    const intake = new Intake(stats(), silentLogger);
+    const bytes = encodeEnvelope(event("r1", "a1"));
+    expect(intake.decodeAll(bytes, s.event("r1", "a1", "agent.started"))).toHaveLength(1);
+  });
+
+  it("drops an event on another run's or another agent's subject, and counts it", () => {
+    const counted = stats();
+    const intake = new Intake(counted, silentLogger);
+    const bytes = encodeEnvelope(event("r1", "a1"));
+    expect(intake.decodeAll(bytes, s.event("r2", "a1", "agent.started"))).toEqual([]);
+    expect(intake.decodeAll(bytes, s.event("r1", "a2", "agent.started"))).toEqual([]);
+    expect(counted.malformed).toBe(2);
+  });
+});
