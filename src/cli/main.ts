@@ -186,10 +186,13 @@ export async function main(argv: string[]): Promise<number> {
     .option("--allow", "allow the call")
     .option("--deny", "deny the call")
     .option("--reason <text>", "why; the model reads it")
-    .action(async (callId: string, flags: { allow?: boolean; deny?: boolean; reason?: string }) => {
-      const { runApprove } = await import("./approve.js");
-      exitCode = await runApprove(globals().config, callId, flags, log("approve"));
-    });
+    .option("--run <runId>", "the run, when the call id waits in more than one")
+    .action(
+      async (callId: string, flags: { allow?: boolean; deny?: boolean; reason?: string; run?: string }) => {
+        const { runApprove } = await import("./approve.js");
+        exitCode = await runApprove(globals().config, callId, flags, log("approve"));
+      },
+    );
   const keys = program
     .command("keys")
     .description("approver keys: who may answer approvals, checked by signature");

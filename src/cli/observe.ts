@@ -3,10 +3,11 @@ import { RunTreeBuilder, type TreeNode } from "../actors/run-tree.js";
 import { loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import type { Logger } from "../log.js";
-import { answerApproval } from "../safety/bus-approver.js";
+import { answerApproval, awaitApproval } from "../safety/answer-approval.js";
+import { type ApprovalRecord, type ApprovalRef, approvalKey } from "../safety/bus-approver.js";
 import { localIdentity } from "../trust/approvers.js";
 import { APPROVER_ROLES, connectClient } from "./client.js";
-import { firstPending, renderTree } from "./tree-view.js";
+import { firstPending, renderTree, type ShownRequests } from "./tree-view.js";
 
 export interface ObserveFlags {
   fromStart?: boolean;
@@ -33,10 +34,27 @@ export async function runObserve(
   let focus: TreeNode | undefined;
   let drawn = 0;
   let dirty = false;
+  // The requests behind pending approvals, read from the bucket their hosts write.
+  const records = new Map<string, ApprovalRecord>();
+  const requests: ShownRequests = {
+    record: (ref) => records.get(approvalKey(ref)),
+    watchOnly: !(live && process.stdin.isTTY),
+  };
+  const readRequest = (ref: ApprovalRef) =>
+    void awaitApproval(bus, ref, reading.signal).then(
+      (record) => {
+        if (record) records.set(approvalKey(ref), record);
+        dirty = true;
+      },
+      () => {
+        requests.watchOnly = true;
+        dirty = true;
+      },
+    );
   const draw = () => {
     if (!dirty) return;
     dirty = false;
-    const lines = renderTree(builder, focus, process.stdout.columns ?? 100);
+    const lines = renderTree(builder, focus, process.stdout.columns ?? 100, requests);
     process.stdout.write(`${drawn > 0 ? `\x1b[${drawn}A` : ""}\x1b[0J${lines.join("\n")}\n`);
     drawn = lines.length;
   };
@@ -50,8 +68,9 @@ export async function runObserve(
     process.stdin.on("keypress", (key: string | undefined, info: { ctrl?: boolean; name?: string }) => {
       if (key === "q" || (info.ctrl && info.name === "c")) return quit();
       const pending = firstPending(builder);
-      if (!pending || (key !== "a" && key !== "d")) return;
-      void answerApproval(bus, identity(), pending, {
+      const shown = pending && records.get(approvalKey(pending));
+      if (!shown || requests.watchOnly || (key !== "a" && key !== "d")) return;
+      void answerApproval(bus, identity(), shown, {
         approved: key === "a",
         via: "troupe observe",
         ...(key === "d" ? { reason: "denied from an observer" } : {}),
@@ -68,6 +87,8 @@ export async function runObserve(
     for await (const { envelope } of bus.log.read(options)) {
       if (live) {
         const node = builder.apply(envelope);
+        if (envelope.type === "approval.requested" && !requests.watchOnly)
+          readRequest({ ...envelope, callId: (envelope.data as { callId: string }).callId });
         if (envelope.type === "model.delta" && node) focus = node;
         dirty = true;
       } else {

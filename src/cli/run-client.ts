@@ -6,7 +6,7 @@ import type { LoadedConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
-import { answerApproval } from "../safety/bus-approver.js";
+import { answerApproval, awaitApproval } from "../safety/answer-approval.js";
 import { localIdentity } from "../trust/approvers.js";
 import { callApi, connectClient } from "./client.js";
 import { humanRenderer, jsonRenderer } from "./render.js";
@@ -55,27 +55,38 @@ export async function runViaDaemon(
     process.on("SIGINT", onSigint);
     // On a terminal, this client is one of the places an approval can be answered; the first answer wins.
     const asker = process.stdin.isTTY && process.stderr.isTTY ? ttyApprover() : undefined;
+    // What is asked is the request its host wrote (the record), not the event that announced it.
+    const asked = new Set<string>();
     const answerHere = async (envelope: Envelope) => {
-      const data = envelope.data as AgentEventMap["approval.requested"];
-      const request = { runId: envelope.runId, agentId: envelope.agentId, tool: data.name, ...data };
-      const answer = await asker?.decide(request, reading.signal).catch(() => undefined);
+      const { callId } = envelope.data as AgentEventMap["approval.requested"];
+      const shown = await awaitApproval(
+        bus,
+        { runId: envelope.runId, agentId: envelope.agentId, callId },
+        reading.signal,
+      );
+      // Each request once, however many events announce it.
+      if (!shown || asked.has(shown.requestId)) return;
+      asked.add(shown.requestId);
+      const answer = await asker?.decide(shown.request, reading.signal).catch(() => undefined);
       if (!answer) return;
       const { outcome, record, why } = await answerApproval(
         bus,
         localIdentity(dataDir(config.troupe.dataDir)),
-        { runId: envelope.runId, agentId: envelope.agentId, callId: data.callId },
+        shown,
         { approved: answer.approved, via: "troupe run", ...(answer.reason ? { reason: answer.reason } : {}) },
       );
       if (outcome === "already-decided")
         process.stderr.write(`  (already ${record?.status} by ${record?.by})\n`);
       if (outcome === "rejected") process.stderr.write(`  (the run's host refused the answer: ${why})\n`);
+      if (outcome === "changed") process.stderr.write("  (the call was asked again; this answer is void)\n");
     };
     let output: AgentOutput | undefined;
     try {
       for (let next = await first; !next.done; next = await events.next()) {
         const envelope = next.value;
         renderer.event({ envelope });
-        if (asker && envelope.type === "approval.requested") void answerHere(envelope);
+        if (asker && envelope.type === "approval.requested")
+          void answerHere(envelope).catch((error) => log.warn({ err: error }, "could not answer here"));
         if (envelope.type === "agent.stopped" && envelope.agentId === started.agentId) {
           output = envelope.data as AgentOutput;
           break;

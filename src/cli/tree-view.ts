@@ -1,11 +1,27 @@
 import type { RunTreeBuilder, TreeNode } from "../actors/run-tree.js";
+import type { ApprovalRecord, ApprovalRef } from "../safety/bus-approver.js";
+
+/**
+ * The requests behind pending approvals, as their hosts wrote them: what the a/d keys answer is
+ * what is shown, never an event's copy. `watchOnly` when this terminal cannot read them (an
+ * observer's credentials), and so cannot answer.
+ */
+export interface ShownRequests {
+  record(ref: ApprovalRef): ApprovalRecord | undefined;
+  watchOnly: boolean;
+}
 
 /**
  * The observer's live view, as lines: each run's tree of agents with its machine state, turns,
  * tokens and cost against the budget as bars, the tool running now, the streaming text of the agent
  * that last spoke, and pending approvals with the keys that answer the first one.
  */
-export function renderTree(builder: RunTreeBuilder, focus: TreeNode | undefined, width = 100): string[] {
+export function renderTree(
+  builder: RunTreeBuilder,
+  focus: TreeNode | undefined,
+  width = 100,
+  requests: ShownRequests = { record: () => undefined, watchOnly: true },
+): string[] {
   const lines: string[] = [];
   const pending: Array<{ node: TreeNode; callId: string; name: string; detail: string }> = [];
   const visit = (node: TreeNode, indent: string, last: boolean, root: boolean) => {
@@ -39,11 +55,24 @@ export function renderTree(builder: RunTreeBuilder, focus: TreeNode | undefined,
     lines.push(`${bold(focus.name)}: ${oneLine(focus.text).slice(-(width - focus.name.length - 2))}`);
   const [first, ...more] = pending;
   if (first) {
-    lines.push(
-      "",
-      bold(`approval: ${first.node.name} wants ${first.name}: ${oneLine(first.detail).slice(0, width - 30)}`),
-      `  [a] allow  [d] deny${more.length ? `   (${more.length} more waiting)` : ""}`,
-    );
+    const waiting = more.length ? `   (${more.length} more waiting)` : "";
+    const record = requests.record({
+      runId: first.node.runId,
+      agentId: first.node.agentId,
+      callId: first.callId,
+    });
+    const wants = (tool: string, detail: string) =>
+      bold(`approval: ${first.node.name} wants ${tool}: ${oneLine(detail).slice(0, width - 30)}`);
+    if (requests.watchOnly)
+      lines.push(
+        "",
+        wants(first.name, first.detail),
+        dim(`  (watch only: this terminal cannot answer)${waiting}`),
+      );
+    else if (record)
+      lines.push("", wants(record.request.tool, record.request.detail), `  [a] allow  [d] deny${waiting}`);
+    else
+      lines.push("", bold(`approval: ${first.node.name} wants ${first.name}`), dim("  reading the request…"));
   }
   lines.push(dim("q to quit"));
   return lines;

@@ -45,7 +45,8 @@ export function ttyApprover(
   };
 }
 
-function describeRequest(request: ApprovalRequest): string {
+/** A request as a person reads it before deciding: the tool, its effect, the exact command or diff, the paths. */
+export function describeRequest(request: ApprovalRequest): string {
   const paths = request.paths.length ? `\n  paths: ${request.paths.join(", ")}` : "";
   const detail = request.detail
     .split("\n")

@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { type Bus, KvConflictError, type KvEntry, type KvStore } from "../bus/bus.js";
 import type { Logger } from "../log.js";
-import type { ApproverTrust, Identity } from "../trust/approvers.js";
-import { requestDigest, type SignedAnswer, signAnswer, verifyAnswer } from "../trust/signed-answer.js";
+import type { ApproverTrust } from "../trust/approvers.js";
+import { requestDigest, type SignedAnswer, verifyAnswer } from "../trust/signed-answer.js";
 import type { ApprovalAnswer, ApprovalRequest, Approver, RejectedAnswer } from "./approver.js";
 
 /**
@@ -270,55 +270,4 @@ function factsOf(record: ApprovalRecord) {
 
 function byOf(record: ApprovalRecord): { by?: string } {
   return record.by ? { by: record.by } : {};
-}
-
-export type DecisionOutcome = "decided" | "already-decided" | "rejected" | "sent" | "unknown";
-
-/**
- * Answers a pending approval as `identity`: signs the answer over the request it names and writes
- * it to the bucket `answers`, then waits (up to `waitMs`) for the host to act on it. `decided`: this
- * answer decided it; `already-decided`: another got there first (the record says whose);
- * `rejected`: the host refused it (`why`); `sent`: no host has acted yet (it will when it is back);
- * `unknown`: there is no such request.
- */
-export async function answerApproval(
-  bus: Bus,
-  identity: Identity,
-  ref: ApprovalRef,
-  answer: { approved: boolean; reason?: string; via?: string },
-  waitMs = 10_000,
-): Promise<{ outcome: DecisionOutcome; record?: ApprovalRecord; why?: string }> {
-  const kv = await bus.kv("approvals");
-  const key = approvalKey(ref);
-  const { runId, callId } = ref;
-  const entry = await kv.get<ApprovalRecord>(key);
-  if (!entry) return { outcome: "unknown" };
-  if (entry.value.status !== "pending") return { outcome: "already-decided", record: entry.value };
-  const signed = signAnswer(identity, { runId, callId, requestId: entry.value.requestId, ...answer });
-  const answerId = signed.content.answerId;
-  const watching = AbortSignal.timeout(waitMs);
-  const changes = kv.watch<ApprovalRecord>({ key, signal: watching });
-  await (await bus.kv("answers")).create(answerKey(key, entry.value.requestId, answerId), signed);
-  for await (const change of changes) {
-    const record = change.value;
-    if (!record) return { outcome: "unknown" };
-    const refusal = record.rejected?.find((r) => r.answerId === answerId);
-    if (refusal) return { outcome: "rejected", record, why: refusal.why };
-    if (record.status === "pending") continue;
-    const mine = record.answer?.content.answerId === answerId;
-    return { outcome: mine ? "decided" : "already-decided", record };
-  }
-  return { outcome: "sent" };
-}
-
-/** Finds the pending approval of a call id in any run (for `troupe approve CALL_ID`). */
-export async function findApproval(bus: Bus, callId: string): Promise<ApprovalRecord | undefined> {
-  const kv = await bus.kv("approvals");
-  const suffix = `.${callKey(callId)}`;
-  for (const key of await kv.keys()) {
-    if (!key.endsWith(suffix)) continue;
-    const entry = await kv.get<ApprovalRecord>(key);
-    if (entry) return entry.value;
-  }
-  return undefined;
 }

@@ -9,10 +9,10 @@ import { makeEnvelope } from "../../src/bus/envelope.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { ROLES, roleInbox } from "../../src/bus/permissions.js";
 import { uniquePrefix } from "../../src/bus/subjects.js";
-import { answerApproval, findApproval } from "../../src/safety/bus-approver.js";
+import { findApproval } from "../../src/safety/answer-approval.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { roleSeedFile } from "../../src/trust/role-credentials.js";
-import { newIdentity } from "../support/approvers.js";
+import { answerRef, newIdentity } from "../support/approvers.js";
 import { exited, runTroupe, spawnTroupe, TROUPE_BIN, tempTree, withoutNatsUrl } from "../support/cli.js";
 import { waitFor } from "../support/wait.js";
 
@@ -62,6 +62,28 @@ async function project(model: ScriptedModelServer, extra = "") {
   return { dir, url, prefix, daemon, troupe, follow, as, data: join(dir, ".data") };
 }
 
+/** A troupe command on a terminal (util-linux `script` gives it a pty); what is written to its stdin is typed. */
+function terminal(s: { dir: string; data: string }, args: string[]) {
+  const command = [process.execPath, TROUPE_BIN, "--config", join(s.dir, "config"), ...args]
+    .map((word) => `'${word}'`)
+    .join(" ");
+  const child = spawn("script", ["-qfec", command, "/dev/null"], {
+    cwd: s.dir,
+    env: withoutNatsUrl({
+      ...process.env,
+      OPENAI_API_KEY: "",
+      TROUPE_DATA_DIR: s.data,
+      COLUMNS: "120",
+      LINES: "40",
+    }),
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  cleanups.push(() => void child.kill("SIGKILL"));
+  let output = "";
+  child.stdout.on("data", (chunk) => (output += chunk));
+  return { child, exit: exited(child), output: () => output };
+}
+
 const jsonLines = (text: string) =>
   text
     .split("\n")
@@ -99,7 +121,7 @@ describe("the embedded default", () => {
     // Someone with the approver's bus credentials but a key nobody trusts: refused, nothing runs.
     const approverBus = await s.as("approver");
     cleanups.push(() => approverBus.close());
-    const forged = await answerApproval(
+    const forged = await answerRef(
       approverBus,
       newIdentity("mallory"),
       { runId, agentId: first?.agentId as string, callId: "call_deploy" },
@@ -120,7 +142,10 @@ describe("the embedded default", () => {
     expect(status.stdout).toContain("bus: credentials required");
 
     const approve = await s.troupe(["approve", "call_deploy", "--allow"]);
-    expect(approve.stderr).toBe("");
+    // It shows what it signs for: the request as the daemon wrote it.
+    expect(approve.stderr).toBe(
+      `run ${runId}, agent ${first?.agentId}: shell (execute) wants to:\n  │ touch deployed.txt\n  paths: deployed.txt\n`,
+    );
     expect(approve.stdout).toMatch(/^allowed shell \(call_deploy\) as \S+\n$/);
     expect(approve.code).toBe(0);
     expect(await run.exit).toBe(0);
@@ -152,6 +177,7 @@ describe("the embedded default", () => {
     const done = await s.troupe(["run", "--json", "Say hello"]);
     expect(done.code).toBe(0);
     const runId = jsonLines(done.stdout)[0]?.runId as string;
+
     const observer = await s.as("observer");
     cleanups.push(() => observer.close());
     const seen: string[] = [];
@@ -213,7 +239,7 @@ describe("the embedded default", () => {
       });
     const refused = await approveAs(strangerKey);
     expect(refused.stderr).toMatch(
-      /^troupe: the run's host refused this answer: signed by a key that is not a trusted approver's/,
+      /\ntroupe: the run's host refused this answer: signed by a key that is not a trusted approver's/,
     );
     expect(refused.code).toBe(1);
     expect(existsSync(join(s.dir, "ok.txt"))).toBe(false);
@@ -239,27 +265,7 @@ describe("the embedded default", () => {
     ]);
     cleanups.push(() => model.close());
     const s = await project(model);
-    // Both on a terminal (util-linux `script` gives each a pty); what is written to its stdin is typed.
-    const onTerminal = (args: string[]) => {
-      const command = [process.execPath, TROUPE_BIN, "--config", join(s.dir, "config"), ...args]
-        .map((word) => `'${word}'`)
-        .join(" ");
-      const child = spawn("script", ["-qfec", command, "/dev/null"], {
-        cwd: s.dir,
-        env: withoutNatsUrl({
-          ...process.env,
-          OPENAI_API_KEY: "",
-          TROUPE_DATA_DIR: s.data,
-          COLUMNS: "120",
-          LINES: "40",
-        }),
-        stdio: ["pipe", "pipe", "pipe"],
-      });
-      cleanups.push(() => void child.kill("SIGKILL"));
-      let output = "";
-      child.stdout.on("data", (chunk) => (output += chunk));
-      return { child, exit: exited(child), output: () => output };
-    };
+    const onTerminal = (args: string[]) => terminal(s, args);
     const run = onTerminal(["run", "--approval", "ask", "Touch both"]);
     await waitFor("the first question", () => run.output().includes("allow shell?"), 15_000);
     // The run's own prompt answers the first request…
@@ -287,6 +293,93 @@ describe("the embedded default", () => {
       `${user} (troupe run)`,
       `${user} (troupe observe)`,
     ]);
+  });
+
+  it("asks about the request its host wrote, not an event's copy: fake approval.requested events ask nothing", async () => {
+    const model = await ScriptedModelServer.start([
+      {
+        match: { turn: 1 },
+        reply: { toolCalls: [{ name: "shell", arguments: { command: "touch one.txt" }, id: "call_one" }] },
+      },
+      { match: { turn: 2 }, reply: { text: "Done." } },
+    ]);
+    cleanups.push(() => model.close());
+    const s = await project(model);
+    const run = terminal(s, ["run", "--approval", "ask", "Touch it"]);
+    await waitFor("the question", () => run.output().includes("allow shell?"), 15_000);
+    const listed = JSON.parse((await s.troupe(["status", "--json"])).stdout) as {
+      runs: Array<{ runId: string; agentId: string }>;
+    };
+    const { runId, agentId } = listed.runs[0] as { runId: string; agentId: string };
+    // A worker's seed may put events on the run's subjects (hosts do): a request with no record
+    // behind it, and the real call again with a harmless-looking command.
+    const worker = await s.as("worker");
+    cleanups.push(() => worker.close());
+    const fake = (callId: string, seq: number) =>
+      makeEnvelope({
+        runId,
+        agentId,
+        seq,
+        type: "approval.requested",
+        data: {
+          callId,
+          name: "shell",
+          arguments: "{}",
+          effect: "execute",
+          detail: "echo harmless",
+          paths: [],
+        },
+      });
+    await worker.log.append(fake("call_fake", 900));
+    await worker.log.append(fake("call_one", 901));
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    run.child.stdin.write("y\n");
+    await waitFor("the file", () => existsSync(join(s.dir, "one.txt")), 10_000);
+    await waitFor("the run to finish", async () =>
+      (await s.troupe(["status", "--json"])).stdout.includes('"done"'),
+    );
+    const asked = run.output().split("allow shell?").length - 1;
+    expect(asked).toBe(1);
+    expect(run.output()).toContain("│ touch one.txt");
+    expect(run.output()).not.toContain("│ echo harmless");
+  });
+
+  it("troupe approve asks which run when a call id waits in two, and answers the one named", async () => {
+    const model = await ScriptedModelServer.start([
+      {
+        match: { turn: 1 },
+        reply: { toolCalls: [{ name: "shell", arguments: { command: "touch same.txt" }, id: "call_same" }] },
+        times: 2,
+      },
+      { match: { turn: 2 }, reply: { text: "Done." }, times: 2 },
+    ]);
+    cleanups.push(() => model.close());
+    const s = await project(model);
+    const runs = [
+      s.follow(["run", "--json", "--approval", "ask", "One"]),
+      s.follow(["run", "--json", "--approval", "ask", "Two"]),
+    ];
+    for (const run of runs)
+      await waitFor("the approval request", () => run.stdout().includes('"approval.requested"'), 15_000);
+    const [one, two] = runs.map((run) => jsonLines(run.stdout())[0]?.runId as string);
+    const ambiguous = await s.troupe(["approve", "call_same", "--deny"]);
+    expect(ambiguous.code).toBe(2);
+    expect(ambiguous.stderr).toMatch(
+      /^troupe: call call_same waits in 2 runs \(.*\): say which with --run RUN_ID\n$/,
+    );
+    expect(ambiguous.stderr).toContain(one);
+    expect(ambiguous.stderr).toContain(two);
+    const named = await s.troupe(["approve", "call_same", "--deny", "--run", two as string]);
+    expect(named.code).toBe(0);
+    expect(named.stderr).toMatch(
+      new RegExp(`^run ${two}, agent \\S+: shell \\(execute\\) wants to:\n  │ touch same.txt\n`),
+    );
+    expect(await runs[1]?.exit).toBe(0);
+    // The other run still waits, and is the only one left to answer.
+    const rest = await s.troupe(["approve", "call_same", "--deny"]);
+    expect(rest.code).toBe(0);
+    expect(rest.stderr).toContain(`run ${one}, agent`);
+    expect(await runs[0]?.exit).toBe(0);
   });
 
   it("refuses a run asking for more than daemon.maxApproval, and takes it when troupe.yaml raises the ceiling", async () => {

@@ -1,16 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { silentLogger } from "../../src/log.js";
+import { findApproval } from "../../src/safety/answer-approval.js";
 import type { ApprovalRequest, RejectedAnswer } from "../../src/safety/approver.js";
-import {
-  type ApprovalRecord,
-  answerApproval,
-  answerKey,
-  approvalKey,
-  BusApprover,
-  findApproval,
-} from "../../src/safety/bus-approver.js";
+import { type ApprovalRecord, answerKey, approvalKey, BusApprover } from "../../src/safety/bus-approver.js";
 import { signAnswer } from "../../src/trust/signed-answer.js";
-import { newIdentity, trusting } from "../support/approvers.js";
+import { answerRef, newIdentity, trusting } from "../support/approvers.js";
 import { type BusUnderTest, localBus, natsBus } from "../support/buses.js";
 import { waitFor } from "../support/wait.js";
 
@@ -53,7 +47,7 @@ describe.each([
       new AbortController().signal,
     );
     expect((await pendingRecord(under, "c1")).status).toBe("pending");
-    const first = await answerApproval(
+    const first = await answerRef(
       under.bus,
       alice,
       { runId: "run-1", agentId: "coder", callId: "c1" },
@@ -63,7 +57,7 @@ describe.each([
         via: "test",
       },
     );
-    const second = await answerApproval(
+    const second = await answerRef(
       under.bus,
       bob,
       { runId: "run-1", agentId: "coder", callId: "c1" },
@@ -76,7 +70,7 @@ describe.each([
       record: { status: "denied", by: "alice (test)" },
     });
     expect(
-      await answerApproval(
+      await answerRef(
         under.bus,
         alice,
         { runId: "run-1", agentId: "coder", callId: "nope" },
@@ -116,12 +110,7 @@ describe.each([
       status: "pending",
       requestId: record.requestId,
     });
-    await answerApproval(
-      under.bus,
-      bob,
-      { runId: "run-1", agentId: "coder", callId: "c3" },
-      { approved: true },
-    );
+    await answerRef(under.bus, bob, { runId: "run-1", agentId: "coder", callId: "c3" }, { approved: true });
     expect(await again).toEqual({ approved: true, by: "bob" });
   });
 
@@ -132,12 +121,7 @@ describe.each([
       new AbortController().signal,
     );
     await pendingRecord(under, "c4");
-    await answerApproval(
-      under.bus,
-      alice,
-      { runId: "run-1", agentId: "coder", callId: "c4" },
-      { approved: true },
-    );
+    await answerRef(under.bus, alice, { runId: "run-1", agentId: "coder", callId: "c4" }, { approved: true });
     await earlier;
     const oldAnswer = (await findApproval(under.bus, "c4"))?.answer;
     expect(oldAnswer).toBeDefined();
@@ -197,7 +181,7 @@ describe.each([
     ]);
     expect(settled).toBe("pending");
 
-    const valid = await answerApproval(
+    const valid = await answerRef(
       under.bus,
       bob,
       { runId: "run-1", agentId: "coder", callId: "c4" },
@@ -216,7 +200,7 @@ describe.each([
       new AbortController().signal,
     );
     await pendingRecord(under, "c6");
-    const outcome = await answerApproval(
+    const outcome = await answerRef(
       under.bus,
       mallory,
       { runId: "run-1", agentId: "coder", callId: "c6" },
@@ -224,7 +208,7 @@ describe.each([
     );
     expect(outcome).toMatchObject({ outcome: "rejected", why: expect.stringMatching(/not a trusted/) });
     expect((await findApproval(under.bus, "c6"))?.status).toBe("pending");
-    await answerApproval(
+    await answerRef(
       under.bus,
       alice,
       { runId: "run-1", agentId: "coder", callId: "c6" },
@@ -243,7 +227,7 @@ describe.each([
     const waiting = calls.map((call) => approver.decide(call, new AbortController().signal));
     await waitFor("three records", async () => (await (await under.bus.kv("approvals")).keys()).length === 3);
     const answers = await Promise.all(
-      calls.map((call, i) => answerApproval(under.bus, alice, call, { approved: i !== 1, reason: `#${i}` })),
+      calls.map((call, i) => answerRef(under.bus, alice, call, { approved: i !== 1, reason: `#${i}` })),
     );
     expect(answers.map((a) => a.outcome)).toEqual(["decided", "decided", "decided"]);
     expect(await Promise.all(waiting)).toEqual([
@@ -262,18 +246,8 @@ describe.each([
       );
       await pendingRecord(under, callId);
       const [a, b] = await Promise.all([
-        answerApproval(
-          under.bus,
-          alice,
-          { runId: "run-1", agentId: "coder", callId: callId },
-          { approved: true },
-        ),
-        answerApproval(
-          under.bus,
-          bob,
-          { runId: "run-1", agentId: "coder", callId: callId },
-          { approved: false },
-        ),
+        answerRef(under.bus, alice, { runId: "run-1", agentId: "coder", callId: callId }, { approved: true }),
+        answerRef(under.bus, bob, { runId: "run-1", agentId: "coder", callId: callId }, { approved: false }),
       ]);
       const outcomes = [a.outcome, b.outcome].sort();
       expect(outcomes).toEqual(["already-decided", "decided"]);

@@ -4,10 +4,11 @@ import { Runtime } from "../../src/actors/runtime.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { uniquePrefix } from "../../src/bus/subjects.js";
 import { silentLogger } from "../../src/log.js";
-import { answerApproval, BusApprover, findApproval } from "../../src/safety/bus-approver.js";
+import { findApproval } from "../../src/safety/answer-approval.js";
+import { BusApprover } from "../../src/safety/bus-approver.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { defineTool, type Tool } from "../../src/tools/tool.js";
-import { newIdentity, trusting } from "../support/approvers.js";
+import { answerRef, newIdentity, trusting } from "../support/approvers.js";
 import { removePrefix } from "../support/buses.js";
 import { tempTree } from "../support/cli.js";
 import { testConfig } from "../support/config.js";
@@ -115,7 +116,7 @@ it("a resumed run's policy comes from its run, not its snapshot: a forged 'alrea
     expect((await findApproval(second.bus, "call_mark"))?.status).toBe("pending");
     expect(marks).toBe(0);
 
-    const answer = await answerApproval(
+    const answer = await answerRef(
       second.bus,
       alice,
       { runId, agentId, callId: "call_mark" },

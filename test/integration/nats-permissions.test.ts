@@ -19,10 +19,10 @@ import {
   rolePermissions,
 } from "../../src/bus/permissions.js";
 import { silentLogger } from "../../src/log.js";
-import { answerApproval, BusApprover } from "../../src/safety/bus-approver.js";
+import { BusApprover } from "../../src/safety/bus-approver.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { ensureRoleCredentials, roleSeedFile } from "../../src/trust/role-credentials.js";
-import { newIdentity, trusting } from "../support/approvers.js";
+import { answerRef, newIdentity, trusting } from "../support/approvers.js";
 import { testConfig } from "../support/config.js";
 import { collect, waitFor } from "../support/wait.js";
 
@@ -172,7 +172,7 @@ describe("NATS roles", () => {
 
     const observer = await as("observer");
     await expect(
-      answerApproval(observer, alice, { runId: "r2", agentId: "a", callId: "c9" }, { approved: true }),
+      answerRef(observer, alice, { runId: "r2", agentId: "a", callId: "c9" }, { approved: true }),
     ).rejects.toThrow();
     await observer.close();
 
@@ -193,7 +193,7 @@ describe("NATS roles", () => {
     expect(started).toBeInstanceOf(Error);
 
     expect(
-      (await answerApproval(approver, alice, { runId: "r2", agentId: "a", callId: "c9" }, { approved: true }))
+      (await answerRef(approver, alice, { runId: "r2", agentId: "a", callId: "c9" }, { approved: true }))
         .outcome,
     ).toBe("decided");
     expect(await pending).toEqual({ approved: true, by: "alice" });
