@@ -40,10 +40,10 @@ export function natsOptionsFromConfig(
   }
   const named = nats.user ?? nats.token ?? nats.tokenEnv ?? nats.nkeySeedFile ?? nats.credsFile;
   if (local) {
-    // Credentials troupe.yaml names are taken to be of the role this command prefers.
+    // Credentials troupe.yaml names are of its `role`, else of the role this command prefers.
     const seed = named === undefined ? localSeedFile(local.dataDir, local.roles) : undefined;
     if (seed) options.nkeySeedFile = seed.file;
-    const role = seed?.role ?? local.roles[0];
+    const role = seed?.role ?? nats.role ?? local.roles[0];
     if (role) options.inboxPrefix = roleInbox(nats.prefix, role);
   }
   return options;

@@ -18,7 +18,7 @@ import {
 } from "./bus.js";
 import { type Envelope, encodeEnvelope } from "./envelope.js";
 import { Intake } from "./intake.js";
-import { connectNats, type NatsConnectOptions } from "./nats-connect.js";
+import { BusUnavailableError, connectNats, type NatsConnectOptions } from "./nats-connect.js";
 import { ensureEventStream, NatsEventLog } from "./nats-event-log.js";
 import { openNatsKv } from "./nats-kv.js";
 import { AckedPublisher } from "./nats-publisher.js";
@@ -65,7 +65,7 @@ export class NatsBus implements Bus {
       await ensureEventStream(jsm, names);
     } catch (error) {
       await nc.close();
-      throw error;
+      throw inboxRefused(error, options.inboxPrefix) ?? error;
     }
     return new NatsBus(names, nc, jsm, logger, options.appendTimeoutMs ?? 30_000, options.inboxPrefix);
   }
@@ -184,5 +184,19 @@ function isTimeout(error: unknown): boolean {
   return (
     error instanceof errors.TimeoutError ||
     (error instanceof Error && error.cause instanceof errors.TimeoutError)
+  );
+}
+
+/**
+ * Replies come to the role's own inbox (`roleInbox`); credentials of another role may not read it,
+ * and the first request says so. One line on what to set, instead of every request failing.
+ */
+function inboxRefused(error: unknown, inboxPrefix: string | undefined): BusUnavailableError | undefined {
+  const text = `${(error as Error)?.message} ${String((error as Error)?.cause ?? "")}`;
+  if (!inboxPrefix || !/Permissions Violation for Subscription/.test(text) || !text.includes(inboxPrefix))
+    return undefined;
+  return new BusUnavailableError(
+    `these credentials may not receive replies at ${inboxPrefix}: set nats.role in troupe.yaml to the role they are of (troupe credentials ROLE printed them)`,
+    { cause: error },
   );
 }

@@ -45,7 +45,7 @@ export async function connectNats(options: NatsConnectOptions, log: Logger): Pro
   for (;;) {
     try {
       const nc = await connect(connectOptions);
-      watchStatus(nc, log);
+      watchStatus(nc, log, options.inboxPrefix);
       log.debug({ server: nc.getServer() }, "connected to NATS");
       return nc;
     } catch (error) {
@@ -157,7 +157,7 @@ function describe(error: unknown): string {
   return `${error.message}${cause}`;
 }
 
-function watchStatus(nc: NatsConnection, log: Logger): void {
+function watchStatus(nc: NatsConnection, log: Logger, inboxPrefix: string | undefined): void {
   void (async () => {
     for await (const status of nc.status()) {
       switch (status.type) {
@@ -168,6 +168,8 @@ function watchStatus(nc: NatsConnection, log: Logger): void {
           log.info({ server: status.server }, "reconnected to NATS");
           break;
         case "error":
+          // A refused reply inbox fails the connect with one line of its own (NatsBus.connect).
+          if (inboxPrefix && String(status.error).includes(`Subscription to "${inboxPrefix}.`)) break;
           log.error({ err: status.error }, "NATS connection error");
           break;
         case "ldm":

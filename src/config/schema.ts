@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { ROLES } from "../bus/permissions.js";
 import { APPROVAL_POLICIES, SANDBOX_MODES } from "./policies.js";
 
 /** Names users type and the model sees in tool names (`subagent_<name>`): lowercase words. */
@@ -120,6 +121,11 @@ export const natsConfigSchema = z.strictObject({
   tokenEnv: z.string().optional(),
   nkeySeedFile: z.string().optional(),
   credsFile: z.string().optional(),
+  /**
+   * The role the credentials above are of (`troupe credentials ROLE` prints one's seed): replies
+   * come to that role's inbox, the only one it may read. Default: the command's own.
+   */
+  role: z.enum(ROLES).optional(),
   tls: z
     .strictObject({
       caFile: z.string().optional(),

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync, renameSync, statSync } from "node:fs";
+import { chmodSync, existsSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { userInfo } from "node:os";
 import { join } from "node:path";
 import { connect } from "@nats-io/transport-node";
@@ -178,6 +178,32 @@ describe("the embedded default", () => {
     expect(done.code).toBe(0);
     const runId = jsonLines(done.stdout)[0]?.runId as string;
 
+    // The other host, as docs/nats-permissions.md sets it up: the printed seed, its role, no data dir of the daemon's.
+    const other = tempTree({
+      "config/troupe.yaml": `nats:\n  url: ${s.url}\n  prefix: ${s.prefix}\n  nkeySeedFile: observer.nk\n  role: observer\n`,
+      "config/observer.nk": printed.stdout,
+    });
+    cleanups.push(other.dispose);
+    chmodSync(join(other.dir, "config", "observer.nk"), 0o600);
+    const observe = () =>
+      runTroupe(["--config", join(other.dir, "config"), "observe", "--json", runId], {
+        cwd: other.dir,
+        env: { TROUPE_DATA_DIR: join(other.dir, ".data") },
+      });
+    // Without its role, `troupe observe` takes itself for an approver, whose replies these may not read.
+    const yaml = join(other.dir, "config", "troupe.yaml");
+    const withRole = readFileSync(yaml, "utf8");
+    writeFileSync(yaml, withRole.replace("  role: observer\n", ""));
+    const roleless = await observe();
+    expect(roleless.stderr).toMatch(
+      /^troupe: these credentials may not receive replies at \S+: set nats\.role in troupe\.yaml to the role they are of .*\n$/,
+    );
+    expect(roleless.code).toBe(1);
+    writeFileSync(yaml, withRole);
+    const watched = await observe();
+    expect(watched.stderr).toBe("");
+    expect(watched.code).toBe(0);
+    expect(jsonLines(watched.stdout).map((e) => e.type)).toContain("agent.stopped");
     const observer = await s.as("observer");
     cleanups.push(() => observer.close());
     const seen: string[] = [];
