@@ -3,6 +3,7 @@ import {
   type Authenticator,
   connect,
   credsAuthenticator,
+  errors,
   type NatsConnection,
   type NodeConnectionOptions,
   nkeyAuthenticator,
@@ -167,11 +168,21 @@ function watchStatus(nc: NatsConnection, log: Logger, inboxPrefix: string | unde
         case "reconnect":
           log.info({ server: status.server }, "reconnected to NATS");
           break;
-        case "error":
-          // A refused reply inbox fails the connect with one line of its own (NatsBus.connect).
-          if (inboxPrefix && String(status.error).includes(`Subscription to "${inboxPrefix}.`)) break;
-          log.error({ err: status.error }, "NATS connection error");
+        case "error": {
+          const refused = status.error instanceof errors.PermissionViolationError ? status.error : undefined;
+          if (!refused) {
+            log.error({ err: status.error }, "NATS connection error");
+            break;
+          }
+          // A refused request fails where it was made, and a refused reply inbox fails the connect
+          // with one line of its own (NatsBus.connect): a log line of it too is noise.
+          const { operation, subject } = refused;
+          const reported =
+            subject.startsWith("$JS.API.") || (inboxPrefix && subject.startsWith(`${inboxPrefix}.`));
+          if (reported) log.debug({ operation, subject }, "NATS refused this (permissions)");
+          else log.warn({ operation, subject }, "NATS refused this (permissions)");
           break;
+        }
         case "ldm":
           log.warn({ server: status.server }, "NATS server entering lame duck mode");
           break;

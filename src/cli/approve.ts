@@ -1,10 +1,11 @@
 import { loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import type { Logger } from "../log.js";
-import { answerApproval, findApprovals } from "../safety/answer-approval.js";
+import { answerApproval, findApprovals, listApprovals } from "../safety/answer-approval.js";
 import type { ApprovalRecord } from "../safety/bus-approver.js";
 import { localIdentity } from "../trust/approvers.js";
 import { APPROVER_ROLES, connectClient } from "./client.js";
+import { table } from "./table.js";
 import { describeRequest } from "./tty-approver.js";
 
 export class ApproveUsageError extends Error {
@@ -12,14 +13,15 @@ export class ApproveUsageError extends Error {
 }
 
 /**
- * `troupe approve CALL_ID --allow|--deny [--reason TEXT] [--run RUN_ID]`, signed with this user's
- * key. It prints the request it answers (as the host wrote it) before the outcome; a call id
- * pending in more than one run needs `--run`. Exit 0 when this answer decided it (or is recorded
- * for a host that is away), 1 when it came too late or was refused.
+ * `troupe approve [CALL_ID] --allow|--deny [--reason TEXT] [--run RUN_ID]`, signed with this user's
+ * key. Without a call id it answers the only pending request (of the run, with `--run`), and lists
+ * them when there are several. It prints the request it answers (as the host wrote it) before the
+ * outcome; a call id pending in more than one run needs `--run`. Exit 0 when this answer decided it
+ * (or is recorded for a host that is away), 1 when it came too late or was refused.
  */
 export async function runApprove(
   configPath: string | undefined,
-  callId: string,
+  callId: string | undefined,
   flags: { allow?: boolean; deny?: boolean; reason?: string; run?: string },
   log: Logger,
 ): Promise<number> {
@@ -29,21 +31,29 @@ export async function runApprove(
   const identity = localIdentity(dataDir(config.troupe.dataDir));
   const bus = await connectClient(config, "troupe-approve", log, 3000, APPROVER_ROLES);
   try {
-    const found = await findApprovals(bus, callId, flags.run);
+    const found = callId ? await findApprovals(bus, callId, flags.run) : await listApprovals(bus, flags.run);
     const pending = found.filter((record) => record.status === "pending");
     const where = flags.run ? ` in run ${flags.run}` : "";
-    if (pending.length > 1)
+    if (pending.length > 1) {
+      if (callId)
+        throw new ApproveUsageError(
+          `call ${callId} waits in ${pending.length} runs (${pending.map((r) => r.request.runId).join(", ")}): say which with --run RUN_ID`,
+        );
+      process.stderr.write(`${approvalsTable(pending)}\n`);
       throw new ApproveUsageError(
-        `call ${callId} waits in ${pending.length} runs (${pending.map((r) => r.request.runId).join(", ")}): say which with --run RUN_ID`,
+        `${pending.length} approvals wait${where}: say which with troupe approve CALL_ID (and --run RUN_ID)`,
       );
+    }
     const shown = pending[0];
     if (!shown) {
-      if (found[0]) {
+      if (callId && found[0]) {
         process.stderr.write(`troupe: too late: ${callId}${where} was already ${describe(found[0])}\n`);
         return 1;
       }
       throw new ApproveUsageError(
-        `no approval request for call ${callId}${where}; the ids are in approval.requested events`,
+        callId
+          ? `no approval request for call ${callId}${where}; troupe approvals lists the pending ones`
+          : `no approval waits${where}`,
       );
     }
     const { request } = shown;
@@ -56,11 +66,11 @@ export async function runApprove(
     const verb = flags.allow ? "allowed" : "denied";
     switch (outcome) {
       case "decided":
-        process.stdout.write(`${verb} ${request.tool} (${callId}) as ${identity.name}\n`);
+        process.stdout.write(`${verb} ${request.tool} (${request.callId}) as ${identity.name}\n`);
         return 0;
       case "sent":
         process.stdout.write(
-          `${verb} ${request.tool} (${callId}) as ${identity.name}: recorded; the run's host acts on it when it is back\n`,
+          `${verb} ${request.tool} (${request.callId}) as ${identity.name}: recorded; the run's host acts on it when it is back\n`,
         );
         return 0;
       case "rejected":
@@ -70,11 +80,11 @@ export async function runApprove(
         return 1;
       case "changed":
         process.stderr.write(
-          `troupe: ${callId} was asked again with another request while this one was answered; run troupe approve again to see it\n`,
+          `troupe: ${request.callId} was asked again with another request while this one was answered; run troupe approve again to see it\n`,
         );
         return 1;
       default:
-        process.stderr.write(`troupe: too late: ${callId} was already ${describe(record)}\n`);
+        process.stderr.write(`troupe: too late: ${request.callId} was already ${describe(record)}\n`);
         return 1;
     }
   } finally {
@@ -85,4 +95,51 @@ export async function runApprove(
 function describe(record: ApprovalRecord | undefined): string {
   if (!record) return "gone";
   return `${record.status} by ${record.by ?? "someone"}${record.reason ? ` (${record.reason})` : ""}`;
+}
+
+/** `troupe approvals [RUN_ID] [--json]`: the requests waiting for an answer, oldest first. */
+export async function runApprovals(
+  configPath: string | undefined,
+  runId: string | undefined,
+  flags: { json?: boolean },
+  log: Logger,
+): Promise<number> {
+  const config = loadConfig({ config: configPath });
+  const bus = await connectClient(config, "troupe-approvals", log, 3000, APPROVER_ROLES);
+  try {
+    const pending = (await listApprovals(bus, runId)).filter((record) => record.status === "pending");
+    if (flags.json) {
+      const rows = pending.map(({ request, createdAt, expiresAt }) => ({ ...request, createdAt, expiresAt }));
+      process.stdout.write(`${JSON.stringify({ approvals: rows })}\n`);
+    } else if (pending.length === 0)
+      process.stdout.write(`no approval waits${runId ? ` in run ${runId}` : ""}\n`);
+    else process.stdout.write(`${approvalsTable(pending)}\n`);
+    return 0;
+  } finally {
+    await bus.close();
+  }
+}
+
+/** Pending requests as a table: what `troupe approve` needs (the call id), and what each would do. */
+export function approvalsTable(records: ApprovalRecord[], now = Date.now()): string {
+  const rows = records.map(({ request, createdAt }) => [
+    request.callId,
+    request.runId,
+    request.agentId,
+    request.tool,
+    ago(now - createdAt),
+    [firstLine(request.detail), ...(request.paths.length ? [`(${request.paths.join(", ")})`] : [])].join(" "),
+  ]);
+  return table(["CALL", "RUN", "AGENT", "TOOL", "AGE", "WHAT"], rows);
+}
+
+function firstLine(text: string, max = 60): string {
+  const line = text.split("\n")[0] ?? "";
+  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
+}
+
+function ago(ms: number): string {
+  if (ms < 60_000) return `${Math.max(0, Math.round(ms / 1000))}s`;
+  if (ms < 3_600_000) return `${Math.round(ms / 60_000)}m`;
+  return `${Math.round(ms / 3_600_000)}h`;
 }

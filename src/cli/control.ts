@@ -3,6 +3,8 @@ import { answersAnonymously } from "../bus/nats-connect.js";
 import { loadConfig } from "../config/load.js";
 import type { ApiRequest, RunRecord } from "../daemon/api.js";
 import type { Logger } from "../log.js";
+import { listApprovals } from "../safety/answer-approval.js";
+import { approvalsTable } from "./approve.js";
 import { callApi, connectClient } from "./client.js";
 import { table } from "./table.js";
 
@@ -42,9 +44,14 @@ export async function runStatus(
     }
     const { url, prefix } = config.troupe.nats;
     const open = await answersAnonymously(url, bus.subjects.api("runs.start"));
+    // An observer's credentials may not read them: then they are left out.
+    const waiting = await listApprovals(bus)
+      .then((records) => records.filter((record) => record.status === "pending"))
+      .catch(() => undefined);
     if (flags.json) {
+      const approvals = waiting?.map(({ request, createdAt }) => ({ ...request, createdAt }));
       process.stdout.write(
-        `${JSON.stringify({ daemon: { nats: url, prefix }, bus: { open }, workers, runs })}\n`,
+        `${JSON.stringify({ daemon: { nats: url, prefix }, bus: { open }, workers, runs, ...(approvals ? { approvals } : {}) })}\n`,
       );
       return 0;
     }
@@ -66,6 +73,10 @@ export async function runStatus(
       run.task.slice(0, 50),
     ]);
     process.stdout.write(`${table(["RUN", "AGENT", "STATUS", "AGE", "TASK"], rows)}\n`);
+    if (waiting?.length)
+      process.stdout.write(
+        `\napprovals waiting (troupe approve CALL_ID --allow|--deny):\n${approvalsTable(waiting, now)}\n`,
+      );
     return 0;
   } finally {
     await bus.close();

@@ -182,17 +182,32 @@ export async function main(argv: string[]): Promise<number> {
   program
     .command("approve")
     .description("answer a pending approval from any terminal: the first answer wins")
-    .argument("<callId>", "the tool call's id, as approval.requested shows it")
+    .argument(
+      "[callId]",
+      "the tool call's id (troupe approvals lists them); without it, the only one waiting",
+    )
     .option("--allow", "allow the call")
     .option("--deny", "deny the call")
     .option("--reason <text>", "why; the model reads it")
     .option("--run <runId>", "the run, when the call id waits in more than one")
     .action(
-      async (callId: string, flags: { allow?: boolean; deny?: boolean; reason?: string; run?: string }) => {
+      async (
+        callId: string | undefined,
+        flags: { allow?: boolean; deny?: boolean; reason?: string; run?: string },
+      ) => {
         const { runApprove } = await import("./approve.js");
         exitCode = await runApprove(globals().config, callId, flags, log("approve"));
       },
     );
+  program
+    .command("approvals")
+    .description("the approvals waiting for an answer: call id, run, agent, tool, age, what it would do")
+    .argument("[runId]", "only this run's")
+    .option("--json", "as JSON")
+    .action(async (runId: string | undefined, flags: { json?: boolean }) => {
+      const { runApprovals } = await import("./approve.js");
+      exitCode = await runApprovals(globals().config, runId, flags, log("approvals"));
+    });
   const keys = program
     .command("keys")
     .description("approver keys: who may answer approvals, checked by signature");

@@ -84,7 +84,7 @@ export function humanRenderer(
           break;
         case "approval.decided": {
           const { approved, by, reason } = envelope.data as AgentEventMap["approval.decided"];
-          if (!approved) line(`${prefix}  ✗ denied by ${by}${reason ? `: ${reason}` : ""}`);
+          line(`${prefix}  ${approved ? "✓ allowed" : "✗ denied"} by ${by}${reason ? `: ${reason}` : ""}`);
           break;
         }
         case "approval.rejected": {

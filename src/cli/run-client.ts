@@ -84,6 +84,9 @@ export async function runViaDaemon(
     try {
       for (let next = await first; !next.done; next = await events.next()) {
         const envelope = next.value;
+        // Decided anywhere: the question here is withdrawn before the line that says by whom.
+        if (envelope.type === "approval.decided")
+          asker?.cancel((envelope.data as AgentEventMap["approval.decided"]).callId);
         renderer.event({ envelope });
         if (asker && envelope.type === "approval.requested")
           void answerHere(envelope).catch((error) => log.warn({ err: error }, "could not answer here"));

@@ -1,39 +1,69 @@
 import { createInterface } from "node:readline/promises";
 import type { ApprovalAnswer, ApprovalRequest, Approver } from "../safety/approver.js";
 
+/** An approver at this terminal, whose question can be withdrawn when the request is decided elsewhere. */
+export interface TtyApprover extends Approver {
+  /**
+   * The request of `callId` was decided somewhere else: the question is cleared if it is being
+   * asked, and never asked if it waits its turn. Its `decide` rejects.
+   */
+  cancel(callId: string): void;
+}
+
+export class QuestionWithdrawnError extends Error {
+  override name = "QuestionWithdrawnError";
+}
+
 /**
  * Asks the person at the terminal: y (once), n (deny; anything after is the reason the model sees),
- * a (always: this tool for the rest of the run). Requests are asked one at a time, each once
- * `shown(callId)` resolves: when the run's output has caught up with it, so the question comes
- * after everything that led to it.
+ * a (always: this tool for the rest of the run). Anything else, Enter included, is asked again:
+ * there is no default. Requests are asked one at a time, each once `shown(callId)` resolves: when
+ * the run's output has caught up with it, so the question comes after everything that led to it.
  */
 export function ttyApprover(
   shown: (callId: string) => Promise<void> = async () => {},
   input: NodeJS.ReadableStream = process.stdin,
   output: NodeJS.WritableStream = process.stderr,
-): Approver {
+): TtyApprover {
   const always = new Set<string>();
+  const withdrawn = new Set<string>();
+  const lines = lineReader(input);
+  let asking: { callId: string; stop: AbortController } | undefined;
   let queue: Promise<unknown> = Promise.resolve();
   const ask = async (request: ApprovalRequest, signal: AbortSignal): Promise<ApprovalAnswer> => {
-    if (always.has(request.tool)) return { approved: true, by: "user", reason: "always allowed in this run" };
     await shown(request.callId);
-    const rl = createInterface({ input, output, terminal: false });
+    if (withdrawn.has(request.callId))
+      throw new QuestionWithdrawnError(`${request.callId} was decided elsewhere`);
+    if (always.has(request.tool)) return { approved: true, by: "user", reason: "always allowed in this run" };
+    const stop = new AbortController();
+    asking = { callId: request.callId, stop };
     try {
-      const answer = await rl.question(
-        `${describeRequest(request)}
-? allow ${request.tool}? [y]es / [n]o [reason] / [a]lways: `,
-        { signal },
+      output.write(
+        `${describeRequest(request)}\n? allow ${request.tool} (${request.callId})? y = yes, n [reason] = no, a = always: `,
       );
-      const [word = "", ...rest] = answer.trim().split(/\s+/);
-      const choice = word.toLowerCase();
-      if (choice === "a" || choice === "always") {
-        always.add(request.tool);
-        return { approved: true, by: "user", reason: "always allowed in this run" };
+      for (;;) {
+        const answer = await lines.next(AbortSignal.any([signal, stop.signal]));
+        if (answer === undefined) throw new Error("the terminal closed before an answer");
+        const [word = "", ...rest] = answer.trim().split(/\s+/);
+        switch (word.toLowerCase()) {
+          case "y":
+          case "yes":
+            return { approved: true, by: "user" };
+          case "n":
+          case "no":
+            return { approved: false, by: "user", reason: rest.join(" ") || "the user said no" };
+          case "a":
+          case "always":
+            always.add(request.tool);
+            return { approved: true, by: "user", reason: "always allowed in this run" };
+        }
+        output.write(`? ${word ? `"${word}" is not an answer: ` : ""}y, n [reason] or a: `);
       }
-      if (choice === "y" || choice === "yes") return { approved: true, by: "user" };
-      return { approved: false, by: "user", reason: rest.join(" ") || "the user said no" };
+    } catch (error) {
+      if (stop.signal.aborted) throw new QuestionWithdrawnError(`${request.callId} was decided elsewhere`);
+      throw error;
     } finally {
-      rl.close();
+      asking = undefined;
     }
   };
   return {
@@ -41,6 +71,13 @@ export function ttyApprover(
       const next = queue.then(() => ask(request, signal));
       queue = next.catch(() => {});
       return next;
+    },
+    cancel(callId) {
+      withdrawn.add(callId);
+      if (asking?.callId !== callId) return;
+      // The question is the line the cursor is on: clear it, and what was typed on it.
+      output.write("\r\x1b[K");
+      asking.stop.abort();
     },
   };
 }
@@ -53,4 +90,32 @@ export function describeRequest(request: ApprovalRequest): string {
     .map((line) => `  │ ${line}`)
     .join("\n");
   return `${request.tool} (${request.effect}) wants to:\n${detail}${paths}`;
+}
+
+/**
+ * The terminal's lines, one at a time, read from one readline for the approver's life: a line typed
+ * (or pasted) before its question is asked waits for it, and a wait given up (the question
+ * withdrawn) leaves the next line to the next question. Undefined once the input ends.
+ */
+function lineReader(input: NodeJS.ReadableStream) {
+  let lines: AsyncIterator<string> | undefined;
+  let pending: Promise<IteratorResult<string>> | undefined;
+  return {
+    next(signal: AbortSignal): Promise<string | undefined> {
+      lines ??= createInterface({ input, terminal: false })[Symbol.asyncIterator]();
+      pending ??= lines.next();
+      const read = pending;
+      return new Promise((resolve, reject) => {
+        const abort = () => reject(signal.reason);
+        if (signal.aborted) return abort();
+        signal.addEventListener("abort", abort, { once: true });
+        void read.then((result) => {
+          if (signal.aborted) return;
+          signal.removeEventListener("abort", abort);
+          pending = undefined;
+          resolve(result.done ? undefined : result.value);
+        }, reject);
+      });
+    },
+  };
 }

@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { Bus } from "../bus/bus.js";
 import type { Identity } from "../trust/approvers.js";
 import { requestDigest, signAnswer } from "../trust/signed-answer.js";
-import { type ApprovalRecord, type ApprovalRef, answerKey, approvalKey, callKey } from "./bus-approver.js";
+import { type ApprovalRecord, type ApprovalRef, answerKey, approvalKey } from "./bus-approver.js";
 
 /*
  * The approver's side of an approval: find the request its host wrote, show it, sign it. What a
@@ -68,19 +68,25 @@ export async function awaitApproval(
   return undefined;
 }
 
-/** Every genuine request of a call id (in one run, when `runId` is given), pending ones first. */
-export async function findApprovals(bus: Bus, callId: string, runId?: string): Promise<ApprovalRecord[]> {
+/** Every genuine request (of one run, when `runId` is given), pending ones first, then oldest first. */
+export async function listApprovals(bus: Bus, runId?: string): Promise<ApprovalRecord[]> {
   const kv = await bus.kv("approvals");
-  const suffix = `.${callKey(callId)}`;
   const found: ApprovalRecord[] = [];
   for (const key of await kv.keys()) {
-    if (!key.endsWith(suffix) || (runId !== undefined && !key.startsWith(`${runId}.`))) continue;
-    const [run = "", agentId = ""] = key.split(".");
+    if (runId !== undefined && !key.startsWith(`${runId}.`)) continue;
     const entry = await kv.get(key);
-    const record = entry && genuineRecord(entry.value, { runId: run, agentId, callId });
-    if (record) found.push(record);
+    const record = entry?.value as ApprovalRecord | undefined;
+    const genuine = record?.request && genuineRecord(record, record.request);
+    // Under the key its own run, agent and call make: a record copied elsewhere is not this one.
+    if (genuine && approvalKey(genuine.request) === key) found.push(genuine);
   }
-  return found.sort((a, b) => Number(b.status === "pending") - Number(a.status === "pending"));
+  const pendingFirst = (r: ApprovalRecord) => (r.status === "pending" ? 0 : 1);
+  return found.sort((a, b) => pendingFirst(a) - pendingFirst(b) || a.createdAt - b.createdAt);
+}
+
+/** Every genuine request of a call id (in one run, when `runId` is given), pending ones first. */
+export async function findApprovals(bus: Bus, callId: string, runId?: string): Promise<ApprovalRecord[]> {
+  return (await listApprovals(bus, runId)).filter((record) => record.request.callId === callId);
 }
 
 /** The request of a call id, pending first: where a call id is known to be unique (a test, a script). */

@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { chmodSync, existsSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { userInfo } from "node:os";
 import { join } from "node:path";
@@ -13,7 +12,7 @@ import { findApproval } from "../../src/safety/answer-approval.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { roleSeedFile } from "../../src/trust/role-credentials.js";
 import { answerRef, newIdentity } from "../support/approvers.js";
-import { exited, runTroupe, spawnTroupe, TROUPE_BIN, tempTree, withoutNatsUrl } from "../support/cli.js";
+import { onTerminal, runTroupe, spawnTroupe, tempTree, withoutNatsUrl } from "../support/cli.js";
 import { waitFor } from "../support/wait.js";
 
 /*
@@ -62,26 +61,14 @@ async function project(model: ScriptedModelServer, extra = "") {
   return { dir, url, prefix, daemon, troupe, follow, as, data: join(dir, ".data") };
 }
 
-/** A troupe command on a terminal (util-linux `script` gives it a pty); what is written to its stdin is typed. */
+/** A troupe command of this project on a terminal. */
 function terminal(s: { dir: string; data: string }, args: string[]) {
-  const command = [process.execPath, TROUPE_BIN, "--config", join(s.dir, "config"), ...args]
-    .map((word) => `'${word}'`)
-    .join(" ");
-  const child = spawn("script", ["-qfec", command, "/dev/null"], {
+  const running = onTerminal(["--config", join(s.dir, "config"), ...args], {
     cwd: s.dir,
-    env: withoutNatsUrl({
-      ...process.env,
-      OPENAI_API_KEY: "",
-      TROUPE_DATA_DIR: s.data,
-      COLUMNS: "120",
-      LINES: "40",
-    }),
-    stdio: ["pipe", "pipe", "pipe"],
+    env: withoutNatsUrl({ ...process.env, OPENAI_API_KEY: "", TROUPE_DATA_DIR: s.data }),
   });
-  cleanups.push(() => void child.kill("SIGKILL"));
-  let output = "";
-  child.stdout.on("data", (chunk) => (output += chunk));
-  return { child, exit: exited(child), output: () => output };
+  cleanups.push(() => void running.child.kill("SIGKILL"));
+  return running;
 }
 
 const jsonLines = (text: string) =>
@@ -293,11 +280,11 @@ describe("the embedded default", () => {
     const s = await project(model);
     const onTerminal = (args: string[]) => terminal(s, args);
     const run = onTerminal(["run", "--approval", "ask", "Touch both"]);
-    await waitFor("the first question", () => run.output().includes("allow shell?"), 15_000);
+    await waitFor("the first question", () => run.output().includes("allow shell ("), 15_000);
     // The run's own prompt answers the first request…
     run.child.stdin.write("y\n");
     await waitFor("the first file", () => existsSync(join(s.dir, "one.txt")), 10_000);
-    await waitFor("the second question", () => run.output().split("allow shell?").length > 2, 10_000);
+    await waitFor("the second question", () => run.output().split("allow shell (").length > 2, 10_000);
     // …and an observer on another terminal the second.
     const listed = JSON.parse((await s.troupe(["status", "--json"])).stdout) as {
       runs: Array<{ runId: string }>;
@@ -332,7 +319,7 @@ describe("the embedded default", () => {
     cleanups.push(() => model.close());
     const s = await project(model);
     const run = terminal(s, ["run", "--approval", "ask", "Touch it"]);
-    await waitFor("the question", () => run.output().includes("allow shell?"), 15_000);
+    await waitFor("the question", () => run.output().includes("allow shell ("), 15_000);
     const listed = JSON.parse((await s.troupe(["status", "--json"])).stdout) as {
       runs: Array<{ runId: string; agentId: string }>;
     };
@@ -364,7 +351,7 @@ describe("the embedded default", () => {
     await waitFor("the run to finish", async () =>
       (await s.troupe(["status", "--json"])).stdout.includes('"done"'),
     );
-    const asked = run.output().split("allow shell?").length - 1;
+    const asked = run.output().split("allow shell (").length - 1;
     expect(asked).toBe(1);
     expect(run.output()).toContain("│ touch one.txt");
     expect(run.output()).not.toContain("│ echo harmless");

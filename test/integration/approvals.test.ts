@@ -141,6 +141,9 @@ describe("approval requests", () => {
     });
     const signal = new AbortController().signal;
     const first = approver.decide(request("shell"), signal);
+    // Enter, or a word it does not know, is asked again: nothing is decided for the person.
+    input.write("\n");
+    input.write("yse\n");
     input.write("n not in this repo\n");
     expect(await first).toEqual({ approved: false, by: "user", reason: "not in this repo" });
     const second = approver.decide(request("shell"), signal);
@@ -151,7 +154,38 @@ describe("approval requests", () => {
     const third = approver.decide(request("write_file"), signal);
     input.write("y\n");
     expect(await third).toEqual({ approved: true, by: "user" });
-    expect(printed).toContain("  │ rm build/out.txt\n  paths: build/out.txt\n? allow shell?");
-    expect(printed.match(/\? allow shell\?/g)).toHaveLength(2);
+    expect(printed).toContain("  │ rm build/out.txt\n  paths: build/out.txt\n? allow shell (c-shell)?");
+    expect(printed).toContain('? y, n [reason] or a: ? "yse" is not an answer: y, n [reason] or a: ');
+    expect(printed.match(/\? allow shell \(c-shell\)\?/g)).toHaveLength(2);
+  });
+
+  it("on a terminal: a request decided elsewhere is withdrawn, cleared if asked, and the next one asked", async () => {
+    const input = new PassThrough();
+    const output = new PassThrough();
+    let printed = "";
+    output.on("data", (chunk) => (printed += chunk));
+    const approver = ttyApprover(async () => {}, input, output);
+    const request = (callId: string): ApprovalRequest => ({
+      runId: "r",
+      agentId: "a",
+      callId,
+      tool: "shell",
+      arguments: "{}",
+      effect: "execute",
+      detail: `make ${callId}`,
+      paths: [],
+    });
+    const signal = new AbortController().signal;
+    const [one, two, three] = ["c1", "c2", "c3"].map((id) => approver.decide(request(id), signal));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    approver.cancel("c2"); // waiting its turn: never asked
+    approver.cancel("c1"); // being asked: cleared
+    await expect(one).rejects.toThrow(/decided elsewhere/);
+    await expect(two).rejects.toThrow(/decided elsewhere/);
+    input.write("y\n");
+    expect(await three).toEqual({ approved: true, by: "user" });
+    expect(printed).toContain("? allow shell (c1)? y = yes, n [reason] = no, a = always: \r\x1b[K");
+    expect(printed).not.toContain("make c2");
+    expect(printed).toContain("make c3");
   });
 });

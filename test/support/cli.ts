@@ -90,3 +90,19 @@ export function exited(child: ChildProcess): Promise<number | null> {
     child.exitCode !== null ? resolve(child.exitCode) : child.once("exit", (code) => resolve(code)),
   );
 }
+
+/**
+ * `troupe ARGS` on a terminal (util-linux `script` gives it a pty of 120×40): what is written to its
+ * stdin is typed, and `output()` is what the terminal was sent. The caller ends it.
+ */
+export function onTerminal(args: string[], options: { cwd: string; env: NodeJS.ProcessEnv }) {
+  const command = [process.execPath, TROUPE_BIN, ...args].map((word) => `'${word}'`).join(" ");
+  const child = spawn("script", ["-qfec", command, "/dev/null"], {
+    cwd: options.cwd,
+    env: { ...options.env, COLUMNS: "120", LINES: "40" },
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout.on("data", (chunk) => (output += chunk));
+  return { child, exit: exited(child), output: () => output };
+}
