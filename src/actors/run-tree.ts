@@ -8,6 +8,8 @@ export interface TreeNode {
   runId: string;
   agentId: string;
   name: string;
+  /** What it was asked to do. */
+  task: string;
   parentId: string | undefined;
   depth: number;
   budget: Budget;
@@ -47,6 +49,7 @@ export class RunTreeBuilder {
         runId: event.runId,
         agentId: event.agentId,
         name: data.name,
+        task: data.task,
         parentId: event.parentId,
         depth: data.depth,
         budget: data.budget,

@@ -1,5 +1,6 @@
 import { emitKeypressEvents } from "node:readline";
-import { RunTreeBuilder, type TreeNode } from "../actors/run-tree.js";
+import { createLogUpdate } from "log-update";
+import { RunTreeBuilder } from "../actors/run-tree.js";
 import { loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import type { Logger } from "../log.js";
@@ -7,7 +8,14 @@ import { answerApproval, awaitApproval } from "../safety/answer-approval.js";
 import { type ApprovalRecord, type ApprovalRef, approvalKey } from "../safety/bus-approver.js";
 import { localIdentity } from "../trust/approvers.js";
 import { APPROVER_ROLES, connectClient } from "./client.js";
-import { firstPending, renderTree, type ShownRequests } from "./tree-view.js";
+import {
+  agentOrder,
+  nodeKey,
+  pendingApprovals,
+  renderFrame,
+  type ShownRequests,
+  type ViewState,
+} from "./tree-view.js";
 
 export interface ObserveFlags {
   fromStart?: boolean;
@@ -29,16 +37,34 @@ export async function runObserve(
   const bus = await connectClient(config, "troupe-observe", log, 3000, APPROVER_ROLES);
   const identity = () => localIdentity(dataDir(config.troupe.dataDir));
   const live = !flags.json && process.stdout.isTTY === true;
+  const keys = live && process.stdin.isTTY === true;
   const reading = new AbortController();
   const builder = new RunTreeBuilder();
-  let focus: TreeNode | undefined;
-  let drawn = 0;
-  let dirty = false;
+  const { url, prefix } = config.troupe.nats;
+  const view: ViewState = {
+    header: `troupe observe · ${url} · prefix ${prefix}${runId ? ` · run ${runId}` : ""}`,
+    selected: undefined,
+    speaker: undefined,
+    status: undefined,
+  };
   // The requests behind pending approvals, read from the bucket their hosts write.
   const records = new Map<string, ApprovalRecord>();
   const requests: ShownRequests = {
     record: (ref) => records.get(approvalKey(ref)),
-    watchOnly: !(live && process.stdin.isTTY),
+    watchOnly: !keys,
+  };
+  const frame = live ? createLogUpdate(sizedTerminal(process.stdout)) : undefined;
+  let dirty = true;
+  const draw = () => {
+    if (!frame || !dirty) return;
+    dirty = false;
+    const { columns, rows } = sizedTerminal(process.stdout);
+    const screen = { columns, rows: rows - 1 };
+    frame(renderFrame(builder, view, screen, requests).join("\n"));
+  };
+  const redraw = () => {
+    dirty = true;
+    draw();
   };
   const readRequest = (ref: ApprovalRef) =>
     void awaitApproval(bus, ref, reading.signal).then(
@@ -51,30 +77,40 @@ export async function runObserve(
         dirty = true;
       },
     );
-  const draw = () => {
-    if (!dirty) return;
-    dirty = false;
-    const lines = renderTree(builder, focus, process.stdout.columns ?? 100, requests);
-    process.stdout.write(`${drawn > 0 ? `\x1b[${drawn}A` : ""}\x1b[0J${lines.join("\n")}\n`);
-    drawn = lines.length;
-  };
   const timer = live ? setInterval(draw, 100) : undefined;
+  if (live) process.stdout.on("resize", redraw);
   const lines = new LineWriter(process.stdout);
   const quit = () => reading.abort();
   process.once("SIGINT", quit);
-  if (live && process.stdin.isTTY) {
+  if (keys) {
     emitKeypressEvents(process.stdin);
     process.stdin.setRawMode(true);
     process.stdin.on("keypress", (key: string | undefined, info: { ctrl?: boolean; name?: string }) => {
       if (key === "q" || (info.ctrl && info.name === "c")) return quit();
-      const pending = firstPending(builder);
-      const shown = pending && records.get(approvalKey(pending));
-      if (!shown || requests.watchOnly || (key !== "a" && key !== "d")) return;
+      if (info.name === "up" || info.name === "down" || key === "k" || key === "j") {
+        view.selected = step(builder, view, info.name === "up" || key === "k" ? -1 : 1);
+        return redraw();
+      }
+      if (key !== "a" && key !== "d") return;
+      const pending = pendingApprovals(builder);
+      const picked = view.selected ?? (view.speaker && nodeKey(view.speaker));
+      const target = pending.find((p) => nodeKey(p.node) === picked) ?? pending[0];
+      const shown = target && records.get(approvalKey({ ...target.node, callId: target.callId }));
+      if (!shown || requests.watchOnly) return;
       void answerApproval(bus, identity(), shown, {
         approved: key === "a",
         via: "troupe observe",
         ...(key === "d" ? { reason: "denied from an observer" } : {}),
-      }).catch((error) => log.warn({ err: error }, "could not answer"));
+      }).then(
+        ({ outcome, why }) => {
+          if (outcome === "rejected") view.status = `the run's host refused the answer: ${why}`;
+          dirty = true;
+        },
+        (error) => {
+          view.status = `could not answer: ${(error as Error).message}`;
+          dirty = true;
+        },
+      );
     });
   }
   try {
@@ -87,9 +123,9 @@ export async function runObserve(
     for await (const { envelope } of bus.log.read(options)) {
       if (live) {
         const node = builder.apply(envelope);
+        if (envelope.type === "model.delta" && node) view.speaker = node;
         if (envelope.type === "approval.requested" && !requests.watchOnly)
           readRequest({ ...envelope, callId: (envelope.data as { callId: string }).callId });
-        if (envelope.type === "model.delta" && node) focus = node;
         dirty = true;
       } else {
         lines.print(`${JSON.stringify(envelope)}\n`);
@@ -99,16 +135,48 @@ export async function runObserve(
   } finally {
     lines.flush();
     clearInterval(timer);
-    if (live) {
-      dirty = true;
-      draw();
-      if (process.stdin.isTTY) process.stdin.setRawMode(false);
+    if (frame) {
+      redraw();
+      frame.done();
+      process.stdout.off("resize", redraw);
+    }
+    if (keys) {
+      process.stdin.setRawMode(false);
       process.stdin.pause();
     }
     process.off("SIGINT", quit);
     await bus.close();
   }
   return 0;
+}
+
+/**
+ * The terminal as the frame is drawn for it: one that gives no size (a pty nobody sized says 0×0,
+ * where nothing would be drawn at all) is taken for 100×24.
+ */
+function sizedTerminal(out: NodeJS.WriteStream) {
+  return {
+    isTTY: out.isTTY,
+    get columns() {
+      return out.columns || 100;
+    },
+    get rows() {
+      return out.rows || 24;
+    },
+    write: (text: string) => out.write(text),
+  } as unknown as NodeJS.WriteStream;
+}
+
+/** The agent one up or down the tree from the picked one (the first or last when none is). */
+function step(builder: RunTreeBuilder, view: ViewState, by: -1 | 1): string | undefined {
+  const order = agentOrder(builder);
+  if (order.length === 0) return undefined;
+  const current = view.selected ?? (view.speaker && nodeKey(view.speaker));
+  const at = order.findIndex((node) => nodeKey(node) === current);
+  const next =
+    at === -1 ? (by === 1 ? 0 : order.length - 1) : Math.min(order.length - 1, Math.max(0, at + by));
+  const node = order[next];
+  return node && nodeKey(node);
 }
 
 /**

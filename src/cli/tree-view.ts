@@ -1,3 +1,4 @@
+import cliTruncate from "cli-truncate";
 import type { RunTreeBuilder, TreeNode } from "../actors/run-tree.js";
 import type { ApprovalRecord, ApprovalRef } from "../safety/bus-approver.js";
 
@@ -11,96 +12,212 @@ export interface ShownRequests {
   watchOnly: boolean;
 }
 
+/** What the observer's frame is drawn from besides the tree: where it watches, and what is picked. */
+export interface ViewState {
+  /** `troupe observe · nats://… · prefix …`: what this view watches. */
+  header: string;
+  /** The picked agent (`runId/agentId`), moved with the arrow keys; the newest speaker when none. */
+  selected: string | undefined;
+  /** The agent that last streamed text. */
+  speaker: TreeNode | undefined;
+  /** One line of news: a warning, lost contact with the daemon. */
+  status: string | undefined;
+}
+
+/** A pending approval as the view lists it. */
+export interface PendingApproval {
+  node: TreeNode;
+  callId: string;
+}
+
+const DETAIL_LINES = 5;
+
 /**
- * The observer's live view, as lines: each run's tree of agents with its machine state, turns,
- * tokens and cost against the budget as bars, the tool running now, the streaming text of the agent
- * that last spoke, and pending approvals with the keys that answer the first one.
+ * The observer's live view as a frame of at most `rows` lines, none wider than `columns`: each
+ * run's tree of agents (state, turns, tokens and cost against the budget as bars, the tool running
+ * now), the picked agent's streaming text, the approval to answer with its command or diff and
+ * paths, one status line and the keys. A tree taller than the room left scrolls to keep the picked
+ * agent in view.
  */
-export function renderTree(
+export function renderFrame(
   builder: RunTreeBuilder,
-  focus: TreeNode | undefined,
-  width = 100,
+  view: ViewState,
+  screen: { columns: number; rows: number },
   requests: ShownRequests = { record: () => undefined, watchOnly: true },
 ): string[] {
-  const lines: string[] = [];
-  const pending: Array<{ node: TreeNode; callId: string; name: string; detail: string }> = [];
+  const columns = Math.max(20, screen.columns);
+  const rows = Math.max(6, screen.rows);
+  const tree = treeRows(builder);
+  const picked = pickedNode(builder, view);
+  const pending = pendingApprovals(builder);
+  const answering = pending.find((p) => p.node === picked) ?? pending[0];
+
+  const focus = picked?.text ? picked : view.speaker;
+  const above = focus?.text
+    ? [`${bold(focus.name)}: ${oneLine(focus.text).slice(-(columns - focus.name.length - 2))}`]
+    : [];
+  const below = [
+    ...(view.status ? [yellow(view.status)] : []),
+    dim(`↑/↓ pick an agent${pending.length && !requests.watchOnly ? " · a/d answer" : ""} · q quit`),
+  ];
+  // The tree keeps a few lines whatever else there is; the approval's command gives way first.
+  const treeAtLeast = Math.min(tree.length, 3);
+  let panel: string[] = [];
+  for (let detail = DETAIL_LINES; answering && detail >= 1; detail--) {
+    panel = approvalPanel(answering, pending.length, requests, detail);
+    if (1 + treeAtLeast + above.length + panel.length + below.length <= rows) break;
+  }
+  const room = Math.max(1, rows - 1 - above.length - panel.length - below.length);
+  const treeLines = scrolled(tree, picked, room);
+  const rest = [...above, ...panel, ...below];
+  // On a very small screen the tree gives way, then the command's lines; the question and keys stay.
+  while (1 + treeLines.length + rest.length > rows && treeLines.length > 1) treeLines.pop();
+  while (1 + treeLines.length + rest.length > rows && rest.length > below.length + 2)
+    rest.splice(rest.length - below.length - 2, 1);
+  return [dim(view.header), ...treeLines, ...rest].slice(0, rows).map((line) => cliTruncate(line, columns));
+}
+
+/** The tree as lines, with the node each shows (run headers show none), columns lined up. */
+function treeRows(builder: RunTreeBuilder): Array<{ node?: TreeNode; line: string }> {
+  const roots = builder.roots();
+  if (roots.length === 0) return [{ line: dim("waiting for runs…") }];
+  const agents: Array<{ node: TreeNode; label: string }> = [];
+  const lines: Array<{ node?: TreeNode; label?: string; line?: string }> = [];
   const visit = (node: TreeNode, indent: string, last: boolean, root: boolean) => {
     const branch = root ? "" : last ? "└─ " : "├─ ";
-    const state = node.reason ? `stopped: ${node.reason}` : node.state;
-    const tokens = (node.usage?.inputTokens ?? 0) + (node.usage?.outputTokens ?? 0);
-    const parts = [
-      `${indent}${branch}${node.name} ${dim(`(${node.agentId})`)}`,
-      pad(state, 18),
-      `turn ${node.turns}${node.budget.maxTurns ? `/${node.budget.maxTurns}` : ""}`,
-      `tokens ${bar(tokens, node.budget.maxTokens)} ${compact(tokens)}${node.budget.maxTokens ? `/${compact(node.budget.maxTokens)}` : ""}`,
-      `$${(node.usage?.costUsd ?? 0).toFixed(4)}${node.budget.maxCostUsd ? ` ${bar(node.usage?.costUsd ?? 0, node.budget.maxCostUsd)}` : ""}`,
-    ];
-    if (node.tool) parts.push(`▸ ${node.tool}`);
-    lines.push(parts.join("  "));
-    for (const [callId, approval] of node.approvals)
-      pending.push({ node, callId, name: approval.name, detail: approval.detail });
+    const entry = { node, label: `${indent}${branch}${node.name} (${node.agentId})` };
+    agents.push(entry);
+    lines.push(entry);
     const childIndent = root ? indent : `${indent}${last ? "   " : "│  "}`;
     node.children.forEach((child, i) => {
       visit(child, childIndent, i === node.children.length - 1, false);
     });
   };
-  const roots = builder.roots();
   for (const root of roots) {
-    lines.push(bold(`run ${root.runId}`));
+    lines.push({ line: `${bold(`run ${root.runId}`)}  ${dim(oneLine(root.task).slice(0, 80))}` });
     visit(root, "", true, true);
-    lines.push("");
   }
-  if (roots.length === 0) lines.push(dim("waiting for runs…"), "");
-  if (focus?.text)
-    lines.push(`${bold(focus.name)}: ${oneLine(focus.text).slice(-(width - focus.name.length - 2))}`);
-  const [first, ...more] = pending;
-  if (first) {
-    const waiting = more.length ? `   (${more.length} more waiting)` : "";
-    const record = requests.record({
-      runId: first.node.runId,
-      agentId: first.node.agentId,
-      callId: first.callId,
-    });
-    const wants = (tool: string, detail: string) =>
-      bold(`approval: ${first.node.name} wants ${tool}: ${oneLine(detail).slice(0, width - 30)}`);
-    if (requests.watchOnly)
-      lines.push(
-        "",
-        wants(first.name, first.detail),
-        dim(`  (watch only: this terminal cannot answer)${waiting}`),
-      );
-    else if (record)
-      lines.push("", wants(record.request.tool, record.request.detail), `  [a] allow  [d] deny${waiting}`);
-    else
-      lines.push("", bold(`approval: ${first.node.name} wants ${first.name}`), dim("  reading the request…"));
-  }
-  lines.push(dim("q to quit"));
-  return lines;
+  const labelWidth = Math.max(...agents.map((a) => a.label.length));
+  return lines.map((entry) =>
+    entry.node && entry.label !== undefined
+      ? { node: entry.node, line: agentLine(entry.node, entry.label.padEnd(labelWidth)) }
+      : { line: entry.line ?? "" },
+  );
 }
 
-/** The first pending approval in the view, for the a/d keys. */
-export function firstPending(
-  builder: RunTreeBuilder,
-): { runId: string; agentId: string; callId: string } | undefined {
-  for (const node of builder.nodes.values()) {
-    const callId = node.approvals.keys().next().value;
-    if (callId !== undefined) return { runId: node.runId, agentId: node.agentId, callId };
+function agentLine(node: TreeNode, label: string): string {
+  const state = node.reason ? `stopped: ${node.reason}` : node.state;
+  const tokens = (node.usage?.inputTokens ?? 0) + (node.usage?.outputTokens ?? 0);
+  const { maxTurns, maxTokens, maxCostUsd } = node.budget;
+  const cost = node.usage?.costUsd ?? 0;
+  const parts = [
+    label,
+    state.padEnd(22),
+    `turn ${`${node.turns}${maxTurns ? `/${maxTurns}` : ""}`.padEnd(5)}`,
+    `tokens ${bar(tokens, maxTokens)}${`${compact(tokens)}${maxTokens ? `/${compact(maxTokens)}` : ""}`.padEnd(10)}`,
+    `$${cost.toFixed(4)}${maxCostUsd ? ` ${bar(cost, maxCostUsd)}` : ""}`,
+  ];
+  if (node.tool) parts.push(`▸ ${node.tool}`);
+  return parts.join("  ").trimEnd();
+}
+
+/** At most `room` of the tree's lines, around the picked agent, saying how many are out of view. */
+function scrolled(
+  tree: Array<{ node?: TreeNode; line: string }>,
+  picked: TreeNode | undefined,
+  room: number,
+): string[] {
+  const gutter = (row: { node?: TreeNode; line: string }) =>
+    `${row.node !== undefined && row.node === picked ? inverse("›") : " "} ${row.line}`;
+  if (tree.length <= room) return tree.map(gutter);
+  const at = Math.max(
+    0,
+    tree.findIndex((row) => row.node === picked),
+  );
+  // The window around the picked row, less a line for each "more" marker it turns out to need.
+  let shown = room;
+  let start = 0;
+  for (let pass = 0; pass < 3; pass++) {
+    start = Math.min(Math.max(0, at - Math.floor(shown / 2)), tree.length - shown);
+    shown = Math.max(1, room - (start > 0 ? 1 : 0) - (start + shown < tree.length ? 1 : 0));
   }
-  return undefined;
+  start = Math.min(Math.max(0, at - Math.floor(shown / 2)), tree.length - shown);
+  const below = tree.length - start - shown;
+  return [
+    ...(start ? [dim(`  ↑ ${start} more`)] : []),
+    ...tree.slice(start, start + shown).map(gutter),
+    ...(below ? [dim(`  ↓ ${below} more`)] : []),
+  ].slice(0, room);
+}
+
+/** The approval to answer: who wants what, its call id, paths and the first lines of the command or diff. */
+function approvalPanel(
+  pending: PendingApproval,
+  count: number,
+  requests: ShownRequests,
+  detailLines: number,
+): string[] {
+  const { node, callId } = pending;
+  const of = count > 1 ? ` (1 of ${count} waiting)` : "";
+  const shownAsEvent = node.approvals.get(callId);
+  const record = requests.record({ runId: node.runId, agentId: node.agentId, callId });
+  const request =
+    record?.request ??
+    (requests.watchOnly ? shownAsEvent && { ...shownAsEvent, tool: shownAsEvent.name } : undefined);
+  if (!request)
+    return [
+      "",
+      bold(`approval${of}: ${node.name} wants ${shownAsEvent?.name ?? "a tool"} (${callId})`),
+      dim("  reading the request…"),
+    ];
+  const lines = request.detail.split("\n");
+  const more = lines.length - detailLines;
+  return [
+    "",
+    bold(`approval${of}: ${node.name} wants ${request.tool} (${callId})`),
+    ...(request.paths.length ? [`  paths: ${request.paths.join(", ")}`] : []),
+    ...lines.slice(0, detailLines).map((line) => `  │ ${line}`),
+    ...(more > 0 ? [dim(`  │ … ${more} more line${more === 1 ? "" : "s"}`)] : []),
+    requests.watchOnly ? dim("  (watch only: this terminal cannot answer)") : "  [a] allow  [d] deny",
+  ];
+}
+
+/** Every pending approval in the view, in the order the tree shows them. */
+export function pendingApprovals(builder: RunTreeBuilder): PendingApproval[] {
+  const found: PendingApproval[] = [];
+  const visit = (node: TreeNode) => {
+    for (const callId of node.approvals.keys()) found.push({ node, callId });
+    for (const child of node.children) visit(child);
+  };
+  for (const root of builder.roots()) visit(root);
+  return found;
+}
+
+/** The agents in the order the tree shows them: what the arrow keys move through. */
+export function agentOrder(builder: RunTreeBuilder): TreeNode[] {
+  const order: TreeNode[] = [];
+  const visit = (node: TreeNode) => {
+    order.push(node);
+    for (const child of node.children) visit(child);
+  };
+  for (const root of builder.roots()) visit(root);
+  return order;
+}
+
+export const nodeKey = (node: TreeNode) => `${node.runId}/${node.agentId}`;
+
+function pickedNode(builder: RunTreeBuilder, view: ViewState): TreeNode | undefined {
+  return (view.selected === undefined ? undefined : builder.nodes.get(view.selected)) ?? view.speaker;
 }
 
 function bar(value: number, max: number | undefined, width = 10): string {
   if (!max) return "";
   const filled = Math.max(0, Math.min(width, Math.round((value / max) * width)));
-  return `[${"█".repeat(filled)}${"░".repeat(width - filled)}]`;
+  return `[${"█".repeat(filled)}${"░".repeat(width - filled)}] `;
 }
 
 function compact(n: number): string {
   return n >= 10_000 ? `${Math.round(n / 1000)}k` : String(n);
-}
-
-function pad(text: string, width: number): string {
-  return text.length >= width ? text : text + " ".repeat(width - text.length);
 }
 
 function oneLine(text: string): string {
@@ -108,9 +225,8 @@ function oneLine(text: string): string {
 }
 
 const tty = process.stdout.isTTY === true;
-function bold(text: string): string {
-  return tty ? `\x1b[1m${text}\x1b[22m` : text;
-}
-function dim(text: string): string {
-  return tty ? `\x1b[2m${text}\x1b[22m` : text;
-}
+const sgr = (on: string, off: string) => (text: string) => (tty ? `\x1b[${on}m${text}\x1b[${off}m` : text);
+const bold = sgr("1", "22");
+const dim = sgr("2", "22");
+const inverse = sgr("7", "27");
+const yellow = sgr("33", "39");
