@@ -79,9 +79,27 @@ export class BusApprover implements Approver {
     const kv = await this.bus.kv("approvals");
     const key = approvalKey(request);
     const entry = await this.#open(kv, key, request);
-    const settled = await this.#settled(kv, entry, rejected);
+    // What this host wrote is what answers are checked against, never what the bucket says later:
+    // whoever may read a stream can have the server write a stored message over any key.
+    const own = entry.value;
+    const settled = await this.#settled(kv, entry, own, rejected);
     if (settled) return settled;
-    return this.#await(kv, key, entry.value.requestId, signal, rejected);
+    return this.#await(kv, key, own, signal, rejected);
+  }
+
+  /**
+   * The record under `key` when it is still this host's own request (decided or not); otherwise
+   * (gone, or replaced by something else) this host's record is put back, and undefined returned.
+   */
+  async #ours(kv: KvStore, key: string, own: ApprovalRecord): Promise<KvEntry<ApprovalRecord> | undefined> {
+    const entry = await kv.get<ApprovalRecord>(key);
+    if (entry && isOwn(entry.value, own)) return entry;
+    this.log.warn({ key }, "an approval record was replaced by one this host did not write: put back");
+    const { status: _s, by: _b, reason: _r, answer: _a, rejected: _j, ...request } = own;
+    await kv
+      .put(key, { ...request, status: "pending" }, { expectedRevision: entry?.revision ?? 0 })
+      .catch((error) => (error instanceof KvConflictError ? undefined : Promise.reject(error)));
+    return undefined;
   }
 
   /** The record of this request: the one already there (a resumed wait), or a new one. */
@@ -107,15 +125,20 @@ export class BusApprover implements Approver {
   async #settled(
     kv: KvStore,
     entry: KvEntry<ApprovalRecord>,
+    own: ApprovalRecord,
     rejected: (refusal: RejectedAnswer) => void,
   ): Promise<ApprovalAnswer | undefined> {
     const record = entry.value;
+    if (!isOwn(record, own)) {
+      await this.#ours(kv, entry.key, own);
+      return undefined;
+    }
     if (record.status === "pending") return undefined;
     if (!record.answer) {
       if (record.status === "denied") return answerOf(record);
     } else {
       // What the answer says, not what the record says beside it.
-      const verdict = verifyAnswer(record.answer, factsOf(record), this.trust);
+      const verdict = verifyAnswer(record.answer, factsOf(own), this.trust);
       if (verdict.ok && (verdict.answer.content.decision === "allow") === (record.status === "approved"))
         return answerOfVerified(verdict.answer, verdict.by);
     }
@@ -133,7 +156,7 @@ export class BusApprover implements Approver {
   async #await(
     kv: KvStore,
     key: string,
-    requestId: string,
+    own: ApprovalRecord,
     signal: AbortSignal,
     rejected: (refusal: RejectedAnswer) => void,
   ): Promise<ApprovalAnswer> {
@@ -141,18 +164,28 @@ export class BusApprover implements Approver {
     const watching = new AbortController();
     const stop = () => watching.abort();
     signal.addEventListener("abort", stop, { once: true });
-    const expiresAt = (await kv.get<ApprovalRecord>(key))?.value.expiresAt ?? Date.now();
-    const timer = setTimeout(() => void expire(kv, key).finally(stop), Math.max(0, expiresAt - Date.now()));
+    const expire = async () => {
+      const entry = await this.#ours(kv, key, own);
+      if (entry?.value.status !== "pending") return;
+      const denied = { ...entry.value, status: "denied", reason: "nobody answered in time", by: "timeout" };
+      await kv
+        .put(key, denied, { expectedRevision: entry.revision })
+        .catch((error) => (error instanceof KvConflictError ? undefined : Promise.reject(error)));
+    };
+    const timer = setTimeout(() => void expire().finally(stop), Math.max(0, own.expiresAt - Date.now()));
     try {
-      for await (const change of answers.watch({ key: answersOf(key, requestId), signal: watching.signal })) {
+      for await (const change of answers.watch({
+        key: answersOf(key, own.requestId),
+        signal: watching.signal,
+      })) {
         if (change.value === null) continue;
-        const decided = await this.#consider(kv, key, change.key, change.value, rejected);
+        const decided = await this.#consider(kv, key, own, change.key, change.value, rejected);
         if (decided) return decided;
       }
       // Stopped watching: aborted, or expired (the record says which).
-      const final = await kv.get<ApprovalRecord>(key);
+      const final = await this.#ours(kv, key, own);
       if (final && final.value.status !== "pending") {
-        const settled = await this.#settled(kv, final, rejected);
+        const settled = await this.#settled(kv, final, own, rejected);
         if (settled) return settled;
       }
       throw signal.reason ?? new Error("approval wait aborted");
@@ -166,22 +199,23 @@ export class BusApprover implements Approver {
   async #consider(
     kv: KvStore,
     key: string,
+    own: ApprovalRecord,
     answerKey: string,
     value: unknown,
     rejected: (refusal: RejectedAnswer) => void,
   ): Promise<ApprovalAnswer | undefined> {
     for (;;) {
-      const entry = await kv.get<ApprovalRecord>(key);
-      if (!entry) return undefined;
+      const entry = await this.#ours(kv, key, own);
+      if (!entry) continue;
       if (entry.value.status !== "pending") {
-        const settled = await this.#settled(kv, entry, rejected);
+        const settled = await this.#settled(kv, entry, own, rejected);
         if (settled) return settled;
         continue;
       }
       const answerId = answerKey.slice(answerKey.lastIndexOf(".") + 1);
       // Refused before (this wait was resumed after a restart): not news.
       if (entry.value.rejected?.some((r) => r.answerId === answerId)) return undefined;
-      const verdict = verifyAnswer(value, factsOf(entry.value), this.trust);
+      const verdict = verifyAnswer(value, factsOf(own), this.trust);
       if (!verdict.ok) {
         const refusal = {
           answerId,
@@ -231,22 +265,13 @@ function newRecord(request: ApprovalRequest, timeoutMs: number): ApprovalRecord 
 
 /** Whether a stored record is of this very request: the same facts, and its digest theirs. */
 function isRecordOf(record: ApprovalRecord, request: ApprovalRequest): boolean {
+  if (typeof record !== "object" || record === null) return false;
   return record.requestId === requestDigest({ ...request, nonce: record.nonce, createdAt: record.createdAt });
 }
 
-/** Denies a pending request that nobody answered in time (unless an answer got there first). */
-async function expire(kv: KvStore, key: string): Promise<void> {
-  const entry = await kv.get<ApprovalRecord>(key);
-  if (entry?.value.status !== "pending") return;
-  try {
-    await kv.put(
-      key,
-      { ...entry.value, status: "denied", reason: "nobody answered in time", by: "timeout" },
-      { expectedRevision: entry.revision },
-    );
-  } catch (error) {
-    if (!(error instanceof KvConflictError)) throw error;
-  }
+/** Whether a stored record is the one this host wrote for its request (whatever it has been decided). */
+function isOwn(record: ApprovalRecord, own: ApprovalRecord): boolean {
+  return isRecordOf(record, own.request) && record.requestId === own.requestId;
 }
 
 function answerOfVerified(answer: SignedAnswer, by: string): ApprovalAnswer {

@@ -376,6 +376,71 @@ describe("NATS roles", () => {
     await daemon.close();
   });
 
+  it("keep a host to its own request when a worker has the server write another record over it", async () => {
+    const daemon = await as("daemon");
+    const approver = new BusApprover(daemon, 20_000, trusting(alice), silentLogger);
+    const approvals = await daemon.kv("approvals");
+    // A request approved the proper way…
+    const first = approver.decide(request("cA"), new AbortController().signal);
+    await waitFor("the first record", async () => (await approvals.get("r2.a.cA")) !== null);
+    const asAlice = await as("approver");
+    expect(
+      (await answerRef(asAlice, alice, { runId: "r2", agentId: "a", callId: "cA" }, { approved: true }))
+        .outcome,
+    ).toBe("decided");
+    expect(await first).toMatchObject({ approved: true });
+    const decided = (await approvals.get("r2.a.cA"))?.value;
+    // …and another, pending, that nobody has answered.
+    let answered = false;
+    const second = approver.decide(request("cB"), new AbortController().signal).then((answer) => {
+      answered = true;
+      return answer;
+    });
+    await waitFor("the second record", async () => (await approvals.get("r2.a.cB")) !== null);
+    const mine = (await approvals.get<{ requestId: string }>("r2.a.cB"))?.value.requestId as string;
+
+    // The worker stores the decided record where it may write, has the server send it over the
+    // pending one (a direct get's reply), then pokes the host with an answer sent the same way.
+    const worker = await as("worker");
+    const launder = async (value: unknown, onto: string) => {
+      await (await worker.kv("snapshots")).put("scratch", value);
+      worker.connection.publish(
+        `$JS.API.DIRECT.GET.KV_${prefix}_snapshots.$KV.${prefix}_snapshots.scratch`,
+        "",
+        {
+          reply: onto,
+        },
+      );
+      await worker.flush();
+    };
+    await launder(decided, `$KV.${prefix}_approvals.r2.a.cB`);
+    await waitFor(
+      "the record replaced",
+      async () => (await approvals.get<{ status: string }>("r2.a.cB"))?.value.status === "approved",
+    );
+    await launder({ poke: true }, `$KV.${prefix}_answers.r2.a.cB.${mine}.poke`);
+    // The host puts its own request back, and waits on.
+    await waitFor(
+      "the host's record put back",
+      async () =>
+        (await approvals.get<{ requestId: string; status: string }>("r2.a.cB"))?.value.requestId === mine,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(answered).toBe(false);
+    expect((await approvals.get<{ status: string }>("r2.a.cB"))?.value.status).toBe("pending");
+    // A real answer to it still counts.
+    await answerRef(
+      asAlice,
+      alice,
+      { runId: "r2", agentId: "a", callId: "cB" },
+      { approved: false, reason: "no" },
+    );
+    expect(await second).toEqual({ approved: false, by: "alice", reason: "no" });
+    await worker.close();
+    await asAlice.close();
+    await daemon.close();
+  });
+
   it("keep each role's publish rights to the subjects named for it", () => {
     const worker = rolePermissions("worker", prefix);
     expect(worker.publish.allow).not.toContain(`${prefix}.>`);
