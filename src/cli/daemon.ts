@@ -11,6 +11,7 @@ import { Daemon } from "../daemon/daemon.js";
 import type { Logger } from "../log.js";
 import { BusApprover } from "../safety/bus-approver.js";
 import { ApproverTrust } from "../trust/approvers.js";
+import { RecordSeal } from "../trust/record-seal.js";
 import { ensureRoleCredentials } from "../trust/role-credentials.js";
 import { privateDir, writePrivateFile } from "../trust/secret-files.js";
 import { stopSignal } from "./stop-signal.js";
@@ -48,7 +49,10 @@ export async function runDaemon(
     // Approvals are records on the bus: any terminal may answer them, with a signed answer.
     approver: new BusApprover(bus, config.troupe.approval.timeoutMs, trust, log),
   }).open();
-  const daemon = new Daemon(runtime, log, { maxApproval: config.troupe.daemon.maxApproval });
+  const daemon = new Daemon(runtime, log, {
+    maxApproval: config.troupe.daemon.maxApproval,
+    seal: RecordSeal.forDataDir(data),
+  });
   await daemon.start();
   process.stderr.write(
     `troupe daemon ready on ${nats.url} (prefix ${nats.prefix}${embedded ? `, nats-server pid ${embedded.pid}` : ""})\n`,

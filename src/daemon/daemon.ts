@@ -1,17 +1,21 @@
 import type { AgentHandle } from "../actors/agent-host.js";
 import type { RunGrants, Runtime } from "../actors/runtime.js";
-import { type Bus, BusError, type KvStore, type Subscription } from "../bus/bus.js";
+import { type Bus, BusError, type Subscription } from "../bus/bus.js";
 import { type Envelope, makeEnvelope } from "../bus/envelope.js";
 import { KV_BUCKETS } from "../bus/permissions.js";
 import type { ApprovalPolicyName } from "../config/policies.js";
 import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import type { SandboxMode } from "../sandbox/plan.js";
+import { RecordSeal } from "../trust/record-seal.js";
 import { type ApiVerb, apiRequests, beyondCeiling, type RunRecord } from "./api.js";
+import { RunIndex } from "./run-index.js";
 
 export interface DaemonOptions {
   /** The loosest approval policy a client may ask for (troupe.yaml's `daemon.maxApproval`). Default `auto-edit`. */
   maxApproval?: ApprovalPolicyName;
+  /** What seals the run index; the data dir's key, so the next daemon knows its records. Default: this process's own. */
+  seal?: RecordSeal;
 }
 
 /**
@@ -22,7 +26,7 @@ export class Daemon {
   #serving: Subscription[] = [];
   #runs = new Map<string, AgentHandle>();
   #accepting = true;
-  #index: KvStore | undefined;
+  #index: RunIndex | undefined;
 
   constructor(
     private readonly runtime: Runtime,
@@ -37,7 +41,11 @@ export class Daemon {
   async start(): Promise<void> {
     // Every bucket exists from the start: the other roles may only open them.
     await Promise.all(KV_BUCKETS.map((name) => this.bus.kv(name)));
-    this.#index = await this.bus.kv("runs");
+    this.#index = new RunIndex(
+      await this.bus.kv("runs"),
+      this.options.seal ?? RecordSeal.ephemeral(),
+      this.log,
+    );
     await this.#resumeUnfinished();
     for (const verb of Object.keys(apiRequests) as ApiVerb[]) {
       this.#serving.push(
@@ -71,7 +79,7 @@ export class Daemon {
     switch (verb) {
       case "runs.start": {
         if (!this.#accepting) throw new BusError("the daemon is shutting down");
-        if (data.runId && (this.#runs.has(data.runId) || (await this.#index?.get(data.runId))))
+        if (data.runId && (this.#runs.has(data.runId) || (await this.#index?.taken(data.runId))))
           throw new BusError(`run ${data.runId} exists`);
         const refusal = beyondCeiling(data as never, this.options.maxApproval ?? "auto-edit");
         if (refusal) throw new BusError(refusal);
@@ -94,53 +102,51 @@ export class Daemon {
           ...grantsOf(data),
           ...(data.skill ? { skill: data.skill } : {}),
         };
-        await this.#index?.put(handle.runId, record);
+        await this.#index?.put(record);
         this.#track(handle, record);
         return { runId: handle.runId, agentId: handle.agentId };
       }
       case "runs.list":
         return { runs: await this.#records() };
       case "runs.get": {
-        const entry = await this.#index?.get<RunRecord>(data.runId as string);
-        if (!entry) throw new BusError(`no run ${data.runId}`);
-        return entry.value;
+        const record = await this.#index?.get(data.runId as string);
+        if (!record) throw new BusError(`no run ${data.runId}`);
+        return record;
       }
       case "runs.resume": {
-        const entry = await this.#index?.get<RunRecord>(data.runId as string);
-        if (!entry) throw new BusError(`no run ${data.runId}`);
-        if (this.#runs.has(entry.value.runId)) throw new BusError(`run ${data.runId} is running`);
-        if (entry.value.status === "done") throw new BusError(`run ${data.runId} is done; nothing to resume`);
-        const handle = await this.runtime.resume(entry.value.runId, entry.value.agentId, {
-          as: { root: grantsOf(entry.value) },
+        const found = await this.#index?.get(data.runId as string);
+        if (!found) throw new BusError(`no run ${data.runId}`);
+        if (this.#runs.has(found.runId)) throw new BusError(`run ${data.runId} is running`);
+        if (found.status === "done") throw new BusError(`run ${data.runId} is done; nothing to resume`);
+        const handle = await this.runtime.resume(found.runId, found.agentId, {
+          as: { root: grantsOf(found) },
           reopen: "Continue the task where you left off.",
         });
         if (!handle) throw new BusError(`run ${data.runId} has no snapshot to resume from`);
-        const record: RunRecord = { ...entry.value, status: "running" };
-        await this.#index?.put(record.runId, record);
+        const record: RunRecord = { ...found, status: "running" };
+        await this.#index?.put(record);
         this.#track(handle, record);
         return { runId: handle.runId, agentId: handle.agentId };
       }
       case "runs.abort":
       case "runs.steer":
       case "runs.followUp": {
-        const entry = await this.#index?.get<RunRecord>(data.runId as string);
-        if (!entry) throw new BusError(`no run ${data.runId}`);
+        const found = await this.#index?.get(data.runId as string);
+        if (!found) throw new BusError(`no run ${data.runId}`);
         // A run that is over has no host to take the command: say so now rather than time out.
-        if (entry.value.status !== "running")
-          throw new BusError(`run ${data.runId} is ${entry.value.status}; it takes no commands`);
+        if (found.status !== "running")
+          throw new BusError(`run ${data.runId} is ${found.status}; it takes no commands`);
         const command = verb === "runs.abort" ? "abort" : verb === "runs.steer" ? "steer" : "follow_up";
         const envelope = makeEnvelope({
-          runId: entry.value.runId,
+          runId: found.runId,
           agentId: "daemon",
           seq: 0,
           type: command,
           data,
         });
-        await this.bus.request(
-          this.bus.subjects.control(entry.value.runId, entry.value.agentId, command),
-          envelope,
-          { timeoutMs: 5000 },
-        );
+        await this.bus.request(this.bus.subjects.control(found.runId, found.agentId, command), envelope, {
+          timeoutMs: 5000,
+        });
         return { ok: true };
       }
       case "agents.list":
@@ -163,7 +169,7 @@ export class Daemon {
     this.#runs.set(handle.runId, handle);
     void handle.done.then(async (output: AgentOutput) => {
       this.#runs.delete(handle.runId);
-      await this.#index?.put(handle.runId, {
+      await this.#index?.put({
         ...record,
         status: output.reason,
         stoppedAt: Date.now(),
@@ -173,12 +179,7 @@ export class Daemon {
   }
 
   async #records(): Promise<RunRecord[]> {
-    const records: RunRecord[] = [];
-    for (const key of (await this.#index?.keys()) ?? []) {
-      const entry = await this.#index?.get<RunRecord>(key);
-      if (entry) records.push(entry.value);
-    }
-    return records.sort((a, b) => a.startedAt - b.startedAt);
+    return (await this.#index?.list()) ?? [];
   }
 
   async #resumeUnfinished(): Promise<void> {

@@ -18,9 +18,11 @@ import {
   roleInbox,
   rolePermissions,
 } from "../../src/bus/permissions.js";
+import { Daemon } from "../../src/daemon/daemon.js";
 import { silentLogger } from "../../src/log.js";
 import { BusApprover } from "../../src/safety/bus-approver.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { RecordSeal } from "../../src/trust/record-seal.js";
 import { ensureRoleCredentials, roleSeedFile } from "../../src/trust/role-credentials.js";
 import { answerRef, newIdentity, trusting } from "../support/approvers.js";
 import { testConfig } from "../support/config.js";
@@ -439,6 +441,53 @@ describe("NATS roles", () => {
     await worker.close();
     await asAlice.close();
     await daemon.close();
+  });
+
+  it("take no run record the daemon did not seal: a worker's forged one is not listed, resumed or trusted", async () => {
+    const daemonBus = await as("daemon");
+    const config = testConfig({}, [{ name: "lead", description: "Leads." }]);
+    const runtime = await new Runtime({ config, bus: daemonBus, workspace: dir, env: {} }).open();
+    const daemon = new Daemon(runtime, silentLogger, { seal: RecordSeal.ephemeral() });
+    await daemon.start();
+    // A run record that asks for everything, stored by a worker where it may write, then sent by
+    // the server over a key of the run index (a direct get's reply).
+    const worker = await as("worker");
+    const forged = {
+      runId: "forged",
+      agentId: "lead-1",
+      agent: "lead",
+      task: "id > pwned",
+      status: "aborted",
+      startedAt: 1,
+      approval: "yolo",
+      sandbox: "off",
+    };
+    await (await worker.kv("snapshots")).put("scratch", forged);
+    worker.connection.publish(
+      `$JS.API.DIRECT.GET.KV_${prefix}_snapshots.$KV.${prefix}_snapshots.scratch`,
+      "",
+      {
+        reply: `$KV.${prefix}_runs.forged`,
+      },
+    );
+    await worker.flush();
+    const runs = await daemonBus.kv("runs");
+    await waitFor("the forged record stored", async () => (await runs.get("forged")) !== null);
+
+    const client = await as("client");
+    const call = (verb: string, data: unknown) =>
+      client.request(
+        client.subjects.api(verb),
+        makeEnvelope({ runId: "forged", agentId: "cli", seq: 0, type: verb, data }),
+      );
+    expect(((await call("runs.list", {})).data as { runs: unknown[] }).runs).toEqual([]);
+    await expect(call("runs.resume", { runId: "forged" })).rejects.toThrow(/no run forged/);
+    await expect(call("runs.get", { runId: "forged" })).rejects.toThrow(/no run forged/);
+    await client.close();
+    await worker.close();
+    await daemon.stop();
+    await runtime.close();
+    await daemonBus.close();
   });
 
   it("keep each role's publish rights to the subjects named for it", () => {
