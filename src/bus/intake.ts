@@ -102,6 +102,13 @@ export class Intake {
     return reply && encodeEnvelope(reply);
   }
 
+  /** An `error` reply to the request in `bytes`, for a failure after its answer was made. */
+  failure(bytes: Uint8Array, error: unknown): Uint8Array {
+    const request = this.decode(bytes, "reply");
+    const { name, message } = error instanceof Error ? error : { name: "Error", message: String(error) };
+    return encodeEnvelope(errorReply(request?.runId ?? "-", request?.agentId ?? "-", { name, message }));
+  }
+
   /** Reads a reply; an `error` reply becomes a thrown `RemoteError`. */
   reply(bytes: Uint8Array, subject: string): Envelope {
     const answer = decodeEnvelope(bytes);

@@ -113,8 +113,28 @@ export class NatsBus implements Bus {
       ...(options.queue === undefined ? {} : { queue: options.queue }),
       callback: (error, msg) => {
         if (error || !msg.reply || this.#redirected(pattern, msg)) return;
+        // A reply goes to an inbox, nowhere else: a requester that names a stream's subject (a
+        // bucket key) as its reply would have this connection's rights write the answer there.
+        if (!msg.reply.startsWith("_INBOX")) {
+          this.stats.malformed++;
+          this.logger.warn(
+            { subject: msg.subject, reply: msg.reply },
+            "left a request unanswered: its reply is no inbox",
+          );
+          return;
+        }
         void this.intake.answer(msg.data, msg.subject, responder).then((answer) => {
-          if (answer && !this.connection.isClosed()) msg.respond(answer);
+          if (!answer || this.connection.isClosed()) return;
+          try {
+            msg.respond(answer);
+          } catch (failure) {
+            // Too big for the server (max_payload): the requester hears why, the responder lives on.
+            this.logger.warn(
+              { subject: msg.subject, err: (failure as Error).message },
+              "could not send a reply",
+            );
+            msg.respond(this.intake.failure(msg.data, failure));
+          }
         });
       },
     });

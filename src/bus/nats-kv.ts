@@ -166,7 +166,9 @@ class NatsKv implements KvStore {
         const deleted = entry.operation !== "PUT";
         queue.push({
           key: entry.key,
-          value: deleted ? null : entry.json<T>(),
+          // Not JSON (anyone who may write a key can write anything): handed on as the text it
+          // is, for the reader's checks to refuse, rather than ending the watch.
+          value: deleted ? null : jsonOrText<T>(entry),
           revision: entry.revision,
           op: deleted ? "delete" : "put",
         });
@@ -210,4 +212,12 @@ function isTransient(error: unknown): boolean {
 /** JetStream's "wrong last sequence": the compare-and-set of a KV write failed. */
 function isWrongLastSequence(error: unknown): boolean {
   return error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamWrongLastSequence;
+}
+
+function jsonOrText<T>(entry: KvWatchEntry): T {
+  try {
+    return entry.json<T>();
+  } catch {
+    return entry.string() as T;
+  }
 }

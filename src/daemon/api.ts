@@ -11,9 +11,18 @@ import { POLICY_SANDBOX } from "../safety/policy.js";
  * The daemon's API on `<p>.api.<verb>` (request/reply). Each request's `data` is checked against its
  * schema; a malformed one gets an error reply and the daemon carries on.
  */
+/**
+ * The most a task, a steer or a follow-up may say. More is not a task but a file, and a request near
+ * the server's 1 MiB limit would leave no room for the replies that carry it (runs.list).
+ */
+export const MAX_TEXT = 32_768;
+
+/** What runs.list says of a task and a result: the whole is in runs.get. */
+export const LIST_TEXT = 200;
+
 export const apiRequests = {
   "runs.start": z.strictObject({
-    task: z.string().min(1),
+    task: z.string().min(1, "say what to do").max(MAX_TEXT, `at most ${MAX_TEXT} characters`),
     /** Chosen by the client (a fresh `run-<ulid>`), so it can follow the run's events before it starts. */
     runId: z
       .string()
@@ -30,8 +39,8 @@ export const apiRequests = {
   /** Continue an unfinished or aborted run from its snapshot. */
   "runs.resume": z.strictObject({ runId: z.string().min(1) }),
   "runs.abort": z.strictObject({ runId: z.string().min(1), reason: z.string().optional() }),
-  "runs.steer": z.strictObject({ runId: z.string().min(1), text: z.string().min(1) }),
-  "runs.followUp": z.strictObject({ runId: z.string().min(1), text: z.string().min(1) }),
+  "runs.steer": z.strictObject({ runId: z.string().min(1), text: z.string().min(1).max(MAX_TEXT) }),
+  "runs.followUp": z.strictObject({ runId: z.string().min(1), text: z.string().min(1).max(MAX_TEXT) }),
   "agents.list": z.strictObject({}),
 } as const;
 

@@ -8,7 +8,7 @@ import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import type { SandboxMode } from "../sandbox/plan.js";
 import { RecordSeal } from "../trust/record-seal.js";
-import { type ApiVerb, apiRequests, beyondCeiling, type RunRecord } from "./api.js";
+import { type ApiVerb, apiRequests, beyondCeiling, LIST_TEXT, type RunRecord } from "./api.js";
 import { RunIndex } from "./run-index.js";
 
 export interface DaemonOptions {
@@ -107,7 +107,14 @@ export class Daemon {
         return { runId: handle.runId, agentId: handle.agentId };
       }
       case "runs.list":
-        return { runs: await this.#records() };
+        // A summary of each, so that however many runs there are the reply fits in one message.
+        return {
+          runs: (await this.#records()).map(({ result, task, ...run }) => ({
+            ...run,
+            task: task.slice(0, LIST_TEXT),
+            ...(result === undefined ? {} : { result: result.slice(0, LIST_TEXT) }),
+          })),
+        };
       case "runs.get": {
         const record = await this.#index?.get(data.runId as string);
         if (!record) throw new BusError(`no run ${data.runId}`);

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Runtime } from "../../src/actors/runtime.js";
 import { Worker } from "../../src/actors/worker.js";
 import { NatsServerProcess } from "../../src/bus/embedded-nats.js";
-import { makeEnvelope } from "../../src/bus/envelope.js";
+import { encodeEnvelope, makeEnvelope } from "../../src/bus/envelope.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { BusUnavailableError } from "../../src/bus/nats-connect.js";
 import {
@@ -488,6 +488,61 @@ describe("NATS roles", () => {
     await daemon.stop();
     await runtime.close();
     await daemonBus.close();
+  });
+
+  it("answer requests only to an inbox: a reply subject naming a bucket key gets nothing written there", async () => {
+    const daemonBus = await as("daemon");
+    const config = testConfig({}, [{ name: "lead", description: "Leads." }]);
+    const runtime = await new Runtime({ config, bus: daemonBus, workspace: dir, env: {} }).open();
+    const daemon = new Daemon(runtime, silentLogger);
+    await daemon.start();
+    const client = await as("client");
+    const list = makeEnvelope({ runId: "x", agentId: "cli", seq: 0, type: "runs.list", data: {} });
+    client.connection.publish(client.subjects.api("runs.list"), encodeEnvelope(list), {
+      reply: `$KV.${prefix}_runs.planted`,
+    });
+    await client.flush();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(await (await daemonBus.kv("runs")).get("planted")).toBeNull();
+    // And a task too long to be one is refused in a line, not taken.
+    const start = makeEnvelope({
+      runId: "x",
+      agentId: "cli",
+      seq: 0,
+      type: "runs.start",
+      data: { task: "x".repeat(40_000) },
+    });
+    await expect(client.request(client.subjects.api("runs.start"), start)).rejects.toThrow(
+      /task: at most 32768 characters/,
+    );
+    await client.close();
+    await daemon.stop();
+    await runtime.close();
+    await daemonBus.close();
+  });
+
+  it("refuse and report an answer that is not even JSON, and wait on for a real one", async () => {
+    const daemon = await as("daemon");
+    const refusals: string[] = [];
+    const pending = new BusApprover(daemon, 10_000, trusting(alice), silentLogger).decide(
+      request("cJ"),
+      new AbortController().signal,
+      ({ why }) => void refusals.push(why),
+    );
+    const approvals = await daemon.kv("approvals");
+    await waitFor("the pending record", async () => (await approvals.get("r2.a.cJ")) !== null);
+    const requestId = (await approvals.get<{ requestId: string }>("r2.a.cJ"))?.value.requestId;
+    const approver = await as("approver");
+    await jetstream(approver.connection).publish(
+      `$KV.${prefix}_answers.r2.a.cJ.${requestId}.junk`,
+      "not json {",
+    );
+    await waitFor("the junk refused", () => refusals.length > 0);
+    expect(refusals).toEqual(["not a signed answer"]);
+    await answerRef(approver, alice, { runId: "r2", agentId: "a", callId: "cJ" }, { approved: true });
+    expect(await pending).toEqual({ approved: true, by: "alice" });
+    await approver.close();
+    await daemon.close();
   });
 
   it("keep each role's publish rights to the subjects named for it", () => {
