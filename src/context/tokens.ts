@@ -20,8 +20,25 @@ const countTokens = (text: string): number => {
  * differ by a few percent; the compaction threshold leaves room for that.
  */
 export function countTextTokens(text: string): number {
-  return text.length === 0 ? 0 : countTokens(text);
+  if (text.length <= PIECE) return text.length === 0 ? 0 : countTokens(text);
+  // BPE is quadratic in a run with no break in it (a minified file, "x" 30,000 times: 0.6 s), so a
+  // long text is counted a piece at a time, each cut at a space where there is one. A cut inside a
+  // word costs a token at most.
+  let total = 0;
+  for (let start = 0; start < text.length; ) {
+    let end = Math.min(text.length, start + PIECE);
+    if (end < text.length) {
+      const space = text.lastIndexOf(" ", end);
+      if (space > start + PIECE / 2) end = space;
+    }
+    total += countTokens(text.slice(start, end));
+    start = end;
+  }
+  return total;
 }
+
+/** The longest text counted in one go. */
+const PIECE = 2048;
 
 /** Per-message framing tokens in the Chat Completions format. */
 const MESSAGE_OVERHEAD = 4;
