@@ -104,7 +104,7 @@ export class AgentStore {
     this.#writers.delete(key);
   }
 
-  async #put(key: string, record: AgentRecord): Promise<void> {
+  async #put(key: string, record: AgentRecord, overJunk = true): Promise<void> {
     try {
       const expected = this.#revisions.get(key);
       const revision = await this.kv.put(
@@ -116,9 +116,22 @@ export class AgentStore {
       if (record.done) this.#revisions.delete(key);
       else this.#revisions.set(key, revision);
     } catch (error) {
-      if (error instanceof KvConflictError)
-        this.log.warn({ key }, "snapshot not saved: another host has moved this agent on");
-      else this.log.error({ err: error, key }, "snapshot not saved");
+      if (!(error instanceof KvConflictError)) {
+        this.log.error({ err: error, key }, "snapshot not saved");
+        return;
+      }
+      // Another host that took this agent over writes a record of it. Anything else there was
+      // put by the server for someone who may only read a stream (a stored message sent onto the
+      // key): this host's record goes over it, from the revision it has now.
+      const current = await this.kv.get<unknown>(key).catch(() => null);
+      const parsed = agentRecordSchema.safeParse(current?.value);
+      if (overJunk && current && !(parsed.success && keyOf(parsed.data.runId, parsed.data.agentId) === key)) {
+        this.log.warn({ key }, "a snapshot was replaced by something that is none: written over");
+        this.#revisions.set(key, current.revision);
+        await this.#put(key, record, false);
+        return;
+      }
+      this.log.warn({ key }, "snapshot not saved: another host has moved this agent on");
     }
   }
 

@@ -86,4 +86,17 @@ describe.each(bothBuses)("agent snapshots on $name", ({ open }) => {
     await second.save("run-1", "agent-a", async () => record("callingModel"));
     expect((await first.load("run-1", "agent-a"))?.snapshot).toEqual({ value: "callingModel" });
   });
+
+  it("writes over something that is no record of the agent (put there by the server for a reader), and keeps saving", async () => {
+    const memory = memoryLogger();
+    const store = await AgentStore.open(under().bus, memory.log);
+    await store.save("run-1", "agent-a", async () => record("callingModel"));
+    // What a reader can have the server write over the key: a stream API response, not a record.
+    await (await under().bus.kv("snapshots")).put("run-1.agent-a", {
+      type: "io.nats.jetstream.api.v1.stream_msg_get_response",
+    });
+    await store.save("run-1", "agent-a", async () => record("executingTools"));
+    expect(memory.records.some((r) => String(r.msg).includes("written over"))).toBe(true);
+    expect((await store.load("run-1", "agent-a"))?.snapshot).toEqual({ value: "executingTools" });
+  });
 });
