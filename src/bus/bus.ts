@@ -137,6 +137,14 @@ export class BusError extends Error {
   override name = "BusError";
 }
 
+/**
+ * A request a responder turns down (malformed, about a run that is not there, beyond what it allows):
+ * the requester's mistake, told to the requester, and no fault of the responder's.
+ */
+export class RequestRefusedError extends BusError {
+  override name = "RequestRefusedError";
+}
+
 export class RequestTimeoutError extends BusError {
   override name = "RequestTimeoutError";
   constructor(

@@ -5,6 +5,7 @@ import {
   type ErrorReplyData,
   type MessageHandler,
   RemoteError,
+  RequestRefusedError,
   type Responder,
 } from "./bus.js";
 import {
@@ -94,7 +95,10 @@ export class Intake {
       try {
         reply = await responder(request, subject);
       } catch (error) {
-        this.logger.warn({ subject, err: error }, "a responder failed");
+        // A refusal is the requester's to hear, in one line; anything else is this process's fault.
+        if (error instanceof RequestRefusedError)
+          this.logger.debug({ subject, why: error.message }, "refused a request");
+        else this.logger.warn({ subject, err: error }, "a responder failed");
         const { name, message } = error instanceof Error ? error : { name: "Error", message: String(error) };
         reply = errorReply(request.runId, request.agentId, { name, message });
       }

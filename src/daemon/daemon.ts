@@ -1,6 +1,6 @@
 import type { AgentHandle } from "../actors/agent-host.js";
 import type { RunGrants, Runtime } from "../actors/runtime.js";
-import { type Bus, BusError, type Subscription } from "../bus/bus.js";
+import { type Bus, RequestRefusedError, type Subscription } from "../bus/bus.js";
 import { type Envelope, makeEnvelope } from "../bus/envelope.js";
 import { KV_BUCKETS } from "../bus/permissions.js";
 import type { ApprovalPolicyName } from "../config/policies.js";
@@ -69,7 +69,9 @@ export class Daemon {
     const parsed = apiRequests[verb].safeParse(request.data ?? {});
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
-      throw new BusError(`invalid ${verb} request: ${issue?.path.join(".") || "data"}: ${issue?.message}`);
+      throw new RequestRefusedError(
+        `invalid ${verb} request: ${issue?.path.join(".") || "data"}: ${issue?.message}`,
+      );
     }
     const data = await this.#handle(verb, parsed.data as never);
     return makeEnvelope({ runId: request.runId, agentId: "daemon", seq: 0, type: `${verb}.reply`, data });
@@ -78,11 +80,11 @@ export class Daemon {
   async #handle(verb: ApiVerb, data: Record<string, string | undefined>): Promise<unknown> {
     switch (verb) {
       case "runs.start": {
-        if (!this.#accepting) throw new BusError("the daemon is shutting down");
+        if (!this.#accepting) throw new RequestRefusedError("the daemon is shutting down");
         if (data.runId && (this.#runs.has(data.runId) || (await this.#index?.taken(data.runId))))
-          throw new BusError(`run ${data.runId} exists`);
+          throw new RequestRefusedError(`run ${data.runId} exists`);
         const refusal = beyondCeiling(data as never, this.options.maxApproval ?? "auto-edit");
-        if (refusal) throw new BusError(refusal);
+        if (refusal) throw new RequestRefusedError(refusal);
         const handle = this.runtime.start({
           task: data.task as string,
           ...(data.runId ? { runId: data.runId } : {}),
@@ -117,19 +119,20 @@ export class Daemon {
         };
       case "runs.get": {
         const record = await this.#index?.get(data.runId as string);
-        if (!record) throw new BusError(`no run ${data.runId}`);
+        if (!record) throw new RequestRefusedError(`no run ${data.runId}`);
         return record;
       }
       case "runs.resume": {
         const found = await this.#index?.get(data.runId as string);
-        if (!found) throw new BusError(`no run ${data.runId}`);
-        if (this.#runs.has(found.runId)) throw new BusError(`run ${data.runId} is running`);
-        if (found.status === "done") throw new BusError(`run ${data.runId} is done; nothing to resume`);
+        if (!found) throw new RequestRefusedError(`no run ${data.runId}`);
+        if (this.#runs.has(found.runId)) throw new RequestRefusedError(`run ${data.runId} is running`);
+        if (found.status === "done")
+          throw new RequestRefusedError(`run ${data.runId} is done; nothing to resume`);
         const handle = await this.runtime.resume(found.runId, found.agentId, {
           as: { root: grantsOf(found) },
           reopen: "Continue the task where you left off.",
         });
-        if (!handle) throw new BusError(`run ${data.runId} has no snapshot to resume from`);
+        if (!handle) throw new RequestRefusedError(`run ${data.runId} has no snapshot to resume from`);
         const record: RunRecord = { ...found, status: "running" };
         await this.#index?.put(record);
         this.#track(handle, record);
@@ -139,10 +142,10 @@ export class Daemon {
       case "runs.steer":
       case "runs.followUp": {
         const found = await this.#index?.get(data.runId as string);
-        if (!found) throw new BusError(`no run ${data.runId}`);
+        if (!found) throw new RequestRefusedError(`no run ${data.runId}`);
         // A run that is over has no host to take the command: say so now rather than time out.
         if (found.status !== "running")
-          throw new BusError(`run ${data.runId} is ${found.status}; it takes no commands`);
+          throw new RequestRefusedError(`run ${data.runId} is ${found.status}; it takes no commands`);
         const command = verb === "runs.abort" ? "abort" : verb === "runs.steer" ? "steer" : "follow_up";
         const envelope = makeEnvelope({
           runId: found.runId,
