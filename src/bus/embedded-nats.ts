@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { accessSync, constants, mkdirSync } from "node:fs";
+import { accessSync, closeSync, constants, mkdirSync, openSync, readFileSync } from "node:fs";
 import { createConnection, createServer } from "node:net";
 import { delimiter, join } from "node:path";
 import { BusError } from "./bus.js";
@@ -33,6 +33,12 @@ export interface NatsServerOptions {
   /** How long to wait for the server to accept connections. Default 10000. */
   readyTimeoutMs?: number;
   binary?: string;
+  /**
+   * Its own process group, its log in this file: a Ctrl-C at the terminal reaches only its owner,
+   * which stops it after draining, and it outlives an owner that is killed (a broken log pipe would
+   * end it), for the next owner to adopt.
+   */
+  detached?: { logFile: string };
 }
 
 /** A nats-server child process on loopback. */
@@ -54,11 +60,22 @@ export class NatsServerProcess {
     if (!binary) throw new BusError(`nats-server not found: ${NATS_INSTALL_HINT}`);
     const port = options.port ?? (await freePort());
     mkdirSync(options.storeDir, { recursive: true });
-    const child = spawn(
-      binary,
-      ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", options.storeDir, ...(options.args ?? [])],
-      { stdio: ["ignore", "ignore", "pipe"] },
-    );
+    const args = [
+      "-a",
+      "127.0.0.1",
+      "-p",
+      String(port),
+      "-js",
+      "-sd",
+      options.storeDir,
+      ...(options.args ?? []),
+    ];
+    const log = options.detached ? openSync(options.detached.logFile, "a", 0o600) : undefined;
+    const child = spawn(binary, args, {
+      stdio: ["ignore", "ignore", log ?? "pipe"],
+      detached: options.detached !== undefined,
+    });
+    if (log !== undefined) closeSync(log);
     const server = new NatsServerProcess(child, port, { ...options, binary });
     let stderr = "";
     child.stderr?.on("data", (chunk: Buffer) => {
@@ -68,6 +85,7 @@ export class NatsServerProcess {
       await server.#waitReady(options.readyTimeoutMs ?? 10_000);
     } catch (error) {
       await server.kill();
+      if (options.detached) stderr = readFileSync(options.detached.logFile, "utf8").slice(-8192);
       const detail = stderr.trim().split("\n").slice(-3).join(" | ");
       throw new BusError(`nats-server did not start on port ${port}: ${detail || (error as Error).message}`);
     }

@@ -1,3 +1,4 @@
+import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { Runtime } from "../actors/runtime.js";
 import { answersNats, findNatsServer, NATS_INSTALL_HINT, NatsServerProcess } from "../bus/embedded-nats.js";
@@ -55,7 +56,7 @@ export async function runDaemon(
   });
   await daemon.start();
   process.stderr.write(
-    `troupe daemon ready on ${nats.url} (prefix ${nats.prefix}${embedded ? `, nats-server pid ${embedded.pid}` : ""})\n`,
+    `troupe daemon ready on ${nats.url} (prefix ${nats.prefix}${embedded ? `, nats-server pid ${embedded.pid}${embedded.adopted ? " adopted" : ""}` : ""})\n`,
   );
   if (await answersAnonymously(nats.url, bus.subjects.api("runs.start")))
     process.stderr.write(
@@ -84,9 +85,18 @@ export async function refuseSquatter(url: string, chosen: boolean): Promise<void
   );
 }
 
+/** The nats-server this daemon owns: started by it, or adopted from a daemon that was killed. */
+interface OwnedServer {
+  pid: number | undefined;
+  adopted: boolean;
+  stop(): Promise<void>;
+}
+
 /**
- * Starts nats-server as a child when nothing answers at a loopback URL and embedding is on. It
- * refuses anonymous connections: one nkey user per role, the seeds in `<dataDir>/credentials`.
+ * Starts nats-server when nothing answers at a loopback URL and embedding is on. It refuses
+ * anonymous connections: one nkey user per role, the seeds in `<dataDir>/credentials`. One server per
+ * data dir, named in `<dataDir>/nats/server.json`: a daemon that finds the server an earlier one
+ * started (it was killed, the server lived on) adopts it, and stops it when it stops.
  */
 async function embeddedServer(
   url: string,
@@ -94,7 +104,7 @@ async function embeddedServer(
   prefix: string,
   data: string,
   log: Logger,
-): Promise<NatsServerProcess | undefined> {
+): Promise<OwnedServer | undefined> {
   const target = new URL(
     url
       .split(",")[0]
@@ -102,7 +112,15 @@ async function embeddedServer(
       .replace(/^nats:/, "http:") ?? "http://127.0.0.1:4222",
   );
   const port = Number(target.port || 4222);
-  if (await answersNats(target.hostname, port)) return undefined;
+  const dir = privateDir(join(data, "nats"));
+  const conf = join(dir, "auth.conf");
+  const record = join(dir, "server.json");
+  if (await answersNats(target.hostname, port)) {
+    const earlier = ourServer(record, conf, port);
+    if (earlier === undefined) return undefined;
+    log.info({ pid: earlier, port }, "adopted the nats-server an earlier daemon of this data dir started");
+    return { pid: earlier, adopted: true, stop: () => stopPid(earlier, record) };
+  }
   const loopback = ["127.0.0.1", "localhost", "::1"].includes(target.hostname);
   if (!enabled || !loopback)
     throw new NoNatsError(
@@ -111,8 +129,6 @@ async function embeddedServer(
   if (!findNatsServer())
     throw new NoNatsError(`nothing answers at ${url} and nats-server is not installed: ${NATS_INSTALL_HINT}`);
   const keys = ensureRoleCredentials(data);
-  const dir = privateDir(join(data, "nats"));
-  const conf = join(dir, "auth.conf");
   writePrivateFile(
     conf,
     authorizationBlock(
@@ -121,7 +137,49 @@ async function embeddedServer(
     ),
   );
   // JetStream keeps its files under <dir>/jetstream, where earlier versions had them too.
-  const server = await NatsServerProcess.start({ storeDir: dir, port, args: ["-c", conf] });
+  const server = await NatsServerProcess.start({
+    storeDir: dir,
+    port,
+    args: ["-c", conf],
+    detached: { logFile: join(dir, "server.log") },
+  });
+  writePrivateFile(record, JSON.stringify({ pid: server.pid, port }));
   log.info({ pid: server.pid, port, storeDir: dir }, "started an embedded nats-server (one user per role)");
-  return server;
+  return {
+    pid: server.pid,
+    adopted: false,
+    stop: async () => {
+      await server.stop();
+      rmSync(record, { force: true });
+    },
+  };
+}
+
+/** The pid of the server `server.json` names, when it is alive, on that port, with this data dir's config. */
+function ourServer(record: string, conf: string, port: number): number | undefined {
+  try {
+    const { pid, port: recorded } = JSON.parse(readFileSync(record, "utf8")) as { pid: number; port: number };
+    if (recorded !== port || !Number.isInteger(pid)) return undefined;
+    const command = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+    return command.some((word) => word.endsWith("nats-server")) && command.includes(conf) ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Stops an adopted server (not a child of this process): SIGTERM, then SIGKILL if it lingers. */
+async function stopPid(pid: number, record: string, graceMs = 5000): Promise<void> {
+  const alive = () => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (alive()) process.kill(pid, "SIGTERM");
+  const deadline = Date.now() + graceMs;
+  while (alive() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+  if (alive()) process.kill(pid, "SIGKILL");
+  rmSync(record, { force: true });
 }
