@@ -94,8 +94,16 @@ describe("living with the daemon", () => {
     }
     // The arrow keys pick an agent; its approval is the one a/d answers.
     tmux.keys("Down", "Down", "Down");
-    await waitFor("the third run's agent picked", () => tmux.screen().includes("›"));
-    const picked = /approval \(1 of 3 waiting\): worker wants shell \((call_\d_0)\)/.exec(tmux.screen())?.[1];
+    await waitFor("an agent picked", () => tmux.screen().includes("›"));
+    // The frame settled (it is redrawn ten times a second): the panel is the picked agent's.
+    let screen = "";
+    await waitFor("the frame to settle", async () => {
+      const before = tmux.screen();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      screen = tmux.screen();
+      return before === screen;
+    });
+    const picked = /approval \(1 of 3 waiting\): worker wants shell \((call_\d_0)\)/.exec(screen)?.[1];
     tmux.keys("a");
     const answered = await Promise.race(
       runs.map(async (run) => {
