@@ -21,6 +21,9 @@ const TASK = "Look at this project, save a short note about it, and check that i
  */
 export async function runDemo(flags: { json?: boolean }, log: Logger): Promise<number> {
   const workspace = mkdtempSync(join(tmpdir(), "troupe-demo-"));
+  // Gone however the demo ends: also when its reader leaves (`| head`) and troupe exits at once.
+  const removeWorkspace = () => rmSync(workspace, { recursive: true, force: true });
+  process.once("exit", removeWorkspace);
   writeFileSync(join(workspace, "README.md"), "# greeter\n\nA tiny project that greets people.\n");
   mkdirSync(join(workspace, "src"));
   writeFileSync(
@@ -49,7 +52,8 @@ export async function runDemo(flags: { json?: boolean }, log: Logger): Promise<n
     );
   } finally {
     await server.close();
-    rmSync(workspace, { recursive: true, force: true });
+    removeWorkspace();
+    process.off("exit", removeWorkspace);
   }
 }
 

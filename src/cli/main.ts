@@ -17,6 +17,12 @@ interface GlobalOptions {
  * exit code; a user's mistake is one line on stderr, never a stack trace.
  */
 export async function main(argv: string[]): Promise<number> {
+  // Whoever reads the output may stop (`troupe demo --json | head`): then there is nothing more to
+  // say, and troupe leaves quietly (what it holds is cleaned up on exit).
+  process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code === "EPIPE") process.exit(EXIT.ok);
+    throw error;
+  });
   const program = new Command("troupe")
     .description("An actor-model orchestrator for LLM agents: XState machines as actors over NATS.")
     .option(

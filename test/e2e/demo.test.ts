@@ -1,6 +1,9 @@
+import { spawn } from "node:child_process";
+import { mkdirSync, readdirSync } from "node:fs";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { Envelope } from "../../src/bus/envelope.js";
-import { runTroupe, tempTree } from "../support/cli.js";
+import { exited, runTroupe, TROUPE_BIN, tempTree } from "../support/cli.js";
 
 describe("troupe demo", () => {
   it("runs the canned scenario with nothing configured: parallel reads and subagents, a write allowed by policy, an approval denied without a terminal", async () => {
@@ -67,6 +70,36 @@ describe("troupe demo", () => {
         toolCalls: 5,
         total: { toolCalls: 7 },
       });
+    } finally {
+      dispose();
+    }
+  });
+
+  it("leaves quietly when its reader does (| head), and takes its scratch workspace with it", async () => {
+    const { dir, dispose } = tempTree({});
+    try {
+      const tmp = join(dir, "tmp");
+      mkdirSync(tmp);
+      const child = spawn(
+        "sh",
+        ["-c", `'${process.execPath}' '${TROUPE_BIN}' demo --json | head -c 300 >/dev/null`],
+        {
+          cwd: dir,
+          env: {
+            ...process.env,
+            OPENAI_API_KEY: "",
+            OPENAI_BASE_URL: "",
+            TMPDIR: tmp,
+            TROUPE_DATA_DIR: join(dir, ".data"),
+          },
+          stdio: ["ignore", "pipe", "pipe"],
+        },
+      );
+      let stderr = "";
+      child.stderr.on("data", (chunk) => (stderr += chunk));
+      expect(await exited(child)).toBe(0);
+      expect(stderr).toBe("");
+      expect(readdirSync(tmp).filter((name) => name.startsWith("troupe-demo-"))).toEqual([]);
     } finally {
       dispose();
     }
