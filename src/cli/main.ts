@@ -29,11 +29,17 @@ export async function main(argv: string[]): Promise<number> {
       "-c, --config <dir>",
       "config directory holding troupe.yaml (env TROUPE_CONFIG; default ./config)",
     )
+    .option("--nats <url>", "the NATS server (overrides NATS_URL and troupe.yaml's nats.url)")
     .addOption(new Option("--log-level <level>", "log verbosity").choices(LOG_LEVELS).default("warn"))
     .exitOverride()
     .configureOutput({ writeErr: (text) => process.stderr.write(text) })
     .showSuggestionAfterError();
 
+  // Every command reads its NATS URL from the config, where NATS_URL wins over the file.
+  program.hook("preAction", () => {
+    const url = program.opts<{ nats?: string }>().nats;
+    if (url) process.env.NATS_URL = url;
+  });
   let exitCode: number = EXIT.ok;
   const globals = () => program.opts<GlobalOptions>();
   let logger: Logger | undefined;
@@ -316,7 +322,11 @@ async function reportError(error: unknown): Promise<number> {
   }
   const { BusUnavailableError } = await import("../bus/nats-connect.js");
   if (error instanceof BusUnavailableError) {
-    process.stderr.write(`troupe: ${error.message}\n`);
+    // Nothing listens there: most often no daemon (which starts NATS on this machine) is running.
+    const hint = /ECONNREFUSED|connection refused/i.test(error.message)
+      ? ": start one with troupe daemon (it starts NATS here), or point --nats (or NATS_URL) at yours"
+      : "";
+    process.stderr.write(`troupe: ${error.message.replace(/: connect ECONNREFUSED \S+$/, "")}${hint}\n`);
     return EXIT.failed;
   }
   // Mistakes in how troupe was called or configured: one line, exit 2.

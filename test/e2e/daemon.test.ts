@@ -317,6 +317,26 @@ describe("troupe daemon", () => {
     expect(result.code).toBe(2);
   });
 
+  it("--nats URL is a global option, and a NATS that is not there says what to do, in one line", async () => {
+    const url = inject("natsUrl");
+    const prefix = uniquePrefix();
+    const { dir, dispose } = tempTree({
+      "config/troupe.yaml": `nats:\n  url: nats://127.0.0.1:1\n  prefix: ${prefix}\n`,
+      "config/agents/a.yaml": "name: a\ndescription: A.\n",
+    });
+    cleanups.push(dispose, () => removePrefix(url, prefix));
+    const config = ["--config", join(dir, "config")];
+    const down = await runTroupe([...config, "status"], { cwd: dir });
+    expect(down.stderr).toBe(
+      "troupe: cannot connect to NATS at nats://127.0.0.1:1: connection refused: start one with troupe daemon (it starts NATS here), or point --nats (or NATS_URL) at yours\n",
+    );
+    expect(down.code).toBe(1);
+    // The same config with --nats reaches the server named, where no daemon answers.
+    const chosen = await runTroupe(["--nats", url, ...config, "status"], { cwd: dir });
+    expect(chosen.stderr).toMatch(/^troupe: no daemon answers on nats:\/\/\S+ \(prefix t[0-9a-z]+\)/);
+    expect(chosen.code).toBe(2);
+  });
+
   it("starts a nats-server of its own when nothing answers, with its store in the data dir, and stops it on exit", async () => {
     const port = await freePort();
     const prefix = uniquePrefix();
