@@ -212,6 +212,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         workspace: deps.workspace,
         readOnlyBecause,
         sandbox,
+        ...(withTools ? {} : { noToolsBecause: "this turn is for the final answer" }),
       }),
     (calls, signal) => askEach(deps, events, { runId, agentId }, calls, signal),
   );

@@ -100,7 +100,9 @@ export function humanRenderer(
         case "subagent.finished": {
           const data = envelope.data as AgentEventMap["subagent.finished"];
           const tokens = data.usage.inputTokens + data.usage.outputTokens;
-          line(`${prefix}◂ ${data.childId} ${data.reason} · ${tokens} tokens · ${data.toolCalls} tool calls`);
+          line(
+            `${prefix}◂ ${data.childId} ${data.reason} · ${plural(tokens, "token")} · ${plural(data.toolCalls, "tool call")}`,
+          );
           break;
         }
         case "agent.stopped": {
@@ -113,8 +115,9 @@ export function humanRenderer(
           const { usage, toolCalls } = data.total;
           const tokens = usage.inputTokens + usage.outputTokens;
           const cost = usage.costUsd > 0 ? ` · $${usage.costUsd.toFixed(4)}` : "";
+          const why = data.limit ? ` (${data.limit} reached)` : "";
           err.write(
-            `${data.reason === "done" ? "✓" : "■"} ${data.reason} · ${data.turns} turns · ${toolCalls} tool calls · ${tokens} tokens${cost}\n`,
+            `${data.reason === "done" ? "✓" : "■"} ${data.reason}${why} · ${plural(data.turns, "turn")} · ${plural(toolCalls, "tool call")} · ${plural(tokens, "token")}${cost}\n`,
           );
           if (data.error) err.write(`troupe: ${data.error}\n`);
           break;
@@ -129,3 +132,5 @@ function short(json: string, max = 100): string {
   const flat = json.replace(/\s+/g, " ");
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
+
+const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`;

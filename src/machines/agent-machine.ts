@@ -220,10 +220,11 @@ export const agentMachine = setup({
       messages: [
         ...context.messages,
         userMessage(
-          `Your budget is used up (${exhausted(context)}). Give your final answer now with what you have; no more tool calls.`,
+          `Your budget is used up (${exhausted(context)?.spent}). Give your final answer now with what you have; no more tool calls.`,
         ),
       ],
       finalizing: "budget_exhausted" as const,
+      limit: exhausted(context)?.limit,
     })),
     beginWallFinal: assign(({ context }) => ({
       messages: [
@@ -233,6 +234,7 @@ export const agentMachine = setup({
         ),
       ],
       finalizing: "budget_exhausted" as const,
+      limit: `maxWallMs ${context.budget.maxWallMs}`,
       batch: [],
     })),
     markContextRetry: assign({ compactedForError: true }),

@@ -98,15 +98,17 @@ export function failedOutput(
 /** The first budget dimension used up (counting what subagents spent), or undefined. */
 export function exhausted(
   context: Pick<AgentContext, "budget" | "usage" | "turns" | "toolCalls" | "children">,
-): string | undefined {
+): { limit: string; spent: string } | undefined {
   const { budget } = context;
   const { usage, toolCalls } = totalSpend(context);
-  if (budget.maxTurns !== undefined && context.turns >= budget.maxTurns) return `${budget.maxTurns} turns`;
+  if (budget.maxTurns !== undefined && context.turns >= budget.maxTurns)
+    return { limit: `maxTurns ${budget.maxTurns}`, spent: `${budget.maxTurns} turns` };
   if (budget.maxTokens !== undefined && usage.inputTokens + usage.outputTokens >= budget.maxTokens)
-    return `${budget.maxTokens} tokens`;
+    return { limit: `maxTokens ${budget.maxTokens}`, spent: `${budget.maxTokens} tokens` };
   if (budget.maxToolCalls !== undefined && toolCalls >= budget.maxToolCalls)
-    return `${budget.maxToolCalls} tool calls`;
-  if (budget.maxCostUsd !== undefined && usage.costUsd >= budget.maxCostUsd) return `$${budget.maxCostUsd}`;
+    return { limit: `maxToolCalls ${budget.maxToolCalls}`, spent: `${budget.maxToolCalls} tool calls` };
+  if (budget.maxCostUsd !== undefined && usage.costUsd >= budget.maxCostUsd)
+    return { limit: `maxCostUsd ${budget.maxCostUsd}`, spent: `$${budget.maxCostUsd}` };
   return undefined;
 }
 
@@ -122,6 +124,7 @@ export function stopWith(context: AgentContext, reason: StopReason, result: stri
   return {
     reason,
     result,
+    ...(reason === "budget_exhausted" && context.limit ? { limit: context.limit } : {}),
     usage: context.usage,
     turns: context.turns,
     toolCalls: context.toolCalls,

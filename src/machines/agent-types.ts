@@ -25,6 +25,8 @@ export interface AgentOutput {
   total: Spend;
   /** What went wrong, when `reason` is `failed`. */
   error?: string;
+  /** The budget's limit that was reached (`maxTurns 3`), when `reason` is `budget_exhausted`. */
+  limit?: string;
 }
 
 export interface AgentInput {
@@ -42,6 +44,8 @@ export interface AgentInput {
 /** Everything the agent is; all of it is JSON, so a snapshot holds the whole agent. */
 export interface AgentContext extends Required<Omit<AgentInput, "systemPrompt">> {
   messages: ChatMessage[];
+  /** The budget's limit that was reached, once one is. */
+  limit?: string | undefined;
   /** Injected after the current tool batch. */
   steering: string[];
   /** Taken one at a time when the agent would otherwise stop. */

@@ -30,6 +30,8 @@ export interface PlanOptions {
   readOnlyBecause?: string | undefined;
   /** What this machine's sandbox can do and what is configured; default: available, no network. */
   sandbox?: Omit<SandboxSettings, "readOnly">;
+  /** Set when no tool may be called at all (the final answer a used-up budget asks for): why. */
+  noToolsBecause?: string | undefined;
 }
 
 /**
@@ -66,6 +68,13 @@ export function planCalls(
         ),
       };
     }
+    if (options.noToolsBecause)
+      return {
+        ...base,
+        effect: registered?.effect ?? "execute",
+        decision: "deny",
+        result: toolError(`no tool calls now: ${options.noToolsBecause}`, "answer with what you have"),
+      };
     const tool = allowed.has(name) ? registered : undefined;
     if (!tool) {
       const available = [...allowed].filter((n) => registry.get(n)).sort();

@@ -120,7 +120,7 @@ describe("troupe run --local", () => {
     const result = await runTroupe(["run", "--local", "-w", "ws", "Read a.txt"], { cwd: dir, env: env() });
     expect(result.code).toBe(0);
     expect(result.stdout).toBe('Looking.\n▸ read_file {"path":"a.txt"}\nIt says alpha.\n');
-    expect(result.stderr).toMatch(/^✓ done · 2 turns · 1 tool calls · \d+ tokens\n$/);
+    expect(result.stderr).toMatch(/^✓ done · 2 turns · 1 tool call · \d+ tokens\n$/);
   });
 
   it("exits 3 when the budget runs out, after one last call without tools", async () => {
@@ -142,6 +142,31 @@ describe("troupe run --local", () => {
     expect(stopped?.data).toMatchObject({ reason: "budget_exhausted", turns: 7 });
     expect(result.code).toBe(3);
     expect(server.requests).toHaveLength(7);
+  });
+
+  it("names the budget limit it reached, and the final turn's tool call is refused as such, not as an unknown tool", async () => {
+    server.script(
+      {
+        match: { withTools: true },
+        reply: (request) => ({
+          toolCalls: [{ name: "read_file", arguments: { path: "a.txt", offset: request.messages.length } }],
+        }),
+        times: 6,
+      },
+      {
+        match: { withTools: false },
+        reply: { toolCalls: [{ name: "read_file", arguments: { path: "b.txt" } }] },
+      },
+    );
+    const result = await runTroupe(["run", "--local", "-w", "ws", "Loop forever"], { cwd: dir, env: env() });
+    expect(result.code).toBe(3);
+    expect(result.stdout).toContain(
+      '▸ read_file {"path":"b.txt"}  ✗ no tool calls now: this turn is for the final answer',
+    );
+    expect(result.stdout).not.toContain("unknown tool");
+    expect(result.stderr).toMatch(
+      /^■ budget_exhausted \(maxTurns 6 reached\) · 7 turns · 6 tool calls · \d+ tokens\n$/,
+    );
   });
 
   it("exits 1 when the model keeps failing", async () => {
