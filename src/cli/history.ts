@@ -180,15 +180,20 @@ export async function runReplay(
     return 0;
   }
   const bus = await connectClient(config, "troupe-replay", log);
+  // A daemon's run as a local one is shown: for people on a terminal, as JSON lines otherwise.
+  let root: string | undefined;
+  const renderer = flags.json || !process.stdout.isTTY ? jsonRenderer() : humanRenderer(() => root);
   try {
     let seen = 0;
     for await (const event of bus.log.read({ runId })) {
-      process.stdout.write(`${JSON.stringify(event.envelope)}\n`);
+      root ??= event.envelope.agentId;
+      renderer.event(event);
       seen++;
     }
     if (seen === 0) throw new HistoryError(`no run ${runId} here or on the daemon; troupe runs lists them`);
     return 0;
   } finally {
+    renderer.close();
     await bus.close();
   }
 }

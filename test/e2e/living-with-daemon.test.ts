@@ -158,5 +158,16 @@ describe("living with the daemon", () => {
     expect(run.output().split("allow shell (call_one)?")).toHaveLength(2);
     expect(run.output().split("allow shell (call_two)?")).toHaveLength(2);
     expect((await s.troupe(["approvals"])).stdout).toBe("no approval waits\n");
+
+    // Replayed on a terminal, the daemon's run reads as it did live, not as JSON.
+    const { runs } = JSON.parse((await s.troupe(["status", "--json"])).stdout) as {
+      runs: Array<{ runId: string }>;
+    };
+    const replay = onTerminal([...s.config, "replay", runs[0]?.runId as string], { cwd: s.dir, env: s.env });
+    cleanups.push(() => void replay.child.kill("SIGKILL"));
+    expect(await replay.exit).toBe(0);
+    expect(replay.output()).toContain('▸ shell {"command":"touch one.txt"}');
+    expect(replay.output()).toMatch(/✓ done · 3 turns · 2 tool calls/);
+    expect(replay.output()).not.toContain('{"v":1');
   });
 });
