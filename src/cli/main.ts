@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { Command, CommanderError, Option } from "commander";
 import { APPROVAL_POLICIES, SANDBOX_MODES } from "../config/policies.js";
 import { createLogger, LOG_LEVELS, type Logger } from "../log.js";
@@ -31,6 +32,7 @@ export async function main(argv: string[]): Promise<number> {
     )
     .option("--nats <url>", "the NATS server (overrides NATS_URL and troupe.yaml's nats.url)")
     .addOption(new Option("--log-level <level>", "log verbosity").choices(LOG_LEVELS).default("warn"))
+    .version(troupeVersion(), "-V, --version", "the version of troupe")
     .exitOverride()
     .configureOutput({ writeErr: (text) => process.stderr.write(text) })
     .showSuggestionAfterError();
@@ -99,6 +101,7 @@ export async function main(argv: string[]): Promise<number> {
     )
     .option("--json", "print every event as one JSON line on stdout, and nothing else there")
     .action(async (task: string, flags: RunFlags) => {
+      if (task.trim() === "") throw new UsageError('say what the agent should do: troupe run "TASK"');
       const { loadConfig } = await import("../config/load.js");
       const config = loadConfig({ config: globals().config });
       if (flags.local) {
@@ -293,7 +296,13 @@ export async function main(argv: string[]): Promise<number> {
   return exitCode;
 }
 
+/** A command called the wrong way: one line, exit 2. */
+class UsageError extends Error {
+  override name = "UsageError";
+}
+
 const USAGE_ERRORS = new Set([
+  "UsageError",
   "NoNatsError",
   "NoDaemonError",
   "ApproveUsageError",
@@ -337,4 +346,10 @@ async function reportError(error: unknown): Promise<number> {
   process.stderr.write(`troupe: ${error instanceof Error ? error.message : String(error)}\n`);
   if (process.env.TROUPE_DEBUG && error instanceof Error) process.stderr.write(`${error.stack}\n`);
   return EXIT.failed;
+}
+
+/** Troupe's version, from its package.json (two levels above this file, in src/ and in dist/). */
+function troupeVersion(): string {
+  const file = new URL("../../package.json", import.meta.url);
+  return (JSON.parse(readFileSync(file, "utf8")) as { version: string }).version;
 }

@@ -169,6 +169,18 @@ describe("troupe run --local", () => {
     );
   });
 
+  it("refuses an empty task in one line, and says its version", async () => {
+    const empty = await runTroupe(["run", "--local", "  "], { cwd: dir, env: env() });
+    expect(empty).toMatchObject({
+      code: 2,
+      stdout: "",
+      stderr: 'troupe: say what the agent should do: troupe run "TASK"\n',
+    });
+    expect(server.requests).toHaveLength(0);
+    const version = await runTroupe(["--version"], { cwd: dir });
+    expect(version).toMatchObject({ code: 0, stdout: "0.1.0\n" });
+  });
+
   it("exits 1 when the model keeps failing", async () => {
     server.script({ reply: { error: { status: 401, message: "invalid api key" } } });
     const result = await runTroupe(["run", "--local", "-w", "ws", "Hi"], { cwd: dir, env: env() });
