@@ -1,5 +1,6 @@
-import type { Bus, Subscription } from "../bus/bus.js";
+import { type Bus, RequestRefusedError, type Subscription } from "../bus/bus.js";
 import { type Envelope, makeEnvelope } from "../bus/envelope.js";
+import { MAX_TEXT } from "../daemon/api.js";
 import type { AgentEvent as MachineEvent } from "../machines/agent-types.js";
 import type { AgentEventMap, AgentEventType } from "./agent-events.js";
 
@@ -59,6 +60,9 @@ export class AgentControls {
     const send = this.#agents.get(`${runId}.${agentId}`);
     if (!send) return undefined;
     const data = (request.data ?? {}) as { text?: unknown; reason?: unknown };
+    // Whoever may publish here (a host) is held to what the API holds a client to.
+    if (String(data.text ?? "").length > MAX_TEXT || String(data.reason ?? "").length > MAX_TEXT)
+      throw new RequestRefusedError(`${command}: at most ${MAX_TEXT} characters`);
     if (command === "abort") send({ type: "ABORT", reason: String(data.reason ?? "") });
     else if (command === "steer") send({ type: "STEER", text: String(data.text ?? "") });
     else if (command === "follow_up") send({ type: "FOLLOW_UP", text: String(data.text ?? "") });

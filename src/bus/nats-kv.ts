@@ -91,7 +91,8 @@ class NatsKv implements KvStore {
   async get<T>(key: string): Promise<KvEntry<T> | null> {
     const entry = await this.#retry(() => this.kv.get(assertKvKey(key)));
     if (entry?.operation !== "PUT") return null;
-    return { key, value: entry.json<T>(), revision: entry.revision };
+    // Not JSON: handed on as its text, for the reader's checks to refuse (it is not what T says).
+    return { key, value: jsonOrText<T>(entry), revision: entry.revision };
   }
 
   async put(key: string, value: unknown, options: KvPutOptions = {}): Promise<number> {
@@ -214,7 +215,7 @@ function isWrongLastSequence(error: unknown): boolean {
   return error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamWrongLastSequence;
 }
 
-function jsonOrText<T>(entry: KvWatchEntry): T {
+function jsonOrText<T>(entry: { json<V>(): V; string(): string }): T {
   try {
     return entry.json<T>();
   } catch {

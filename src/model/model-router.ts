@@ -1,4 +1,4 @@
-import OpenAI, { APIError, APIUserAbortError } from "openai";
+import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from "openai";
 import type { ModelInfo, ProviderConfig, TroupeConfig } from "../config/schema.js";
 import { type Logger, silentLogger } from "../log.js";
 import { CircuitBreaker, type CircuitOptions } from "./circuit-breaker.js";
@@ -151,7 +151,7 @@ export class ModelRouter {
         return { ...completion, usage, model: model.id };
       } catch (error) {
         if (isAbort(error, request.signal)) throw error;
-        const failure = classify(error, model.id);
+        const failure = classify(error, model.id, this.#where(model.provider, client));
         if (emitted) {
           throw new PartialOutputError(
             `${model.id}: the stream broke after output had reached the user`,
@@ -167,9 +167,22 @@ export class ModelRouter {
           { model: model.id, attempt: attempt + 1, delayMs: delay, status: failure.status },
           "retrying the model call",
         );
+        request.onRetry?.({
+          model: model.id,
+          attempt: attempt + 1,
+          maxRetries: this.#retry.maxRetries,
+          delayMs: delay,
+          error: failure.message,
+        });
         await sleep(delay, request.signal);
       }
     }
+  }
+
+  /** Where a call went, for what a failure says: the server's URL, the provider, its key's variable. */
+  #where(providerName: string, client: OpenAI): Endpoint {
+    const provider = this.#config.providers[providerName] as ProviderConfig;
+    return { provider: providerName, baseURL: client.baseURL, apiKeyEnv: provider.apiKeyEnv };
   }
 
   #client(providerName: string): OpenAI {
@@ -199,7 +212,23 @@ function isAbort(error: unknown, signal: AbortSignal | undefined): boolean {
 
 const CONTEXT_LENGTH = /context[_ ]length|maximum context|too many tokens|context window/i;
 
-function classify(error: unknown, model: string): ModelError {
+interface Endpoint {
+  provider: string;
+  baseURL: string;
+  apiKeyEnv: string;
+}
+
+/**
+ * A failed call as one line that says what failed, where, and what to do: `401 from
+ * http://…/v1 (provider openai, model m): … : check OPENAI_API_KEY or providers.openai.apiKeyEnv`,
+ * `cannot reach http://…/v1 (provider openai): connection refused`.
+ */
+function classify(error: unknown, model: string, where: Endpoint): ModelError {
+  const at = `${where.baseURL} (provider ${where.provider}, model ${model})`;
+  if (error instanceof APIConnectionError && !(error instanceof APIConnectionTimeoutError)) {
+    const reason = connectionReason(error);
+    return new ModelError(`cannot reach ${at}: ${reason}`, model, { cause: error });
+  }
   if (error instanceof APIError) {
     const code = typeof error.code === "string" ? error.code : "";
     if (error.status === 400 && (code === "context_length_exceeded" || CONTEXT_LENGTH.test(error.message))) {
@@ -208,13 +237,39 @@ function classify(error: unknown, model: string): ModelError {
         status: 400,
       });
     }
-    return new ModelError(`${model}: ${error.message}`, model, {
+    const status = error.status ?? "error";
+    const said = error.message.replace(new RegExp(`^${status}\\s*`), "");
+    const mend =
+      error.status === 401 || error.status === 403
+        ? `: check ${where.apiKeyEnv} or providers.${where.provider}.apiKeyEnv`
+        : error.status === 404
+          ? `: check the model's name, and providers.${where.provider}.baseURL`
+          : "";
+    return new ModelError(`${status} from ${at}${said ? `: ${said}` : ""}${mend}`, model, {
       cause: error,
       ...(error.status ? { status: error.status } : {}),
     });
   }
   // A stream cut mid-way surfaces as a plain error from the SDK's reader: a connection fault.
-  return new ModelError(`${model}: ${error instanceof Error ? error.message : String(error)}`, model, {
+  return new ModelError(`${at}: ${error instanceof Error ? error.message : String(error)}`, model, {
     cause: error,
   });
+}
+
+/** Why a connection failed, from the system's error under the SDK's "Connection error.". */
+function connectionReason(error: Error): string {
+  let cause: unknown = error.cause;
+  while (cause instanceof Error && cause.cause instanceof Error) {
+    const code = (cause as NodeJS.ErrnoException).code;
+    if (code) break;
+    cause = cause.cause;
+  }
+  const code = (cause as NodeJS.ErrnoException | undefined)?.code;
+  const known: Record<string, string> = {
+    ECONNREFUSED: "connection refused (is the server running?)",
+    ENOTFOUND: "no such host",
+    ECONNRESET: "the connection was reset",
+    EHOSTUNREACH: "the host is unreachable",
+  };
+  return (code && known[code]) ?? (cause instanceof Error ? cause.message : error.message);
 }

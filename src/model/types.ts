@@ -66,6 +66,18 @@ export interface ModelRequest {
   signal?: AbortSignal;
   /** Text as it streams. Once called, the request is never retried. */
   onDelta?: (text: string) => void;
+  /** A call that failed and will be made again, after `delayMs`. */
+  onRetry?: (retry: ModelRetry) => void;
+}
+
+export interface ModelRetry {
+  model: string;
+  /** 1 for the first retry. */
+  attempt: number;
+  maxRetries: number;
+  delayMs: number;
+  /** What failed, in one line: `503 from http://…/v1 (provider openai)`. */
+  error: string;
 }
 
 export interface ModelResponse {

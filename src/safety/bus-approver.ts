@@ -135,7 +135,10 @@ export class BusApprover implements Approver {
     }
     if (record.status === "pending") return undefined;
     if (!record.answer) {
-      if (record.status === "denied") return answerOf(record);
+      // Unsigned, only a timeout denies, and only once this host's own deadline has passed; what
+      // it says is this host's, never the record's (the reason reaches the model).
+      if (record.status === "denied" && record.by === "timeout" && Date.now() >= own.expiresAt)
+        return TIMED_OUT;
     } else {
       // What the answer says, not what the record says beside it.
       const verdict = verifyAnswer(record.answer, factsOf(own), this.trust);
@@ -164,15 +167,28 @@ export class BusApprover implements Approver {
     const watching = new AbortController();
     const stop = () => watching.abort();
     signal.addEventListener("abort", stop, { once: true });
+    let timedOut = false;
     const expire = async () => {
       const entry = await this.#ours(kv, key, own);
       if (entry?.value.status !== "pending") return;
-      const denied = { ...entry.value, status: "denied", reason: "nobody answered in time", by: "timeout" };
-      await kv
-        .put(key, denied, { expectedRevision: entry.revision })
-        .catch((error) => (error instanceof KvConflictError ? undefined : Promise.reject(error)));
+      const denied = { ...entry.value, status: "denied", reason: TIMED_OUT.reason, by: "timeout" };
+      await kv.put(key, denied, { expectedRevision: entry.revision });
+      timedOut = true;
     };
-    const timer = setTimeout(() => void expire().finally(stop), Math.max(0, own.expiresAt - Date.now()));
+    const timer = setTimeout(
+      () =>
+        void expire()
+          .catch((error) =>
+            this.log.warn({ key, err: (error as Error).message }, "could not deny by timeout"),
+          )
+          .finally(stop),
+      Math.max(0, own.expiresAt - Date.now()),
+    );
+    // Anything written over the record while it waits is put back at once, not when an answer comes.
+    void (async () => {
+      for await (const change of kv.watch<ApprovalRecord>({ key, signal: watching.signal }))
+        if (change.value === null || !isOwn(change.value, own)) await this.#ours(kv, key, own);
+    })().catch(() => {});
     try {
       for await (const change of answers.watch({
         key: answersOf(key, own.requestId),
@@ -182,7 +198,8 @@ export class BusApprover implements Approver {
         const decided = await this.#consider(kv, key, own, change.key, change.value, rejected);
         if (decided) return decided;
       }
-      // Stopped watching: aborted, or expired (the record says which).
+      // Stopped watching: aborted, or expired (this host's own timer says which).
+      if (timedOut) return TIMED_OUT;
       const final = await this.#ours(kv, key, own);
       if (final && final.value.status !== "pending") {
         const settled = await this.#settled(kv, final, own, rejected);
@@ -192,6 +209,7 @@ export class BusApprover implements Approver {
     } finally {
       clearTimeout(timer);
       signal.removeEventListener("abort", stop);
+      watching.abort();
     }
   }
 
@@ -279,13 +297,8 @@ function answerOfVerified(answer: SignedAnswer, by: string): ApprovalAnswer {
   return { approved: decision === "allow", by, ...(reason ? { reason } : {}) };
 }
 
-function answerOf(record: ApprovalRecord): ApprovalAnswer {
-  return {
-    approved: record.status === "approved",
-    by: record.by ?? "unknown",
-    ...(record.reason ? { reason: record.reason } : {}),
-  };
-}
+/** A request nobody answered before this host's deadline. */
+const TIMED_OUT: ApprovalAnswer = { approved: false, by: "timeout", reason: "nobody answered in time" };
 
 /** What an answer to this record must name. */
 function factsOf(record: ApprovalRecord) {
