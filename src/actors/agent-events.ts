@@ -23,6 +23,8 @@ export interface AgentEventMap {
   "model.delta": { text: string };
   /** One model call finished: what it cost and why it ended. */
   "model.completed": { model: string; usage: Usage; finishReason: FinishReason; toolCalls: number };
+  /** A model call failed and is made again after `delayMs` (`attempt` of `maxRetries`); `error` says what failed. */
+  "model.retrying": { model: string; attempt: number; maxRetries: number; delayMs: number; error: string };
   /** The model asked for a call; `decision` is the policy's, before any approval. */
   "tool.requested": {
     callId: string;

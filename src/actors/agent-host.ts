@@ -230,6 +230,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         ...(input.withTools ? { tools: tools().specs } : {}),
         signal,
         onDelta: (text) => events.emit("model.delta", { text }),
+        onRetry: (retry) => events.emit("model.retrying", retry),
       });
       turn++;
       if (await deps.agentHooks?.shouldStopAfterTurn?.({ ...hookContext, turn, message: response.message })) {

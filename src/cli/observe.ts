@@ -124,6 +124,16 @@ export async function runObserve(
       if (live) {
         const node = builder.apply(envelope);
         if (envelope.type === "model.delta" && node) view.speaker = node;
+        if (envelope.type === "model.retrying" && node) {
+          const { error, attempt, maxRetries } = envelope.data as {
+            error: string;
+            attempt: number;
+            maxRetries: number;
+          };
+          view.status = `${node.name}: ${error}; retrying (${attempt}/${maxRetries})`;
+        }
+        if (envelope.type === "model.completed" && view.status?.startsWith(`${node?.name}: `))
+          view.status = undefined;
         if (envelope.type === "approval.requested" && !requests.watchOnly)
           readRequest({ ...envelope, callId: (envelope.data as { callId: string }).callId });
         dirty = true;

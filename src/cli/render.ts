@@ -92,6 +92,14 @@ export function humanRenderer(
           line(`${prefix}  ! an answer${by ? ` claiming to be ${by}'s` : ""} was refused: ${why}`);
           break;
         }
+        case "model.retrying": {
+          const { attempt, maxRetries, delayMs, error } = envelope.data as AgentEventMap["model.retrying"];
+          line(
+            `${prefix}· ${error}; retrying (${attempt}/${maxRetries}) in ${(delayMs / 1000).toFixed(1)} s`,
+          );
+          if (root) startSpinner("thinking…");
+          break;
+        }
         case "context.compacted": {
           const { tokensBefore, tokensAfter } = envelope.data as AgentEventMap["context.compacted"];
           line(`${prefix}· context compacted: ${tokensBefore} → ${tokensAfter} tokens`);

@@ -241,9 +241,9 @@ function classify(error: unknown, model: string, where: Endpoint): ModelError {
     const said = error.message.replace(new RegExp(`^${status}\\s*`), "");
     const mend =
       error.status === 401 || error.status === 403
-        ? `: check ${where.apiKeyEnv} or providers.${where.provider}.apiKeyEnv`
+        ? ` — check ${where.apiKeyEnv} or providers.${where.provider}.apiKeyEnv`
         : error.status === 404
-          ? `: check the model's name, and providers.${where.provider}.baseURL`
+          ? ` — check the model's name, and providers.${where.provider}.baseURL`
           : "";
     return new ModelError(`${status} from ${at}${said ? `: ${said}` : ""}${mend}`, model, {
       cause: error,

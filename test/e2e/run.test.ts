@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { freePort } from "../../src/bus/embedded-nats.js";
 import type { Envelope } from "../../src/bus/envelope.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { runTroupe, TROUPE_BIN, tempTree } from "../support/cli.js";
@@ -186,7 +187,30 @@ describe("troupe run --local", () => {
     const result = await runTroupe(["run", "--local", "-w", "ws", "Hi"], { cwd: dir, env: env() });
     expect(result.code).toBe(1);
     expect(result.stderr).toBe(
-      "■ failed · 0 turns · 0 tool calls · 0 tokens\ntroupe: scripted: 401 invalid api key\n",
+      `■ failed · 0 turns · 0 tool calls · 0 tokens\ntroupe: 401 from ${server.baseURL} (provider openai, model scripted): invalid api key — check OPENAI_API_KEY or providers.openai.apiKeyEnv\n`,
+    );
+  });
+
+  it("says which server it cannot reach, and shows each retry as it happens", async () => {
+    const port = await freePort();
+    const closed = await runTroupe(["run", "--local", "-w", "ws", "Hi"], {
+      cwd: dir,
+      env: { OPENAI_BASE_URL: `http://127.0.0.1:${port}/v1`, OPENAI_API_KEY: "" },
+    });
+    expect(closed.code).toBe(1);
+    expect(closed.stderr).toContain(
+      `troupe: cannot reach http://127.0.0.1:${port}/v1 (provider openai, model scripted): connection refused (is the server running?)\n`,
+    );
+    server.script(
+      { reply: { error: { status: 503, message: "overloaded" } }, times: 2 },
+      { reply: { text: "Back." } },
+    );
+    const retried = await runTroupe(["run", "--local", "-w", "ws", "Hi"], { cwd: dir, env: env() });
+    expect(retried.code).toBe(0);
+    expect(retried.stdout).toMatch(
+      new RegExp(
+        `^· 503 from ${server.baseURL.replaceAll(".", "\\.")} \\(provider openai, model scripted\\): overloaded; retrying \\(1/\\d\\) in \\d+\\.\\d s\n· 503 .*retrying \\(2/\\d\\) in \\d+\\.\\d s\nBack\\.\n$`,
+      ),
     );
   });
 
