@@ -120,7 +120,7 @@ export function rolePermissions(role: Role, prefix = "troupe"): Permissions {
           ],
           deny: noAdmin,
         },
-        subscribe: { allow: [events, inbox("client")] },
+        subscribe: { allow: [events, s.daemonBeat(), inbox("client")] },
       };
     case "approver":
       return {
@@ -134,12 +134,12 @@ export function rolePermissions(role: Role, prefix = "troupe"): Permissions {
           ],
           deny: noAdmin,
         },
-        subscribe: { allow: [events, inbox("approver")] },
+        subscribe: { allow: [events, s.daemonBeat(), inbox("approver")] },
       };
     case "observer":
       return {
         publish: { allow: [...readVerbs, ...jsBasics, ...readStream(s.eventStream)], deny: noAdmin },
-        subscribe: { allow: [events, inbox("observer")] },
+        subscribe: { allow: [events, s.daemonBeat(), inbox("observer")] },
       };
   }
 }

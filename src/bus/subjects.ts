@@ -62,6 +62,8 @@ export interface Subjects {
   approval(runId: string, callId: string): string;
   /** `<p>.work.spawn`: the queue group of workers. */
   workSpawn(): string;
+  /** `<p>.beat.daemon`: the daemon says it is alive, every second; not kept in any stream. */
+  daemonBeat(): string;
   /** The JetStream stream that captures `events()`. */
   readonly eventStream: string;
   /** A KV bucket of this prefix: `<p>_<name>`. */
@@ -84,6 +86,7 @@ export function subjects(prefix = DEFAULT_PREFIX): Subjects {
     approval: (runId, callId) =>
       `${p}.approval.${assertToken("run id", runId)}.${assertToken("call id", callId)}`,
     workSpawn: () => `${p}.work.spawn`,
+    daemonBeat: () => `${p}.beat.daemon`,
     eventStream: `${p.toUpperCase().replaceAll("-", "_")}_EVENTS`,
     bucket: (name) => `${p}_${assertToken("bucket", name)}`,
   };

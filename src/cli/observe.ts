@@ -8,6 +8,7 @@ import { answerApproval, awaitApproval } from "../safety/answer-approval.js";
 import { type ApprovalRecord, type ApprovalRef, approvalKey } from "../safety/bus-approver.js";
 import { localIdentity } from "../trust/approvers.js";
 import { APPROVER_ROLES, connectClient } from "./client.js";
+import { watchDaemon } from "./daemon-contact.js";
 import {
   agentOrder,
   nodeKey,
@@ -78,6 +79,18 @@ export async function runObserve(
       },
     );
   const timer = live ? setInterval(draw, 100) : undefined;
+  const contact = live
+    ? watchDaemon(bus, {
+        lost: (ms) => {
+          view.status = `lost contact with the daemon (last seen ${Math.round(ms / 1000)} s ago); waiting…`;
+          dirty = true;
+        },
+        back: () => {
+          view.status = undefined;
+          dirty = true;
+        },
+      })
+    : undefined;
   if (live) process.stdout.on("resize", redraw);
   const lines = new LineWriter(process.stdout);
   const quit = () => reading.abort();
@@ -145,6 +158,7 @@ export async function runObserve(
   } finally {
     lines.flush();
     clearInterval(timer);
+    contact?.stop();
     if (frame) {
       redraw();
       frame.done();

@@ -9,6 +9,7 @@ import type { AgentOutput } from "../machines/agent-types.js";
 import { answerApproval, awaitApproval } from "../safety/answer-approval.js";
 import { localIdentity } from "../trust/approvers.js";
 import { callApi, connectClient } from "./client.js";
+import { watchDaemon } from "./daemon-contact.js";
 import { humanRenderer, jsonRenderer } from "./render.js";
 import { RUN_EXIT, type RunFlags } from "./run.js";
 import { ttyApprover } from "./tty-approver.js";
@@ -80,6 +81,20 @@ export async function runViaDaemon(
       if (outcome === "rejected") process.stderr.write(`  (the run's host refused the answer: ${why})\n`);
       if (outcome === "changed") process.stderr.write("  (the call was asked again; this answer is void)\n");
     };
+    let told = false;
+    const contact = watchDaemon(bus, {
+      lost: (ms) => {
+        if (told) return;
+        told = true;
+        process.stderr.write(
+          `troupe: lost contact with the daemon (last seen ${Math.round(ms / 1000)} s ago); waiting…\n`,
+        );
+      },
+      back: () => {
+        told = false;
+        process.stderr.write("troupe: the daemon is back\n");
+      },
+    });
     let output: AgentOutput | undefined;
     try {
       for (let next = await first; !next.done; next = await events.next()) {
@@ -96,6 +111,7 @@ export async function runViaDaemon(
         }
       }
     } finally {
+      contact.stop();
       process.off("SIGINT", onSigint);
       renderer.close();
       reading.abort();

@@ -11,6 +11,9 @@ import { RecordSeal } from "../trust/record-seal.js";
 import { type ApiVerb, apiRequests, beyondCeiling, LIST_TEXT, type RunRecord } from "./api.js";
 import { RunIndex } from "./run-index.js";
 
+/** How often the daemon says it is alive (`<p>.beat.daemon`). */
+export const BEAT_MS = 1000;
+
 export interface DaemonOptions {
   /** The loosest approval policy a client may ask for (troupe.yaml's `daemon.maxApproval`). Default `auto-edit`. */
   maxApproval?: ApprovalPolicyName;
@@ -27,6 +30,7 @@ export class Daemon {
   #runs = new Map<string, AgentHandle>();
   #accepting = true;
   #index: RunIndex | undefined;
+  #beating: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly runtime: Runtime,
@@ -52,6 +56,21 @@ export class Daemon {
         this.bus.reply(this.bus.subjects.api(verb), (request) => this.#answer(verb, request)),
       );
     }
+    // Clients watch this to tell a daemon that is away from one that is quiet.
+    const beat = () =>
+      this.bus.publish(
+        this.bus.subjects.daemonBeat(),
+        makeEnvelope({
+          runId: "daemon",
+          agentId: "daemon",
+          seq: 0,
+          type: "daemon.beat",
+          data: { pid: process.pid },
+        }),
+      );
+    beat();
+    this.#beating = setInterval(beat, BEAT_MS);
+    this.#beating.unref();
     // Ready means answering: the server has the API subscriptions before anyone is told so.
     await this.bus.flush();
     this.log.info({ runs: this.#runs.size }, "daemon ready");
@@ -60,6 +79,7 @@ export class Daemon {
   /** Stops taking runs; what runs keeps its snapshots, and the next daemon resumes it. */
   async stop(): Promise<void> {
     this.#accepting = false;
+    clearInterval(this.#beating);
     for (const sub of this.#serving) sub.unsubscribe();
     for (const handle of this.#runs.values()) handle.detach();
     this.log.info({ runs: this.#runs.size }, "daemon stopped; unfinished runs resume on the next start");

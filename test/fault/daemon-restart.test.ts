@@ -64,19 +64,21 @@ async function scenario(
   const clientExit = new Promise<number | null>((resolve) => client.once("exit", resolve));
   let stdout = "";
   client.stdout.on("data", (chunk) => (stdout += chunk));
+  let stderr = "";
+  client.stderr.on("data", (chunk) => (stderr += chunk));
   const events = () =>
     stdout
       .trim()
       .split("\n")
       .filter(Boolean)
       .map((line) => JSON.parse(line) as { seq: number; type: string; data: Record<string, unknown> });
-  const crash = async () => {
+  const crash = async (awayMs = 300) => {
     expect(stdout).not.toContain('"agent.stopped"');
     daemon.kill("SIGKILL");
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await new Promise((resolve) => setTimeout(resolve, awayMs));
     await startDaemon();
   };
-  return { dir, model, env, config, events, stdout: () => stdout, crash, clientExit };
+  return { dir, model, env, config, events, stdout: () => stdout, stderr: () => stderr, crash, clientExit };
 }
 
 it("SIGKILL during a model call: the restarted daemon finishes the run; the client follows throughout; the finished command ran once", async () => {
@@ -241,4 +243,26 @@ it("SIGKILL while a subagent runs in the daemon: the child is resumed, not spawn
       (r) => String(r.body.messages[0]?.content).includes('"explorer"') && r.body.messages.length === 2,
     ),
   ).toHaveLength(1);
+}, 60_000);
+
+it("a daemon away: the client says it lost contact within a few seconds, and when the daemon is back", async () => {
+  const s = await scenario(
+    [
+      {
+        match: { turn: 1 },
+        reply: {
+          toolCalls: [{ name: "shell", arguments: { command: "echo ok >> log.txt" }, id: "call_wait" }],
+        },
+      },
+      { match: { turn: 2 }, reply: { text: "Done." } },
+    ],
+    "ask",
+  );
+  await waitFor("the approval request", () => s.stdout().includes('"approval.requested"'), 15_000);
+  await s.crash(5000);
+  expect(s.stderr()).toMatch(/^troupe: lost contact with the daemon \(last seen [34] s ago\); waiting…\n/);
+  await waitFor("the daemon seen again", () => s.stderr().includes("troupe: the daemon is back\n"), 5000);
+  const approve = await runTroupe([...s.config, "approve", "--allow"], { cwd: s.dir, env: s.env });
+  expect(approve.code).toBe(0);
+  expect(await s.clientExit).toBe(0);
 }, 60_000);
