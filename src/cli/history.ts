@@ -9,7 +9,7 @@ import type { RunRecord } from "../daemon/api.js";
 import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import { denyingApprover } from "../safety/approver.js";
-import { callApi, connectClient } from "./client.js";
+import { callApi, connectClient, NoDaemonError } from "./client.js";
 import { humanRenderer, jsonRenderer } from "./render.js";
 import { localBus, RUN_EXIT } from "./run.js";
 import { table } from "./table.js";
@@ -87,8 +87,11 @@ export async function runRuns(
     } finally {
       await bus.close();
     }
-  } catch {
-    // No daemon (or no NATS): the local runs are the whole list.
+  } catch (error) {
+    // No daemon (or no NATS): the local runs are the whole list, and the list says so.
+    const { url, prefix } = config.troupe.nats;
+    const why = error instanceof NoDaemonError ? "no daemon answers" : "cannot reach NATS";
+    process.stderr.write(`troupe: the daemon's runs are not listed: ${why} on ${url} (prefix ${prefix})\n`);
   }
   rows.sort((a, b) => a.startedAt - b.startedAt);
   if (flags.json) {

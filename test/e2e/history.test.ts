@@ -66,7 +66,12 @@ it("keeps local runs in the data dir (0700/0600), lists them, replays them, and 
   expect(await exit).toBe(130);
   const slowRun = JSON.parse(out.split("\n")[0] ?? "{}").runId as string;
 
-  const listed = JSON.parse((await runTroupe(["runs", "--json"], { cwd: dir, env: env() })).stdout) as Array<{
+  const runs = await runTroupe(["runs", "--json"], { cwd: dir, env: env() });
+  // No NATS at the config's URL: the list is the local runs, and says the daemon's are missing.
+  expect(runs.stderr).toBe(
+    "troupe: the daemon's runs are not listed: cannot reach NATS on nats://127.0.0.1:1 (prefix troupe)\n",
+  );
+  const listed = JSON.parse(runs.stdout) as Array<{
     runId: string;
     state: string;
     where: string;
