@@ -28,7 +28,7 @@ export async function main(argv: string[]): Promise<number> {
     .description("An actor-model orchestrator for LLM agents: XState machines as actors over NATS.")
     .option(
       "-c, --config <dir>",
-      "config directory holding troupe.yaml (env TROUPE_CONFIG; default ./config)",
+      "the config directory (default: TROUPE_CONFIG, else ./config when it holds troupe.yaml, else the one shipped with troupe)",
     )
     .option("--nats <url>", "the NATS server (overrides NATS_URL and troupe.yaml's nats.url)")
     .addOption(new Option("--log-level <level>", "log verbosity").choices(LOG_LEVELS).default("warn"))
