@@ -49,7 +49,7 @@ export async function main(argv: string[]): Promise<number> {
   const log = (component: string) => {
     // Secrets of the environment never reach a log line.
     logger ??= createLogger({ level: globals().logLevel, redact: (line) => redactor.redact(line) });
-    return logger.child({ component });
+    return logger.child({ command: component });
   };
 
   const agents = program.command("agents").description("list and check agent definitions").exitOverride();

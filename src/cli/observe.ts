@@ -1,5 +1,4 @@
 import { emitKeypressEvents } from "node:readline";
-import { createLogUpdate } from "log-update";
 import { RunTreeBuilder } from "../actors/run-tree.js";
 import { loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
@@ -9,6 +8,7 @@ import { type ApprovalRecord, type ApprovalRef, approvalKey } from "../safety/bu
 import { localIdentity } from "../trust/approvers.js";
 import { APPROVER_ROLES, connectClient } from "./client.js";
 import { watchDaemon } from "./daemon-contact.js";
+import { Screen, viewLogger } from "./screen.js";
 import {
   agentOrder,
   nodeKey,
@@ -35,13 +35,25 @@ export async function runObserve(
   log: Logger,
 ): Promise<number> {
   const config = loadConfig({ config: configPath });
-  const bus = await connectClient(config, "troupe-observe", log, 3000, APPROVER_ROLES);
-  const identity = () => localIdentity(dataDir(config.troupe.dataDir));
   const live = !flags.json && process.stdout.isTTY === true;
+  // On a terminal the view owns it: what would be logged becomes its status line.
+  const say = (text: string) => {
+    view.status = text;
+    dirty = true;
+  };
+  const bus = await connectClient(
+    config,
+    "troupe-observe",
+    live ? viewLogger(log.level, say) : log,
+    3000,
+    APPROVER_ROLES,
+  );
+  const identity = () => localIdentity(dataDir(config.troupe.dataDir));
   const keys = live && process.stdin.isTTY === true;
   const reading = new AbortController();
   const builder = new RunTreeBuilder();
   const { url, prefix } = config.troupe.nats;
+  let dirty = true;
   const view: ViewState = {
     header: `troupe observe · ${url} · prefix ${prefix}${runId ? ` · run ${runId}` : ""}`,
     selected: undefined,
@@ -54,14 +66,11 @@ export async function runObserve(
     record: (ref) => records.get(approvalKey(ref)),
     watchOnly: !keys,
   };
-  const frame = live ? createLogUpdate(sizedTerminal(process.stdout)) : undefined;
-  let dirty = true;
+  const screen = live ? new Screen(process.stdout) : undefined;
   const draw = () => {
-    if (!frame || !dirty) return;
+    if (!screen || !dirty) return;
     dirty = false;
-    const { columns, rows } = sizedTerminal(process.stdout);
-    const screen = { columns, rows: rows - 1 };
-    frame(renderFrame(builder, view, screen, requests).join("\n"));
+    screen.draw(renderFrame(builder, view, screen.size, requests));
   };
   const redraw = () => {
     dirty = true;
@@ -159,9 +168,9 @@ export async function runObserve(
     lines.flush();
     clearInterval(timer);
     contact?.stop();
-    if (frame) {
+    if (screen) {
       redraw();
-      frame.done();
+      screen.close();
       process.stdout.off("resize", redraw);
     }
     if (keys) {
@@ -172,23 +181,6 @@ export async function runObserve(
     await bus.close();
   }
   return 0;
-}
-
-/**
- * The terminal as the frame is drawn for it: one that gives no size (a pty nobody sized says 0×0,
- * where nothing would be drawn at all) is taken for 100×24.
- */
-function sizedTerminal(out: NodeJS.WriteStream) {
-  return {
-    isTTY: out.isTTY,
-    get columns() {
-      return out.columns || 100;
-    },
-    get rows() {
-      return out.rows || 24;
-    },
-    write: (text: string) => out.write(text),
-  } as unknown as NodeJS.WriteStream;
 }
 
 /** The agent one up or down the tree from the picked one (the first or last when none is). */

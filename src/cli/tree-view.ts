@@ -112,7 +112,7 @@ function agentLine(node: TreeNode, label: string): string {
   const cost = node.usage?.costUsd ?? 0;
   const parts = [
     label,
-    state.padEnd(22),
+    state.padEnd(17),
     `turn ${`${node.turns}${maxTurns ? `/${maxTurns}` : ""}`.padEnd(5)}`,
     `tokens ${bar(tokens, maxTokens)}${`${compact(tokens)}${maxTokens ? `/${compact(maxTokens)}` : ""}`.padEnd(10)}`,
     `$${cost.toFixed(4)}${maxCostUsd ? ` ${bar(cost, maxCostUsd)}` : ""}`,
