@@ -29,15 +29,26 @@ export function humanRenderer(
   let spinner: NodeJS.Timeout | undefined;
   let frame = 0;
   let atLineStart = true;
+  // The subagents at work, by id: what the spinner says while the root waits on them.
+  const children = new Map<string, { name: string; state: string; since: number }>();
+  const working = () =>
+    [...children.values()]
+      .map((c) => `${c.name} ${c.state} ${((Date.now() - c.since) / 1000).toFixed(1)} s`)
+      .join(" · ");
   const stopSpinner = () => {
     if (!spinner) return;
     clearInterval(spinner);
     spinner = undefined;
     err.write("\r\x1b[K");
   };
-  const startSpinner = (label: string) => {
+  const startSpinner = (label: string | (() => string)) => {
     if (!tty || spinner) return;
-    spinner = setInterval(() => err.write(`\r${SPINNER[frame++ % SPINNER.length]} ${label}`), 80);
+    const text = typeof label === "string" ? () => label : label;
+    const columns = (err as NodeJS.WriteStream).columns || 100;
+    spinner = setInterval(
+      () => err.write(`\r\x1b[K${`${SPINNER[frame++ % SPINNER.length]} ${text()}`.slice(0, columns - 1)}`),
+      80,
+    );
     spinner.unref();
   };
   const line = (text: string) => {
@@ -45,6 +56,7 @@ export function humanRenderer(
     if (!atLineStart) out.write("\n");
     out.write(`${text}\n`);
     atLineStart = true;
+    if (children.size > 0) startSpinner(working);
   };
   return {
     event({ envelope }) {
@@ -53,9 +65,22 @@ export function humanRenderer(
       switch (envelope.type) {
         case "state.changed": {
           const { to } = envelope.data as AgentEventMap["state.changed"];
-          if (root && (to === "callingModel" || to === "compacting"))
+          const child = children.get(envelope.agentId);
+          if (child) child.state = to;
+          if (!root) break;
+          stopSpinner();
+          if (to === "callingModel" || to === "compacting")
             startSpinner(to === "compacting" ? "compacting context…" : "thinking…");
-          else stopSpinner();
+          else if (to === "executingTools" && children.size > 0) startSpinner(working);
+          break;
+        }
+        case "subagent.spawned": {
+          const { childId, name } = envelope.data as AgentEventMap["subagent.spawned"];
+          children.set(childId, { name, state: "starting", since: envelope.ts });
+          if (root) {
+            stopSpinner();
+            startSpinner(working);
+          }
           break;
         }
         case "model.delta": {
@@ -107,6 +132,8 @@ export function humanRenderer(
         }
         case "subagent.finished": {
           const data = envelope.data as AgentEventMap["subagent.finished"];
+          children.delete(data.childId);
+          if (children.size === 0) stopSpinner();
           const tokens = data.usage.inputTokens + data.usage.outputTokens;
           line(
             `${prefix}◂ ${data.childId} ${data.reason} · ${plural(tokens, "token")} · ${plural(data.toolCalls, "tool call")}`,

@@ -1,7 +1,8 @@
+import { join } from "node:path";
 import { afterEach, beforeEach, expect, it } from "vitest";
 import type { Envelope } from "../../src/bus/envelope.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
-import { runTroupe, tempTree } from "../support/cli.js";
+import { onTerminal, runTroupe, tempTree } from "../support/cli.js";
 
 let server: ScriptedModelServer;
 let dir: string;
@@ -85,4 +86,38 @@ it("troupe run --json: a parent spawns two subagents in parallel and answers fro
     reason: "done",
     result: "app.js:1 sets port 80, which needs root: use 8080.",
   });
+});
+
+it("on a terminal, shows each subagent at work with its state and time while the parent waits on them", async () => {
+  const as = (name: string, turn: number) => ({ system: `"${name}"`, turn });
+  server.script(
+    {
+      match: as("lead", 1),
+      reply: {
+        toolCalls: [
+          { name: "subagent_explorer", arguments: { task: "Where is the port set?" } },
+          { name: "subagent_reviewer", arguments: { task: "Is port 80 a problem?" } },
+        ],
+      },
+    },
+    { match: as("explorer", 1), reply: { text: "app.js:1 sets port = 80", delayMs: 1500 } },
+    { match: as("reviewer", 1), reply: { text: "Port 80 needs root.", delayMs: 1500 } },
+    { match: as("lead", 2), reply: { text: "Use 8080." } },
+  );
+  const run = onTerminal(["--config", join(dir, "config"), "run", "--local", "-w", "ws", "Check the port"], {
+    cwd: dir,
+    env: {
+      ...process.env,
+      OPENAI_BASE_URL: server.baseURL,
+      OPENAI_API_KEY: "",
+      TROUPE_DATA_DIR: join(dir, ".data"),
+    },
+  });
+  expect(await run.exit).toBe(0);
+  // The spinner's line names both children, their state, and a time that grows.
+  const frames = run.output().match(/[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] explorer \S+ \d+\.\d s · reviewer \S+ \d+\.\d s/g) ?? [];
+  expect(frames.length).toBeGreaterThan(5);
+  expect(frames.some((f) => /explorer callingModel/.test(f))).toBe(true);
+  const seconds = frames.map((f) => Number(/explorer \S+ (\d+\.\d) s/.exec(f)?.[1]));
+  expect(Math.max(...seconds)).toBeGreaterThan(Math.min(...seconds));
 });
