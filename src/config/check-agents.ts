@@ -14,6 +14,8 @@ export function checkAgents(
   config: TroupeConfig,
   configFile: YamlFile | undefined,
   problems: ConfigProblem[],
+  /** Agents whose files did not load (their problems are reported): no one is told they are missing. */
+  unloaded: ReadonlySet<string> = new Set(),
 ): Map<string, LoadedAgent> {
   const agents = new Map<string, LoadedAgent>();
   for (const agent of loaded) {
@@ -33,7 +35,7 @@ export function checkAgents(
   for (const { definition, file } of agents.values()) {
     definition.subagents.forEach((child, i) => {
       if (agents.has(child)) subagentNames.add(child);
-      else
+      else if (!unloaded.has(child))
         problems.push(
           file.problem(["subagents", i], `unknown agent "${child}"${didYouMean(child, agents.keys())}`),
         );
@@ -44,7 +46,12 @@ export function checkAgents(
   for (const agent of agents.values())
     checkTools(agent, config, subagentNames.has(agent.definition.name), problems);
 
-  if (config.defaultAgent !== undefined && !agents.has(config.defaultAgent) && configFile) {
+  if (
+    config.defaultAgent !== undefined &&
+    !agents.has(config.defaultAgent) &&
+    !unloaded.has(config.defaultAgent) &&
+    configFile
+  ) {
     problems.push(
       configFile.problem(
         ["defaultAgent"],
@@ -108,7 +115,11 @@ function checkTools(
       return;
     }
     const candidates = [...builtins, ...servers.map((server) => `${server}${MCP_SEPARATOR}*`)];
-    const hint = didYouMean(tool, candidates) || `; the tools are ${candidates.join(", ")}`;
+    const hint =
+      didYouMean(tool, candidates) ||
+      (/ - /.test(tool)
+        ? " (one list item indented under another reads as one name: put each `- item` at the same indentation)"
+        : `; the tools are ${candidates.join(", ")}`);
     problems.push(file.problem(at, `unknown tool "${tool}"${hint}`));
   });
 }

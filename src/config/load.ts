@@ -1,5 +1,5 @@
 import { existsSync, readdirSync, realpathSync, statSync } from "node:fs";
-import { dirname, extname, join, resolve } from "node:path";
+import { basename, dirname, extname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { checkAgents } from "./check-agents.js";
 import { ConfigError, type ConfigProblem } from "./problems.js";
@@ -75,13 +75,21 @@ export function loadConfig(options: LoadOptions = {}): LoadedConfig {
   }
 
   const loaded: LoadedAgent[] = [];
+  // A file that did not load is most likely the agent its name says (finder.yaml: finder), or the
+  // one its `name:` says: others naming it are not told it is missing as well.
+  const unloaded = new Set<string>();
   for (const path of agentFiles.values()) {
     const file = YamlFile.read(path, cwd);
     const definition = file.validate(agentSchema);
     problems.push(...file.problems);
     if (definition) loaded.push({ definition, file });
+    else {
+      unloaded.add(basename(path).replace(/\.ya?ml$/, ""));
+      const named = (file.data as { name?: unknown } | undefined)?.name;
+      if (typeof named === "string") unloaded.add(named);
+    }
   }
-  const agents = checkAgents(loaded, troupe, configFile, problems);
+  const agents = checkAgents(loaded, troupe, configFile, problems, unloaded);
   if (problems.length > 0) throw new ConfigError(problems);
   const natsUrlChosen =
     Boolean(env.NATS_URL) || (configFile?.data as { nats?: { url?: unknown } })?.nats?.url !== undefined;

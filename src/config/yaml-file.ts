@@ -24,10 +24,13 @@ export class YamlFile {
     private readonly cwd: string = process.cwd(),
   ) {
     this.#doc = parseDocument(text, { lineCounter: this.#lines, prettyErrors: false, uniqueKeys: true });
+    // One problem a place: the parser often reports a mistake twice, in its own words.
+    const seen = new Set<number>();
     for (const error of this.#doc.errors) {
-      const message =
-        error.code === "DUPLICATE_KEY" ? "duplicate key" : `YAML syntax: ${firstLine(error.message)}`;
-      this.problems.push(this.#problemAt(error.pos[0], "", message));
+      const line = this.#lines.linePos(error.pos[0]).line;
+      if (seen.has(line)) continue;
+      seen.add(line);
+      this.problems.push(this.#problemAt(error.pos[0], "", syntaxProblem(error.code, error.message)));
     }
     this.data = this.problems.length === 0 ? this.#doc.toJS() : undefined;
   }
@@ -156,6 +159,24 @@ function article(kind: string): string {
   };
   const name = names[kind] ?? kind;
   return `${/^[aeiou]/.test(name) ? "an" : "a"} ${name}`;
+}
+
+/** A parser error as one line that says how to mend it, for the mistakes people make most. */
+function syntaxProblem(code: string, message: string): string {
+  switch (code) {
+    case "DUPLICATE_KEY":
+      return "duplicate key";
+    case "TAB_AS_INDENT":
+      return "a tab indents this line: YAML indents with spaces only";
+    case "BLOCK_AS_IMPLICIT_KEY":
+    case "MULTILINE_IMPLICIT_KEY":
+      return 'a value holds ": ", or this line is indented under a plain value: put the value in quotes ("a: b"), or line the key up with the ones above';
+    case "BAD_INDENT":
+    case "MISSING_CHAR":
+      return `YAML syntax: ${firstLine(message)}; keys of one level line up, with spaces`;
+    default:
+      return `YAML syntax: ${firstLine(message)}`;
+  }
 }
 
 function firstLine(text: string): string {

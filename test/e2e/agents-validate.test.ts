@@ -237,7 +237,7 @@ describe("troupe agents validate", () => {
     const record = JSON.parse(loud.stderr.trim().split("\n")[0] ?? "");
     expect(record).toMatchObject({
       level: 20,
-      component: "config",
+      command: "config",
       msg: "config loaded",
       agents: ["explorer"],
     });

@@ -157,4 +157,38 @@ describe("loadConfig", () => {
       "config/agents/b.yaml:3:9 tools[0]",
     ]);
   });
+
+  it("says how to mend the YAML mistakes people make, once a place, and blames no other file for one", () => {
+    const problems = (files: Record<string, string>) => {
+      try {
+        loadConfig({ cwd: tree(files), env: {} });
+        return [];
+      } catch (error) {
+        return (error as ConfigError).message.split("\n");
+      }
+    };
+    const lead = {
+      "config/troupe.yaml": "{}\n",
+      "config/agents/lead.yaml": "name: lead\ndescription: Leads.\nsubagents: [finder]\n",
+    };
+    expect(
+      problems({ ...lead, "config/agents/finder.yaml": "name: finder\ndescription: Finds: things\n" }),
+    ).toEqual([
+      'config/agents/finder.yaml:2:14: a value holds ": ", or this line is indented under a plain value: put the value in quotes ("a: b"), or line the key up with the ones above',
+    ]);
+    expect(
+      problems({
+        ...lead,
+        "config/agents/finder.yaml": "name: finder\ndescription: Finds.\n\ttools: [read_file]\n",
+      }),
+    ).toEqual(["config/agents/finder.yaml:3:1: a tab indents this line: YAML indents with spaces only"]);
+    expect(
+      problems({
+        ...lead,
+        "config/agents/finder.yaml": "name: finder\ndescription: Finds.\ntools:\n- read_file\n  - grep\n",
+      }),
+    ).toEqual([
+      'config/agents/finder.yaml:4:3: tools[0]: unknown tool "read_file - grep" (one list item indented under another reads as one name: put each `- item` at the same indentation)',
+    ]);
+  });
 });
