@@ -125,6 +125,7 @@ export async function askEach(
     decisions.push({
       id: call.id,
       approved: answer.approved,
+      by: answer.by,
       ...(answer.reason ? { reason: answer.reason } : {}),
     });
   }

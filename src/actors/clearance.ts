@@ -1,7 +1,7 @@
 import type { ApprovalDecision, ToolBatchOutput } from "../machines/agent-types.js";
 import type { ToolCall } from "../model/types.js";
 import type { PlannedCall } from "../tools/plan.js";
-import { toolError } from "../tools/tool.js";
+import { deniedResult } from "../tools/tool.js";
 
 /** Plans calls; `withTools` false when the turn had no tools (every call is refused). */
 type Plan = (calls: ToolCall[], withTools: boolean) => PlannedCall[];
@@ -53,11 +53,7 @@ export class Clearance {
       const decision = decisions.get(call.id);
       if (call.result) refused[call.id] = call.result;
       else if (decision?.approved) run.push({ ...call, decision: "allow" });
-      else
-        refused[call.id] = toolError(
-          `the user denied ${call.name}: ${decision?.reason ?? "no decision was made"}`,
-          "do not retry this call; find another way or ask the user",
-        );
+      else refused[call.id] = deniedResult(call.name, decision);
     }
     return { run, refused };
   }

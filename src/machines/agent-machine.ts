@@ -2,7 +2,7 @@ import { and, assign, fromPromise, not, setup } from "xstate";
 import { repairToolPairs } from "../context/repair.js";
 import { addUsage, type ChatMessage, ZERO_USAGE } from "../model/types.js";
 import type { PlannedCall } from "../tools/plan.js";
-import { resultContent, toolError } from "../tools/tool.js";
+import { deniedResult, resultContent, toolError } from "../tools/tool.js";
 import {
   awaitsDecision,
   batchOutputOf,
@@ -148,15 +148,7 @@ export const agentMachine = setup({
           if (!awaitsDecision(call)) return call;
           const decision = decisions.get(call.id);
           if (decision?.approved) return { ...call, decision: "allow" as const };
-          const reason = decision?.reason ?? "no decision was made";
-          return {
-            ...call,
-            decision: "deny" as const,
-            result: toolError(
-              `the user denied ${call.name}: ${reason}`,
-              "do not retry this call; find another way or ask the user",
-            ),
-          };
+          return { ...call, decision: "deny" as const, result: deniedResult(call.name, decision) };
         });
       },
     }),

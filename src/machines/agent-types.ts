@@ -87,6 +87,8 @@ export interface ApprovalDecision {
   id: string;
   approved: boolean;
   reason?: string;
+  /** Who decided: a person's verified name, `policy` (nobody could be asked) or `timeout`. */
+  by?: string;
 }
 
 export interface CompactionInput {

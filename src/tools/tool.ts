@@ -175,3 +175,21 @@ export class ToolRegistry {
     return spec;
   }
 }
+
+/**
+ * What the model is told of a call that was not approved, saying who decided: a person, the policy
+ * (nobody could be asked), or nobody in time.
+ */
+export function deniedResult(
+  tool: string,
+  decision: { reason?: string | undefined; by?: string | undefined } | undefined,
+): ToolResult {
+  const reason = decision?.reason ?? "no decision was made";
+  const who =
+    decision?.by === "policy"
+      ? `denied by policy: ${reason}`
+      : decision?.by === "timeout"
+        ? `nobody answered the approval for ${tool} in time`
+        : `the user denied ${tool}: ${reason}`;
+  return toolError(who, "do not retry this call; find another way or ask the user");
+}

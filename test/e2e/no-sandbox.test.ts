@@ -55,5 +55,7 @@ it("troupe run says so in one line at start, and a command is asked for, so with
   expect(warnings[0]).toContain("apt-get install bubblewrap");
   expect(existsSync(join(dir, "ws/made.txt"))).toBe(false);
   const toolResult = String(server.requests[1]?.body.messages.at(-1)?.content);
-  expect(toolResult).toContain("no terminal to ask for approval");
+  // The model is told it was the policy that said no: nobody was asked.
+  expect(toolResult).toContain("denied by policy: no terminal to ask for approval");
+  expect(toolResult).not.toContain("the user denied");
 });
