@@ -1,18 +1,44 @@
 import type { LoadedConfig } from "../config/load.js";
 import type { Budget } from "../config/schema.js";
-import { table } from "./table.js";
 
-export function agentsTable(config: LoadedConfig): string {
-  const rows = [...config.agents.values()]
-    .sort((a, b) => a.definition.name.localeCompare(b.definition.name))
-    .map(({ definition }) => [
-      definition.name + (definition.readOnly ? " (read-only)" : ""),
-      definition.model ?? `${config.troupe.defaultModel} (default)`,
-      definition.tools.join(",") || "-",
-      definition.subagents.join(",") || "-",
-      formatBudget(definition.budget),
-    ]);
-  return table(["NAME", "MODEL", "TOOLS", "SUBAGENTS", "BUDGET"], rows);
+/**
+ * The agents, one block each, that fits 100 columns: the name, the model and the subagents on one
+ * line, then the tools (wrapped) and the budget.
+ */
+export function agentsTable(config: LoadedConfig, width = 100): string {
+  const agents = [...config.agents.values()].sort((a, b) =>
+    a.definition.name.localeCompare(b.definition.name),
+  );
+  const label = ({ definition }: (typeof agents)[number]) =>
+    definition.name + (definition.readOnly ? " (read-only)" : "");
+  const nameWidth = Math.max(...agents.map((agent) => label(agent).length));
+  const blocks = agents.map((agent) => {
+    const { definition } = agent;
+    const model = definition.model ?? `${config.troupe.defaultModel} (default)`;
+    const subagents = definition.subagents.length ? `  subagents: ${definition.subagents.join(", ")}` : "";
+    return [
+      `${label(agent).padEnd(nameWidth)}  ${model}${subagents}`,
+      ...wrap(definition.tools.join(", ") || "none", width - 10).map(
+        (line, i) => `  ${i ? "       " : "tools  "} ${line}`,
+      ),
+      `  budget  ${formatBudget(definition.budget)}`,
+    ].join("\n");
+  });
+  return blocks.join("\n");
+}
+
+/** Lines of at most `width`, broken after a comma. */
+function wrap(text: string, width: number): string[] {
+  const lines: string[] = [];
+  let line = "";
+  for (const word of text.split(" ")) {
+    if (line && line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = word;
+    } else line = line ? `${line} ${word}` : word;
+  }
+  if (line) lines.push(line);
+  return lines;
 }
 
 export function formatBudget(budget: Budget): string {
