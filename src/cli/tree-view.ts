@@ -54,7 +54,7 @@ export function renderFrame(
 
   const focus = picked?.text ? picked : view.speaker;
   const above = focus?.text
-    ? [`${bold(focus.name)}: ${oneLine(focus.text).slice(-(columns - focus.name.length - 2))}`]
+    ? [`${bold(focus.name)}: ${tail(oneLine(focus.text), columns - focus.name.length - 2)}`]
     : [];
   const below = [
     ...(view.status ? [yellow(view.status)] : []),
@@ -218,6 +218,14 @@ function bar(value: number, max: number | undefined, width = 10): string {
 
 function compact(n: number): string {
   return n >= 10_000 ? `${Math.round(n / 1000)}k` : String(n);
+}
+
+/** The end of a text in `width` columns, starting at a word: what the agent is saying now. */
+function tail(text: string, width: number): string {
+  if (text.length <= width) return text;
+  const cut = text.slice(-(width - 1));
+  const space = cut.indexOf(" ");
+  return `…${space >= 0 && space < 20 ? cut.slice(space + 1) : cut}`;
 }
 
 function oneLine(text: string): string {

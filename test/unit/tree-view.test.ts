@@ -1,0 +1,58 @@
+import { describe, expect, it } from "vitest";
+import { RunTreeBuilder } from "../../src/actors/run-tree.js";
+import { makeEnvelope } from "../../src/bus/envelope.js";
+import { renderFrame } from "../../src/cli/tree-view.js";
+
+const event = (agentId: string, seq: number, type: string, data: unknown, parentId?: string) =>
+  makeEnvelope({ runId: "run-1", agentId, seq, type, data, ...(parentId ? { parentId } : {}) });
+
+function tree(children: number) {
+  const builder = new RunTreeBuilder();
+  builder.apply(
+    event("lead", 0, "agent.started", {
+      name: "lead",
+      model: "m",
+      task: "Find the port",
+      budget: { maxTurns: 10 },
+      depth: 0,
+    }),
+  );
+  for (let i = 0; i < children; i++)
+    builder.apply(
+      event(
+        `child-${i}`,
+        0,
+        "agent.started",
+        { name: `child${i}`, model: "m", task: "t", budget: {}, depth: 1 },
+        "lead",
+      ),
+    );
+  const lead = builder.apply(
+    event("lead", 1, "model.delta", {
+      text: "The port is set in app.js on line one, and it needs root to bind",
+    }),
+  );
+  return { builder, lead };
+}
+
+describe("the observer's frame", () => {
+  it("fits the screen: no line wider, no more lines, the keys kept, and the text cut at a word", () => {
+    const { builder, lead } = tree(30);
+    const view = {
+      header: "troupe observe · test",
+      selected: undefined,
+      speaker: lead,
+      status: "warning: slow",
+    };
+    const frame = renderFrame(builder, view, { columns: 40, rows: 12 });
+    expect(frame.length).toBeLessThanOrEqual(12);
+    for (const line of frame) expect([...line].length).toBeLessThanOrEqual(40);
+    expect(frame.at(-1)).toContain("q quit");
+    expect(frame).toContain("warning: slow");
+    // The tree scrolled: the rest is said to be out of view.
+    expect(frame.some((line) => /↓ \d+ more/.test(line))).toBe(true);
+    const said = frame.find((line) => line.startsWith("lead: "));
+    expect(said).toBe("lead: …one, and it needs root to bind");
+    expect(said?.endsWith("to bind")).toBe(true);
+  });
+});
