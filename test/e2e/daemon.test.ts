@@ -123,6 +123,16 @@ describe("troupe daemon", () => {
     expect((await ask("runs.list", {})).data).toMatchObject({ runs: [{ runId }] });
     const chosen = `run-${"0".repeat(10)}${"a".repeat(16)}`;
     expect((await ask("runs.start", { task: "t", runId: chosen })).data).toMatchObject({ runId: chosen });
+    // A typo in troupe steer is the steerer's to hear, in one line; the daemon's terminal stays quiet.
+    const before = stderr();
+    const typo = await runTroupe(["--config", join(dir, "config"), "steer", "run-typo", "go on"], {
+      cwd: dir,
+      env,
+    });
+    expect(typo.stderr.trim().split("\n")).toHaveLength(1);
+    expect(typo.stderr).toContain("no run run-typo");
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(stderr().slice(before.length)).toBe("");
 
     daemon.kill("SIGTERM");
     expect(await exited(daemon)).toBe(0);
