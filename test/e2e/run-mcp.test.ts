@@ -51,7 +51,7 @@ it("troupe run uses the MCP servers of troupe.yaml, pasted in the Claude Desktop
       cwd: files.dir,
       env: { OPENAI_BASE_URL: server.baseURL, OPENAI_API_KEY: "" },
     });
-    expect(result.stderr).toMatch(/✓ done · 2 turns · 1 tool calls/);
+    expect(result.stderr).toMatch(/✓ done · 2 turns · 1 tool call · /);
     expect(result.code).toBe(0);
     expect(server.requests[0]?.body.tools?.map((t) => t.function.name)).toContain("files__read_text_file");
     const toolResult = server.requests[1]?.body.messages.find((m) => m.role === "tool");

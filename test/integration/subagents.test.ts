@@ -276,7 +276,7 @@ describe("subagents", () => {
         .map((m) => m.content) ?? [];
     expect(results[0]).toContain("explorer's answer");
     expect(results[1]).toMatch(
-      /^error:\n<tool_output source="[^"]+">\nsubagent reviewer stopped: failed \(scripted: 400 bad request\)/,
+      /^error:\n<tool_output source="[^"]+">\nsubagent reviewer stopped: failed \(400 from http:\/\/127\.0\.0\.1:\d+\/v1 \(provider openai, model scripted\): bad request\)/,
     );
     await rt.close();
   });
