@@ -76,6 +76,18 @@ const request = (callId: string) => ({
   paths: [],
 });
 
+/**
+ * As a worker: stores `value` (a string as it is, anything else as JSON) where it may write, then has
+ * the server send it over `onto` as a direct get's reply: a write to a subject it may not publish on.
+ */
+async function serverWrites(worker: NatsBus, value: unknown, onto: string): Promise<void> {
+  const bytes = typeof value === "string" ? value : JSON.stringify(value);
+  await jetstream(worker.connection).publish(`$KV.${prefix}_snapshots.scratch`, bytes);
+  const get = `$JS.API.DIRECT.GET.KV_${prefix}_snapshots.$KV.${prefix}_snapshots.scratch`;
+  worker.connection.publish(get, "", { reply: onto });
+  await worker.flush();
+}
+
 /** Permission errors a connection hears from the server. */
 function violations(bus: NatsBus): string[] {
   const errors: string[] = [];
@@ -404,17 +416,7 @@ describe("NATS roles", () => {
     // The worker stores the decided record where it may write, has the server send it over the
     // pending one (a direct get's reply), then pokes the host with an answer sent the same way.
     const worker = await as("worker");
-    const launder = async (value: unknown, onto: string) => {
-      await (await worker.kv("snapshots")).put("scratch", value);
-      worker.connection.publish(
-        `$JS.API.DIRECT.GET.KV_${prefix}_snapshots.$KV.${prefix}_snapshots.scratch`,
-        "",
-        {
-          reply: onto,
-        },
-      );
-      await worker.flush();
-    };
+    const launder = (value: unknown, onto: string) => serverWrites(worker, value, onto);
     await launder(decided, `$KV.${prefix}_approvals.r2.a.cB`);
     await waitFor(
       "the record replaced",
@@ -462,28 +464,12 @@ describe("NATS roles", () => {
       approval: "yolo",
       sandbox: "off",
     };
-    await (await worker.kv("snapshots")).put("scratch", forged);
-    worker.connection.publish(
-      `$JS.API.DIRECT.GET.KV_${prefix}_snapshots.$KV.${prefix}_snapshots.scratch`,
-      "",
-      {
-        reply: `$KV.${prefix}_runs.forged`,
-      },
-    );
-    await worker.flush();
+    await serverWrites(worker, forged, `$KV.${prefix}_runs.forged`);
     const runs = await daemonBus.kv("runs");
     await waitFor("the forged record stored", async () => (await runs.get("forged")) !== null);
 
     // And a run record that is not even JSON is left out, not a failure of every list.
-    await jetstream(worker.connection).publish(`$KV.${prefix}_snapshots.scratch`, "not json {");
-    worker.connection.publish(
-      `$JS.API.DIRECT.GET.KV_${prefix}_snapshots.$KV.${prefix}_snapshots.scratch`,
-      "",
-      {
-        reply: `$KV.${prefix}_runs.junk`,
-      },
-    );
-    await worker.flush();
+    await serverWrites(worker, "not json {", `$KV.${prefix}_runs.junk`);
     await waitFor("the junk stored", async () => (await runs.get("junk")) !== null);
     const client = await as("client");
     const call = (verb: string, data: unknown) =>
@@ -560,13 +546,7 @@ describe("NATS roles", () => {
     const daemon = await as("daemon");
     const worker = await as("worker");
     const approvals = await daemon.kv("approvals");
-    const launder = async (value: unknown, onto: string) => {
-      const bytes = typeof value === "string" ? value : JSON.stringify(value);
-      await jetstream(worker.connection).publish(`$KV.${prefix}_snapshots.scratch`, bytes);
-      const get = `$JS.API.DIRECT.GET.KV_${prefix}_snapshots.$KV.${prefix}_snapshots.scratch`;
-      worker.connection.publish(get, "", { reply: onto });
-      await worker.flush();
-    };
+    const launder = (value: unknown, onto: string) => serverWrites(worker, value, onto);
     const approver = new BusApprover(daemon, 1500, trusting(alice), silentLogger);
     let decided: unknown;
     const pending = approver.decide(request("cD"), new AbortController().signal).then((answer) => {
