@@ -1,11 +1,13 @@
 import { AsyncQueue } from "./async-queue.js";
-import type { Bus } from "./bus.js";
+import { type Bus, BusClosedError } from "./bus.js";
 import type { Envelope } from "./envelope.js";
 
 export interface FollowOptions {
   signal?: AbortSignal;
   /** With no event for this long, the log is read instead of the subscription. Default 1000 ms. */
   quietMs?: number;
+  /** A read of the log failed while NATS was away, and will be made again. */
+  onRetry?: (error: Error) => void;
 }
 
 /**
@@ -49,10 +51,33 @@ export async function* followRun(
     clearInterval(quiet);
     subscription.unsubscribe();
   }
-  if (signal?.aborted) return;
-  for await (const { envelope } of bus.log.read({ runId, follow: true, ...(signal ? { signal } : {}) })) {
-    if (!isNew(envelope)) continue;
-    seen(envelope);
-    yield envelope;
+  // From the log for as long as the run lives: a read that fails while NATS is away (its consumer
+  // could not be made or was lost) is made again, from the start, what was seen skipped.
+  let delay = 250;
+  while (!signal?.aborted) {
+    try {
+      for await (const { envelope } of bus.log.read({ runId, follow: true, ...(signal ? { signal } : {}) })) {
+        delay = 250;
+        if (!isNew(envelope)) continue;
+        seen(envelope);
+        yield envelope;
+      }
+      return;
+    } catch (error) {
+      if (signal?.aborted || !isTransient(error)) throw error;
+      options.onRetry?.(error as Error);
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      delay = Math.min(delay * 2, 2000);
+    }
   }
+}
+
+/** A fault of the connection (NATS away, a request that timed out), not of the request. */
+function isTransient(error: unknown): boolean {
+  if (error instanceof BusClosedError) return false;
+  const text = `${(error as Error)?.name} ${(error as Error)?.message} ${String((error as Error)?.cause ?? "")}`;
+  return (
+    /timeout|timed out|disconnect|connection|no responders|reconnect|503/i.test(text) &&
+    !/Permission/i.test(text)
+  );
 }

@@ -29,7 +29,15 @@ export async function runViaDaemon(
   try {
     // The run's id is chosen here, so following its events starts before the daemon starts it.
     const runId = newRunId();
-    const events = followRun(bus, runId, { signal: reading.signal })[Symbol.asyncIterator]();
+    let reconnecting = false;
+    const events = followRun(bus, runId, {
+      signal: reading.signal,
+      onRetry: () => {
+        if (reconnecting) return;
+        reconnecting = true;
+        process.stderr.write("troupe: reconnecting to NATS…\n");
+      },
+    })[Symbol.asyncIterator]();
     const first = events.next();
     first.catch(() => {}); // awaited below, once the daemon has answered
     const started = (await callApi(bus, config, "runs.start", {
@@ -99,6 +107,7 @@ export async function runViaDaemon(
     try {
       for (let next = await first; !next.done; next = await events.next()) {
         const envelope = next.value;
+        reconnecting = false;
         // Decided anywhere: the question here is withdrawn before the line that says by whom.
         if (envelope.type === "approval.decided")
           asker?.cancel((envelope.data as AgentEventMap["approval.decided"]).callId);

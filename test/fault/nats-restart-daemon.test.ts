@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, expect, it } from "vitest";
 import { NatsServerProcess } from "../../src/bus/embedded-nats.js";
@@ -80,4 +81,63 @@ it("nats-server killed and restarted under a running daemon: the run goes on and
     .join("");
   expect(streamed).toBe(`Reading.It says: survives. ${"More. ".repeat(40)}`);
   expect(daemon.exitCode).toBeNull();
+}, 60_000);
+
+it("a client that turns to the log while NATS is down rides out the restart and exits with the run's outcome", async () => {
+  const { dir, dispose } = tempTree({
+    "config/troupe.yaml": "defaultAgent: worker\ndefaultModel: scripted\n",
+    "config/agents/worker.yaml": "name: worker\ndescription: Works.\ntools: [shell]\n",
+  });
+  cleanups.push(dispose);
+  let nats = await NatsServerProcess.start({ storeDir: join(dir, "nats-store") });
+  cleanups.push(() => nats.stop());
+  const model = await ScriptedModelServer.start([
+    {
+      match: { turn: 1 },
+      reply: {
+        toolCalls: [{ name: "shell", arguments: { command: "echo once >> ledger.txt" }, id: "call_l" }],
+      },
+    },
+    { match: { turn: 2 }, reply: { text: "Written." } },
+  ]);
+  cleanups.push(() => model.close());
+  const env = {
+    ...process.env,
+    NATS_URL: nats.url,
+    OPENAI_BASE_URL: model.baseURL,
+    OPENAI_API_KEY: "",
+    TROUPE_DATA_DIR: join(dir, ".data"),
+  };
+  const troupe = (args: string[]) => {
+    const child = spawn(process.execPath, [TROUPE_BIN, "--config", join(dir, "config"), ...args], {
+      cwd: dir,
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    cleanups.push(() => void child.kill("SIGKILL"));
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (chunk) => (out += chunk));
+    child.stderr.on("data", (chunk) => (err += chunk));
+    const exit = new Promise<number | null>((resolve) => child.once("exit", resolve));
+    return { exit, out: () => out, err: () => err };
+  };
+  const daemon = troupe(["daemon"]);
+  await waitFor("the daemon", () => daemon.err().includes("troupe daemon ready"), 15_000);
+  const client = troupe(["run", "--json", "--approval", "ask", "Write the ledger"]);
+  await waitFor("the approval request", () => client.out().includes('"approval.requested"'), 15_000);
+  // Down before the follower's quiet spell is over: it turns to the log while there is no NATS.
+  await nats.kill("SIGKILL");
+  await new Promise((resolve) => setTimeout(resolve, 4000));
+  nats = await nats.restart();
+  await waitFor("the daemon back on NATS", () => daemon.err().includes("reconnected"), 15_000).catch(
+    () => {},
+  );
+  const approve = troupe(["approve", "--allow"]);
+  expect(await approve.exit).toBe(0);
+  expect(await client.exit).toBe(0);
+  expect(client.out().trim().split("\n").at(-1)).toContain('"agent.stopped"');
+  expect(client.err()).not.toContain("troupe: timeout");
+  expect(client.err()).toContain("troupe: reconnecting to NATS…\n");
+  expect(readFileSync(join(dir, "ledger.txt"), "utf8")).toBe("once\n");
 }, 60_000);
