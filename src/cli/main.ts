@@ -6,7 +6,7 @@ import { Redactor } from "../safety/redact.js";
 import type { RunFlags } from "./run.js";
 
 /** Exit codes every command keeps. */
-export const EXIT = { ok: 0, failed: 1, usage: 2, budget: 3, aborted: 130 } as const;
+export const EXIT = { ok: 0, failed: 1, usage: 2, budget: 3, unreachable: 4, aborted: 130 } as const;
 
 interface GlobalOptions {
   config?: string;
@@ -100,6 +100,11 @@ export async function main(argv: string[]): Promise<number> {
       "load this skill before the first model call (or start the task with /skill:NAME)",
     )
     .option("--json", "print every event as one JSON line on stdout, and nothing else there")
+    .option(
+      "--wait-daemon <seconds>",
+      "how long to wait for NATS and a daemon to take the run, through a restart (exit 4 after)",
+      "30",
+    )
     .action(async (task: string, flags: RunFlags) => {
       if (task.trim() === "") throw new UsageError('say what the agent should do: troupe run "TASK"');
       const { loadConfig } = await import("../config/load.js");
@@ -301,6 +306,9 @@ class UsageError extends Error {
   override name = "UsageError";
 }
 
+/** What `troupe run` waited for and never had: exit 4, so a wrapper can tell it from a bad command. */
+const UNREACHABLE_ERRORS = new Set(["DaemonUnreachableError"]);
+
 const USAGE_ERRORS = new Set([
   "UsageError",
   "NoNatsError",
@@ -337,6 +345,10 @@ async function reportError(error: unknown): Promise<number> {
       : "";
     process.stderr.write(`troupe: ${error.message.replace(/: connect ECONNREFUSED \S+$/, "")}${hint}\n`);
     return EXIT.failed;
+  }
+  if (error instanceof Error && UNREACHABLE_ERRORS.has(error.name)) {
+    process.stderr.write(`troupe: ${error.message}\n`);
+    return EXIT.unreachable;
   }
   // Mistakes in how troupe was called or configured: one line, exit 2.
   if (error instanceof Error && USAGE_ERRORS.has(error.name)) {

@@ -1,14 +1,17 @@
 import type { AgentEventMap } from "../actors/agent-events.js";
 import { newRunId } from "../actors/runtime.js";
+import { RemoteError, RequestTimeoutError } from "../bus/bus.js";
 import type { Envelope } from "../bus/envelope.js";
 import { followRun } from "../bus/follow-run.js";
+import { BusUnavailableError } from "../bus/nats-connect.js";
 import type { LoadedConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
+import type { ApiRequest } from "../daemon/api.js";
 import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import { answerApproval, awaitApproval } from "../safety/answer-approval.js";
 import { localIdentity } from "../trust/approvers.js";
-import { callApi, connectClient } from "./client.js";
+import { callApi, connectClient, NoDaemonError } from "./client.js";
 import { watchDaemon } from "./daemon-contact.js";
 import { humanRenderer, jsonRenderer } from "./render.js";
 import { RUN_EXIT, type RunFlags } from "./run.js";
@@ -24,7 +27,13 @@ export async function runViaDaemon(
   flags: RunFlags,
   log: Logger,
 ): Promise<number> {
-  const bus = await connectClient(config, "troupe-run", log);
+  const waitMs = Math.max(0, Number(flags.waitDaemon ?? 30)) * 1000;
+  const deadline = Date.now() + waitMs;
+  const bus = await connectClient(config, "troupe-run", log, Math.max(1000, waitMs)).catch((error) => {
+    throw error instanceof BusUnavailableError
+      ? new DaemonUnreachableError(`${error.message} (waited ${waitMs / 1000} s)`, { cause: error })
+      : error;
+  });
   const reading = new AbortController();
   try {
     // The run's id is chosen here, so following its events starts before the daemon starts it.
@@ -40,7 +49,7 @@ export async function runViaDaemon(
     })[Symbol.asyncIterator]();
     const first = events.next();
     first.catch(() => {}); // awaited below, once the daemon has answered
-    const started = (await callApi(bus, config, "runs.start", {
+    const started = await submit(bus, config, deadline, {
       task,
       runId,
       ...(flags.agent ? { agent: flags.agent } : {}),
@@ -48,7 +57,7 @@ export async function runViaDaemon(
       ...(flags.mode ? { mode: flags.mode } : {}),
       ...(flags.sandbox ? { sandbox: flags.sandbox } : {}),
       ...(flags.skill ? { skill: flags.skill } : {}),
-    })) as { runId: string; agentId: string };
+    });
     const renderer = flags.json ? jsonRenderer() : humanRenderer(() => started.agentId);
     let pressed = 0;
     const onSigint = () => {
@@ -130,5 +139,47 @@ export async function runViaDaemon(
   } finally {
     reading.abort();
     await bus.close();
+  }
+}
+
+export class DaemonUnreachableError extends Error {
+  override name = "DaemonUnreachableError";
+}
+
+/**
+ * Asks the daemon to start the run, and asks again while no daemon answers (one restarting, NATS
+ * away) until `deadline`. The run's id is chosen here, so asking again is safe: a daemon that took
+ * an earlier ask says the run exists, and this client follows it.
+ */
+async function submit(
+  bus: Awaited<ReturnType<typeof connectClient>>,
+  config: LoadedConfig,
+  deadline: number,
+  request: ApiRequest<"runs.start"> & { runId: string },
+): Promise<{ runId: string; agentId: string }> {
+  let told = false;
+  for (;;) {
+    try {
+      return (await callApi(bus, config, "runs.start", request)) as { runId: string; agentId: string };
+    } catch (error) {
+      if (error instanceof RemoteError && error.message.includes(`run ${request.runId} exists`)) {
+        const record = (await callApi(bus, config, "runs.get", { runId: request.runId })) as {
+          agentId: string;
+        };
+        return { runId: request.runId, agentId: record.agentId };
+      }
+      const away = error instanceof NoDaemonError || error instanceof RequestTimeoutError;
+      if (!away) throw error;
+      if (Date.now() >= deadline) throw new DaemonUnreachableError(error.message, { cause: error });
+      if (!told) {
+        told = true;
+        const { url, prefix } = config.troupe.nats;
+        const left = Math.round((deadline - Date.now()) / 1000);
+        process.stderr.write(
+          `troupe: no daemon answers on ${url} (prefix ${prefix}); waiting up to ${left} s (start one with "troupe daemon", or run with --local)\n`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
   }
 }

@@ -22,6 +22,8 @@ export interface RunFlags {
   sandbox?: SandboxMode;
   skill?: string;
   json?: boolean;
+  /** Seconds to wait for NATS and a daemon to take the run (`--wait-daemon`). */
+  waitDaemon?: string;
 }
 
 /** Exit codes of `troupe run`, by why the agent stopped. */

@@ -141,3 +141,53 @@ it("a client that turns to the log while NATS is down rides out the restart and 
   expect(client.err()).toContain("troupe: reconnecting to NATS…\n");
   expect(readFileSync(join(dir, "ledger.txt"), "utf8")).toBe("once\n");
 }, 60_000);
+
+it("a client started while NATS and the daemon are down waits for them, submits once and finishes", async () => {
+  const { dir, dispose } = tempTree({
+    "config/troupe.yaml": "defaultAgent: worker\ndefaultModel: scripted\ndaemon:\n  maxApproval: yolo\n",
+    "config/agents/worker.yaml": "name: worker\ndescription: Works.\ntools: [shell]\n",
+  });
+  cleanups.push(dispose);
+  let nats = await NatsServerProcess.start({ storeDir: join(dir, "nats-store") });
+  cleanups.push(() => nats.stop());
+  const model = await ScriptedModelServer.start([
+    {
+      match: { turn: 1 },
+      reply: { toolCalls: [{ name: "shell", arguments: { command: "echo once >> ledger.txt" } }] },
+    },
+    { match: { turn: 2 }, reply: { text: "Written." } },
+  ]);
+  cleanups.push(() => model.close());
+  const env = {
+    ...process.env,
+    NATS_URL: nats.url,
+    OPENAI_BASE_URL: model.baseURL,
+    OPENAI_API_KEY: "",
+    TROUPE_DATA_DIR: join(dir, ".data"),
+  };
+  const troupe = (args: string[]) => {
+    const child = spawn(process.execPath, [TROUPE_BIN, "--config", join(dir, "config"), ...args], {
+      cwd: dir,
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    cleanups.push(() => void child.kill("SIGKILL"));
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (chunk) => (out += chunk));
+    child.stderr.on("data", (chunk) => (err += chunk));
+    const exit = new Promise<number | null>((resolve) => child.once("exit", resolve));
+    return { child, exit, out: () => out, err: () => err };
+  };
+  await nats.kill("SIGKILL");
+  const client = troupe(["run", "--json", "--approval", "yolo", "Write the ledger"]);
+  await new Promise((resolve) => setTimeout(resolve, 2000));
+  nats = await nats.restart();
+  await waitFor("the client waiting for a daemon", () => client.err().includes("waiting up to"), 10_000);
+  const daemon = troupe(["daemon"]);
+  await waitFor("the daemon", () => daemon.err().includes("troupe daemon ready"), 15_000);
+  expect(await client.exit).toBe(0);
+  expect(client.out().trim().split("\n").at(-1)).toContain('"agent.stopped"');
+  expect(readFileSync(join(dir, "ledger.txt"), "utf8")).toBe("once\n");
+  expect(client.err()).toMatch(/^troupe: no daemon answers on \S+ \(prefix troupe\); waiting up to \d+ s/m);
+}, 60_000);
