@@ -46,7 +46,7 @@ export class NatsBus implements Bus {
     readonly connection: NatsConnection,
     private readonly jsm: JetStreamManager,
     private readonly logger: Logger,
-    appendTimeoutMs: number,
+    private readonly appendTimeoutMs: number,
     inboxPrefix: string | undefined,
   ) {
     this.intake = new Intake(this.stats, logger);
@@ -153,9 +153,21 @@ export class NatsBus implements Bus {
     return store;
   }
 
+  /** Waits out NATS being away (up to the append timeout), as appends and KV writes do. */
   async flush(): Promise<void> {
     this.#ensureOpen();
-    await this.connection.flush();
+    const deadline = Date.now() + this.appendTimeoutMs;
+    let delay = 50;
+    for (;;) {
+      try {
+        await this.connection.flush();
+        return;
+      } catch (error) {
+        if (this.connection.isClosed() || Date.now() + delay > deadline) throw error;
+        await new Promise((resolve) => setTimeout(resolve, delay));
+        delay = Math.min(delay * 2, 1000);
+      }
+    }
   }
 
   async close(): Promise<void> {
