@@ -100,6 +100,7 @@ export async function main(argv: string[]): Promise<number> {
       "load this skill before the first model call (or start the task with /skill:NAME)",
     )
     .option("--json", "print every event as one JSON line on stdout, and nothing else there")
+    .option("--id <key>", "run once per key: the same key again follows the run it started (or a run id)")
     .option(
       "--wait-daemon <seconds>",
       "how long to wait for NATS and a daemon to take the run, through a restart (exit 4 after)",

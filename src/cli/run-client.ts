@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type { AgentEventMap } from "../actors/agent-events.js";
 import { newRunId } from "../actors/runtime.js";
 import { RemoteError, RequestTimeoutError } from "../bus/bus.js";
@@ -36,8 +37,13 @@ export async function runViaDaemon(
   });
   const reading = new AbortController();
   try {
-    // The run's id is chosen here, so following its events starts before the daemon starts it.
-    const runId = newRunId();
+    // The run's id is chosen here, so following its events starts before the daemon starts it; with
+    // --id it is that key's, so the same submission made again attaches to the run it made.
+    const runId = flags.id ? runIdFor(flags.id, config.troupe.nats.prefix) : newRunId();
+    if (!flags.json && process.stderr.isTTY)
+      process.stderr.write(
+        `troupe: run ${runId} (troupe run --id ${flags.id ?? runId} … follows it again)\n`,
+      );
     let reconnecting = false;
     const events = followRun(bus, runId, {
       signal: reading.signal,
@@ -182,4 +188,17 @@ async function submit(
       await new Promise((resolve) => setTimeout(resolve, 500));
     }
   }
+}
+
+/**
+ * The run id of an idempotency key: the key itself when it is a run id, else a run id made from its
+ * hash (and the prefix, so two Troupes on one server do not share it). The same key, the same run.
+ */
+export function runIdFor(key: string, prefix: string): string {
+  if (/^run-[0-9a-z]{26}$/.test(key)) return key;
+  const digest = createHash("sha256").update(`${prefix}\0${key}`).digest();
+  const alphabet = "0123456789abcdefghjkmnpqrstvwxyz";
+  let id = "";
+  for (let i = 0; i < 26; i++) id += alphabet[(digest[i] ?? 0) % 32];
+  return `run-${id}`;
 }

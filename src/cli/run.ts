@@ -24,6 +24,8 @@ export interface RunFlags {
   json?: boolean;
   /** Seconds to wait for NATS and a daemon to take the run (`--wait-daemon`). */
   waitDaemon?: string;
+  /** An idempotency key: the same key submitted again follows the run it made (`--id`). */
+  id?: string;
 }
 
 /** Exit codes of `troupe run`, by why the agent stopped. */

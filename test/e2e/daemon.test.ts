@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { RemoteError } from "../../src/bus/bus.js";
@@ -346,6 +347,63 @@ describe("troupe daemon", () => {
     const chosen = await runTroupe(["--nats", url, ...config, "status"], { cwd: dir });
     expect(chosen.stderr).toMatch(/^troupe: no daemon answers on nats:\/\/\S+ \(prefix t[0-9a-z]+\)/);
     expect(chosen.code).toBe(2);
+  });
+
+  it("--id runs once per key: a second submission, while the first runs and after it finished, follows the same run", async () => {
+    const url = inject("natsUrl");
+    const prefix = uniquePrefix();
+    cleanups.push(() => removePrefix(url, prefix));
+    const model = await ScriptedModelServer.start([
+      {
+        match: { turn: 1 },
+        reply: {
+          toolCalls: [{ name: "shell", arguments: { command: "echo once >> ledger.txt" }, id: "call_l" }],
+        },
+      },
+      { match: { turn: 2 }, reply: { text: "Written once." } },
+    ]);
+    cleanups.push(() => model.close());
+    const env = { NATS_URL: url, OPENAI_BASE_URL: model.baseURL, OPENAI_API_KEY: "" };
+    const { dir } = await startDaemon(env, prefix, "tools: [shell]");
+    const run = () =>
+      follow(
+        [
+          "--config",
+          join(dir, "config"),
+          "run",
+          "--json",
+          "--approval",
+          "ask",
+          "--id",
+          "nightly-42",
+          "Write",
+        ],
+        dir,
+        env,
+      );
+    const first = run();
+    await waitFor("the approval request", () => first.stdout().includes('"approval.requested"'), 15_000);
+    const second = run();
+    await waitFor("the second following", () => second.stdout().includes('"approval.requested"'), 15_000);
+    const approve = await runTroupe(["--config", join(dir, "config"), "approve", "--allow"], {
+      cwd: dir,
+      env,
+    });
+    expect(approve.code).toBe(0);
+    expect(await first.exit).toBe(0);
+    expect(await second.exit).toBe(0);
+    const third = run();
+    expect(await third.exit).toBe(0);
+    const last = (client: { stdout: () => string }) =>
+      JSON.parse(client.stdout().trim().split("\n").at(-1) as string);
+    for (const client of [first, second, third])
+      expect(last(client)).toMatchObject({
+        type: "agent.stopped",
+        data: { reason: "done", result: "Written once." },
+      });
+    expect(new Set([first, second, third].map((c) => last(c).runId)).size).toBe(1);
+    expect(readFileSync(join(dir, "ledger.txt"), "utf8")).toBe("once\n");
+    expect(model.requests).toHaveLength(2);
   });
 
   it("starts a nats-server of its own when nothing answers, with its store in the data dir, and stops it on exit", async () => {
