@@ -1,5 +1,5 @@
 import { readFileSync, rmSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { Runtime } from "../actors/runtime.js";
 import { answersNats, findNatsServer, NATS_INSTALL_HINT, NatsServerProcess } from "../bus/embedded-nats.js";
 import { natsOptionsFromConfig } from "../bus/from-config.js";
@@ -43,16 +43,16 @@ export async function runDaemon(
     log,
   });
   const trust = new ApproverTrust(config.troupe.approvers, data);
-  const runtime = await new Runtime({
-    config,
-    bus,
-    log,
-    // Approvals are records on the bus: any terminal may answer them, with a signed answer.
-    approver: new BusApprover(bus, config.troupe.approval.timeoutMs, trust, log),
-  }).open();
+  // Approvals are records on the bus: any terminal may answer them, with a signed answer.
+  const approver = new BusApprover(bus, config.troupe.approval.timeoutMs, trust, log);
+  const runtime = await new Runtime({ config, bus, log, approver }).open();
+  const { workspaces } = config.troupe.daemon;
   const daemon = new Daemon(runtime, log, {
     maxApproval: config.troupe.daemon.maxApproval,
     seal: RecordSeal.forDataDir(data),
+    // A run's own workspace (troupe run -w DIR) gets a runtime of its own, with its sandbox scope.
+    runtimeFor: (workspace) => new Runtime({ config, bus, log, approver, workspace }).open(),
+    ...(workspaces.length ? { workspaces: workspaces.map((root) => resolve(config.dir, root)) } : {}),
   });
   await daemon.start();
   process.stderr.write(
@@ -65,6 +65,7 @@ export async function runDaemon(
   await stopped;
   log.info("stopping: no new runs, then drain");
   await daemon.stop();
+  await daemon.close();
   await runtime.close();
   await bus.close();
   await embedded?.stop();

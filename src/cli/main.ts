@@ -347,6 +347,13 @@ async function reportError(error: unknown): Promise<number> {
     process.stderr.write(`troupe: ${error.message.replace(/: connect ECONNREFUSED \S+$/, "")}${hint}\n`);
     return EXIT.failed;
   }
+  // The daemon turned the request down (a workspace it does not serve, a policy beyond its ceiling):
+  // the user's to mend, said as the daemon said it.
+  const { RemoteError } = await import("../bus/bus.js");
+  if (error instanceof RemoteError && error.remoteName === "RequestRefusedError") {
+    process.stderr.write(`troupe: ${error.message.slice(error.subject.length + 2)}\n`);
+    return EXIT.usage;
+  }
   if (error instanceof Error && UNREACHABLE_ERRORS.has(error.name)) {
     process.stderr.write(`troupe: ${error.message}\n`);
     return EXIT.unreachable;

@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { resolve as resolvePath } from "node:path";
 import type { AgentEventMap } from "../actors/agent-events.js";
 import { newRunId } from "../actors/runtime.js";
 import { RemoteError, RequestTimeoutError } from "../bus/bus.js";
@@ -63,6 +64,8 @@ export async function runViaDaemon(
       ...(flags.mode ? { mode: flags.mode } : {}),
       ...(flags.sandbox ? { sandbox: flags.sandbox } : {}),
       ...(flags.skill ? { skill: flags.skill } : {}),
+      // The daemon takes it only inside its workspaces, and says so otherwise.
+      ...(flags.workspace ? { workspace: resolvePath(flags.workspace) } : {}),
     });
     const renderer = flags.json ? jsonRenderer() : humanRenderer(() => started.agentId);
     let pressed = 0;

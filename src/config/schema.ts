@@ -234,8 +234,13 @@ export const troupeConfigSchema = z.strictObject({
     .strictObject({
       /** The most a client may ask of the daemon: runs.start with a looser policy (or sandbox off) is refused. */
       maxApproval: approvalPolicySchema.default("auto-edit"),
+      /**
+       * The directories a run's workspace may be in (`troupe run -w DIR`), relative to this file;
+       * empty: the directory the daemon was started in.
+       */
+      workspaces: z.array(z.string().min(1)).default([]),
     })
-    .default({ maxApproval: "auto-edit" }),
+    .default({ maxApproval: "auto-edit", workspaces: [] }),
   /** Commands run on events, in the spirit of Claude Code's hooks. */
   hooks: z
     .strictObject(

@@ -33,6 +33,8 @@ export const apiRequests = {
     mode: z.enum(["act", "plan"]).optional(),
     sandbox: z.enum(SANDBOX_MODES).optional(),
     skill: z.string().optional(),
+    /** An absolute path; it must lie in one of the daemon's workspaces. Default: the daemon's own. */
+    workspace: z.string().startsWith("/", "an absolute path").optional(),
   }),
   "runs.list": z.strictObject({}),
   "runs.get": z.strictObject({ runId: z.string().min(1) }),
@@ -63,6 +65,8 @@ export const runRecordSchema = z.object({
   mode: z.enum(["act", "plan"]).optional(),
   sandbox: z.enum(SANDBOX_MODES).optional(),
   skill: z.string().optional(),
+  /** Where it runs, when not in the daemon's own workspace. */
+  workspace: z.string().optional(),
 });
 export type RunRecord = z.infer<typeof runRecordSchema>;
 

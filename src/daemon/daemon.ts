@@ -1,3 +1,4 @@
+import { statSync } from "node:fs";
 import type { AgentHandle } from "../actors/agent-host.js";
 import type { RunGrants, Runtime } from "../actors/runtime.js";
 import { type Bus, RequestRefusedError, type Subscription } from "../bus/bus.js";
@@ -8,6 +9,7 @@ import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import type { SandboxMode } from "../sandbox/plan.js";
 import { RecordSeal } from "../trust/record-seal.js";
+import { isInside, realPathOrUndefined } from "../util/paths.js";
 import { type ApiVerb, apiRequests, beyondCeiling, LIST_TEXT, type RunRecord } from "./api.js";
 import { RunIndex } from "./run-index.js";
 
@@ -19,6 +21,13 @@ export interface DaemonOptions {
   maxApproval?: ApprovalPolicyName;
   /** What seals the run index; the data dir's key, so the next daemon knows its records. Default: this process's own. */
   seal?: RecordSeal;
+  /**
+   * The directories a run's workspace may be in (absolute); default: the runtime's workspace. A
+   * run asking for one elsewhere is refused.
+   */
+  workspaces?: string[];
+  /** A runtime like the daemon's for another workspace (made once each). Without it, runs take the daemon's. */
+  runtimeFor?: (workspace: string) => Promise<Runtime>;
 }
 
 /**
@@ -31,6 +40,7 @@ export class Daemon {
   #accepting = true;
   #index: RunIndex | undefined;
   #beating: NodeJS.Timeout | undefined;
+  #runtimes = new Map<string, Promise<Runtime>>();
 
   constructor(
     private readonly runtime: Runtime,
@@ -105,7 +115,9 @@ export class Daemon {
           throw new RequestRefusedError(`run ${data.runId} exists`);
         const refusal = beyondCeiling(data as never, this.options.maxApproval ?? "auto-edit");
         if (refusal) throw new RequestRefusedError(refusal);
-        const handle = this.runtime.start({
+        const workspace = data.workspace ? this.#allowedWorkspace(data.workspace) : undefined;
+        const runtime = await this.#runtime(workspace);
+        const handle = runtime.start({
           task: data.task as string,
           ...(data.runId ? { runId: data.runId } : {}),
           ...(data.agent ? { agent: data.agent } : {}),
@@ -123,6 +135,7 @@ export class Daemon {
           startedAt: Date.now(),
           ...grantsOf(data),
           ...(data.skill ? { skill: data.skill } : {}),
+          ...(workspace ? { workspace } : {}),
         };
         await this.#index?.put(record);
         this.#track(handle, record);
@@ -148,7 +161,7 @@ export class Daemon {
         if (this.#runs.has(found.runId)) throw new RequestRefusedError(`run ${data.runId} is running`);
         if (found.status === "done")
           throw new RequestRefusedError(`run ${data.runId} is done; nothing to resume`);
-        const handle = await this.runtime.resume(found.runId, found.agentId, {
+        const handle = await (await this.#runtime(found.workspace)).resume(found.runId, found.agentId, {
           as: { root: grantsOf(found) },
           reopen: "Continue the task where you left off.",
         });
@@ -208,6 +221,44 @@ export class Daemon {
     });
   }
 
+  /**
+   * A workspace a client asked for, as its real path, when it lies in one of the daemon's
+   * workspaces; refused otherwise, never swapped for another.
+   */
+  #allowedWorkspace(asked: string): string {
+    const roots = (this.options.workspaces ?? [this.runtime.workspace]).map(
+      (root) => realPathOrUndefined(root) ?? root,
+    );
+    const real = realPathOrUndefined(asked);
+    if (!real || !statSync(real).isDirectory())
+      throw new RequestRefusedError(`workspace ${asked} is not a directory on the daemon's host`);
+    if (!roots.some((root) => isInside(root, real)))
+      throw new RequestRefusedError(
+        `workspace ${asked} is outside the daemon's workspaces (${roots.join(", ")}): add it to daemon.workspaces in its troupe.yaml`,
+      );
+    return real;
+  }
+
+  /** The runtime of a workspace: the daemon's own, or one made for it (once). */
+  #runtime(workspace: string | undefined): Promise<Runtime> {
+    const own = realPathOrUndefined(this.runtime.workspace) ?? this.runtime.workspace;
+    if (!workspace || workspace === own) return Promise.resolve(this.runtime);
+    if (!this.options.runtimeFor)
+      return Promise.reject(new RequestRefusedError("this daemon runs every run in its own workspace"));
+    let runtime = this.#runtimes.get(workspace);
+    if (!runtime) {
+      runtime = this.options.runtimeFor(workspace);
+      runtime.catch(() => this.#runtimes.delete(workspace));
+      this.#runtimes.set(workspace, runtime);
+    }
+    return runtime;
+  }
+
+  /** Closes the runtimes made for other workspaces. */
+  async close(): Promise<void> {
+    for (const runtime of this.#runtimes.values()) await (await runtime.catch(() => undefined))?.close();
+  }
+
   async #records(): Promise<RunRecord[]> {
     return (await this.#index?.list()) ?? [];
   }
@@ -216,7 +267,7 @@ export class Daemon {
     for (const record of await this.#records()) {
       if (record.status !== "running") continue;
       try {
-        const handle = await this.runtime.resume(record.runId, record.agentId, {
+        const handle = await (await this.#runtime(record.workspace)).resume(record.runId, record.agentId, {
           as: { root: grantsOf(record) },
         });
         if (handle) {

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { RemoteError } from "../../src/bus/bus.js";
@@ -404,6 +404,42 @@ describe("troupe daemon", () => {
     expect(new Set([first, second, third].map((c) => last(c).runId)).size).toBe(1);
     expect(readFileSync(join(dir, "ledger.txt"), "utf8")).toBe("once\n");
     expect(model.requests).toHaveLength(2);
+  });
+
+  it("-w DIR travels with the run: the file lands in that workspace; one outside the daemon's workspaces is refused", async () => {
+    const url = inject("natsUrl");
+    const prefix = uniquePrefix();
+    cleanups.push(() => removePrefix(url, prefix));
+    const model = await ScriptedModelServer.start([
+      {
+        match: { turn: 1 },
+        reply: { toolCalls: [{ name: "write_file", arguments: { path: "made.txt", content: "here\n" } }] },
+        times: 2,
+      },
+      { match: { turn: 2 }, reply: { text: "Made." }, times: 2 },
+    ]);
+    cleanups.push(() => model.close());
+    const env = { NATS_URL: url, OPENAI_BASE_URL: model.baseURL, OPENAI_API_KEY: "" };
+    const { dir } = await startDaemon(env, prefix, "tools: [write_file]");
+    mkdirSync(join(dir, "project"));
+    const inside = await runTroupe(
+      ["--config", join(dir, "config"), "run", "--approval", "auto-edit", "-w", "project", "Make it"],
+      { cwd: dir, env },
+    );
+    expect(inside.code).toBe(0);
+    expect(readFileSync(join(dir, "project", "made.txt"), "utf8")).toBe("here\n");
+    expect(existsSync(join(dir, "made.txt"))).toBe(false);
+    const elsewhere = tempTree({ "x.txt": "" });
+    cleanups.push(elsewhere.dispose);
+    const outside = await runTroupe(
+      ["--config", join(dir, "config"), "run", "--approval", "auto-edit", "-w", elsewhere.dir, "Make it"],
+      { cwd: dir, env },
+    );
+    expect(outside.code).toBe(2);
+    expect(outside.stderr).toMatch(
+      /^troupe: workspace \S+ is outside the daemon's workspaces \(\S+\): add it to daemon.workspaces in its troupe.yaml\n$/,
+    );
+    expect(existsSync(join(elsewhere.dir, "made.txt"))).toBe(false);
   });
 
   it("starts a nats-server of its own when nothing answers, with its store in the data dir, and stops it on exit", async () => {
