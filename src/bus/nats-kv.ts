@@ -153,26 +153,47 @@ class NatsKv implements KvStore {
     return live.filter((key): key is string => key !== undefined).sort();
   }
 
+  /**
+   * The current values, then every change, until the signal aborts. A watch the server ends (its
+   * consumer lost when NATS restarts) is made again, after a pause, for as long as it is wanted:
+   * the current values come again then, so a reader takes a change it has seen as news no more.
+   */
   watch<T>(options: KvWatchOptions = {}): AsyncIterable<KvChange<T>> {
     let iterator: QueuedIterator<KvWatchEntry> | undefined;
     const queue = new AsyncQueue<KvChange<T>>(options.signal, () => iterator?.stop());
     void (async () => {
-      iterator = await this.kv.watch({
-        ...(options.key === undefined ? {} : { key: options.key }),
-        include: KvWatchInclude.LastValue,
-        ignoreDeletes: false,
-      });
-      if (queue.ended) iterator.stop();
-      for await (const entry of iterator) {
-        const deleted = entry.operation !== "PUT";
-        queue.push({
-          key: entry.key,
-          // Not JSON (anyone who may write a key can write anything): handed on as the text it
-          // is, for the reader's checks to refuse, rather than ending the watch.
-          value: deleted ? null : jsonOrText<T>(entry),
-          revision: entry.revision,
-          op: deleted ? "delete" : "put",
-        });
+      let delay = 100;
+      while (!queue.ended) {
+        try {
+          iterator = await this.kv.watch({
+            ...(options.key === undefined ? {} : { key: options.key }),
+            include: KvWatchInclude.LastValue,
+            ignoreDeletes: false,
+          });
+          if (queue.ended) iterator.stop();
+          for await (const entry of iterator) {
+            delay = 100;
+            const deleted = entry.operation !== "PUT";
+            queue.push({
+              key: entry.key,
+              // Not JSON (anyone who may write a key can write anything): handed on as the text it
+              // is, for the reader's checks to refuse, rather than ending the watch.
+              value: deleted ? null : jsonOrText<T>(entry),
+              revision: entry.revision,
+              op: deleted ? "delete" : "put",
+            });
+          }
+        } catch (error) {
+          // Refused (permissions) or closed: not a watch that coming back would mend.
+          const closed =
+            error instanceof BusClosedError ||
+            error instanceof errors.ClosedConnectionError ||
+            error instanceof errors.DrainingConnectionError;
+          if (closed || !isTransient(error)) break;
+        }
+        if (queue.ended) break;
+        await new Promise((resolve) => setTimeout(resolve, delay));
+        delay = Math.min(delay * 2, 2000);
       }
       queue.end();
     })().catch(() => queue.end());

@@ -5,8 +5,13 @@ import { afterEach, expect, it } from "vitest";
 import { Runtime } from "../../src/actors/runtime.js";
 import { NatsServerProcess } from "../../src/bus/embedded-nats.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
+import { silentLogger } from "../../src/log.js";
+import { readApproval } from "../../src/safety/answer-approval.js";
+import { BusApprover } from "../../src/safety/bus-approver.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { answerRef, newIdentity, trusting } from "../support/approvers.js";
 import { testConfig } from "../support/config.js";
+import { waitFor } from "../support/wait.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -48,4 +53,36 @@ it("a subagent the model asks for while NATS is away starts once NATS is back: t
   expect(output).toMatchObject({ reason: "done", result: "done with the scout's help" });
   const toLead = model.requests.find((r) => r.body.messages.some((m) => m.role === "tool"));
   expect(String(toLead?.body.messages.find((m) => m.role === "tool")?.content)).toContain("the scout saw it");
+}, 60_000);
+
+it("an approval waited on across a NATS restart is still decided by the answer that comes after it", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "troupe-outage-"));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  let nats = await NatsServerProcess.start({ storeDir: join(dir, "store") });
+  cleanups.push(() => nats.stop());
+  const host = await NatsBus.connect({ url: nats.url, prefix: "outage2" });
+  cleanups.push(() => host.close());
+  const alice = newIdentity("alice");
+  const request = {
+    runId: "r1",
+    agentId: "a1",
+    callId: "c1",
+    tool: "shell",
+    arguments: "{}",
+    effect: "execute" as const,
+    detail: "make",
+    paths: [],
+  };
+  const decided = new BusApprover(host, 60_000, trusting(alice), silentLogger).decide(
+    request,
+    new AbortController().signal,
+  );
+  await waitFor("the pending record", async () => (await readApproval(host, request)) !== undefined);
+  await nats.kill("SIGKILL");
+  await new Promise((resolve) => setTimeout(resolve, 3000));
+  nats = await nats.restart();
+  const approver = await NatsBus.connect({ url: nats.url, prefix: "outage2" });
+  cleanups.push(() => approver.close());
+  expect((await answerRef(approver, alice, request, { approved: true })).outcome).toBe("decided");
+  expect(await decided).toEqual({ approved: true, by: "alice" });
 }, 60_000);
