@@ -86,3 +86,30 @@ it("an approval waited on across a NATS restart is still decided by the answer t
   expect((await answerRef(approver, alice, request, { approved: true })).outcome).toBe("decided");
   expect(await decided).toEqual({ approved: true, by: "alice" });
 }, 60_000);
+
+it("a KV watch begun while NATS is away starts when it is back, and sees what is written then", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "troupe-outage-"));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  let nats = await NatsServerProcess.start({ storeDir: join(dir, "store") });
+  cleanups.push(() => nats.stop());
+  const bus = await NatsBus.connect({ url: nats.url, prefix: "outage3" });
+  cleanups.push(() => bus.close());
+  const kv = await bus.kv("approvals");
+  await nats.kill("SIGKILL");
+  const seen: unknown[] = [];
+  const watching = new AbortController();
+  cleanups.push(() => watching.abort());
+  const done = (async () => {
+    for await (const change of kv.watch({ key: "k1", signal: watching.signal })) {
+      seen.push(change.value);
+      if (seen.length === 1) watching.abort();
+    }
+  })();
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  nats = await nats.restart();
+  const writer = await NatsBus.connect({ url: nats.url, prefix: "outage3" });
+  cleanups.push(() => writer.close());
+  await (await writer.kv("approvals")).put("k1", { written: "after" });
+  await done;
+  expect(seen).toEqual([{ written: "after" }]);
+}, 60_000);
