@@ -3,8 +3,8 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, expect, it } from "vitest";
 import { NatsServerProcess } from "../../src/bus/embedded-nats.js";
-import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
-import { TROUPE_BIN, tempTree } from "../support/cli.js";
+import { ScriptedModelServer, type ScriptRule } from "../../src/testing/scripted-model-server.js";
+import { spawnTroupe, TROUPE_BIN, tempTree } from "../support/cli.js";
 import { waitFor } from "../support/wait.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -83,23 +83,16 @@ it("nats-server killed and restarted under a running daemon: the run goes on and
   expect(daemon.exitCode).toBeNull();
 }, 60_000);
 
-it("a client that turns to the log while NATS is down rides out the restart and exits with the run's outcome", async () => {
+/** A project on a nats-server of its own (killed and restarted on its store), the scripted model, and `troupe ARGS` in it. */
+async function ownNats(troupeYaml: string, rules: ScriptRule[]) {
   const { dir, dispose } = tempTree({
-    "config/troupe.yaml": "defaultAgent: worker\ndefaultModel: scripted\n",
+    "config/troupe.yaml": troupeYaml,
     "config/agents/worker.yaml": "name: worker\ndescription: Works.\ntools: [shell]\n",
   });
   cleanups.push(dispose);
   let nats = await NatsServerProcess.start({ storeDir: join(dir, "nats-store") });
   cleanups.push(() => nats.stop());
-  const model = await ScriptedModelServer.start([
-    {
-      match: { turn: 1 },
-      reply: {
-        toolCalls: [{ name: "shell", arguments: { command: "echo once >> ledger.txt" }, id: "call_l" }],
-      },
-    },
-    { match: { turn: 2 }, reply: { text: "Written." } },
-  ]);
+  const model = await ScriptedModelServer.start(rules);
   cleanups.push(() => model.close());
   const env = {
     ...process.env,
@@ -109,85 +102,71 @@ it("a client that turns to the log while NATS is down rides out the restart and 
     TROUPE_DATA_DIR: join(dir, ".data"),
   };
   const troupe = (args: string[]) => {
-    const child = spawn(process.execPath, [TROUPE_BIN, "--config", join(dir, "config"), ...args], {
-      cwd: dir,
-      env,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    cleanups.push(() => void child.kill("SIGKILL"));
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (chunk) => (out += chunk));
-    child.stderr.on("data", (chunk) => (err += chunk));
-    const exit = new Promise<number | null>((resolve) => child.once("exit", resolve));
-    return { exit, out: () => out, err: () => err };
+    const running = spawnTroupe(["--config", join(dir, "config"), ...args], { cwd: dir, env });
+    cleanups.push(() => void running.child.kill("SIGKILL"));
+    return running;
   };
+  return {
+    dir,
+    troupe,
+    kill: () => nats.kill("SIGKILL"),
+    restart: async () => {
+      nats = await nats.restart();
+    },
+  };
+}
+
+const ledger: ScriptRule[] = [
+  {
+    match: { turn: 1 },
+    reply: {
+      toolCalls: [{ name: "shell", arguments: { command: "echo once >> ledger.txt" }, id: "call_l" }],
+    },
+  },
+  { match: { turn: 2 }, reply: { text: "Written." } },
+];
+
+it("a client that turns to the log while NATS is down rides out the restart and exits with the run's outcome", async () => {
+  const { dir, troupe, kill, restart } = await ownNats(
+    "defaultAgent: worker\ndefaultModel: scripted\n",
+    ledger,
+  );
   const daemon = troupe(["daemon"]);
-  await waitFor("the daemon", () => daemon.err().includes("troupe daemon ready"), 15_000);
+  await waitFor("the daemon", () => daemon.stderr().includes("troupe daemon ready"), 15_000);
   const client = troupe(["run", "--json", "--approval", "ask", "Write the ledger"]);
-  await waitFor("the approval request", () => client.out().includes('"approval.requested"'), 15_000);
+  await waitFor("the approval request", () => client.stdout().includes('"approval.requested"'), 15_000);
   // Down before the follower's quiet spell is over: it turns to the log while there is no NATS.
-  await nats.kill("SIGKILL");
+  await kill();
   await new Promise((resolve) => setTimeout(resolve, 4000));
-  nats = await nats.restart();
-  await waitFor("the daemon back on NATS", () => daemon.err().includes("reconnected"), 15_000).catch(
+  await restart();
+  await waitFor("the daemon back on NATS", () => daemon.stderr().includes("reconnected"), 15_000).catch(
     () => {},
   );
   const approve = troupe(["approve", "--allow"]);
   expect(await approve.exit).toBe(0);
   expect(await client.exit).toBe(0);
-  expect(client.out().trim().split("\n").at(-1)).toContain('"agent.stopped"');
-  expect(client.err()).not.toContain("troupe: timeout");
-  expect(client.err()).toContain("troupe: reconnecting to NATS…\n");
+  expect(client.stdout().trim().split("\n").at(-1)).toContain('"agent.stopped"');
+  expect(client.stderr()).not.toContain("troupe: timeout");
+  expect(client.stderr()).toContain("troupe: reconnecting to NATS…\n");
   expect(readFileSync(join(dir, "ledger.txt"), "utf8")).toBe("once\n");
 }, 60_000);
 
 it("a client started while NATS and the daemon are down waits for them, submits once and finishes", async () => {
-  const { dir, dispose } = tempTree({
-    "config/troupe.yaml": "defaultAgent: worker\ndefaultModel: scripted\ndaemon:\n  maxApproval: yolo\n",
-    "config/agents/worker.yaml": "name: worker\ndescription: Works.\ntools: [shell]\n",
-  });
-  cleanups.push(dispose);
-  let nats = await NatsServerProcess.start({ storeDir: join(dir, "nats-store") });
-  cleanups.push(() => nats.stop());
-  const model = await ScriptedModelServer.start([
-    {
-      match: { turn: 1 },
-      reply: { toolCalls: [{ name: "shell", arguments: { command: "echo once >> ledger.txt" } }] },
-    },
-    { match: { turn: 2 }, reply: { text: "Written." } },
-  ]);
-  cleanups.push(() => model.close());
-  const env = {
-    ...process.env,
-    NATS_URL: nats.url,
-    OPENAI_BASE_URL: model.baseURL,
-    OPENAI_API_KEY: "",
-    TROUPE_DATA_DIR: join(dir, ".data"),
-  };
-  const troupe = (args: string[]) => {
-    const child = spawn(process.execPath, [TROUPE_BIN, "--config", join(dir, "config"), ...args], {
-      cwd: dir,
-      env,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    cleanups.push(() => void child.kill("SIGKILL"));
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (chunk) => (out += chunk));
-    child.stderr.on("data", (chunk) => (err += chunk));
-    const exit = new Promise<number | null>((resolve) => child.once("exit", resolve));
-    return { child, exit, out: () => out, err: () => err };
-  };
-  await nats.kill("SIGKILL");
+  const { dir, troupe, kill, restart } = await ownNats(
+    "defaultAgent: worker\ndefaultModel: scripted\ndaemon:\n  maxApproval: yolo\n",
+    ledger,
+  );
+  await kill();
   const client = troupe(["run", "--json", "--approval", "yolo", "Write the ledger"]);
   await new Promise((resolve) => setTimeout(resolve, 2000));
-  nats = await nats.restart();
-  await waitFor("the client waiting for a daemon", () => client.err().includes("waiting up to"), 10_000);
+  await restart();
+  await waitFor("the client waiting for a daemon", () => client.stderr().includes("waiting up to"), 10_000);
   const daemon = troupe(["daemon"]);
-  await waitFor("the daemon", () => daemon.err().includes("troupe daemon ready"), 15_000);
+  await waitFor("the daemon", () => daemon.stderr().includes("troupe daemon ready"), 15_000);
   expect(await client.exit).toBe(0);
-  expect(client.out().trim().split("\n").at(-1)).toContain('"agent.stopped"');
+  expect(client.stdout().trim().split("\n").at(-1)).toContain('"agent.stopped"');
   expect(readFileSync(join(dir, "ledger.txt"), "utf8")).toBe("once\n");
-  expect(client.err()).toMatch(/^troupe: no daemon answers on \S+ \(prefix troupe\); waiting up to \d+ s/m);
+  expect(client.stderr()).toMatch(
+    /^troupe: no daemon answers on \S+ \(prefix troupe\); waiting up to \d+ s/m,
+  );
 }, 60_000);
