@@ -128,7 +128,16 @@ export interface KvStore {
   /** Writes only if the key does not exist; throws `KvConflictError` otherwise. */
   create(key: string, value: unknown): Promise<number>;
   delete(key: string, options?: KvPutOptions): Promise<void>;
-  keys(): Promise<string[]>;
+  /** The keys there are (matching a pattern with `*` / `>` when given), sorted. */
+  keys(pattern?: string): Promise<string[]>;
+  /** The current value of each key matching the pattern, read in one sweep (not a get per key). */
+  values<T = unknown>(pattern: string): Promise<KvEntry<T>[]>;
+  /**
+   * Removes every key matching the pattern, with its history and the markers a delete leaves,
+   * so nothing of them stays in the store. Watchers are not told: it is for what nobody watches
+   * any more (a finished run's snapshots). Resolves to how many stored entries went.
+   */
+  forget(pattern: string): Promise<number>;
   /** The current value of each matching key, then every change, until the signal aborts. */
   watch<T = unknown>(options?: KvWatchOptions): AsyncIterable<KvChange<T>>;
 }

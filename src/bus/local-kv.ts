@@ -65,8 +65,24 @@ export class LocalKv implements KvStore {
     this.#notify({ key, value: null, revision: ++this.#revision, op: "delete" });
   }
 
-  async keys(): Promise<string[]> {
-    return [...this.#values.keys()];
+  async keys(pattern = ">"): Promise<string[]> {
+    return [...this.#values.keys()].filter((key) => subjectMatches(pattern, key)).sort();
+  }
+
+  async values<T>(pattern: string): Promise<KvEntry<T>[]> {
+    return (await this.keys(pattern)).map((key) => {
+      const stored = this.#values.get(key) as StoredValue;
+      return { key, value: JSON.parse(stored.bytes) as T, revision: stored.revision };
+    });
+  }
+
+  async forget(pattern: string): Promise<number> {
+    const keys = await this.keys(pattern);
+    for (const key of keys) {
+      this.#values.delete(key);
+      this.store?.deleteValue(this.name, key);
+    }
+    return keys.length;
   }
 
   watch<T>(options: KvWatchOptions = {}): AsyncIterable<KvChange<T>> {

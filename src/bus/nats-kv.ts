@@ -1,4 +1,5 @@
 import {
+  DeliverPolicy,
   DiscardPolicy,
   JetStreamApiCodes,
   JetStreamApiError,
@@ -143,14 +144,53 @@ class NatsKv implements KvStore {
    * while it lists can leave it waiting for good. A deleted key keeps its marker as its subject's
    * one message, so each subject is looked up to leave those out.
    */
-  async keys(): Promise<string[]> {
+  async keys(pattern = ">"): Promise<string[]> {
     const prefix = `$KV.${this.name}.`;
     const info = await this.#retry(() =>
-      this.jsm.streams.info(`KV_${this.name}`, { subjects_filter: `${prefix}>` }),
+      this.jsm.streams.info(`KV_${this.name}`, { subjects_filter: `${prefix}${pattern}` }),
     );
     const candidates = Object.keys(info.state.subjects ?? {}).map((subject) => subject.slice(prefix.length));
     const live = await Promise.all(candidates.map(async (key) => ((await this.get(key)) ? key : undefined)));
     return live.filter((key): key is string => key !== undefined).sort();
+  }
+
+  /**
+   * An ordered consumer over the last message of each matching key, read until nothing is pending:
+   * one sweep however many keys there are. A deleted key's marker is left out.
+   */
+  values<T>(pattern: string): Promise<KvEntry<T>[]> {
+    const prefix = `$KV.${this.name}.`;
+    return this.#retry(async () => {
+      const consumer = await this.jsm.jetstream().consumers.get(`KV_${this.name}`, {
+        filter_subjects: `${prefix}${pattern}`,
+        deliver_policy: DeliverPolicy.LastPerSubject,
+      });
+      const entries: KvEntry<T>[] = [];
+      try {
+        if ((await consumer.info(true)).num_pending === 0) return entries;
+        const messages = await consumer.consume({ max_messages: 512, expires: 5000 });
+        for await (const msg of messages) {
+          if (!msg.headers?.get("KV-Operation"))
+            entries.push({
+              key: msg.subject.slice(prefix.length),
+              value: jsonOrText<T>(msg),
+              revision: msg.seq,
+            });
+          if (msg.info.pending === 0) break;
+        }
+      } finally {
+        await consumer.delete().catch(() => {});
+      }
+      return entries.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    });
+  }
+
+  /** A purge of the bucket's stream by subject: the keys' messages go, markers and all. */
+  async forget(pattern: string): Promise<number> {
+    const purged = await this.#retry(() =>
+      this.jsm.streams.purge(`KV_${this.name}`, { filter: `$KV.${this.name}.${pattern}` }),
+    );
+    return purged.purged;
   }
 
   /**

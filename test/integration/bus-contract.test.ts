@@ -21,7 +21,7 @@ function event(
   return makeEnvelope({ runId, agentId, seq, type, data });
 }
 
-describe.each(bothBuses)("bus contract: $name", ({ open }) => {
+describe.each(bothBuses)("bus contract: $name", ({ name, open }) => {
   let under: BusUnderTest;
   let bus: Bus;
   let logs: Array<Record<string, unknown>>;
@@ -290,6 +290,30 @@ describe.each(bothBuses)("bus contract: $name", ({ open }) => {
     ]);
   });
 
+  it("lists KV keys and values by pattern, and forgets every key under a pattern", async () => {
+    const kv = await bus.kv("journal");
+    for (const key of ["run-a.root.c1", "run-a.root.c2", "run-a.child.c1", "run-b.root.c1", "run-a"])
+      await kv.put(key, { key });
+    await kv.delete("run-a.root.c2");
+    expect(await kv.keys("run-a.>")).toEqual(["run-a.child.c1", "run-a.root.c1"]);
+    expect(await kv.keys("*")).toEqual(["run-a"]);
+    const values = await kv.values<{ key: string }>("*.root.*");
+    expect(values.map(({ key, value }) => [key, value.key])).toEqual([
+      ["run-a.root.c1", "run-a.root.c1"],
+      ["run-b.root.c1", "run-b.root.c1"],
+    ]);
+    expect(values[0]?.revision).toBe((await kv.get("run-a.root.c1"))?.revision);
+    expect(await kv.values("nothing.*")).toEqual([]);
+
+    // On NATS the deleted key's marker goes too (three entries); in memory there are two.
+    expect(await kv.forget("run-a.>")).toBe(name === "LocalBus" ? 2 : 3);
+    expect(await kv.keys()).toEqual(["run-a", "run-b.root.c1"]);
+    expect(await kv.get("run-a.root.c1")).toBeNull();
+    expect(await kv.forget("run-a.>")).toBe(0);
+    // A key forgotten can be made again.
+    await kv.create("run-a.root.c1", { again: true });
+    expect((await kv.get("run-a.root.c1"))?.value).toEqual({ again: true });
+  });
   it("logs and counts a malformed envelope on the wire, and keeps going", async () => {
     const subject = bus.subjects.event("bad", "a", "tick");
     const seen: number[] = [];
