@@ -166,7 +166,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
   let turn = restore ? ((restore.snapshot as { context?: { turns?: number } }).context?.turns ?? 0) : 0;
   const gate = toolGate(deps.hooks, deps.agentHooks, { runId, agentId, agent: definition.name });
   const store = deps.persistence?.journal;
-  const journal = store?.forAgent(runId, agentId, { fresh: !restore, log });
+  const journal = store?.forAgent(runId, agentId, { fresh: !restore });
   const children = subagentTools(
     definition.subagents
       .map((name) => deps.agents.get(name))

@@ -168,12 +168,12 @@ export class ToolJournal {
   }
 
   /**
-   * The journal of one agent, as a tool batch uses it. A read is not journaled as started (one cut
-   * short is simply run again) and its result is written without waiting (lost, the read runs again).
-   * A `fresh` agent (started here, not resumed) has no entries but the ones written here, so it
-   * looks them up in memory instead of asking the bucket.
+   * The journal of one agent, as a tool batch uses it. Reads are not journaled at all: one cut
+   * short, or finished but not yet in a snapshot, is simply run again (only what writes or executes
+   * must not happen twice). A `fresh` agent (started here, not resumed) has no entries but the ones
+   * written here, so it looks them up in memory instead of asking the bucket.
    */
-  forAgent(runId: string, agentId: string, options: { fresh: boolean; log: Logger }): BatchJournal {
+  forAgent(runId: string, agentId: string, options: { fresh: boolean }): BatchJournal {
     const written = options.fresh ? new Map<string, JournalEntry>() : undefined;
     return {
       get: async (callId) => (written ? written.get(callId) : this.get(runId, agentId, callId)),
@@ -183,10 +183,9 @@ export class ToolJournal {
         await this.started(runId, agentId, call.id, call.name, call.effect);
       },
       finished: async (call, result) => {
+        if (call.effect === "read") return;
         written?.set(call.id, { status: "finished", name: call.name, effect: call.effect, result });
-        const write = this.finished(runId, agentId, call.id, call.name, call.effect, result);
-        if (call.effect !== "read") return write;
-        write.catch((error) => options.log.warn({ err: error, callId: call.id }, "read not journaled"));
+        await this.finished(runId, agentId, call.id, call.name, call.effect, result);
       },
     };
   }

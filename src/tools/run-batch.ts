@@ -19,7 +19,7 @@ export interface BatchOptions {
   redactor?: Redactor;
   /** Characters of output a result may carry. Default 30000. */
   outputCap?: number;
-  /** Where calls are journaled, so a finished call is never run again after a restart. */
+  /** Where calls that write or execute are journaled, so a finished one is never run again after a restart. */
   journal?: BatchJournal;
   /** User hooks around each call: `before` may block it (its result stands instead), `after` may replace the result. */
   gate?: {
@@ -83,8 +83,9 @@ async function runOne(
 ): Promise<ToolResult> {
   const journaled = await options.journal?.get(call.id);
   if (journaled?.status === "finished" && journaled.result) return journaled.result;
-  if (journaled?.status === "started" && call.effect !== "read") {
-    // It may or may not have taken effect: say so rather than run it twice.
+  // Cut short by a crash, it may or may not have taken effect: one that may run twice runs again;
+  // of any other the model is told, and it is not run twice (at most once, with notice).
+  if (journaled?.status === "started" && !options.registry.get(call.name)?.idempotent) {
     return toolError(
       `${call.name} was running when its host stopped; its outcome is unknown`,
       "check whether it took effect (read the files it touches) before you run it again",

@@ -56,6 +56,13 @@ export interface Tool<Args = unknown> {
   name: string;
   description: string;
   effect: ToolEffect;
+  /**
+   * The same call run twice leaves the world as once (write_file: the whole content, to one path).
+   * A call of such a tool cut short by a crash is run again when its run resumes; one of any other
+   * tool that writes or executes is reported to the model as of unknown outcome instead, and never
+   * run twice. Reads are always run again.
+   */
+  idempotent?: boolean;
   parameters: z.ZodType<Args>;
   /** Default 120000. */
   timeoutMs?: number;
@@ -85,6 +92,7 @@ export function defineTool<S extends z.ZodType>(tool: {
   name: string;
   description: string;
   effect: ToolEffect;
+  idempotent?: boolean;
   parameters: S;
   timeoutMs?: number;
   readMore?: string;

@@ -25,7 +25,13 @@ afterEach(async () => {
   await removePrefix(inject("natsUrl"), prefix);
 });
 
-const runs = { fast: 0, write: 0 };
+const runs = { fast: 0, write: 0, put: 0 };
+/** Resolves in 30 s, or at once from the second call on: the first is the one a crash cuts short. */
+const slowFirstTime = (count: number, signal: AbortSignal, output: string) =>
+  new Promise<{ ok: true; output: string }>((resolve) => {
+    const timer = setTimeout(() => resolve({ ok: true, output }), count === 1 ? 30_000 : 0);
+    signal.addEventListener("abort", () => clearTimeout(timer));
+  });
 const tools: Tool[] = [
   defineTool({
     name: "count_fast",
@@ -39,15 +45,18 @@ const tools: Tool[] = [
     description: "Writes slowly.",
     effect: "write",
     parameters: z.object({}),
-    execute: (_args, { signal }) => {
-      runs.write++;
-      return new Promise((resolve) => {
-        const timer = setTimeout(() => resolve({ ok: true, output: "written" }), 30_000);
-        signal.addEventListener("abort", () => clearTimeout(timer));
-      });
-    },
+    execute: (_args, { signal }) => slowFirstTime(++runs.write, signal, "written"),
+  }) as Tool,
+  defineTool({
+    name: "slow_put",
+    description: "Puts a whole value slowly; putting it twice is putting it once.",
+    effect: "write",
+    idempotent: true,
+    parameters: z.object({}),
+    execute: (_args, { signal }) => slowFirstTime(++runs.put, signal, `put, call ${runs.put}`),
   }) as Tool,
 ];
+beforeEach(() => Object.assign(runs, { fast: 0, write: 0, put: 0 }));
 
 async function runtime() {
   const config = testConfig(
@@ -55,13 +64,13 @@ async function runtime() {
       defaultModel: "scripted",
       providers: { openai: { baseURL: server.baseURL, models: { scripted: {} } } },
     },
-    [{ name: "worker", description: "Works.", tools: ["count_fast", "slow_write"] }],
+    [{ name: "worker", description: "Works.", tools: ["count_fast", "slow_write", "slow_put"] }],
   );
   const bus = await NatsBus.connect({ url: inject("natsUrl"), prefix });
   return { rt: await new Runtime({ config, workspace: ws, env: {}, tools, bus }).open(), bus };
 }
 
-it("resumes an agent on another host from its KV snapshot: a finished call is not run again, an interrupted write is reported as outcome unknown", async () => {
+it("resumes an agent on another host from its KV snapshot: a read is run again, an interrupted write is reported as outcome unknown and not run again", async () => {
   server.script(
     {
       match: { turn: 1 },
@@ -83,17 +92,18 @@ it("resumes an agent on another host from its KV snapshot: a finished call is no
   handle.detach();
   await first.rt.close();
   await first.bus.close();
-  expect(runs).toEqual({ fast: 1, write: 1 });
+  expect(runs).toEqual({ fast: 1, write: 1, put: 0 });
 
   const second = await runtime();
   const resumed = await second.rt.resume(handle.runId, handle.agentId, { as: "own-record" });
   if (!resumed) throw new Error("nothing to resume");
   const output = await resumed.done;
   expect(output).toMatchObject({ reason: "done", result: "carried on after the move", turns: 2 });
-  expect(runs).toEqual({ fast: 1, write: 1 });
+  // Reads are not journaled: the batch's read runs again, the write does not.
+  expect(runs).toEqual({ fast: 2, write: 1, put: 0 });
   const toolResults =
     server.requests[1]?.body.messages.filter((m) => m.role === "tool").map((m) => m.content) ?? [];
-  expect(toolResults[0]).toContain("counted 1");
+  expect(toolResults[0]).toContain("counted 2");
   expect(toolResults[1]).toContain("slow_write was running when its host stopped; its outcome is unknown");
 
   // One agent, one gap-free sequence of events across both hosts.
@@ -105,6 +115,30 @@ it("resumes an agent on another host from its KV snapshot: a finished call is no
   expect(events.at(-1)?.type).toBe("agent.stopped");
   // A finished agent is not resumed again.
   expect(await second.rt.resume(handle.runId, handle.agentId, { as: "own-record" })).toBeUndefined();
+  await second.rt.close();
+  await second.bus.close();
+});
+
+it("runs an interrupted call again when its tool declares itself idempotent", async () => {
+  server.script(
+    { match: { turn: 1 }, reply: { toolCalls: [{ name: "slow_put", arguments: {} }] } },
+    { match: { turn: 2 }, reply: { text: "put it" } },
+  );
+  const first = await runtime();
+  const handle = first.rt.start({ task: "Put", approval: "yolo" });
+  for await (const { envelope } of first.bus.log.read({ runId: handle.runId, follow: true }))
+    if (envelope.type === "tool.started") break;
+  handle.detach();
+  await first.rt.close();
+  await first.bus.close();
+
+  const second = await runtime();
+  const resumed = await second.rt.resume(handle.runId, handle.agentId, { as: "own-record" });
+  expect(await resumed?.done).toMatchObject({ reason: "done", result: "put it" });
+  expect(runs.put).toBe(2);
+  const toolResult = server.requests[1]?.body.messages.find((m) => m.role === "tool")?.content;
+  expect(toolResult).toContain("put, call 2");
+  expect(toolResult).not.toContain("outcome is unknown");
   await second.rt.close();
   await second.bus.close();
 });

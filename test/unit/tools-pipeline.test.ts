@@ -4,8 +4,9 @@ import { MISSING_RESULT, repairToolPairs } from "../../src/context/repair.js";
 import { callSignature, detectLoop } from "../../src/machines/loop-detection.js";
 import type { ChatMessage } from "../../src/model/types.js";
 import { decideByEffect } from "../../src/safety/policy.js";
+import { mcpTool } from "../../src/tools/mcp/mcp-tool.js";
 import { planCalls } from "../../src/tools/plan.js";
-import { runBatch } from "../../src/tools/run-batch.js";
+import { type BatchJournal, runBatch } from "../../src/tools/run-batch.js";
 import { defineTool, resultContent, ToolRegistry } from "../../src/tools/tool.js";
 
 const log: string[] = [];
@@ -162,6 +163,43 @@ describe("runBatch", () => {
     expect(results[planned[0]?.id ?? ""]?.error).toBe("boom failed: disk on fire");
     expect(results[planned[1]?.id ?? ""]?.error).toBe("slow timed out after 50 ms");
     expect(events.sort()).toEqual(["finish boom false", "finish slow false", "start boom", "start slow"]);
+  });
+
+  it("after a crash, runs again a started call of an idempotent tool (MCP's idempotentHint) and of no other", async () => {
+    const calls: string[] = [];
+    const server = {
+      server: "store",
+      config: { readOnly: false, timeoutMs: 1000 } as never,
+      call: async (name: string) => {
+        calls.push(name);
+        return { content: [{ type: "text", text: `${name} done` }] };
+      },
+    };
+    const mcp = new ToolRegistry([
+      mcpTool(server, { name: "put", inputSchema: {}, annotations: { idempotentHint: true } }, "/tmp"),
+      mcpTool(server, { name: "append", inputSchema: {} }, "/tmp"),
+    ]);
+    // Both were started by a host that then died.
+    const journal: BatchJournal = {
+      get: async () => ({ status: "started" }),
+      started: async () => {},
+      finished: async () => {},
+    };
+    const planned = planCalls(
+      [call("store__put", {}), call("store__append", {})],
+      mcp,
+      new Set(mcp.names()),
+      "yolo",
+    );
+    const results = await runBatch(planned, {
+      registry: mcp,
+      context,
+      signal: new AbortController().signal,
+      journal,
+    });
+    expect(calls).toEqual(["put"]);
+    expect(results["store__put-{}"]?.ok).toBe(true);
+    expect(results["store__append-{}"]?.error).toMatch(/outcome is unknown/);
   });
 
   it("aborts running tools through their signal", async () => {

@@ -36,6 +36,8 @@ function diffOf(path: string, before: string | undefined, after: string): string
 
 export const writeFileTool = defineTool({
   name: "write_file",
+  // The whole content to one path: run again, it leaves the file as once.
+  idempotent: true,
   description:
     "Create or overwrite a file in the workspace with the given content. Parent directories are created.",
   effect: "write",

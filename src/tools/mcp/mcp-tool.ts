@@ -12,7 +12,7 @@ export interface McpToolInfo {
   name: string;
   description?: string | undefined;
   inputSchema: Record<string, unknown>;
-  annotations?: { readOnlyHint?: boolean | undefined } | undefined;
+  annotations?: { readOnlyHint?: boolean | undefined; idempotentHint?: boolean | undefined } | undefined;
 }
 
 /** What a tool call needs of its server's connection. */
@@ -41,7 +41,7 @@ export function mcpToolName(server: string, tool: string): string {
 
 /**
  * One MCP tool as a Troupe tool. It counts as `execute` unless its server is marked `readOnly` or the
- * tool says `readOnlyHint`. Every argument that names a path, at any depth, is held to the workspace
+ * tool says `readOnlyHint`; it is run again after a crash cut it short only when it says `idempotentHint`. Every argument that names a path, at any depth, is held to the workspace
  * (and, unless the tool only reads, kept out of `.git`, `.troupe` and the config dir), whatever the
  * server allows.
  */
@@ -51,6 +51,8 @@ export function mcpTool(caller: McpCaller, info: McpToolInfo, workspace: string)
     name: mcpToolName(caller.server, info.name),
     description: info.description ?? `${info.name} from the ${caller.server} MCP server`,
     effect: readOnly ? "read" : "execute",
+    // The server's word, as for readOnlyHint: the operator chose the server.
+    ...(info.annotations?.idempotentHint === true ? { idempotent: true } : {}),
     parameters: z.record(z.string(), z.unknown()),
     jsonSchema: { type: "object", ...info.inputSchema },
     source: `mcp:${caller.server}`,
