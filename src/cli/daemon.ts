@@ -49,6 +49,7 @@ export async function runDaemon(
   const { workspaces } = config.troupe.daemon;
   const daemon = new Daemon(runtime, log, {
     maxApproval: config.troupe.daemon.maxApproval,
+    keepFinishedMs: config.troupe.daemon.keepFinished,
     seal: RecordSeal.forDataDir(data),
     // A run's own workspace (troupe run -w DIR) gets a runtime of its own, with its sandbox scope.
     runtimeFor: (workspace) => new Runtime({ config, bus, log, approver, workspace }).open(),

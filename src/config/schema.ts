@@ -13,6 +13,19 @@ export const sandboxModeSchema = z.enum(SANDBOX_MODES);
 
 const positiveInt = z.number().int().positive();
 
+const DURATION_UNITS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/** A length of time as people write one (`90s`, `15m`, `12h`, `7d`; `0` for none), in milliseconds. */
+export const durationSchema = z.union([z.literal(0), z.string()]).transform((text, context) => {
+  const match = /^(\d+)(ms|s|m|h|d)$/.exec(String(text));
+  if (text === 0 || text === "0") return 0;
+  if (!match) {
+    context.addIssue({ code: "custom", message: 'must be a duration such as "90s", "15m", "12h" or "7d"' });
+    return z.NEVER;
+  }
+  return Number(match[1]) * DURATION_UNITS[match[2] as keyof typeof DURATION_UNITS];
+});
+
 export const budgetSchema = z.strictObject({
   /** Model calls this agent may make. */
   maxTurns: positiveInt.optional(),
@@ -239,8 +252,13 @@ export const troupeConfigSchema = z.strictObject({
        * empty: the directory the daemon was started in.
        */
       workspaces: z.array(z.string().min(1)).default([]),
+      /**
+       * How long a finished run's snapshots and tool journal are kept (for `troupe resume` of a
+       * failed or aborted run); then only its record and events remain. `0`: removed at once.
+       */
+      keepFinished: durationSchema.default(7 * DURATION_UNITS.d),
     })
-    .default({ maxApproval: "auto-edit", workspaces: [] }),
+    .default({ maxApproval: "auto-edit", workspaces: [], keepFinished: 7 * DURATION_UNITS.d }),
   /** Commands run on events, in the spirit of Claude Code's hooks. */
   hooks: z
     .strictObject(

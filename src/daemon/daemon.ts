@@ -11,6 +11,7 @@ import type { SandboxMode } from "../sandbox/plan.js";
 import { RecordSeal } from "../trust/record-seal.js";
 import { isInside, realPathOrUndefined } from "../util/paths.js";
 import { type ApiVerb, apiRequests, beyondCeiling, LIST_TEXT, type RunRecord } from "./api.js";
+import { Retention } from "./retention.js";
 import { RunIndex } from "./run-index.js";
 
 /** How often the daemon says it is alive (`<p>.beat.daemon`). */
@@ -28,7 +29,11 @@ export interface DaemonOptions {
   workspaces?: string[];
   /** A runtime like the daemon's for another workspace (made once each). Without it, runs take the daemon's. */
   runtimeFor?: (workspace: string) => Promise<Runtime>;
+  /** How long a finished run's snapshots and journal are kept (troupe.yaml's `daemon.keepFinished`). Default 7 days. */
+  keepFinishedMs?: number;
 }
+
+const WEEK_MS = 7 * 86_400_000;
 
 /**
  * `troupe daemon`: hosts runs on a NATS bus and serves the API. Every run is in the KV bucket `runs`;
@@ -39,6 +44,7 @@ export class Daemon {
   #runs = new Map<string, AgentHandle>();
   #accepting = true;
   #index: RunIndex | undefined;
+  #retention: Retention | undefined;
   #beating: NodeJS.Timeout | undefined;
   #runtimes = new Map<string, Promise<Runtime>>();
 
@@ -60,6 +66,7 @@ export class Daemon {
       this.options.seal ?? RecordSeal.ephemeral(),
       this.log,
     );
+    this.#retention = new Retention(this.bus, this.#index, this.options.keepFinishedMs ?? WEEK_MS, this.log);
     await this.#resumeUnfinished();
     for (const verb of Object.keys(apiRequests) as ApiVerb[]) {
       this.#serving.push(
@@ -90,6 +97,7 @@ export class Daemon {
   async stop(): Promise<void> {
     this.#accepting = false;
     clearInterval(this.#beating);
+    this.#retention?.stop();
     for (const sub of this.#serving) sub.unsubscribe();
     for (const handle of this.#runs.values()) handle.detach();
     this.log.info({ runs: this.#runs.size }, "daemon stopped; unfinished runs resume on the next start");
@@ -161,11 +169,25 @@ export class Daemon {
         if (this.#runs.has(found.runId)) throw new RequestRefusedError(`run ${data.runId} is running`);
         if (found.status === "done")
           throw new RequestRefusedError(`run ${data.runId} is done; nothing to resume`);
-        const handle = await (await this.#runtime(found.workspace)).resume(found.runId, found.agentId, {
-          as: { root: grantsOf(found) },
-          reopen: "Continue the task where you left off.",
-        });
-        if (!handle) throw new RequestRefusedError(`run ${data.runId} has no snapshot to resume from`);
+        // Nothing of the run is removed while it is brought back; given back if it is not.
+        await this.#retention?.keep(found.runId);
+        const handle = await this.#runtime(found.workspace)
+          .then((runtime) =>
+            runtime.resume(found.runId, found.agentId, {
+              as: { root: grantsOf(found) },
+              reopen: "Continue the task where you left off.",
+            }),
+          )
+          .catch((error) => {
+            this.#retention?.schedule(found);
+            throw error;
+          });
+        if (!handle) {
+          this.#retention?.schedule(found);
+          throw new RequestRefusedError(
+            `run ${data.runId} has no snapshot to resume from (a finished run's are kept for daemon.keepFinished in troupe.yaml)`,
+          );
+        }
         const record: RunRecord = { ...found, status: "running" };
         await this.#index?.put(record);
         this.#track(handle, record);
@@ -212,12 +234,14 @@ export class Daemon {
     this.#runs.set(handle.runId, handle);
     void handle.done.then(async (output: AgentOutput) => {
       this.#runs.delete(handle.runId);
-      await this.#index?.put({
+      const finished: RunRecord = {
         ...record,
         status: output.reason,
         stoppedAt: Date.now(),
         result: output.result,
-      });
+      };
+      await this.#index?.put(finished);
+      this.#retention?.schedule(finished);
     });
   }
 
@@ -263,9 +287,13 @@ export class Daemon {
     return (await this.#index?.list()) ?? [];
   }
 
+  /** Resumes the runs left running; the finished ones still holding state get their removal scheduled. */
   async #resumeUnfinished(): Promise<void> {
-    for (const record of await this.#records()) {
-      if (record.status !== "running") continue;
+    for (const record of (await this.#index?.held()) ?? []) {
+      if (record.status !== "running") {
+        this.#retention?.schedule(record);
+        continue;
+      }
       try {
         const handle = await (await this.#runtime(record.workspace)).resume(record.runId, record.agentId, {
           as: { root: grantsOf(record) },
