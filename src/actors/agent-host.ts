@@ -97,6 +97,8 @@ export interface StartAgentOptions {
   sandbox?: SandboxMode;
   /** With `restore` of a stopped agent: the instruction it goes on with. */
   continueWith?: string;
+  /** The seq of its first event: past those an earlier host of this agent logged before it died. Default 0. */
+  firstSeq?: number;
   /**
    * Resume this agent from its stored record instead of starting it. Its rights (depth, mode,
    * policy, sandbox) are the options above, never the record's: see `Runtime.resume`.
@@ -136,7 +138,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     options.parentId,
     log,
     deps.redactor,
-    restore?.nextSeq ?? 0,
+    restore?.nextSeq ?? options.firstSeq ?? 0,
   );
   const policy = definition.approval ?? options.approval ?? deps.config.approval.policy;
   const chain = [definition.model ?? deps.config.defaultModel, ...definition.fallbackModels];
@@ -166,7 +168,13 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
   let turn = restore ? ((restore.snapshot as { context?: { turns?: number } }).context?.turns ?? 0) : 0;
   const gate = toolGate(deps.hooks, deps.agentHooks, { runId, agentId, agent: definition.name });
   const store = deps.persistence?.journal;
-  const journal = store?.forAgent(runId, agentId, { fresh: !restore });
+  // A call that writes or executes starts only once the snapshot holding it is stored: a host that
+  // dies while it runs comes back to the call (journaled as started: its outcome is unknown), not to
+  // the model call before it, which would ask the model again and might run the same thing twice.
+  const journal = store?.forAgent(runId, agentId, {
+    fresh: !restore,
+    beforeStart: () => deps.persistence?.agents.settled(runId, agentId) ?? Promise.resolve(),
+  });
   const children = subagentTools(
     definition.subagents
       .map((name) => deps.agents.get(name))

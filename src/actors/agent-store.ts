@@ -52,6 +52,8 @@ export type TakeRecord = () => Promise<AgentRecord | undefined>;
 interface Writer {
   next: TakeRecord | undefined;
   waiting: Array<() => void>;
+  /** Told when nothing is left to write. */
+  idle: Array<() => void>;
 }
 
 /**
@@ -86,7 +88,7 @@ export class AgentStore {
         writer.waiting.push(resolve);
         return;
       }
-      const started: Writer = { next: take, waiting: [resolve] };
+      const started: Writer = { next: take, waiting: [resolve], idle: [] };
       this.#writers.set(key, started);
       void this.#write(key, started);
     });
@@ -102,6 +104,14 @@ export class AgentStore {
       for (const resolve of waiting) resolve();
     }
     this.#writers.delete(key);
+    for (const resolve of writer.idle) resolve();
+  }
+
+  /** Resolves once every save asked for so far (and any asked for meanwhile) is written. */
+  settled(runId: string, agentId: string): Promise<void> {
+    const writer = this.#writers.get(keyOf(runId, agentId));
+    if (!writer) return Promise.resolve();
+    return new Promise((resolve) => writer.idle.push(resolve));
   }
 
   async #put(key: string, record: AgentRecord, overJunk = true): Promise<void> {
@@ -173,12 +183,21 @@ export class ToolJournal {
    * must not happen twice). A `fresh` agent (started here, not resumed) has no entries but the ones
    * written here, so it looks them up in memory instead of asking the bucket.
    */
-  forAgent(runId: string, agentId: string, options: { fresh: boolean }): BatchJournal {
+  forAgent(
+    runId: string,
+    agentId: string,
+    options: {
+      fresh: boolean;
+      /** What must be done before a call that writes or executes starts (its snapshot written). */
+      beforeStart?: () => Promise<void>;
+    },
+  ): BatchJournal {
     const written = options.fresh ? new Map<string, JournalEntry>() : undefined;
     return {
       get: async (callId) => (written ? written.get(callId) : this.get(runId, agentId, callId)),
       started: async (call) => {
         if (call.effect === "read") return;
+        await options.beforeStart?.();
         written?.set(call.id, { status: "started", name: call.name, effect: call.effect });
         await this.started(runId, agentId, call.id, call.name, call.effect);
       },

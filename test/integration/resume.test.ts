@@ -58,16 +58,25 @@ const tools: Tool[] = [
 ];
 beforeEach(() => Object.assign(runs, { fast: 0, write: 0, put: 0 }));
 
-async function runtime() {
+async function runtime(extra: Tool[] = []) {
   const config = testConfig(
     {
       defaultModel: "scripted",
       providers: { openai: { baseURL: server.baseURL, models: { scripted: {} } } },
     },
-    [{ name: "worker", description: "Works.", tools: ["count_fast", "slow_write", "slow_put"] }],
+    [
+      {
+        name: "worker",
+        description: "Works.",
+        tools: ["count_fast", "slow_write", "slow_put", ...extra.map((tool) => tool.name)],
+      },
+    ],
   );
   const bus = await NatsBus.connect({ url: inject("natsUrl"), prefix });
-  return { rt: await new Runtime({ config, workspace: ws, env: {}, tools, bus }).open(), bus };
+  return {
+    rt: await new Runtime({ config, workspace: ws, env: {}, tools: [...tools, ...extra], bus }).open(),
+    bus,
+  };
 }
 
 it("resumes an agent on another host from its KV snapshot: a read is run again, an interrupted write is reported as outcome unknown and not run again", async () => {
@@ -150,6 +159,42 @@ it("refuses a snapshot written by another version, with a clear message, rather 
   await expect(rt.resume("run-x", "agent-y", { as: "own-record" })).rejects.toThrow(
     /^the snapshot of agent-y was written by another version of Troupe \(record v1, machine v99; this one reads v1\/v1\)$/,
   );
+  await rt.close();
+  await bus.close();
+});
+
+it("starts a call that writes only once the snapshot holding it is stored, however slow that write is", async () => {
+  server.script(
+    { match: { turn: 1 }, reply: { toolCalls: [{ name: "checked_write", arguments: {}, id: "call_w" }] } },
+    { match: { turn: 2 }, reply: { text: "checked" } },
+  );
+  const seen: string[] = [];
+  const { rt, bus } = await runtime([
+    defineTool({
+      name: "checked_write",
+      description: "Writes, after looking at what is stored of its agent.",
+      effect: "write",
+      parameters: z.object({}),
+      execute: async (_args, { runId, agentId }) => {
+        const stored = await (await bus.kv("snapshots")).get<{ snapshot: { value: string } }>(
+          `${runId}.${agentId}`,
+        );
+        seen.push(JSON.stringify(stored?.value.snapshot.value));
+        return { ok: true, output: "written" };
+      },
+    }) as Tool,
+  ]);
+  // Every snapshot write takes 300 ms: a host that ran the call before its snapshot was stored
+  // would come back, after a crash, to the model call before it.
+  const snapshots = await bus.kv("snapshots");
+  const put = snapshots.put.bind(snapshots);
+  snapshots.put = async (...args) => {
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    return put(...args);
+  };
+  const handle = rt.start({ task: "Write", approval: "yolo" });
+  expect(await handle.done).toMatchObject({ reason: "done", result: "checked" });
+  expect(seen).toEqual(['"executingTools"']);
   await rt.close();
   await bus.close();
 });
