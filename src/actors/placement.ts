@@ -24,6 +24,8 @@ export type SpawnRequest = z.infer<typeof spawnRequestSchema>;
 /** Who hosts an actor: the KV bucket `actors`, key `<runId>.<agentId>`. */
 export interface Placement {
   worker: string;
+  /** What it was spawned with: a worker taking it over before its first snapshot starts it from this. */
+  spawn?: SpawnRequest;
 }
 
 /** A worker's heartbeat: the KV bucket `workers`, key = worker id. */
@@ -79,12 +81,14 @@ export async function claim(
   bus: Bus,
   key: string,
   worker: string,
+  spawn: SpawnRequest | undefined,
   expectedRevision?: number,
 ): Promise<boolean> {
   const actors = await bus.kv("actors");
+  const placement: Placement = { worker, ...(spawn ? { spawn } : {}) };
   try {
-    if (expectedRevision === undefined) await actors.create(key, { worker } satisfies Placement);
-    else await actors.put(key, { worker } satisfies Placement, { expectedRevision });
+    if (expectedRevision === undefined) await actors.create(key, placement);
+    else await actors.put(key, placement, { expectedRevision });
     return true;
   } catch (error) {
     if (error instanceof KvConflictError) return false;

@@ -269,8 +269,13 @@ export class Runtime {
   }
 
   /** Hosts a subagent a parent placed here (a worker's side of placement). */
-  spawnChild(request: SpawnRequest): AgentHandle {
+  /**
+   * Hosts a subagent a parent placed here. `firstSeq`: for one started again from its request (its
+   * host died before its first snapshot was stored), the seq after those already in the log.
+   */
+  spawnChild(request: SpawnRequest, firstSeq?: number): AgentHandle {
     return startAgent(this.#deps(), {
+      ...(firstSeq ? { firstSeq } : {}),
       definition: this.agent(request.name),
       task: request.task,
       runId: request.runId,

@@ -58,7 +58,7 @@ export class Worker {
       async (request) => {
         const spec = spawnRequestSchema.parse(request.data);
         const key = actorKey(spec.runId, spec.childId);
-        if (!(await claim(bus, key, this.id))) throw new Error(`${spec.childId} is already placed`);
+        if (!(await claim(bus, key, this.id, spec))) throw new Error(`${spec.childId} is already placed`);
         const handle = this.runtime.spawnChild(spec);
         this.#host(key, handle);
         return makeEnvelope({
@@ -120,10 +120,17 @@ export class Worker {
     for (const key of await actors.keys()) {
       const entry = await actors.get<Placement>(key);
       if (!entry || !dead.includes(entry.value.worker)) continue;
-      if (!(await claim(bus, key, this.id, entry.revision))) continue;
+      const spawn = spawnRequestSchema.safeParse(entry.value.spawn).data;
+      if (!(await claim(bus, key, this.id, spawn, entry.revision))) continue;
       const [runId, agentId] = splitKey(key);
       this.log.warn({ agentId, from: entry.value.worker }, "taking over an actor from a dead worker");
-      const handle = await this.runtime.resume(runId, agentId, { as: "child" });
+      const handle =
+        (await this.runtime.resume(runId, agentId, { as: "child" })) ??
+        // It died before its first snapshot was stored: started again from its request, its events
+        // going on after those the dead worker logged. Its parent is still waiting for it.
+        (spawn?.runId === runId && spawn.childId === agentId
+          ? this.runtime.spawnChild(spawn, await nextSeqOf(bus, runId, agentId))
+          : undefined);
       if (handle) this.#host(key, handle);
       else await actors.delete(key).catch(() => {});
     }
@@ -137,4 +144,12 @@ export class Worker {
 function splitKey(key: string): [string, string] {
   const dot = key.indexOf(".");
   return [key.slice(0, dot), key.slice(dot + 1)];
+}
+
+/** The seq after the last event of an agent in the log (0 when it has none). */
+async function nextSeqOf(bus: Runtime["bus"], runId: string, agentId: string): Promise<number> {
+  let next = 0;
+  for await (const { envelope } of bus.log.read({ runId }))
+    if (envelope.agentId === agentId) next = Math.max(next, envelope.seq + 1);
+  return next;
 }
