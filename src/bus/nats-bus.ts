@@ -59,15 +59,33 @@ export class NatsBus implements Bus {
     const names = subjects(options.prefix ?? DEFAULT_PREFIX);
     const logger = (options.log ?? silentLogger).child({ component: "bus", bus: "nats" });
     const nc = await connectNats(options, logger);
-    let jsm: JetStreamManager;
-    try {
-      jsm = await jetstreamManager(nc);
-      await ensureEventStream(jsm, names);
-    } catch (error) {
-      await nc.close();
-      throw inboxRefused(error, options.inboxPrefix) ?? error;
+    const appendTimeoutMs = options.appendTimeoutMs ?? 30_000;
+    // JetStream's first calls (its account, the event stream) are requests: a server that goes away
+    // just after the connect fails them (a timeout, a dropped connection), and they are made again
+    // as appends are, while the connection comes back; one still starting JetStream (no responders)
+    // is waited for a few seconds, a server without JetStream is not.
+    const started = Date.now();
+    let jsm: JetStreamManager | undefined;
+    for (let delay = 100; !jsm; delay = Math.min(delay * 2, 1000)) {
+      try {
+        const manager = await jetstreamManager(nc);
+        await ensureEventStream(manager, names);
+        jsm = manager;
+      } catch (error) {
+        const waited = Date.now() - started + delay;
+        const away = isTimeout(error) || /disconnect/i.test(String((error as Error)?.message));
+        const starting = /no responders|503/i.test(
+          `${(error as Error)?.message} ${String((error as Error)?.cause)}`,
+        );
+        if (nc.isClosed() || !((away && waited < appendTimeoutMs) || (starting && waited < 3000))) {
+          await nc.close();
+          throw inboxRefused(error, options.inboxPrefix) ?? error;
+        }
+        logger.debug({ err: (error as Error).message }, "JetStream not reached yet; trying again");
+        await new Promise((resolve) => setTimeout(resolve, delay));
+      }
     }
-    return new NatsBus(names, nc, jsm, logger, options.appendTimeoutMs ?? 30_000, options.inboxPrefix);
+    return new NatsBus(names, nc, jsm, logger, appendTimeoutMs, options.inboxPrefix);
   }
 
   publish(subject: string, envelope: Envelope): void {
