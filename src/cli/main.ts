@@ -369,7 +369,13 @@ async function reportError(error: unknown): Promise<number> {
 }
 
 /** Troupe's version, from its package.json (two levels above this file, in src/ and in dist/). */
+/** From the package's package.json: two levels up from dist/cli, three from the bench's build of src/cli. */
 function troupeVersion(): string {
-  const file = new URL("../../package.json", import.meta.url);
-  return (JSON.parse(readFileSync(file, "utf8")) as { version: string }).version;
+  for (const up of ["../../package.json", "../../../package.json"]) {
+    try {
+      const found = JSON.parse(readFileSync(new URL(up, import.meta.url), "utf8")) as Record<string, string>;
+      if (found.name === "troupe" && found.version) return found.version;
+    } catch {}
+  }
+  return "unknown";
 }
