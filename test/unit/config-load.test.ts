@@ -70,6 +70,28 @@ describe("loadConfig", () => {
     );
   });
 
+  it("reads daemon.keepFinished as a duration, and says where one is not", () => {
+    const load = (troupeYaml: string) => {
+      const cwd = tree({
+        "config/troupe.yaml": troupeYaml,
+        "config/agents/a.yaml": "name: a\ndescription: A.\n",
+      });
+      try {
+        return loadConfig({ cwd, env: {} }).troupe.daemon.keepFinished;
+      } catch (error) {
+        if (error instanceof ConfigError) return error.message;
+        throw error;
+      }
+    };
+    expect(load("{}\n")).toBe(7 * 86_400_000);
+    expect(load("daemon:\n  keepFinished: 90s\n")).toBe(90_000);
+    expect(load("daemon:\n  keepFinished: 12h\n")).toBe(12 * 3_600_000);
+    expect(load("daemon:\n  keepFinished: 0\n")).toBe(0);
+    expect(load("daemon:\n  keepFinished: a week\n")).toBe(
+      'config/troupe.yaml:2:17: daemon.keepFinished: must be a duration such as "90s", "15m", "12h" or "7d"',
+    );
+  });
+
   it("prefers ./config in the working directory", () => {
     const cwd = tree({
       "config/troupe.yaml": "defaultModel: local-model\n",
