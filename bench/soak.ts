@@ -143,6 +143,8 @@ interface Job {
   reason: string | undefined;
   startedAt: number;
   endedAt: number;
+  /** The model was told a command's outcome was unknown (cut short by a crash, not run again). */
+  unknown: boolean;
 }
 const jobs: Job[] = [];
 /** Clients still following their runs. */
@@ -158,8 +160,10 @@ async function client(): Promise<void> {
     active.add(child);
     child.once("exit", () => active.delete(child));
     let out = "";
+    let unknown = false;
     child.stdout?.on("data", (chunk: Buffer) => {
       out = (out + chunk.toString()).slice(-8192);
+      unknown ||= out.includes("its outcome is unknown");
     });
     let err = "";
     child.stderr?.on("data", (chunk: Buffer) => {
@@ -172,7 +176,7 @@ async function client(): Promise<void> {
       const event = JSON.parse(last) as { type: string; data: { reason?: string } };
       if (event.type === "agent.stopped") reason = event.data.reason;
     } catch {}
-    jobs.push({ job, code, reason, startedAt, endedAt: since() });
+    jobs.push({ job, code, reason, startedAt, endedAt: since(), unknown });
     if (code !== 0)
       process.stderr.write(
         `soak: ${Math.round(since() / 1000)} s: job-${job} exited ${code}: ${err.trim().split("\n").slice(-12).join("\n  ")}\n`,
@@ -279,7 +283,11 @@ const rows: Array<[string, string]> = [
     String(jobs.filter((j) => !records.some((r) => r.task === `soak job-${j.job}`)).length),
   ],
   ["ledger lines written twice", String([...lines.values()].filter((n) => n > 1).length)],
-  ["done runs with no ledger line", String(doneTasks.filter((t) => !lines.has(t)).length)],
+  [
+    "done runs with no ledger line (of them, told the command's outcome is unknown)",
+    `${doneTasks.filter((t) => !lines.has(t)).length} (${jobs.filter((j) => j.unknown && !lines.has(`job-${j.job}`)).length})`,
+  ],
+  ["runs told a command's outcome is unknown", String(jobs.filter((j) => j.unknown).length)],
   [
     "faults: daemon / worker / nats",
     `${faults.filter((f) => f.kind === "daemon").length} / ${faults.filter((f) => f.kind === "worker").length} / ${faults.filter((f) => f.kind === "nats").length}`,
