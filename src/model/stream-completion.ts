@@ -1,4 +1,4 @@
-import { APIConnectionError, APIUserAbortError, type default as OpenAI } from "openai";
+import { APIUserAbortError, type default as OpenAI } from "openai";
 import { countMessagesTokens, countTextTokens, countToolSpecTokens } from "../context/tokens.js";
 import { ToolCallAssembler } from "./tool-call-assembler.js";
 import type { AssistantMessage, FinishReason, ModelRequest, Usage } from "./types.js";
@@ -48,11 +48,11 @@ export async function streamCompletion(
     for (const fragment of choice.delta?.tool_calls ?? []) assembler.add(fragment);
     if (choice.finish_reason) finish = choice.finish_reason;
   }
-  // The SDK ends the iteration quietly when the connection closes or the signal aborts; a stream
-  // without a finish_reason did not finish.
+  // The SDK ends the iteration quietly when the signal aborts. A connection that drops throws (the
+  // body is cut off); one that ends without a finish_reason (some servers send none before
+  // `[DONE]`) was a whole answer: it ended as its parts say.
   if (request.signal?.aborted) throw new APIUserAbortError();
-  if (finish === undefined)
-    throw new APIConnectionError({ message: "the stream ended without a finish_reason" });
+  finish ??= assembler.size > 0 ? "tool_calls" : "stop";
 
   let calls = assembler.calls();
   const finishReason = toFinishReason(finish);

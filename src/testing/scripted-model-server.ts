@@ -40,6 +40,8 @@ export type ScriptedReply = ReplyTiming &
         finishReason?: "stop" | "tool_calls" | "length" | "content_filter";
         /** Leave the usage chunk out, as some servers do. */
         omitUsage?: boolean;
+        /** End with `[DONE]` and no chunk carrying a finish_reason, as some servers do. */
+        omitFinishReason?: boolean;
         /** Close the connection after this many chunks: a dropped stream. */
         dropAfterChunks?: number;
       }
@@ -264,7 +266,8 @@ export class ScriptedModelServer {
       sent++;
       if (reply.chunkDelayMs) await sleep(reply.chunkDelayMs);
     }
-    await send({ ...base, choices: [{ index: 0, delta: {}, finish_reason: finishReason }] });
+    if (!reply.omitFinishReason)
+      await send({ ...base, choices: [{ index: 0, delta: {}, finish_reason: finishReason }] });
     if (!reply.omitUsage && body.stream_options?.include_usage) await send({ ...base, choices: [], usage });
     res.end("data: [DONE]\n\n");
   }

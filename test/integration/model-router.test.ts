@@ -115,6 +115,19 @@ describe("ModelRouter over HTTP to the scripted server", () => {
     server.assertComplete();
   });
 
+  it("takes a stream that ends with [DONE] and no finish_reason as a whole answer, ended as its parts say", async () => {
+    server.script(
+      { reply: { text: "all of it", omitFinishReason: true } },
+      { reply: { toolCalls: [{ name: "read_file", arguments: { path: "a" } }], omitFinishReason: true } },
+    );
+    const text = await router().call(["model-a"], { messages });
+    expect(text).toMatchObject({ message: { content: "all of it" }, finishReason: "stop" });
+    const calls = await router().call(["model-a"], { messages });
+    expect(calls.finishReason).toBe("tool_calls");
+    expect(calls.message.tool_calls?.map((call) => call.function.name)).toEqual(["read_file"]);
+    expect(server.requests).toHaveLength(2);
+  });
+
   it("retries a connection dropped before any output", async () => {
     server.script({ reply: { text: "lost", dropAfterChunks: 0 } }, { reply: { text: "second try" } });
     const response = await router().call(["model-a"], { messages });
