@@ -4,13 +4,15 @@ import type { ToolCall } from "./types.js";
 export interface ToolCallDelta {
   index?: number | undefined;
   id?: string | undefined;
-  function?: { name?: string | undefined; arguments?: string | undefined } | undefined;
+  /** Arguments are a string of JSON by the API; some servers send the object itself. */
+  function?: { name?: string | undefined; arguments?: string | object | undefined } | undefined;
 }
 
 /**
  * Builds whole tool calls from streamed fragments: arguments split over many chunks, several calls
  * interleaved by `index`, a whole call in one chunk, or servers that omit `index` (then a new `id`
- * starts a new call and anything else continues the last one).
+ * starts a new call and anything else continues the last one). A fragment whose `id` differs from
+ * the one its `index` holds starts a call of its own (servers that send every call at index 0).
  */
 export class ToolCallAssembler {
   #calls: Array<{ id: string; name: string; arguments: string }> = [];
@@ -20,7 +22,8 @@ export class ToolCallAssembler {
     let slot: number | undefined;
     if (delta.index !== undefined) {
       slot = this.#byIndex.get(delta.index);
-      if (slot === undefined) {
+      const held = slot === undefined ? undefined : this.#calls[slot]?.id;
+      if (slot === undefined || (delta.id && held && delta.id !== held)) {
         slot = this.#open();
         this.#byIndex.set(delta.index, slot);
       }
@@ -33,7 +36,9 @@ export class ToolCallAssembler {
     if (!call) return;
     if (delta.id) call.id = delta.id;
     if (delta.function?.name) call.name += delta.function.name;
-    if (delta.function?.arguments) call.arguments += delta.function.arguments;
+    const args = delta.function?.arguments;
+    if (typeof args === "string") call.arguments += args;
+    else if (args && typeof args === "object") call.arguments += JSON.stringify(args);
   }
 
   get size(): number {

@@ -29,6 +29,17 @@ describe("ToolCallAssembler", () => {
     ]);
   });
 
+  it("keeps calls apart that a server sends at one index with different ids, and takes arguments sent as an object", () => {
+    const a = new ToolCallAssembler();
+    a.add({ index: 0, id: "c1", function: { name: "read_file", arguments: '{"path":' } });
+    a.add({ index: 0, function: { arguments: '"a"}' } });
+    a.add({ index: 0, id: "c2", function: { name: "list_dir", arguments: { path: "." } } });
+    expect(a.calls()).toEqual([
+      { id: "c1", type: "function", function: { name: "read_file", arguments: '{"path":"a"}' } },
+      { id: "c2", type: "function", function: { name: "list_dir", arguments: '{"path":"."}' } },
+    ]);
+  });
+
   it("gives ids to calls without one, and {} to empty arguments", () => {
     const a = new ToolCallAssembler();
     a.add({ index: 0, function: { name: "list_dir" } });
