@@ -91,6 +91,10 @@ export const providerSchema = z.strictObject({
   /** Context window of models this provider serves that are not listed under `models`. */
   contextWindow: positiveInt.default(128_000),
   models: z.record(z.string().min(1), modelInfoSchema).default({}),
+  /** `false` for a server that cannot stream (found on its own too, when it answers a stream with one completion). */
+  stream: z.boolean().default(true),
+  /** `false` for a server that refuses `stream_options` (found on its own too, from its 400). */
+  streamUsage: z.boolean().default(true),
 });
 export type ProviderConfig = z.infer<typeof providerSchema>;
 

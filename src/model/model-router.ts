@@ -18,7 +18,7 @@ import {
   type RetryPolicy,
   sleep,
 } from "./retry.js";
-import { streamCompletion } from "./stream-completion.js";
+import { streamCompletion, type WireSettings } from "./stream-completion.js";
 import type { ModelRequest, ModelResponse } from "./types.js";
 
 export interface ResolvedModel {
@@ -53,6 +53,7 @@ export class ModelRouter {
   readonly #log: Logger;
   readonly #timeoutMs: number;
   #clients = new Map<string, OpenAI>();
+  #wires = new Map<string, WireSettings>();
   #breakers = new Map<string, CircuitBreaker>();
 
   constructor(config: TroupeConfig, options: ModelRouterOptions = {}) {
@@ -133,8 +134,48 @@ export class ModelRouter {
     throw lastError;
   }
 
+  /**
+   * How a provider's server is spoken to: its troupe.yaml options, then what it was found to refuse
+   * (remembered for the process: each is found once, with one request).
+   */
+  #wire(providerName: string): WireSettings {
+    let wire = this.#wires.get(providerName);
+    if (!wire) {
+      const provider = this.#config.providers[providerName] as ProviderConfig;
+      wire = { stream: provider.stream, streamUsage: provider.streamUsage };
+      this.#wires.set(providerName, wire);
+    }
+    return wire;
+  }
+
+  /** Whether a failure says the server refuses how it was asked, and the next try asks otherwise. */
+  #adapt(providerName: string, wire: WireSettings, error: unknown): boolean {
+    const status = error instanceof APIError ? error.status : undefined;
+    const said = `${(error as Error)?.message ?? ""}`;
+    if (wire.streamUsage && status === 400 && /stream_options/i.test(said)) {
+      wire.streamUsage = false;
+      this.#log.info({ provider: providerName }, "the server refuses stream_options: asking without it");
+      return true;
+    }
+    if (
+      wire.stream &&
+      (status === 400 || status === 500) &&
+      /stream/i.test(said) &&
+      /tool|support/i.test(said)
+    ) {
+      wire.stream = false;
+      this.#log.info(
+        { provider: providerName },
+        "the server cannot stream this: asking for whole completions",
+      );
+      return true;
+    }
+    return false;
+  }
+
   async #withRetries(model: ResolvedModel, request: ModelRequest): Promise<ModelResponse> {
     const client = this.#client(model.provider);
+    const wire = this.#wire(model.provider);
     for (let attempt = 0; ; attempt++) {
       let emitted = false;
       const onDelta = request.onDelta;
@@ -146,7 +187,14 @@ export class ModelRouter {
         },
       };
       try {
-        const completion = await streamCompletion(client, model.name, tracked);
+        const { answeredWhole, ...completion } = await streamCompletion(client, model.name, tracked, wire);
+        if (answeredWhole && wire.stream) {
+          wire.stream = false;
+          this.#log.info(
+            { provider: model.provider },
+            "the server answers streams whole: no longer streaming",
+          );
+        }
         const usage = { ...completion.usage, costUsd: costOf(completion.usage, model.prices) };
         return { ...completion, usage, model: model.id };
       } catch (error) {
@@ -160,6 +208,11 @@ export class ModelRouter {
           );
         }
         if (failure instanceof ContextLengthExceededError) throw failure;
+        // Refused for how it was asked (stream_options, streaming with tools): asked otherwise at once.
+        if (this.#adapt(model.provider, wire, error)) {
+          attempt--;
+          continue;
+        }
         if (!isRetryableStatus(failure.status) || attempt >= this.#retry.maxRetries) throw failure;
         const retryAfter = error instanceof APIError ? parseRetryAfter(error.headers) : undefined;
         const delay = backoffDelay(this.#retry, attempt + 1, retryAfter);

@@ -1,4 +1,4 @@
-import { APIUserAbortError, type default as OpenAI } from "openai";
+import { APIConnectionError, APIUserAbortError, type default as OpenAI } from "openai";
 import { countMessagesTokens, countTextTokens, countToolSpecTokens } from "../context/tokens.js";
 import { ToolCallAssembler } from "./tool-call-assembler.js";
 import type { AssistantMessage, FinishReason, ModelRequest, Usage } from "./types.js";
@@ -8,35 +8,62 @@ export interface StreamedCompletion {
   finishReason: FinishReason;
   usage: Omit<Usage, "costUsd">;
   truncatedToolCalls: boolean;
+  /** The server answered a streaming request with a whole completion: it does not stream. */
+  answeredWhole?: boolean;
+}
+
+/** How a provider's server is spoken to (troupe.yaml's provider options, and what it was found to refuse). */
+export interface WireSettings {
+  /** Stream the answer (default); `false` asks for the whole completion at once. */
+  stream: boolean;
+  /** Ask for the usage in the stream's last chunk (`stream_options`); some servers refuse it. */
+  streamUsage: boolean;
 }
 
 /**
- * One streamed Chat Completions call: text deltas go to `onDelta` as they arrive, tool calls are
- * assembled from their fragments. A server that sends no usage gets it counted here.
+ * One Chat Completions call: streamed, text deltas go to `onDelta` as they arrive and tool calls
+ * are assembled from their fragments; or, for a server that does not stream (asked not to, or
+ * answering a streaming request with a whole completion), the whole answer at once, its text given
+ * to `onDelta` in one piece. A server that sends no usage gets it counted here.
  */
 export async function streamCompletion(
   client: OpenAI,
   model: string,
   request: ModelRequest,
+  wire: WireSettings = { stream: true, streamUsage: true },
 ): Promise<StreamedCompletion> {
   const tools = request.tools?.length
     ? request.tools.map((tool) => ({ type: "function" as const, function: tool }))
     : undefined;
-  const stream = await client.chat.completions.create(
-    {
-      model,
-      messages: request.messages as OpenAI.ChatCompletionMessageParam[],
-      ...(tools ? { tools } : {}),
-      stream: true,
-      stream_options: { include_usage: true },
-    },
-    request.signal ? { signal: request.signal } : {},
-  );
+  const body = {
+    model,
+    messages: request.messages as OpenAI.ChatCompletionMessageParam[],
+    ...(tools ? { tools } : {}),
+  };
+  const options = request.signal ? { signal: request.signal } : {};
+  if (!wire.stream)
+    return wholeCompletion(
+      await client.chat.completions.create({ ...body, stream: false }, options),
+      request,
+    );
+  const { data: stream, response } = await client.chat.completions
+    .create(
+      { ...body, stream: true, ...(wire.streamUsage ? { stream_options: { include_usage: true } } : {}) },
+      options,
+    )
+    .withResponse();
+  // It ignored `stream: true`: the body is one completion, not events.
+  if (/application\/json/i.test(response.headers.get("content-type") ?? "")) {
+    const whole = wholeCompletion((await response.json()) as OpenAI.ChatCompletion, request);
+    return { ...whole, answeredWhole: true };
+  }
+  let chunks = 0;
   let text = "";
   let finish: string | undefined;
   let reported: OpenAI.CompletionUsage | undefined;
   const assembler = new ToolCallAssembler();
   for await (const chunk of stream) {
+    chunks++;
     if (chunk.usage) reported = chunk.usage;
     const choice = chunk.choices[0];
     if (!choice) continue;
@@ -52,6 +79,8 @@ export async function streamCompletion(
   // body is cut off); one that ends without a finish_reason (some servers send none before
   // `[DONE]`) was a whole answer: it ended as its parts say.
   if (request.signal?.aborted) throw new APIUserAbortError();
+  // No event at all is no answer (a body that was not a stream), never an empty success.
+  if (chunks === 0) throw new APIConnectionError({ message: "the server's stream held no answer" });
   finish ??= assembler.size > 0 ? "tool_calls" : "stop";
 
   let calls = assembler.calls();
@@ -62,20 +91,49 @@ export async function streamCompletion(
   const message: AssistantMessage = { role: "assistant", content: text || null };
   if (calls.length > 0) message.tool_calls = calls;
 
-  const usage = reported
-    ? {
-        inputTokens: reported.prompt_tokens,
-        outputTokens: reported.completion_tokens,
-        cachedInputTokens: reported.prompt_tokens_details?.cached_tokens ?? 0,
-      }
-    : {
-        inputTokens: countMessagesTokens(request.messages) + countToolSpecTokens(request.tools),
-        outputTokens:
-          countTextTokens(text) +
-          assembler.calls().reduce((n, c) => n + countTextTokens(c.function.name + c.function.arguments), 0),
-        cachedInputTokens: 0,
-      };
+  const usage = usageOf(reported, request, text, assembler.calls());
   return { message, finishReason, usage, truncatedToolCalls };
+}
+
+/** A whole completion (no stream) as a streamed one would have ended. */
+function wholeCompletion(completion: OpenAI.ChatCompletion, request: ModelRequest): StreamedCompletion {
+  const choice = completion.choices?.[0];
+  if (!choice?.message) throw new APIConnectionError({ message: "the server's answer held no message" });
+  const text = typeof choice.message.content === "string" ? choice.message.content : "";
+  if (text) request.onDelta?.(text);
+  const assembler = new ToolCallAssembler();
+  for (const call of choice.message.tool_calls ?? [])
+    if (call.type === "function") assembler.add({ id: call.id, function: call.function });
+  let calls = assembler.calls();
+  const finishReason = toFinishReason(choice.finish_reason ?? (calls.length > 0 ? "tool_calls" : "stop"));
+  const truncatedToolCalls = finishReason === "length" && calls.length > 0;
+  if (truncatedToolCalls) calls = [];
+  const message: AssistantMessage = { role: "assistant", content: text || null };
+  if (calls.length > 0) message.tool_calls = calls;
+  const usage = usageOf(completion.usage, request, text, calls);
+  return { message, finishReason, usage, truncatedToolCalls };
+}
+
+/** The usage the server reported, or counted here when it reported none. */
+function usageOf(
+  reported: OpenAI.CompletionUsage | undefined,
+  request: ModelRequest,
+  text: string,
+  calls: AssistantMessage["tool_calls"] & object,
+): Omit<Usage, "costUsd"> {
+  if (reported)
+    return {
+      inputTokens: reported.prompt_tokens,
+      outputTokens: reported.completion_tokens,
+      cachedInputTokens: reported.prompt_tokens_details?.cached_tokens ?? 0,
+    };
+  return {
+    inputTokens: countMessagesTokens(request.messages) + countToolSpecTokens(request.tools),
+    outputTokens:
+      countTextTokens(text) +
+      calls.reduce((n, c) => n + countTextTokens(c.function.name + c.function.arguments), 0),
+    cachedInputTokens: 0,
+  };
 }
 
 function toFinishReason(reason: string | undefined): FinishReason {

@@ -91,8 +91,22 @@ export interface RecordedRequest {
   servedMs?: number;
 }
 
+/** Ways real servers differ from OpenAI's, for the conformance tests. */
+export interface ServerQuirks {
+  /** Answers a streaming request with one JSON completion (it ignores `stream: true`). */
+  answersWhole?: boolean;
+  /** 400 to a request carrying `stream_options`, in Azure's words. */
+  refusesStreamOptions?: boolean;
+  /** 500 to a streaming request that offers tools, in llama.cpp's words. */
+  noToolsWhenStreaming?: boolean;
+  /** A 200 stream that holds nothing but `[DONE]` (a proxy that lost the answer). */
+  emptyStream?: boolean;
+}
+
 export class ScriptedModelServer {
   readonly requests: RecordedRequest[] = [];
+  /** Set to behave as a server that differs in these ways (each refusal takes no scripted reply). */
+  quirks: ServerQuirks = {};
   #rules: LiveRule[] = [];
   #unmatched: RecordedRequest[] = [];
   #server: Server;
@@ -167,6 +181,19 @@ export class ScriptedModelServer {
       recorded.servedMs = performance.now() - started;
     });
     this.requests.push(recorded);
+    if (this.quirks.refusesStreamOptions && body.stream_options !== undefined)
+      return sendJson(res, 400, {
+        error: {
+          message: "Unrecognized request argument supplied: stream_options",
+          type: "invalid_request_error",
+        },
+      });
+    if (this.quirks.noToolsWhenStreaming && body.stream && (body.tools?.length ?? 0) > 0)
+      return sendJson(res, 500, { error: { message: "Cannot use tools with stream", type: "server_error" } });
+    if (this.quirks.emptyStream && body.stream) {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      return void res.end("data: [DONE]\n\n");
+    }
     const rule = this.#rules[index];
     if (!rule) {
       this.#unmatched.push(recorded);
@@ -211,7 +238,7 @@ export class ScriptedModelServer {
       total_tokens: promptTokens + completionTokens,
     };
 
-    if (!body.stream) {
+    if (!body.stream || this.quirks.answersWhole) {
       return sendJson(res, 200, {
         id,
         object: "chat.completion",

@@ -128,6 +128,56 @@ describe("ModelRouter over HTTP to the scripted server", () => {
     expect(server.requests).toHaveLength(2);
   });
 
+  it("takes a whole JSON completion sent for a streaming request, and asks that provider without streaming after", async () => {
+    server.quirks = { answersWhole: true };
+    server.script(
+      { reply: { text: "whole answer", toolCalls: [{ name: "read_file", arguments: { path: "a" } }] } },
+      { reply: { text: "second" } },
+    );
+    const deltas: string[] = [];
+    const r = router();
+    const first = await r.call(["model-a"], { messages, tools, onDelta: (t) => deltas.push(t) });
+    expect(first).toMatchObject({ message: { content: "whole answer" }, finishReason: "tool_calls" });
+    expect(first.message.tool_calls?.[0]?.function).toEqual({ name: "read_file", arguments: '{"path":"a"}' });
+    expect(deltas).toEqual(["whole answer"]);
+    expect(first.usage.inputTokens).toBeGreaterThan(0);
+    expect((await r.call(["model-a"], { messages })).message.content).toBe("second");
+    expect(server.requests.map((q) => q.body.stream)).toEqual([true, false]);
+  });
+
+  it("asks without stream_options once a server refuses them, and streams without tools when it cannot with them", async () => {
+    server.quirks = { refusesStreamOptions: true };
+    server.script({ reply: { text: "no usage asked" } }, { reply: { text: "still none" } });
+    const r = router();
+    expect((await r.call(["model-a"], { messages })).message.content).toBe("no usage asked");
+    expect((await r.call(["model-a"], { messages })).message.content).toBe("still none");
+    expect(server.requests.map((q) => q.body.stream_options !== undefined)).toEqual([true, false, false]);
+
+    server.quirks = { noToolsWhenStreaming: true };
+    server.script({ reply: { toolCalls: [{ name: "read_file", arguments: { path: "b" } }] } });
+    const withTools = await r.call(["model-a"], { messages, tools });
+    expect(withTools.message.tool_calls?.[0]?.function.name).toBe("read_file");
+    expect(server.requests.slice(3).map((q) => q.body.stream)).toEqual([true, false]);
+  });
+
+  it("asks a provider set to stream: false for whole completions, and fails a stream that holds nothing rather than answer empty", async () => {
+    const config = troupeConfigSchema.parse({
+      providers: { openai: { baseURL: server.baseURL, stream: false, streamUsage: false } },
+    });
+    server.script({ reply: { text: "whole" } });
+    const r = new ModelRouter(config, { env: {}, retry: { baseDelayMs: 5, maxDelayMs: 20, maxRetries: 0 } });
+    expect((await r.call(["gpt-4o-mini"], { messages })).message.content).toBe("whole");
+    expect(server.requests[0]?.body.stream).toBe(false);
+
+    server.quirks = { emptyStream: true };
+    const failure = await router({ retry: { baseDelayMs: 5, maxDelayMs: 20, maxRetries: 1 } })
+      .call(["model-a"], { messages })
+      .catch((error: Error) => error);
+    expect(failure).toBeInstanceOf(ModelError);
+    expect((failure as Error).message).toContain("the server's stream held no answer");
+    expect(server.requests).toHaveLength(3);
+  });
+
   it("retries a connection dropped before any output", async () => {
     server.script({ reply: { text: "lost", dropAfterChunks: 0 } }, { reply: { text: "second try" } });
     const response = await router().call(["model-a"], { messages });
