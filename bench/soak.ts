@@ -71,7 +71,13 @@ const model = await ScriptedModelServer.start([
   {
     match: { system: 'You are "lead"', turn: 3 },
     times: Number.POSITIVE_INFINITY,
-    reply: (request) => ({ text: `done job-${jobOf(request)}` }),
+    // What the command said, when it was not a plain success, goes into the answer.
+    reply: (request) => {
+      const said = String(request.messages.findLast((m) => m.role === "tool")?.content ?? "");
+      return {
+        text: `done job-${jobOf(request)}${/error|unknown/i.test(said) ? ` (the shell: ${said.slice(0, 300)})` : ""}`,
+      };
+    },
   },
 ]);
 
@@ -235,11 +241,24 @@ const reply = await nc.request(
   JSON.stringify(makeEnvelope({ runId: "soak", agentId: "soak", seq: 0, type: "runs.list", data: {} })),
   { timeout: 10_000 },
 );
-const records = (reply.json() as { data: { runs: Array<{ task: string; status: string }> } }).data.runs;
+const records = (reply.json() as { data: { runs: Array<{ task: string; status: string; result?: string }> } })
+  .data.runs;
+for (const record of records)
+  if (record.result?.includes("(the shell:"))
+    process.stderr.write(`soak: ${record.task}: ${record.result}\n`);
 const ledger = readFileSync(join(ws, "ledger.txt"), "utf8").trim().split("\n");
 const lines = new Map<string, number>();
 for (const line of ledger) lines.set(line, (lines.get(line) ?? 0) + 1);
 const byStatus = (status: string) => records.filter((r) => r.status === status).length;
+/** Told by the event (tool.finished) or, in the model's last answer, by what the shell said. */
+const told = [
+  ...new Set([
+    ...jobs.filter((j) => j.unknown).map((j) => `job-${j.job}`),
+    ...records
+      .filter((r) => /outcome is unknown/.test(r.result ?? ""))
+      .map((r) => r.task.replace("soak ", "")),
+  ]),
+];
 const doneTasks = records.filter((r) => r.status === "done").map((r) => r.task.replace("soak ", ""));
 
 // Storage after the finished runs' state is removed (keepFinished, then a moment).
@@ -285,9 +304,9 @@ const rows: Array<[string, string]> = [
   ["ledger lines written twice", String([...lines.values()].filter((n) => n > 1).length)],
   [
     "done runs with no ledger line (of them, told the command's outcome is unknown)",
-    `${doneTasks.filter((t) => !lines.has(t)).length} (${jobs.filter((j) => j.unknown && !lines.has(`job-${j.job}`)).length})`,
+    `${doneTasks.filter((t) => !lines.has(t)).length} (${told.filter((t) => !lines.has(t)).length})`,
   ],
-  ["runs told a command's outcome is unknown", String(jobs.filter((j) => j.unknown).length)],
+  ["runs told a command's outcome is unknown", String(told.length)],
   [
     "faults: daemon / worker / nats",
     `${faults.filter((f) => f.kind === "daemon").length} / ${faults.filter((f) => f.kind === "worker").length} / ${faults.filter((f) => f.kind === "nats").length}`,
@@ -322,10 +341,11 @@ await pause(2000);
 await nats.stop();
 await model.close();
 const twice = [...lines].filter(([, n]) => n > 1).map(([line]) => line);
-const anomalies = twice.length + jobs.filter((j) => j.code !== 0).length;
+const missing = doneTasks.filter((t) => !lines.has(t));
+const anomalies = twice.length + missing.length + jobs.filter((j) => j.code !== 0).length;
 if (anomalies === 0) rmSync(root, { recursive: true, force: true });
 else
   process.stderr.write(
-    `soak: kept ${root} (services' logs, the NATS store)${twice.length ? `; written twice: ${twice.join(", ")}` : ""}\n`,
+    `soak: kept ${root} (services' logs, the NATS store)${twice.length ? `; written twice: ${twice.join(", ")}` : ""}${missing.length ? `; done without a line: ${missing.join(", ")}` : ""}\n`,
   );
 process.exit(0);

@@ -86,10 +86,13 @@ async function runOne(
   // Cut short by a crash, it may or may not have taken effect: one that may run twice runs again;
   // of any other the model is told, and it is not run twice (at most once, with notice).
   if (journaled?.status === "started" && !options.registry.get(call.name)?.idempotent) {
-    return toolError(
+    const unknown = toolError(
       `${call.name} was running when its host stopped; its outcome is unknown`,
       "check whether it took effect (read the files it touches) before you run it again",
     );
+    // Its host died before saying it finished: said here, so observers see what the model is told.
+    options.hooks?.onFinish?.(call, unknown, 0);
+    return unknown;
   }
   await options.journal?.started(call);
   const result = await execute(call, options, running);

@@ -166,6 +166,17 @@ it("SIGKILL during a command: it is not run again, and the model is told its out
   expect(readFileSync(join(s.dir, "log.txt"), "utf8")).toBe("started\n");
   const toolResult = s.model.requests.at(-1)?.body.messages.find((m) => m.role === "tool")?.content;
   expect(toolResult).toContain("shell was running when its host stopped; its outcome is unknown");
+  // The client saw it too: the restarted host says the call finished, and how.
+  expect(
+    s
+      .events()
+      .filter((e) => e.type === "tool.finished")
+      .at(-1)?.data,
+  ).toMatchObject({
+    name: "shell",
+    ok: false,
+    error: "shell was running when its host stopped; its outcome is unknown",
+  });
 }, 60_000);
 
 it("SIGKILL while an approval is pending: the request is still there after the restart and can be answered", async () => {
