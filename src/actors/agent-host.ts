@@ -168,6 +168,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
   let turn = restore ? ((restore.snapshot as { context?: { turns?: number } }).context?.turns ?? 0) : 0;
   const gate = toolGate(deps.hooks, deps.agentHooks, { runId, agentId, agent: definition.name });
   const store = deps.persistence?.journal;
+  let firstAfterResume = restore !== undefined;
   // A call that writes or executes starts only once the snapshot holding it is stored: a host that
   // dies while it runs comes back to the call (journaled as started: its outcome is unknown), not to
   // the model call before it, which would ask the model again and might run the same thing twice.
@@ -278,6 +279,13 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         ...(gate ? { gate } : {}),
         hooks: toolEventHooks(events),
       });
+      // The first batch after a resume may say at its very end what the model is told of calls cut
+      // short (tool.finished, outcome unknown): out before the state change to the model call, so
+      // that change's events still leave ahead of the model request (stateReported).
+      if (firstAfterResume) {
+        firstAfterResume = false;
+        await events.flushed();
+      }
       const results = { ...refused, ...ran };
       const reason = stopReason(definition, run, results);
       if (reason) actor.send({ type: "FAIL", error: reason });

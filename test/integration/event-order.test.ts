@@ -100,8 +100,8 @@ it("does so too when a resumed agent goes from its tools to its model with nothi
   handle.detach();
   await first.close();
 
-  // The journal says the write was running: its result (outcome unknown) comes without a tool event,
-  // so the state change to the model call is the first thing the resumed agent says.
+  // The journal says the write was running: the resumed agent says it finished (outcome unknown),
+  // then changes to the model call; those events still leave before the model request.
   const second = await runtime();
   const order = recordOrder(second.bus);
   try {
