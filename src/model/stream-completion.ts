@@ -81,18 +81,7 @@ export async function streamCompletion(
   if (request.signal?.aborted) throw new APIUserAbortError();
   // No event at all is no answer (a body that was not a stream), never an empty success.
   if (chunks === 0) throw new APIConnectionError({ message: "the server's stream held no answer" });
-  finish ??= assembler.size > 0 ? "tool_calls" : "stop";
-
-  let calls = assembler.calls();
-  const finishReason = toFinishReason(finish);
-  const truncatedToolCalls = finishReason === "length" && calls.length > 0;
-  // A call cut off by the length limit is never run: its arguments are incomplete.
-  if (truncatedToolCalls) calls = [];
-  const message: AssistantMessage = { role: "assistant", content: text || null };
-  if (calls.length > 0) message.tool_calls = calls;
-
-  const usage = usageOf(reported, request, text, assembler.calls());
-  return { message, finishReason, usage, truncatedToolCalls };
+  return ended(text, assembler, finish, reported, request);
 }
 
 /** A whole completion (no stream) as a streamed one would have ended. */
@@ -104,14 +93,27 @@ function wholeCompletion(completion: OpenAI.ChatCompletion, request: ModelReques
   const assembler = new ToolCallAssembler();
   for (const call of choice.message.tool_calls ?? [])
     if (call.type === "function") assembler.add({ id: call.id, function: call.function });
-  let calls = assembler.calls();
-  const finishReason = toFinishReason(choice.finish_reason ?? (calls.length > 0 ? "tool_calls" : "stop"));
-  const truncatedToolCalls = finishReason === "length" && calls.length > 0;
-  if (truncatedToolCalls) calls = [];
+  return ended(text, assembler, choice.finish_reason ?? undefined, completion.usage, request);
+}
+
+/**
+ * The answer as it ended: with no finish_reason, as its parts say (tool_calls when calls were
+ * assembled, else stop). A call cut off by the length limit is never run: its arguments are incomplete.
+ */
+function ended(
+  text: string,
+  assembler: ToolCallAssembler,
+  finish: string | undefined,
+  reported: OpenAI.CompletionUsage | undefined,
+  request: ModelRequest,
+): StreamedCompletion {
+  const all = assembler.calls();
+  const finishReason = toFinishReason(finish ?? (all.length > 0 ? "tool_calls" : "stop"));
+  const truncatedToolCalls = finishReason === "length" && all.length > 0;
+  const calls = truncatedToolCalls ? [] : all;
   const message: AssistantMessage = { role: "assistant", content: text || null };
   if (calls.length > 0) message.tool_calls = calls;
-  const usage = usageOf(completion.usage, request, text, calls);
-  return { message, finishReason, usage, truncatedToolCalls };
+  return { message, finishReason, usage: usageOf(reported, request, text, all), truncatedToolCalls };
 }
 
 /** The usage the server reported, or counted here when it reported none. */
