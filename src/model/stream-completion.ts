@@ -91,8 +91,9 @@ function wholeCompletion(completion: OpenAI.ChatCompletion, request: ModelReques
   const text = typeof choice.message.content === "string" ? choice.message.content : "";
   if (text) request.onDelta?.(text);
   const assembler = new ToolCallAssembler();
-  for (const call of choice.message.tool_calls ?? [])
-    if (call.type === "function") assembler.add({ id: call.id, function: call.function });
+  // Each call at its own index: calls a server gives no id stay apart.
+  for (const [index, call] of (choice.message.tool_calls ?? []).entries())
+    if (call.type === "function") assembler.add({ index, id: call.id, function: call.function });
   return ended(text, assembler, choice.finish_reason ?? undefined, completion.usage, request);
 }
 

@@ -145,6 +145,23 @@ describe("ModelRouter over HTTP to the scripted server", () => {
     expect(server.requests.map((q) => q.body.stream)).toEqual([true, false]);
   });
 
+  it("keeps apart the calls of a whole completion that carry no ids", async () => {
+    server.quirks = { answersWhole: true };
+    server.script({
+      reply: {
+        toolCalls: [
+          { name: "read_file", arguments: { path: "a" }, id: "" },
+          { name: "read_file", arguments: { path: "b" }, id: "" },
+        ],
+      },
+    });
+    const response = await router().call(["model-a"], { messages, tools });
+    expect(response.message.tool_calls?.map((call) => call.function.arguments)).toEqual([
+      '{"path":"a"}',
+      '{"path":"b"}',
+    ]);
+  });
+
   it("asks without stream_options once a server refuses them, and streams without tools when it cannot with them", async () => {
     server.quirks = { refusesStreamOptions: true };
     server.script({ reply: { text: "no usage asked" } }, { reply: { text: "still none" } });
