@@ -58,7 +58,8 @@ export class RunIndex {
       return all;
     }
     const held: RunRecord[] = [];
-    for (const key of await this.kv.keys(`${HELD}.*`)) {
+    // The marks in one sweep (not a get each), then the record of each.
+    for (const { key } of await this.kv.values(`${HELD}.*`)) {
       const runId = key.slice(HELD.length + 1);
       const record = await this.get(runId);
       if (record) held.push(record);
