@@ -1,17 +1,26 @@
+interface Waiter<T> {
+  resolve: (result: IteratorResult<T>) => void;
+  reject: (error: Error) => void;
+}
+
 /**
  * A push-to-pull bridge: producers `push`, one consumer iterates. `end()` lets the consumer drain
- * what is buffered, then finishes; an aborted signal or the consumer's `return()` finishes at once
- * (aborting a watch is not an error).
+ * what is buffered, then finishes; `fail(error)` does too, then throws the error; an aborted signal
+ * or the consumer's `return()` finishes at once (aborting a watch is not an error). `onTake` hears of
+ * every item the consumer takes, for a producer that holds back while much is buffered.
  */
 export class AsyncQueue<T> implements AsyncIterableIterator<T> {
   #items: T[] = [];
   #head = 0;
-  #waiter: ((result: IteratorResult<T>) => void) | undefined;
+  #waiter: Waiter<T> | undefined;
   #ended = false;
+  #failure: Error | undefined;
   #onEnd: (() => void) | undefined;
+  #onTake: (() => void) | undefined;
 
-  constructor(signal?: AbortSignal, onEnd?: () => void) {
+  constructor(signal?: AbortSignal, onEnd?: () => void, onTake?: () => void) {
     this.#onEnd = onEnd;
+    this.#onTake = onTake;
     if (signal?.aborted) this.#stop(true);
     else signal?.addEventListener("abort", () => this.#stop(true), { once: true });
   }
@@ -20,12 +29,18 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
     return this.#ended;
   }
 
+  /** Items pushed and not yet taken. */
+  get size(): number {
+    return this.#items.length - this.#head;
+  }
+
   push(item: T): void {
     if (this.#ended) return;
     const waiter = this.#waiter;
     if (waiter) {
       this.#waiter = undefined;
-      waiter({ value: item, done: false });
+      this.#onTake?.();
+      waiter.resolve({ value: item, done: false });
     } else {
       this.#items.push(item);
     }
@@ -35,16 +50,27 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
     this.#stop(false);
   }
 
+  /** Ends after what is buffered; the consumer's `next()` after that throws `error`. */
+  fail(error: Error): void {
+    if (this.#ended) return;
+    this.#failure = error;
+    this.#stop(false);
+  }
+
   #stop(dropBuffered: boolean): void {
     if (dropBuffered) {
       this.#items = [];
       this.#head = 0;
+      this.#failure = undefined;
     }
     if (this.#ended) return;
     this.#ended = true;
     const waiter = this.#waiter;
     this.#waiter = undefined;
-    waiter?.({ value: undefined, done: true });
+    if (waiter && this.#failure) {
+      waiter.reject(this.#failure);
+      this.#failure = undefined;
+    } else waiter?.resolve({ value: undefined, done: true });
     this.#onEnd?.();
   }
 
@@ -55,11 +81,16 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
         this.#items = this.#items.slice(this.#head);
         this.#head = 0;
       }
+      this.#onTake?.();
       return Promise.resolve({ value, done: false });
     }
-    if (this.#ended) return Promise.resolve({ value: undefined, done: true });
-    return new Promise((resolve) => {
-      this.#waiter = resolve;
+    if (this.#ended) {
+      const failure = this.#failure;
+      this.#failure = undefined;
+      return failure ? Promise.reject(failure) : Promise.resolve({ value: undefined, done: true });
+    }
+    return new Promise((resolve, reject) => {
+      this.#waiter = { resolve, reject };
     });
   }
 

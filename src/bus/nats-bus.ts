@@ -1,4 +1,4 @@
-import { type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
 import { errors, type Msg, type NatsConnection } from "@nats-io/transport-node";
 import { type Logger, silentLogger } from "../log.js";
 import {
@@ -51,7 +51,8 @@ export class NatsBus implements Bus {
   ) {
     this.intake = new Intake(this.stats, logger);
     this.#publisher = new AckedPublisher(connection, inboxPrefix);
-    this.log = new NatsEventLog(this, jetstream(connection), this.#publisher, appendTimeoutMs, logger);
+    const reader = { connection, jsm, subjects, intake: this.intake, logger, inboxPrefix };
+    this.log = new NatsEventLog(this, reader, this.#publisher, appendTimeoutMs, logger);
   }
 
   /** Connects, then creates the event stream if it is missing. */

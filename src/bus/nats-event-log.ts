@@ -1,9 +1,7 @@
 import {
-  DeliverPolicy,
   DiscardPolicy,
   JetStreamApiCodes,
   JetStreamApiError,
-  type JetStreamClient,
   type JetStreamManager,
   RetentionPolicy,
   StorageType,
@@ -18,20 +16,13 @@ import {
   type LoggedEvent,
   type ReadOptions,
 } from "./bus.js";
-import { type Envelope, encodeEnvelope, encodeEnvelopes } from "./envelope.js";
-import type { Intake } from "./intake.js";
+import { type Envelope, encodeEnvelope } from "./envelope.js";
+import { type LogReaderParts, readLog } from "./nats-log-reader.js";
 import type { AckedPublisher } from "./nats-publisher.js";
-import { fromAStream } from "./server-sent.js";
 import type { Subjects } from "./subjects.js";
 
 /** JetStream's duplicate window: a publish retried within it with the same `Nats-Msg-Id` is stored once. */
 const DUPLICATE_WINDOW_MS = 120_000;
-
-/** The type token of a message holding several events of one agent. */
-const BATCH_TYPE = "batch";
-
-/** A batch message stays well under NATS's default 1 MB payload limit. */
-const MAX_BATCH_BYTES = 256 * 1024;
 
 /** Creates the event stream if it does not exist; an existing one is left as it is. */
 export async function ensureEventStream(jsm: JetStreamManager, names: Subjects): Promise<void> {
@@ -58,15 +49,10 @@ export async function ensureEventStream(jsm: JetStreamManager, names: Subjects):
   }
 }
 
-interface BusParts {
-  readonly subjects: Subjects;
-  readonly intake: Intake;
-}
-
 export class NatsEventLog implements EventLog {
   constructor(
-    private readonly bus: BusParts,
-    private readonly js: JetStreamClient,
+    private readonly bus: { readonly subjects: Subjects },
+    private readonly reader: LogReaderParts,
     private readonly publisher: AckedPublisher,
     private readonly appendTimeoutMs: number,
     private readonly logger: Logger,
@@ -82,34 +68,32 @@ export class NatsEventLog implements EventLog {
   }
 
   /**
-   * One message per up to `MAX_BATCH_BYTES` of events, stored one after the other; a message of
-   * several is a JSON array of envelopes on `<p>.evt.<runId>.<agentId>.batch`, its `Nats-Msg-Id` the
-   * first one's id.
+   * Every event on its own subject, as `append` puts it, so a foreign client filtering by type sees
+   * each one: they are sent together (one socket write, see AckedPublisher) and their acks awaited
+   * together, so a batch costs one round trip, not one per event. One connection's publishes are
+   * stored in the order they were sent. Those that failed (the server went away under them) are
+   * sent again one at a time, in order, each with its own `Nats-Msg-Id`, so whatever did land is
+   * stored once.
    */
   async appendAll(envelopes: readonly Envelope[]): Promise<AppendAck> {
-    const encoded = envelopes.map((envelope) => encodeEnvelope(envelope));
+    const subjects = envelopes.map((e) => this.bus.subjects.event(e.runId, e.agentId, e.type));
+    const sent = await Promise.allSettled(
+      envelopes.map((envelope, i) =>
+        this.publisher.publish(subjects[i] as string, encodeEnvelope(envelope), {
+          msgID: envelope.id,
+          timeoutMs: Math.min(5000, this.appendTimeoutMs),
+        }),
+      ),
+    );
     let ack: AppendAck = { seq: 0, duplicate: true };
-    for (let start = 0; start < envelopes.length; ) {
-      let end = start + 1;
-      let size = (encoded[start] as Uint8Array).length;
-      while (end < envelopes.length && size + (encoded[end] as Uint8Array).length + 1 <= MAX_BATCH_BYTES)
-        size += (encoded[end++] as Uint8Array).length + 1;
-      const first = envelopes[start] as Envelope;
-      ack =
-        end - start === 1
-          ? await this.#publish(
-              this.bus.subjects.event(first.runId, first.agentId, first.type),
-              encoded[start] as Uint8Array,
-              first.id,
-              first.type,
-            )
-          : await this.#publish(
-              this.bus.subjects.event(first.runId, first.agentId, BATCH_TYPE),
-              encodeEnvelopes(encoded.slice(start, end)),
-              first.id,
-              `${end - start} events`,
-            );
-      start = end;
+    for (const [i, outcome] of sent.entries()) {
+      if (outcome.status === "fulfilled") {
+        ack = { seq: outcome.value.seq, duplicate: outcome.value.duplicate };
+        continue;
+      }
+      const envelope = envelopes[i] as Envelope;
+      refused(outcome.reason, envelope.type);
+      ack = await this.#publish(subjects[i] as string, encodeEnvelope(envelope), envelope.id, envelope.type);
     }
     return ack;
   }
@@ -126,12 +110,7 @@ export class NatsEventLog implements EventLog {
         if (attempt > 1) this.logger.info({ subject, attempt }, "event appended after retrying");
         return { seq: ack.seq, duplicate: ack.duplicate };
       } catch (error) {
-        // A refusal or a closed bus is an answer, not a fault: retrying does not change it.
-        if (error instanceof BusClosedError) throw error;
-        if (error instanceof errors.PermissionViolationError)
-          throw new BusError(`not allowed to append ${what} to the event log: ${error.message}`, {
-            cause: error,
-          });
+        refused(error, what);
         if (Date.now() + delay >= deadline) {
           throw new BusError(`could not append ${what} to the event log within ${this.appendTimeoutMs} ms`, {
             cause: error,
@@ -144,39 +123,14 @@ export class NatsEventLog implements EventLog {
     }
   }
 
-  /**
-   * An ordered consumer over the run's subjects: gap-free and in order, recreated by the client
-   * after a reconnect. Without `follow` it ends where the log ended when the read began.
-   */
-  async *read(options: ReadOptions = {}): AsyncIterable<LoggedEvent> {
-    const { runId, from = "start", follow = false, signal } = options;
-    if (signal?.aborted) return;
-    const consumer = await this.js.consumers.get(this.bus.subjects.eventStream, {
-      filter_subjects: this.bus.subjects.events(runId),
-      deliver_policy: from === "start" ? DeliverPolicy.All : DeliverPolicy.New,
-    });
-    const info = await consumer.info(true);
-    if (!follow && info.num_pending === 0) {
-      await consumer.delete().catch(() => {});
-      return;
-    }
-    // Short pulls with heartbeats: after a server restart the consumer is found gone and recreated within seconds.
-    const messages = await consumer.consume({ max_messages: 512, expires: 5000 });
-    const stop = () => messages.stop();
-    signal?.addEventListener("abort", stop, { once: true });
-    try {
-      for await (const msg of messages) {
-        // A direct get's reply that was sent onto an event subject, and stored: not an event.
-        if (fromAStream(msg))
-          this.logger.warn({ subject: msg.subject }, "skipped a stored message sent here");
-        else
-          for (const envelope of this.bus.intake.decodeAll(msg.data, msg.subject))
-            yield { seq: msg.seq, subject: msg.subject, envelope };
-        if (!follow && msg.info.pending === 0) break;
-      }
-    } finally {
-      signal?.removeEventListener("abort", stop);
-      messages.stop();
-    }
+  read(options: ReadOptions = {}): AsyncIterable<LoggedEvent> {
+    return readLog(this.reader, options);
   }
+}
+
+/** A refusal or a closed bus is an answer, not a fault: retrying does not change it, so it is thrown. */
+function refused(error: unknown, what: string): void {
+  if (error instanceof BusClosedError) throw error;
+  if (error instanceof errors.PermissionViolationError)
+    throw new BusError(`not allowed to append ${what} to the event log: ${error.message}`, { cause: error });
 }
