@@ -85,9 +85,9 @@ export interface EventLog {
   /** Appends to the log at `<p>.evt.<runId>.<agentId>.<type>`; subscribers of that subject see it too. */
   append(envelope: Envelope): Promise<AppendAck>;
   /**
-   * Appends events of one agent, in order, as few messages as the bus can (on NATS one message
-   * holds many, on `<p>.evt.<runId>.<agentId>.batch`); readers and subscribers see each event.
-   * Resolves with the last one's ack. Appending the same events again stores them once.
+   * Appends events of one agent, in order, each on its own subject as `append` would, in as few
+   * round trips as the bus can (on NATS, one for all of them). Resolves with the last one's ack.
+   * Appending the same events again stores them once.
    */
   appendAll(envelopes: readonly Envelope[]): Promise<AppendAck>;
   /** Events in log order. Invalid envelopes in the log are skipped and counted as malformed. */

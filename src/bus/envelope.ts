@@ -62,28 +62,15 @@ export class MalformedEnvelopeError extends Error {
   override name = "MalformedEnvelopeError";
 }
 
-/** Several envelopes of one agent as one message: a JSON array of them, in order. */
-export function encodeEnvelopes(encoded: readonly Uint8Array[]): Uint8Array {
-  let size = 1 + encoded.length;
-  for (const bytes of encoded) size += bytes.length;
-  const out = new Uint8Array(size);
-  out[0] = 0x5b; // [
-  let at = 1;
-  encoded.forEach((bytes, i) => {
-    if (i > 0) out[at++] = 0x2c; // ,
-    out.set(bytes, at);
-    at += bytes.length;
-  });
-  out[at] = 0x5d; // ]
-  return out;
-}
-
 /** Parses bytes from the wire; throws `MalformedEnvelopeError` with what was wrong. */
 export function decodeEnvelope(bytes: Uint8Array): Envelope {
   return parseEnvelope(parseJson(bytes));
 }
 
-/** The JSON of a message: one envelope, or an array of them (see `encodeEnvelopes`). */
+/**
+ * The JSON of a message: one envelope, or an array of them (earlier builds of Troupe stored an agent's
+ * events as one array on `<p>.evt.<runId>.<agentId>.batch`; logs written then are still read).
+ */
 export function parseJson(bytes: Uint8Array): unknown {
   try {
     return JSON.parse(decoder.decode(bytes));

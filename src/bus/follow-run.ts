@@ -26,9 +26,7 @@ export async function* followRun(
   options: FollowOptions = {},
 ): AsyncIterable<Envelope> {
   const { signal, quietMs = 1000 } = options;
-  const expected = new Map<string, number>();
-  const isNew = (envelope: Envelope) => envelope.seq >= (expected.get(envelope.agentId) ?? 0);
-  const seen = (envelope: Envelope) => expected.set(envelope.agentId, envelope.seq + 1);
+  const seqs = new SeqsSeen();
 
   const live = new AsyncQueue<Envelope>(signal);
   let lastAt = Date.now();
@@ -42,9 +40,8 @@ export async function* followRun(
   try {
     await bus.flush();
     for await (const envelope of live) {
-      if (envelope.seq > (expected.get(envelope.agentId) ?? 0)) break;
-      if (!isNew(envelope)) continue;
-      seen(envelope);
+      if (envelope.seq > seqs.next(envelope.agentId)) break;
+      if (!seqs.add(envelope)) continue;
       yield envelope;
     }
   } finally {
@@ -58,8 +55,7 @@ export async function* followRun(
     try {
       for await (const { envelope } of bus.log.read({ runId, follow: true, ...(signal ? { signal } : {}) })) {
         delay = 250;
-        if (!isNew(envelope)) continue;
-        seen(envelope);
+        if (!seqs.add(envelope)) continue;
         yield envelope;
       }
       return;
@@ -69,6 +65,37 @@ export async function* followRun(
       await new Promise((resolve) => setTimeout(resolve, delay));
       delay = Math.min(delay * 2, 2000);
     }
+  }
+}
+
+/**
+ * The (agent, seq) pairs yielded so far: below each agent's `next` all of them, and the few above
+ * it. An event whose append was retried may be stored after later ones of its agent; it is still
+ * new when it comes.
+ */
+class SeqsSeen {
+  readonly #next = new Map<string, number>();
+  readonly #above = new Map<string, Set<number>>();
+
+  /** The lowest seq of the agent not yet seen. */
+  next(agentId: string): number {
+    return this.#next.get(agentId) ?? 0;
+  }
+
+  /** False when it was seen already. */
+  add({ agentId, seq }: Envelope): boolean {
+    let next = this.next(agentId);
+    const above = this.#above.get(agentId);
+    if (seq < next || above?.has(seq)) return false;
+    if (seq > next) {
+      if (above) above.add(seq);
+      else this.#above.set(agentId, new Set([seq]));
+      return true;
+    }
+    next++;
+    while (above?.delete(next)) next++;
+    this.#next.set(agentId, next);
+    return true;
   }
 }
 

@@ -39,7 +39,7 @@ export class Intake {
     }
   }
 
-  /** The envelopes of a message that holds one or, as a JSON array, several (an event log batch). */
+  /** The envelopes of a message that holds one or, as a JSON array, several (an older log's batch). */
   decodeAll(bytes: Uint8Array, subject: string): Envelope[] {
     let json: unknown;
     try {
@@ -134,7 +134,17 @@ function errorReply(runId: string, agentId: string, data: ErrorReplyData): Envel
  * that run's.
  */
 function notMisplaced(envelope: Envelope, subject: string): void {
-  const [, kind, runId, agentId] = subject.split(".");
-  if (kind === "evt" && (envelope.runId !== runId || envelope.agentId !== agentId))
+  // Read in place, not split: every event a client reads passes here.
+  const kind = subject.indexOf(".") + 1;
+  if (!subject.startsWith("evt.", kind)) return;
+  const run = kind + 4;
+  const agent = run + envelope.runId.length + 1;
+  const type = agent + envelope.agentId.length + 1;
+  if (
+    !subject.startsWith(envelope.runId, run) ||
+    subject[agent - 1] !== "." ||
+    !subject.startsWith(envelope.agentId, agent) ||
+    subject[type - 1] !== "."
+  )
     throw new Error(`an event of ${envelope.runId}/${envelope.agentId} on another run's subject`);
 }

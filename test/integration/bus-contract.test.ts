@@ -187,7 +187,10 @@ describe.each(bothBuses)("bus contract: $name", ({ name, open }) => {
 
   it("stores appendAll's events in order, each seen on its own by readers and subscribers, once when retried", async () => {
     const seen: number[] = [];
+    const byType: number[] = [];
     bus.subscribe(bus.subjects.events("many"), (e) => void seen.push(e.seq));
+    // Each event is on its own subject, `<p>.evt.<runId>.<agentId>.<type>`, also inside a batch.
+    bus.subscribe(`${bus.subjects.prefix}.evt.*.*.model.delta`, (e) => void byType.push(e.seq));
     await bus.flush();
     await bus.log.append(event("many", "a", 0));
     // Big enough to need more than one message on NATS (256 KB each), small events around it.
@@ -198,8 +201,9 @@ describe.each(bothBuses)("bus contract: $name", ({ name, open }) => {
     const ack = await bus.log.appendAll(batch);
     expect(ack.duplicate).toBe(false);
     await bus.log.appendAll([event("many", "a", 9)]);
-    await waitFor("every event at the subscriber", () => seen.length >= 10);
+    await waitFor("every event at the subscriber", () => seen.length >= 10 && byType.length >= 8);
     expect(seen).toEqual(Array.from({ length: 10 }, (_, i) => i));
+    expect(byType).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
     // Retried (a subscriber may see it again; the log keeps it once).
     const again = await bus.log.appendAll(batch);
     expect(again.duplicate).toBe(true);

@@ -23,6 +23,10 @@ describe("Intake", () => {
     const bytes = encodeEnvelope(event("r1", "a1"));
     expect(intake.decodeAll(bytes, s.event("r2", "a1", "agent.started"))).toEqual([]);
     expect(intake.decodeAll(bytes, s.event("r1", "a2", "agent.started"))).toEqual([]);
-    expect(counted.malformed).toBe(2);
+    // Ids that only begin the subject's tokens are not theirs either.
+    expect(intake.decodeAll(bytes, s.event("r10", "a1", "agent.started"))).toEqual([]);
+    expect(intake.decodeAll(bytes, s.event("r1", "a1x", "agent.started"))).toEqual([]);
+    expect(intake.decodeAll(bytes, "troupe.evt.r1")).toEqual([]);
+    expect(counted.malformed).toBe(5);
   });
 });
