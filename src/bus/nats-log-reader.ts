@@ -202,8 +202,9 @@ class LogCursor implements AsyncIterator<LoggedEvent> {
       return;
     }
     if (headers.code === 100) {
+      // Stalled on a flow-control answer that was lost (not one held here): answered again.
       const stalled = headers.get("Nats-Consumer-Stalled");
-      if (stalled) this.parts.connection.publish(stalled, Empty);
+      if (stalled && !this.#heldFlowControl) this.parts.connection.publish(stalled, Empty);
       const last = Number(headers.get("Nats-Last-Consumer") || 0);
       if (last > this.#deliverySeq) this.#reset("a heartbeat after deliveries that never came");
       return;
