@@ -57,7 +57,11 @@ export async function createRuntime(options: CreateRuntimeOptions = {}): Promise
       ? new LocalBus({ prefix: config.troupe.nats.prefix, ...(options.log ? { log: options.log } : {}) })
       : await NatsBus.connect(
           typeof options.nats === "string"
-            ? { url: options.nats, prefix: config.troupe.nats.prefix }
+            ? {
+                url: options.nats,
+                prefix: config.troupe.nats.prefix,
+                storage: { stream: config.troupe.nats.stream, kv: config.troupe.nats.kv },
+              }
             : options.nats,
         );
   const runtimeOptions: RuntimeOptions = { config, bus };

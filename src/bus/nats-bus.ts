@@ -19,9 +19,10 @@ import {
 import { type Envelope, encodeEnvelope } from "./envelope.js";
 import { Intake } from "./intake.js";
 import { BusUnavailableError, connectNats, type NatsConnectOptions } from "./nats-connect.js";
-import { ensureEventStream, NatsEventLog } from "./nats-event-log.js";
+import { NatsEventLog } from "./nats-event-log.js";
 import { openNatsKv } from "./nats-kv.js";
 import { AckedPublisher } from "./nats-publisher.js";
+import { ensureEventStream, type StorageSettings } from "./nats-streams.js";
 import { sentByTheServer } from "./server-sent.js";
 import { DEFAULT_PREFIX, type Subjects, subjectMatches, subjects } from "./subjects.js";
 
@@ -30,6 +31,11 @@ export interface NatsBusOptions extends NatsConnectOptions {
   log?: Logger;
   /** How long `log.append` keeps retrying while the server is away. Default 30000. */
   appendTimeoutMs?: number;
+  /**
+   * The daemon's: the event stream and the buckets are made, and changed when they exist, as
+   * troupe.yaml's `nats.stream` and `nats.kv` say (nats-streams.ts). Without it they are only made.
+   */
+  storage?: StorageSettings;
 }
 
 /** The bus on a real NATS server: core subjects, JetStream for the event log, KV for state. */
@@ -48,6 +54,7 @@ export class NatsBus implements Bus {
     private readonly logger: Logger,
     private readonly appendTimeoutMs: number,
     inboxPrefix: string | undefined,
+    private readonly storage: StorageSettings | undefined,
   ) {
     this.intake = new Intake(this.stats, logger);
     this.#publisher = new AckedPublisher(connection, inboxPrefix);
@@ -70,7 +77,7 @@ export class NatsBus implements Bus {
     for (let delay = 100; !jsm; delay = Math.min(delay * 2, 1000)) {
       try {
         const manager = await jetstreamManager(nc);
-        await ensureEventStream(manager, names);
+        await ensureEventStream(manager, names, options.storage, logger);
         jsm = manager;
       } catch (error) {
         const waited = Date.now() - started + delay;
@@ -86,7 +93,7 @@ export class NatsBus implements Bus {
         await new Promise((resolve) => setTimeout(resolve, delay));
       }
     }
-    return new NatsBus(names, nc, jsm, logger, appendTimeoutMs, options.inboxPrefix);
+    return new NatsBus(names, nc, jsm, logger, appendTimeoutMs, options.inboxPrefix, options.storage);
   }
 
   publish(subject: string, envelope: Envelope): void {
@@ -165,7 +172,7 @@ export class NatsBus implements Bus {
     const bucket = this.subjects.bucket(name);
     let store = this.#buckets.get(bucket);
     if (!store) {
-      store = openNatsKv(this.connection, this.jsm, this.#publisher, bucket);
+      store = openNatsKv(this.connection, this.jsm, this.#publisher, bucket, this.storage, this.logger);
       store.catch(() => this.#buckets.delete(bucket));
       this.#buckets.set(bucket, store);
     }

@@ -1,12 +1,4 @@
-import {
-  DiscardPolicy,
-  JetStreamApiCodes,
-  JetStreamApiError,
-  type JetStreamManager,
-  RetentionPolicy,
-  StorageType,
-} from "@nats-io/jetstream";
-import { errors, nanos } from "@nats-io/transport-node";
+import { errors } from "@nats-io/transport-node";
 import type { Logger } from "../log.js";
 import {
   type AppendAck,
@@ -20,34 +12,6 @@ import { type Envelope, encodeEnvelope } from "./envelope.js";
 import { type LogReaderParts, readLog } from "./nats-log-reader.js";
 import type { AckedPublisher } from "./nats-publisher.js";
 import type { Subjects } from "./subjects.js";
-
-/** JetStream's duplicate window: a publish retried within it with the same `Nats-Msg-Id` is stored once. */
-const DUPLICATE_WINDOW_MS = 120_000;
-
-/** Creates the event stream if it does not exist; an existing one is left as it is. */
-export async function ensureEventStream(jsm: JetStreamManager, names: Subjects): Promise<void> {
-  try {
-    await jsm.streams.info(names.eventStream);
-    return;
-  } catch (error) {
-    if (!(error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound)) throw error;
-  }
-  try {
-    await jsm.streams.add({
-      name: names.eventStream,
-      subjects: [names.events()],
-      storage: StorageType.File,
-      retention: RetentionPolicy.Limits,
-      discard: DiscardPolicy.Old,
-      duplicate_window: nanos(DUPLICATE_WINDOW_MS),
-    });
-  } catch (error) {
-    // Another process may have created it between our look and our add.
-    await jsm.streams.info(names.eventStream).catch(() => {
-      throw error;
-    });
-  }
-}
 
 export class NatsEventLog implements EventLog {
   constructor(

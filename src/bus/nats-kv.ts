@@ -1,14 +1,12 @@
 import {
   DeliverPolicy,
-  DiscardPolicy,
   JetStreamApiCodes,
   JetStreamApiError,
   type JetStreamManager,
-  RetentionPolicy,
-  StorageType,
 } from "@nats-io/jetstream";
 import { type KV, Kvm, type KvWatchEntry, KvWatchInclude } from "@nats-io/kv";
 import { errors, type NatsConnection, type QueuedIterator } from "@nats-io/transport-node";
+import type { Logger } from "../log.js";
 import { AsyncQueue } from "./async-queue.js";
 import {
   assertKvKey,
@@ -21,6 +19,7 @@ import {
   type KvWatchOptions,
 } from "./bus.js";
 import type { AckedPublisher } from "./nats-publisher.js";
+import { ensureBucketStream, type StorageSettings } from "./nats-streams.js";
 
 const encoder = new TextEncoder();
 
@@ -29,50 +28,14 @@ export async function openNatsKv(
   jsm: JetStreamManager,
   publisher: AckedPublisher,
   bucket: string,
+  storage: StorageSettings | undefined,
+  log: Logger,
   retryMs = 30_000,
 ): Promise<KvStore> {
-  await ensureBucketStream(jsm, bucket);
+  await ensureBucketStream(jsm, bucket, storage, log);
   // `create` binds to an existing bucket of the same name, so concurrent openers agree.
   const kv = await new Kvm(nc).create(bucket, { history: 1 });
   return new NatsKv(bucket, kv, jsm, publisher, retryMs);
-}
-
-/**
- * A bucket's stream as the library would make it, but refusing `Nats-Rollup` headers: NATS
- * permissions cannot look at headers, and a rollup on one key a role may write (an approver's
- * answer, a worker's snapshot) would wipe every other key of the bucket. Troupe never rolls up
- * (a deleted key is a `KV-Operation: DEL` marker). A bucket made before this is changed when the
- * daemon opens it; another role may not change a stream, and leaves it to the daemon.
- */
-async function ensureBucketStream(jsm: JetStreamManager, bucket: string): Promise<void> {
-  const name = `KV_${bucket}`;
-  const info = await jsm.streams.info(name).catch((error) => {
-    if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound)
-      return undefined;
-    throw error;
-  });
-  if (info) {
-    if (info.config.allow_rollup_hdrs)
-      await jsm.streams.update(name, { ...info.config, allow_rollup_hdrs: false }).catch(() => {});
-    return;
-  }
-  await jsm.streams
-    .add({
-      name,
-      subjects: [`$KV.${bucket}.>`],
-      retention: RetentionPolicy.Limits,
-      storage: StorageType.File,
-      discard: DiscardPolicy.New,
-      max_msgs_per_subject: 1,
-      num_replicas: 1,
-      allow_direct: true,
-      allow_rollup_hdrs: false,
-      deny_delete: true,
-    })
-    // Another process may have made it between the look and the add; `create` then finds it.
-    .catch((error) => {
-      if (!(error instanceof JetStreamApiError)) throw error;
-    });
 }
 
 /**

@@ -41,6 +41,8 @@ export async function runDaemon(
     ...natsOptionsFromConfig(nats, config.dir, process.env, { dataDir: data, roles: ["daemon"] }),
     name: "troupe-daemon",
     log,
+    // The daemon alone makes and changes the stream and the buckets (the other roles may not).
+    storage: { stream: nats.stream, kv: nats.kv },
   });
   const trust = new ApproverTrust(config.troupe.approvers, data);
   // Approvals are records on the bus: any terminal may answer them, with a signed answer.
@@ -50,6 +52,7 @@ export async function runDaemon(
   const daemon = new Daemon(runtime, log, {
     maxApproval: config.troupe.daemon.maxApproval,
     keepFinishedMs: config.troupe.daemon.keepFinished,
+    ...(nats.kv?.ttl ? { keepRecordsMs: nats.kv.ttl } : {}),
     seal: RecordSeal.forDataDir(data),
     // A run's own workspace (troupe run -w DIR) gets a runtime of its own, with its sandbox scope.
     runtimeFor: (workspace) => new Runtime({ config, bus, log, approver, workspace }).open(),

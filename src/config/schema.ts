@@ -26,6 +26,21 @@ export const durationSchema = z.union([z.literal(0), z.string()]).transform((tex
   return Number(match[1]) * DURATION_UNITS[match[2] as keyof typeof DURATION_UNITS];
 });
 
+const SIZE_UNITS = { B: 1, KB: 2 ** 10, MB: 2 ** 20, GB: 2 ** 30, TB: 2 ** 40 } as const;
+
+/** An amount of storage as nats-server's config writes one (`512MB`, `10GB`; units of 1024), in bytes. */
+export const sizeSchema = z.union([z.number(), z.string()]).transform((value, context) => {
+  const match = /^(\d+)\s*(B|KB|MB|GB|TB)?$/i.exec(String(value).trim());
+  const bytes = match
+    ? Number(match[1]) * SIZE_UNITS[(match[2]?.toUpperCase() ?? "B") as keyof typeof SIZE_UNITS]
+    : Number.NaN;
+  if (!Number.isSafeInteger(bytes) || bytes <= 0) {
+    context.addIssue({ code: "custom", message: 'must be a size such as "512MB" or "10GB"' });
+    return z.NEVER;
+  }
+  return bytes;
+});
+
 export const budgetSchema = z.strictObject({
   /** Model calls this agent may make. */
   maxTurns: positiveInt.optional(),
@@ -152,8 +167,33 @@ export const natsConfigSchema = z.strictObject({
     .optional(),
   /** When nothing answers at `url` and nats-server is on PATH, start one as a child. */
   embedded: z.boolean().default(true),
+  /**
+   * The event stream (`<PREFIX>_EVENTS`), as the daemon makes it, or changes it to when it exists
+   * (a setting left out leaves the stream's own). Absent: no limits, one replica, on file.
+   */
+  stream: z
+    .strictObject({
+      /** Events older than this are removed; `0`: kept. */
+      maxAge: durationSchema.optional(),
+      /** The oldest events are removed past this size. */
+      maxBytes: sizeSchema.optional(),
+      /** Copies kept on a NATS cluster (1 to 5). */
+      replicas: z.number().int().min(1).max(5).optional(),
+      storage: z.enum(["file", "memory"]).optional(),
+    })
+    .optional(),
+  /** Every KV bucket (`<prefix>_*`), as the daemon makes or changes them. */
+  kv: z
+    .strictObject({
+      replicas: z.number().int().min(1).max(5).optional(),
+      /** How long a finished run's record stays in `<prefix>_runs`; absent or `0`: for good. */
+      ttl: durationSchema.optional(),
+    })
+    .optional(),
 });
 export type NatsConfig = z.infer<typeof natsConfigSchema>;
+export type StreamSettings = NonNullable<NatsConfig["stream"]>;
+export type KvSettings = NonNullable<NatsConfig["kv"]>;
 
 /** One hook: a shell command run on an event, for the tools (or agents) whose name matches `match`. */
 export const hookSchema = z.strictObject({

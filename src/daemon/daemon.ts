@@ -31,6 +31,8 @@ export interface DaemonOptions {
   runtimeFor?: (workspace: string) => Promise<Runtime>;
   /** How long a finished run's snapshots and journal are kept (troupe.yaml's `daemon.keepFinished`). Default 7 days. */
   keepFinishedMs?: number;
+  /** How long a finished run's record is kept (troupe.yaml's `nats.kv.ttl`); absent: for good. */
+  keepRecordsMs?: number;
 }
 
 const WEEK_MS = 7 * 86_400_000;
@@ -66,7 +68,12 @@ export class Daemon {
       this.options.seal ?? RecordSeal.ephemeral(),
       this.log,
     );
-    this.#retention = new Retention(this.bus, this.#index, this.options.keepFinishedMs ?? WEEK_MS, this.log);
+    this.#retention = new Retention(
+      this.bus,
+      this.#index,
+      { stateMs: this.options.keepFinishedMs ?? WEEK_MS, recordMs: this.options.keepRecordsMs },
+      this.log,
+    );
     await this.#resumeUnfinished();
     for (const verb of Object.keys(apiRequests) as ApiVerb[]) {
       this.#serving.push(

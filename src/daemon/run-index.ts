@@ -68,6 +68,11 @@ export class RunIndex {
     return held.sort((a, b) => a.startedAt - b.startedAt);
   }
 
+  /** Its record goes without a trace (troupe.yaml's `nats.kv.ttl`); its events stay, per the stream's limits. */
+  async remove(runId: string): Promise<void> {
+    await this.kv.forget(runId);
+  }
+
   /** The run holds no stored state any more (its snapshots and journal are gone). */
   async release(runId: string): Promise<void> {
     await this.kv.forget(`${HELD}.${runId}`);

@@ -23,7 +23,11 @@ describe("the event log read on NATS", () => {
     const seen: number[] = [];
     const controller = new AbortController();
     const reading = (async () => {
-      for await (const { envelope } of bus.log.read({ runId: "gone", follow: true, signal: controller.signal }))
+      for await (const { envelope } of bus.log.read({
+        runId: "gone",
+        follow: true,
+        signal: controller.signal,
+      }))
         seen.push(envelope.seq);
     })();
     await waitFor("the first events", () => seen.length === 3);

@@ -31,7 +31,7 @@ afterEach(async () => {
 
 const seal = RecordSeal.ephemeral();
 
-async function daemon(keepFinishedMs: number): Promise<Daemon> {
+async function daemon(keepFinishedMs: number, keepRecordsMs?: number): Promise<Daemon> {
   const config = testConfig(
     {
       defaultModel: "scripted",
@@ -40,7 +40,11 @@ async function daemon(keepFinishedMs: number): Promise<Daemon> {
     [{ name: "writer", description: "Writes.", tools: ["read_file", "write_file"] }],
   );
   const runtime = await new Runtime({ config, bus: under.bus, workspace: ws, env: {} }).open();
-  const daemon = new Daemon(runtime, silentLogger, { seal, keepFinishedMs });
+  const daemon = new Daemon(runtime, silentLogger, {
+    seal,
+    keepFinishedMs,
+    ...(keepRecordsMs === undefined ? {} : { keepRecordsMs }),
+  });
   await daemon.start();
   closing.push(async () => {
     await daemon.stop();
@@ -158,4 +162,25 @@ it("resumes on start the runs an older daemon left running, from a bucket withou
   expect(await api<RunRecord>(under.bus, "runs.get", { runId })).toMatchObject({
     result: "finished after the restart",
   });
+});
+
+it("removes a finished run's record after nats.kv.ttl, its events staying; a daemon that starts finds it held until then", async () => {
+  const first = await daemon(0, 3_600_000);
+  const runId = await finishedRun();
+  await waitFor("its state removed", async () => (await stateKeys(under.bus, runId)).snapshots.length === 0);
+  // The state is gone, the record is not: the run stays held, for the next daemon to find.
+  expect(await (await under.bus.kv("runs")).keys("held.*")).toEqual([`held.${runId}`]);
+  await first.stop();
+
+  await daemon(0, 1500);
+  await waitFor(
+    "its record removed",
+    async () => (await (await under.bus.kv("runs")).keys()).length <= 1,
+    10_000,
+  );
+  expect(await (await under.bus.kv("runs")).keys()).toEqual(["index.held"]);
+  await expect(api(under.bus, "runs.get", { runId })).rejects.toThrow(/no run/i);
+  expect((await api<{ runs: RunRecord[] }>(under.bus, "runs.list", {})).runs).toEqual([]);
+  const events = await collect(under.bus.log.read({ runId }));
+  expect(events.map((e) => e.envelope.type)).toContain("agent.stopped");
 });

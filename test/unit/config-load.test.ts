@@ -92,6 +92,44 @@ describe("loadConfig", () => {
     );
   });
 
+  it("reads nats.stream and nats.kv: durations, sizes, replicas and storage, and says where one is wrong", () => {
+    const load = (troupeYaml: string) => {
+      const cwd = tree({
+        "config/troupe.yaml": troupeYaml,
+        "config/agents/a.yaml": "name: a\ndescription: A.\n",
+      });
+      try {
+        const { stream, kv } = loadConfig({ cwd, env: {} }).troupe.nats;
+        return { stream, kv };
+      } catch (error) {
+        if (error instanceof ConfigError) return error.message;
+        throw error;
+      }
+    };
+    expect(load("{}\n")).toEqual({ stream: undefined, kv: undefined });
+    expect(
+      load(
+        "nats:\n  stream:\n    maxAge: 30d\n    maxBytes: 10GB\n    replicas: 3\n    storage: memory\n  kv:\n    replicas: 3\n    ttl: 90d\n",
+      ),
+    ).toEqual({
+      stream: { maxAge: 30 * 86_400_000, maxBytes: 10 * 2 ** 30, replicas: 3, storage: "memory" },
+      kv: { replicas: 3, ttl: 90 * 86_400_000 },
+    });
+    expect(load("nats:\n  stream:\n    maxBytes: 512mb\n")).toEqual({
+      stream: { maxBytes: 512 * 2 ** 20 },
+      kv: undefined,
+    });
+    expect(load("nats:\n  stream:\n    maxBytes: lots\n")).toBe(
+      'config/troupe.yaml:3:15: nats.stream.maxBytes: must be a size such as "512MB" or "10GB"',
+    );
+    expect(load("nats:\n  kv:\n    replicas: 7\n")).toMatch(
+      /^config\/troupe.yaml:3:15: nats.kv.replicas: .*5/,
+    );
+    expect(load("nats:\n  stream:\n    storage: disk\n")).toMatch(
+      /^config\/troupe.yaml:3:14: nats.stream.storage: .*"file".*"memory"/,
+    );
+  });
+
   it("prefers ./config in the working directory", () => {
     const cwd = tree({
       "config/troupe.yaml": "defaultModel: local-model\n",
