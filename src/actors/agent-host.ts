@@ -335,6 +335,14 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     unhost();
   };
 
+  // Requests nobody answered are closed when the agent stops (not when it is let go: another host resumes it).
+  const closeApprovals = async (reason: string) => {
+    const why = `the agent stopped (${reason}) before anyone answered`;
+    await deps.approver
+      .close?.({ runId, agentId }, why)
+      .catch((error: Error) => log.warn({ err: error.message }, "could not close its approvals"));
+  };
+
   // A resumed agent starts in its restored state: entering it again is not a transition.
   let state = String(actor.getSnapshot().value);
   let reported = JSON.stringify(totalSpend(actor.getSnapshot().context));
@@ -368,7 +376,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
             result: output.result,
           });
           log.debug({ reason: output.reason, turns: output.turns }, "agent stopped");
-          void events.flushed().then(() => resolve(output));
+          void Promise.all([events.flushed(), closeApprovals(output.reason)]).then(() => resolve(output));
         }
       },
       error: (error) => {
@@ -376,7 +384,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         release();
         const output = failedOutput(actor.getSnapshot().context, error);
         events.emit("agent.stopped", output);
-        void events.flushed().then(() => resolve(output));
+        void Promise.all([events.flushed(), closeApprovals(output.reason)]).then(() => resolve(output));
       },
     });
   });

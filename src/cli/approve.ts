@@ -1,10 +1,11 @@
-import { loadConfig } from "../config/load.js";
+import type { NatsBus } from "../bus/nats-bus.js";
+import { type LoadedConfig, loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import type { Logger } from "../log.js";
 import { answerApproval, findApprovals, listApprovals } from "../safety/answer-approval.js";
 import type { ApprovalRecord } from "../safety/bus-approver.js";
 import { localIdentity } from "../trust/approvers.js";
-import { APPROVER_ROLES, connectClient } from "./client.js";
+import { APPROVER_ROLES, callApi, connectClient } from "./client.js";
 import { table } from "./table.js";
 import { describeRequest } from "./tty-approver.js";
 
@@ -58,6 +59,13 @@ export async function runApprove(
     }
     const { request } = shown;
     process.stderr.write(`run ${request.runId}, agent ${request.agentId}: ${describeRequest(request)}\n`);
+    const ended = await endedRun(bus, config, request.runId);
+    if (ended) {
+      process.stderr.write(
+        `troupe: run ${request.runId} has ended (${ended}); nothing waits for an answer to ${request.callId}\n`,
+      );
+      return 1;
+    }
     const { outcome, record, why } = await answerApproval(bus, identity, shown, {
       approved: Boolean(flags.allow),
       via: "troupe approve",
@@ -78,6 +86,11 @@ export async function runApprove(
           `troupe: the run's host refused this answer: ${why}; add your key (${identity.publicKey}) to approvers in its troupe.yaml\n`,
         );
         return 1;
+      case "closed":
+        process.stderr.write(
+          `troupe: ${request.callId} was ${describe(record)}; nothing waits for an answer\n`,
+        );
+        return 1;
       case "changed":
         process.stderr.write(
           `troupe: ${request.callId} was asked again with another request while this one was answered; run troupe approve again to see it\n`,
@@ -92,8 +105,22 @@ export async function runApprove(
   }
 }
 
+/**
+ * How the run ended, when the daemon says it has: a request its host never closed (the host died
+ * first) is not answered into the void. Undefined while it runs, or when no daemon says.
+ */
+async function endedRun(bus: NatsBus, config: LoadedConfig, runId: string): Promise<string | undefined> {
+  try {
+    const record = (await callApi(bus, config, "runs.get", { runId })) as { status?: string };
+    return record.status && record.status !== "running" ? record.status : undefined;
+  } catch {
+    return undefined; // no daemon now, or none that knows the run: its host may yet act on the answer
+  }
+}
+
 function describe(record: ApprovalRecord | undefined): string {
   if (!record) return "gone";
+  if (record.status === "closed") return `closed: ${record.reason ?? "its run ended"}`;
   return `${record.status} by ${record.by ?? "someone"}${record.reason ? ` (${record.reason})` : ""}`;
 }
 

@@ -126,6 +126,7 @@ export async function runObserve(
       }).then(
         ({ outcome, why }) => {
           if (outcome === "rejected") view.status = `the run's host refused the answer: ${why}`;
+          if (outcome === "closed") view.status = "too late: the agent stopped before anyone answered";
           dirty = true;
         },
         (error) => {

@@ -25,7 +25,7 @@ const recordSchema = z.object({
   requestId: z.string(),
   nonce: z.string(),
   createdAt: z.number(),
-  status: z.enum(["pending", "approved", "denied"]),
+  status: z.enum(["pending", "approved", "denied", "closed"]),
 });
 
 /**
@@ -94,13 +94,21 @@ export async function findApproval(bus: Bus, callId: string): Promise<ApprovalRe
   return (await findApprovals(bus, callId))[0];
 }
 
-export type DecisionOutcome = "decided" | "already-decided" | "rejected" | "sent" | "changed" | "unknown";
+export type DecisionOutcome =
+  | "decided"
+  | "already-decided"
+  | "closed"
+  | "rejected"
+  | "sent"
+  | "changed"
+  | "unknown";
 
 /**
  * Answers the request a person was shown (`shown`, a genuine record) as `identity`: signs its
  * digest and writes the answer to the bucket `answers`, then waits (up to `waitMs`) for the host
  * to act on it. `decided`: this answer decided it; `already-decided`: another got there first (the
- * record says whose); `rejected`: the host refused it (`why`); `sent`: no host has acted yet (it
+ * record says whose); `closed`: its run ended before anyone answered (nothing is written);
+ * `rejected`: the host refused it (`why`); `sent`: no host has acted yet (it
  * will when it is back); `changed`: the call has been asked again, with a request not shown;
  * `unknown`: there is no such request any more.
  */
@@ -119,6 +127,7 @@ export async function answerApproval(
   const current = entry ? genuineRecord(entry.value, ref) : undefined;
   if (!current) return { outcome: "unknown" };
   if (current.requestId !== shown.requestId) return { outcome: "changed", record: current };
+  if (current.status === "closed") return { outcome: "closed", record: current };
   if (current.status !== "pending") return { outcome: "already-decided", record: current };
   const { runId, callId } = ref;
   const signed = signAnswer(identity, { runId, callId, requestId: shown.requestId, ...answer });
@@ -131,6 +140,7 @@ export async function answerApproval(
     const refusal = record.rejected?.find((r) => r.answerId === answerId);
     if (refusal) return { outcome: "rejected", record, why: refusal.why };
     if (record.status === "pending") continue;
+    if (record.status === "closed") return { outcome: "closed", record };
     const mine = record.answer?.content.answerId === answerId;
     return { outcome: mine ? "decided" : "already-decided", record };
   }

@@ -38,6 +38,11 @@ export interface Approver {
     signal: AbortSignal,
     rejected?: (refusal: RejectedAnswer) => void,
   ): Promise<ApprovalAnswer>;
+  /**
+   * The agent has stopped: nothing it asked will be waited for any more. Requests of it still
+   * open are closed (`why` says how it ended), so nobody answers into the void.
+   */
+  close?(agent: { runId: string; agentId: string }, why: string): Promise<void>;
 }
 
 /** Nobody can answer (no terminal, a read-only child): every request is denied at once, with why. */

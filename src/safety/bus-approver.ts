@@ -16,7 +16,8 @@ export interface ApprovalRecord {
   requestId: string;
   nonce: string;
   createdAt: number;
-  status: "pending" | "approved" | "denied";
+  /** `closed`: its agent stopped before anyone answered (the run ended); no answer is taken. */
+  status: "pending" | "approved" | "denied" | "closed";
   /** When nobody has answered by then, the request is denied. */
   expiresAt: number;
   reason?: string;
@@ -64,6 +65,9 @@ const answersOf = (approval: string, requestId: string) => `${approval}.${reques
  * survives a restart: an agent resumed while waiting finds its record and goes on waiting.
  */
 export class BusApprover implements Approver {
+  /** The records of each agent (`<runId>.<agentId>`) this host asked and that may still be open. */
+  readonly #asked = new Map<string, Set<string>>();
+
   constructor(
     private readonly bus: Bus,
     private readonly timeoutMs: number,
@@ -78,13 +82,34 @@ export class BusApprover implements Approver {
   ): Promise<ApprovalAnswer> {
     const kv = await this.bus.kv("approvals");
     const key = approvalKey(request);
+    const agent = `${request.runId}.${request.agentId}`;
+    const asked = this.#asked.get(agent) ?? new Set();
+    this.#asked.set(agent, asked.add(key));
     const entry = await this.#open(kv, key, request);
     // What this host wrote is what answers are checked against, never what the bucket says later:
     // whoever may read a stream can have the server write a stored message over any key.
     const own = entry.value;
-    const settled = await this.#settled(kv, entry, own, rejected);
-    if (settled) return settled;
-    return this.#await(kv, key, own, signal, rejected);
+    const answer =
+      (await this.#settled(kv, entry, own, rejected)) ?? (await this.#await(kv, key, own, signal, rejected));
+    asked.delete(key);
+    return answer;
+  }
+
+  /** Closes what the agent asked here that nobody answered; an aborted wait leaves its record pending. */
+  async close(agent: { runId: string; agentId: string }, why: string): Promise<void> {
+    const name = `${agent.runId}.${agent.agentId}`;
+    const asked = this.#asked.get(name);
+    this.#asked.delete(name);
+    if (!asked?.size) return;
+    const kv = await this.bus.kv("approvals");
+    for (const key of asked) {
+      const entry = await kv.get<ApprovalRecord>(key);
+      if (entry?.value.status !== "pending" || !isRecordOf(entry.value, entry.value.request)) continue;
+      await kv
+        .put(key, { ...entry.value, status: "closed", reason: why }, { expectedRevision: entry.revision })
+        .catch((error) => (error instanceof KvConflictError ? undefined : Promise.reject(error)));
+      this.log.info({ key, why }, "closed an approval nobody answered");
+    }
   }
 
   /**

@@ -1,13 +1,19 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { RemoteError } from "../../src/bus/bus.js";
 import { answersNats, freePort } from "../../src/bus/embedded-nats.js";
 import { makeEnvelope } from "../../src/bus/envelope.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
+import { KV_BUCKETS } from "../../src/bus/permissions.js";
 import { uniquePrefix } from "../../src/bus/subjects.js";
+import { silentLogger } from "../../src/log.js";
+import { BusApprover } from "../../src/safety/bus-approver.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { ApproverTrust } from "../../src/trust/approvers.js";
 import { removePrefix } from "../support/buses.js";
 import { runTroupe, TROUPE_BIN, tempTree } from "../support/cli.js";
 import { waitFor } from "../support/wait.js";
@@ -50,6 +56,13 @@ function follow(args: string[], cwd: string, env: NodeJS.ProcessEnv) {
   child.stdout.on("data", (chunk) => (stdout += chunk));
   child.stderr.on("data", (chunk) => (stderr += chunk));
   return { child, exit: exited(child), stdout: () => stdout, stderr: () => stderr };
+}
+
+/** A plain connection to the shared server, closed after the test. */
+async function connectRaw(url: string) {
+  const nc = await connect({ servers: url });
+  cleanups.push(() => nc.close());
+  return nc;
 }
 
 function exited(child: ChildProcess): Promise<number | null> {
@@ -454,5 +467,81 @@ describe("troupe daemon", () => {
     daemon.kill("SIGTERM");
     expect(await exited(daemon)).toBe(0);
     await waitFor("the embedded server to stop", async () => !(await answersNats("127.0.0.1", port)), 5000);
+  });
+
+  it("makes every bucket at start, closes an aborted run's approvals, and refuses an answer to a run that has ended", async () => {
+    const url = inject("natsUrl");
+    const prefix = uniquePrefix();
+    cleanups.push(() => removePrefix(url, prefix));
+    const model = await ScriptedModelServer.start([
+      { match: { turn: 1 }, reply: { toolCalls: [{ name: "shell", arguments: { command: "echo hi" } }] } },
+      { match: { turn: 2 }, reply: { text: "ran it" } },
+    ]);
+    cleanups.push(() => model.close());
+    const env = { NATS_URL: url, OPENAI_BASE_URL: model.baseURL, OPENAI_API_KEY: "" };
+    const { dir } = await startDaemon(env, prefix, "tools: [shell]");
+    const config = ["--config", join(dir, "config")];
+
+    // Every bucket is there before anything is asked: a watcher of approvals finds its bucket.
+    const jsm = await jetstreamManager(await connectRaw(url));
+    const streams: string[] = [];
+    for await (const name of jsm.streams.names()) if (name.startsWith(`KV_${prefix}_`)) streams.push(name);
+    expect(streams.sort()).toEqual(KV_BUCKETS.map((bucket) => `KV_${prefix}_${bucket}`).sort());
+
+    const client = follow([...config, "run", "--json", "--approval", "ask", "run a command"], dir, env);
+    await waitFor("the request", () => client.stdout().includes('"approval.requested"'), 10_000);
+    const requested = JSON.parse(
+      client
+        .stdout()
+        .split("\n")
+        .find((line) => line.includes('"approval.requested"')) ?? "{}",
+    ) as { runId: string; data: { callId: string } };
+    const { runId } = requested;
+    const callId = requested.data.callId;
+    await waitFor("the request listed", async () =>
+      (await runTroupe([...config, "approvals"], { cwd: dir, env })).stdout.includes(callId),
+    );
+    expect((await runTroupe([...config, "abort", runId], { cwd: dir, env })).code).toBe(0);
+    expect(await client.exit).toBe(130);
+
+    // Closed with the run: nothing waits, and an answer to it says so and counts for nothing.
+    const left = await runTroupe([...config, "approvals"], { cwd: dir, env });
+    expect(left.stdout).toBe("no approval waits\n");
+    const late = await runTroupe([...config, "approve", callId, "--allow"], { cwd: dir, env });
+    expect(late.code).toBe(1);
+    expect(late.stderr).toBe(
+      `troupe: too late: ${callId} was already closed: the agent stopped (aborted) before anyone answered\n`,
+    );
+    expect(model.requests).toHaveLength(1);
+
+    // A request its host never closed (the host died first) is not answered once its run has ended.
+    const bus = await NatsBus.connect({ url, prefix });
+    cleanups.push(() => bus.close());
+    const asking = new AbortController();
+    const stray = new BusApprover(bus, 60_000, new ApproverTrust({}, join(dir, ".data")), silentLogger)
+      .decide(
+        {
+          runId,
+          agentId: "root",
+          callId: "stray",
+          tool: "shell",
+          arguments: "{}",
+          effect: "execute",
+          detail: "true",
+          paths: [],
+        },
+        asking.signal,
+      )
+      .catch(() => {});
+    await waitFor("the stray request listed", async () =>
+      (await runTroupe([...config, "approvals"], { cwd: dir, env })).stdout.includes("stray"),
+    );
+    asking.abort();
+    await stray;
+    const refused = await runTroupe([...config, "approve", "stray", "--allow"], { cwd: dir, env });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(
+      `troupe: run ${runId} has ended (aborted); nothing waits for an answer to stray\n`,
+    );
   });
 });
