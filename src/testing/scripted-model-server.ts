@@ -1,61 +1,33 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { countMessagesTokens, countTextTokens } from "../context/tokens.js";
-import type { ChatMessage } from "../model/types.js";
+import {
+  type ChatRequest,
+  type Delta,
+  type RawReply,
+  replyParts,
+  type ScriptedReply,
+  sseEvents,
+  streamDeltas,
+  wholeCompletion,
+} from "./scripted-reply.js";
+
+export type {
+  BuiltReply,
+  ChatRequest,
+  ErrorReply,
+  RawReply,
+  ReplyTiming,
+  ScriptedReply,
+  ScriptedToolCall,
+} from "./scripted-reply.js";
 
 /**
  * An OpenAI-compatible Chat Completions server that plays scripted replies over real HTTP (SSE or
  * plain JSON), for tests and for `troupe demo`. Replies are chosen by rules, so concurrent agents get
- * deterministic answers; every request is recorded; `assertComplete()` fails when a scripted reply
- * was never asked for or a request found no reply.
+ * deterministic answers; a reply is built (text, reasoning, tool calls, errors) or raw (a fixture's
+ * body sent byte for byte); every request is recorded; `assertComplete()` fails when a scripted
+ * reply was never asked for or a request found no reply.
  */
-
-export interface ScriptedToolCall {
-  name: string;
-  /** An object is sent as JSON. */
-  arguments: Record<string, unknown> | string;
-  id?: string;
-}
-
-export interface ReplyTiming {
-  /** Before the response starts. */
-  delayMs?: number;
-  /** Between stream chunks. */
-  chunkDelayMs?: number;
-}
-
-export type ScriptedReply = ReplyTiming &
-  (
-    | {
-        text?: string;
-        toolCalls?: ScriptedToolCall[];
-        /** Deltas the text is split into. Default 3. */
-        chunks?: number;
-        /**
-         * How tool calls arrive: arguments split over chunks with `index` (default); each whole in
-         * one chunk; or split with no `index` (as some servers do).
-         */
-        toolCallStyle?: "split" | "whole" | "no-index";
-        /** Default "tool_calls" with tool calls, else "stop". */
-        finishReason?: "stop" | "tool_calls" | "length" | "content_filter";
-        /** Leave the usage chunk out, as some servers do. */
-        omitUsage?: boolean;
-        /** End with `[DONE]` and no chunk carrying a finish_reason, as some servers do. */
-        omitFinishReason?: boolean;
-        /** Close the connection after this many chunks: a dropped stream. */
-        dropAfterChunks?: number;
-      }
-    | { error: { status: number; message?: string; code?: string; retryAfter?: string } }
-  );
-
-export interface ChatRequest {
-  model: string;
-  messages: ChatMessage[];
-  tools?: Array<{ type: "function"; function: { name: string; description?: string; parameters?: unknown } }>;
-  stream?: boolean;
-  stream_options?: { include_usage?: boolean };
-  [key: string]: unknown;
-}
 
 export interface RequestMatch {
   /** The system message includes this. */
@@ -220,54 +192,12 @@ export class ScriptedModelServer {
         headers,
       );
     }
+    if ("raw" in reply) return this.#replay(res, reply, reply.chunkDelayMs);
     const id = `chatcmpl-${++this.#counter}`;
-    const toolCalls = (reply.toolCalls ?? []).map((call, i) => ({
-      id: call.id ?? `call_${this.#counter}_${i}`,
-      name: call.name,
-      arguments: typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments),
-    }));
-    const text = reply.text ?? "";
-    const finishReason = reply.finishReason ?? (toolCalls.length > 0 ? "tool_calls" : "stop");
-    const promptTokens =
-      countMessagesTokens(body.messages) + (body.tools ? countTextTokens(JSON.stringify(body.tools)) : 0);
-    const completionTokens =
-      countTextTokens(text) + toolCalls.reduce((n, c) => n + countTextTokens(c.name + c.arguments), 0);
-    const usage = {
-      prompt_tokens: promptTokens,
-      completion_tokens: completionTokens,
-      total_tokens: promptTokens + completionTokens,
-    };
+    const parts = replyParts(reply, body, String(this.#counter));
+    if (!body.stream || this.quirks.answersWhole)
+      return sendJson(res, 200, wholeCompletion(reply, parts, id, body.model));
 
-    if (!body.stream || this.quirks.answersWhole) {
-      return sendJson(res, 200, {
-        id,
-        object: "chat.completion",
-        created: Math.floor(Date.now() / 1000),
-        model: body.model,
-        choices: [
-          {
-            index: 0,
-            message: {
-              role: "assistant",
-              content: text || null,
-              ...(toolCalls.length > 0
-                ? {
-                    tool_calls: toolCalls.map((c) => ({
-                      id: c.id,
-                      type: "function",
-                      function: { name: c.name, arguments: c.arguments },
-                    })),
-                  }
-                : {}),
-            },
-            finish_reason: finishReason,
-          },
-        ],
-        ...(reply.omitUsage ? {} : { usage }),
-      });
-    }
-
-    const chunks = streamChunks(text, toolCalls, reply.chunks ?? 3, reply.toolCallStyle ?? "split");
     res.writeHead(200, {
       "content-type": "text/event-stream",
       "cache-control": "no-cache",
@@ -283,7 +213,7 @@ export class ScriptedModelServer {
     const send = (payload: unknown) =>
       new Promise<void>((resolve) => res.write(`data: ${JSON.stringify(payload)}\n\n`, () => resolve()));
     let sent = 0;
-    for (const delta of [{ role: "assistant", content: "" }, ...chunks]) {
+    for (const delta of [{ role: "assistant", content: "" }, ...streamDeltas(reply, parts)] as Delta[]) {
       if (reply.dropAfterChunks !== undefined && sent >= reply.dropAfterChunks) {
         res.socket?.destroy();
         return;
@@ -294,73 +224,24 @@ export class ScriptedModelServer {
       if (reply.chunkDelayMs) await sleep(reply.chunkDelayMs);
     }
     if (!reply.omitFinishReason)
-      await send({ ...base, choices: [{ index: 0, delta: {}, finish_reason: finishReason }] });
-    if (!reply.omitUsage && body.stream_options?.include_usage) await send({ ...base, choices: [], usage });
+      await send({ ...base, choices: [{ index: 0, delta: {}, finish_reason: parts.finishReason }] });
+    if (!reply.omitUsage && body.stream_options?.include_usage)
+      await send({ ...base, choices: [], usage: parts.usage });
     res.end("data: [DONE]\n\n");
   }
-}
 
-type Delta = Record<string, unknown>;
-
-function streamChunks(
-  text: string,
-  calls: Array<{ id: string; name: string; arguments: string }>,
-  textChunks: number,
-  style: "split" | "whole" | "no-index",
-): Delta[] {
-  const deltas: Delta[] = splitEvenly(text, textChunks).map((content) => ({ content }));
-  calls.forEach((call, index) => {
-    const indexField = style === "no-index" ? {} : { index };
-    if (style === "whole") {
-      deltas.push({
-        tool_calls: [
-          {
-            ...indexField,
-            id: call.id,
-            type: "function",
-            function: { name: call.name, arguments: call.arguments },
-          },
-        ],
-      });
-      return;
+  /** A raw reply as it is: an SSE body an event at a time, anything else in one piece. */
+  async #replay(res: ServerResponse, reply: RawReply, gapMs: number | undefined): Promise<void> {
+    const contentType = reply.contentType ?? "text/event-stream";
+    res.writeHead(reply.status ?? 200, { "content-type": contentType, "cache-control": "no-cache" });
+    if (!/event-stream/i.test(contentType)) return void res.end(reply.raw);
+    for (const event of sseEvents(reply.raw)) {
+      if (res.destroyed) return;
+      await new Promise<void>((resolve) => res.write(event, () => resolve()));
+      if (gapMs) await sleep(gapMs);
     }
-    deltas.push({
-      tool_calls: [
-        { ...indexField, id: call.id, type: "function", function: { name: call.name, arguments: "" } },
-      ],
-    });
-    for (const part of splitEvenly(call.arguments, 3))
-      deltas.push({ tool_calls: [{ ...indexField, function: { arguments: part } }] });
-  });
-  // Interleave the argument chunks of several calls by index, as parallel tool calls arrive.
-  if (style === "split" && calls.length > 1) return interleave(deltas);
-  return deltas;
-}
-
-function interleave(deltas: Delta[]): Delta[] {
-  const text = deltas.filter((d) => "content" in d);
-  const byCall = new Map<number, Delta[]>();
-  for (const delta of deltas) {
-    const call = (delta.tool_calls as Array<{ index: number }> | undefined)?.[0];
-    if (!call) continue;
-    const list = byCall.get(call.index) ?? [];
-    list.push(delta);
-    byCall.set(call.index, list);
+    res.end();
   }
-  const out = [...text];
-  const lists = [...byCall.values()];
-  for (let i = 0; lists.some((list) => i < list.length); i++) {
-    for (const list of lists) if (list[i]) out.push(list[i] as Delta);
-  }
-  return out;
-}
-
-function splitEvenly(text: string, parts: number): string[] {
-  if (!text) return [];
-  const size = Math.max(1, Math.ceil(text.length / Math.max(1, parts)));
-  const out: string[] = [];
-  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size));
-  return out;
 }
 
 function matches(match: RequestMatch | undefined, body: ChatRequest): boolean {

@@ -79,4 +79,51 @@ describe("the scripted model server", () => {
     expect(failure.headers.get("retry-after")).toBe("7");
     expect(failure.message).toContain("slow down");
   });
+
+  it("streams reasoning before the text in the field asked for, and puts it in a whole completion's message", async () => {
+    server.script(
+      { reply: { reasoning: "Think first.", text: "Then answer.", chunks: 2 } },
+      { reply: { reasoning: "Ollama thinks here.", text: "ok", reasoningField: "reasoning" } },
+    );
+    const stream = await client.chat.completions.create({
+      model: "m",
+      messages: [{ role: "user", content: "go" }],
+      stream: true,
+    });
+    const deltas: Array<Record<string, unknown>> = [];
+    for await (const chunk of stream) if (chunk.choices[0]) deltas.push({ ...chunk.choices[0].delta });
+    const said = (field: string) =>
+      deltas
+        .map((d) => d[field])
+        .filter(Boolean)
+        .join("");
+    expect(said("reasoning_content")).toBe("Think first.");
+    expect(said("content")).toBe("Then answer.");
+    expect(deltas.findIndex((d) => d.content)).toBeGreaterThan(deltas.findIndex((d) => d.reasoning_content));
+
+    const whole = await ask("s");
+    expect(whole.choices[0]?.message).toMatchObject({ content: "ok", reasoning: "Ollama thinks here." });
+  });
+
+  it("replays a raw reply byte for byte, an SSE body an event at a time, whatever the request asked", async () => {
+    const raw = `: keep-alive\n\ndata: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"raw"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n`;
+    server.script(
+      { reply: { raw } },
+      { reply: { raw: '{"not":"a completion"}', contentType: "application/json", status: 502 } },
+    );
+    const response = await fetch(`${server.baseURL}/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "m", messages: [], stream: false }),
+    });
+    expect(response.headers.get("content-type")).toBe("text/event-stream");
+    expect(await response.text()).toBe(raw);
+    const json = await fetch(`${server.baseURL}/chat/completions`, {
+      method: "POST",
+      body: JSON.stringify({ model: "m", messages: [] }),
+    });
+    expect(json.status).toBe(502);
+    expect(await json.text()).toBe('{"not":"a completion"}');
+    server.assertComplete();
+  });
 });
