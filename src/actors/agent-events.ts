@@ -21,8 +21,24 @@ export interface AgentEventMap {
   "state.changed": { from: string; to: string };
   /** Text as the model streams it. */
   "model.delta": { text: string };
-  /** One model call finished: what it cost and why it ended. */
-  "model.completed": { model: string; usage: Usage; finishReason: FinishReason; toolCalls: number };
+  /**
+   * The model's reasoning as it streams (a server's `reasoning_content` or `reasoning`): one event
+   * per delta, as `model.delta`; a non-streamed answer's reasoning in one. Comes between the turn's
+   * `callingModel` and its `model.completed`. Shown to people, never sent back to the model.
+   */
+  "model.reasoning": { text: string };
+  /**
+   * One model call finished: what it cost and why it ended. `truncatedToolCalls`: the length limit
+   * cut a tool call off, so it was dropped (the model is told). A turn that ends with `length`,
+   * `content_filter` or `error` and no call to make stops the agent as `failed`, never `done`.
+   */
+  "model.completed": {
+    model: string;
+    usage: Usage;
+    finishReason: FinishReason;
+    toolCalls: number;
+    truncatedToolCalls?: true;
+  };
   /** A model call failed and is made again after `delayMs` (`attempt` of `maxRetries`); `error` says what failed. */
   "model.retrying": { model: string; attempt: number; maxRetries: number; delayMs: number; error: string };
   /** The model asked for a call; `decision` is the policy's, before any approval. */

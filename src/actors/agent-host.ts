@@ -239,6 +239,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         ...(input.withTools ? { tools: tools().specs } : {}),
         signal,
         onDelta: (text) => events.emit("model.delta", { text }),
+        onReasoning: (text) => events.emit("model.reasoning", { text }),
         onRetry: (retry) => events.emit("model.retrying", retry),
       });
       turn++;
@@ -253,6 +254,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         usage: response.usage,
         finishReason: response.finishReason,
         toolCalls: toolCalls.length,
+        ...(response.truncatedToolCalls ? { truncatedToolCalls: true as const } : {}),
       });
       const plan = clearance.planBatch(toolCalls, input.withTools);
       for (const call of plan) events.emit("tool.requested", requested(call));

@@ -25,6 +25,8 @@ export interface TreeNode {
   tool: string | undefined;
   /** The end of what the model is streaming (or last streamed). */
   text: string;
+  /** The end of the model's reasoning in the current (or last) turn. */
+  reasoning: string;
   /** Pending approval requests, by call id. */
   approvals: Map<string, AgentEventMap["approval.requested"]>;
   /** Each state it entered, with when (ms since the epoch). */
@@ -36,7 +38,7 @@ const TEXT_KEPT = 400;
 
 /**
  * Builds the tree of runs from their events, one event at a time: who spawned whom, each agent's
- * state, spend, current tool, streaming text and pending approvals. The event log alone is enough.
+ * state, spend, current tool, streaming text and reasoning, and pending approvals. The event log alone is enough.
  */
 export class RunTreeBuilder {
   readonly nodes = new Map<string, TreeNode>();
@@ -60,6 +62,7 @@ export class RunTreeBuilder {
         reason: undefined,
         tool: undefined,
         text: "",
+        reasoning: "",
         approvals: new Map(),
         transitions: [],
         children: [],
@@ -77,11 +80,19 @@ export class RunTreeBuilder {
         const data = event.data as AgentEventMap["state.changed"];
         node.state = data.to;
         node.transitions.push({ ...data, at: event.ts });
-        if (data.to === "callingModel") node.text = "";
+        if (data.to === "callingModel") {
+          node.text = "";
+          node.reasoning = "";
+        }
         break;
       }
       case "model.delta":
         node.text = (node.text + (event.data as AgentEventMap["model.delta"]).text).slice(-TEXT_KEPT);
+        break;
+      case "model.reasoning":
+        node.reasoning = (node.reasoning + (event.data as AgentEventMap["model.reasoning"]).text).slice(
+          -TEXT_KEPT,
+        );
         break;
       case "tool.started":
         node.tool = (event.data as AgentEventMap["tool.started"]).name;

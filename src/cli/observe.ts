@@ -146,7 +146,8 @@ export async function runObserve(
     for await (const { envelope } of bus.log.read(options)) {
       if (live) {
         const node = builder.apply(envelope);
-        if (envelope.type === "model.delta" && node) view.speaker = node;
+        if ((envelope.type === "model.delta" || envelope.type === "model.reasoning") && node)
+          view.speaker = node;
         if (envelope.type === "model.retrying" && node) {
           const { error, attempt, maxRetries } = envelope.data as {
             error: string;

@@ -17,15 +17,27 @@ export function jsonRenderer(out: NodeJS.WritableStream = process.stdout): Rende
 }
 
 /**
- * For people: the root agent's answer as it streams (stdout), one line per tool call and a spinner
- * while the model thinks (stderr, the spinner only on a terminal).
+ * For people: the root agent's answer as it streams (stdout), one line per tool call; its reasoning
+ * as it streams and a spinner while the model works (stderr: the reasoning dimmed when colours are
+ * on, else each stretch of it begun with `thinking: `; the spinner only on a terminal). stdout stays
+ * what the agent said and did.
  */
 export function humanRenderer(
   rootAgentId: () => string | undefined,
   out = process.stdout,
   err = process.stderr,
+  colour = err.isTTY === true && !process.env.NO_COLOR,
 ): Renderer {
   const tty = err.isTTY === true;
+  // A stretch of reasoning is being shown, and whether it left a line open on stderr: what comes
+  // next ends the stretch and starts a line of its own.
+  let thinking = false;
+  let thoughtOpen = false;
+  const endThought = () => {
+    if (thoughtOpen) err.write("\n");
+    thinking = false;
+    thoughtOpen = false;
+  };
   let spinner: NodeJS.Timeout | undefined;
   let frame = 0;
   let atLineStart = true;
@@ -43,6 +55,7 @@ export function humanRenderer(
   };
   const startSpinner = (label: string | (() => string)) => {
     if (!tty || spinner) return;
+    endThought();
     const text = typeof label === "string" ? () => label : label;
     const columns = (err as NodeJS.WriteStream).columns || 100;
     spinner = setInterval(
@@ -53,6 +66,7 @@ export function humanRenderer(
   };
   const line = (text: string) => {
     stopSpinner();
+    endThought();
     if (!atLineStart) out.write("\n");
     out.write(`${text}\n`);
     atLineStart = true;
@@ -83,9 +97,21 @@ export function humanRenderer(
           }
           break;
         }
+        case "model.reasoning": {
+          if (!root) break;
+          stopSpinner();
+          const { text } = envelope.data as AgentEventMap["model.reasoning"];
+          if (!atLineStart) out.write("\n");
+          atLineStart = true;
+          err.write(colour ? `\x1b[2m${text}\x1b[22m` : `${thinking ? "" : "thinking: "}${text}`);
+          thinking = true;
+          thoughtOpen = !text.endsWith("\n");
+          break;
+        }
         case "model.delta": {
           if (!root) break;
           stopSpinner();
+          endThought();
           const { text } = envelope.data as AgentEventMap["model.delta"];
           out.write(text);
           atLineStart = text.endsWith("\n");
@@ -104,6 +130,7 @@ export function humanRenderer(
         case "approval.requested":
           // The terminal's question follows; end the line the answer was streaming on.
           stopSpinner();
+          endThought();
           if (!atLineStart) out.write("\n");
           atLineStart = true;
           break;
@@ -125,6 +152,14 @@ export function humanRenderer(
           if (root) startSpinner("thinking…");
           break;
         }
+        case "model.completed": {
+          const { truncatedToolCalls } = envelope.data as AgentEventMap["model.completed"];
+          if (truncatedToolCalls)
+            line(
+              `${prefix}· the answer was cut off by the output length limit: its tool call was not run (the model is told)`,
+            );
+          break;
+        }
         case "context.compacted": {
           const { tokensBefore, tokensAfter } = envelope.data as AgentEventMap["context.compacted"];
           line(`${prefix}· context compacted: ${tokensBefore} → ${tokensAfter} tokens`);
@@ -144,6 +179,7 @@ export function humanRenderer(
           if (!root) break;
           stopSpinner();
           const data = envelope.data as AgentEventMap["agent.stopped"];
+          endThought();
           if (!atLineStart) out.write("\n");
           atLineStart = true;
           // The run's spend: this agent and every subagent under it.

@@ -18,7 +18,7 @@ export interface ViewState {
   header: string;
   /** The picked agent (`runId/agentId`), moved with the arrow keys; the newest speaker when none. */
   selected: string | undefined;
-  /** The agent that last streamed text. */
+  /** The agent that last streamed text or reasoning. */
   speaker: TreeNode | undefined;
   /** One line of news: a warning, lost contact with the daemon. */
   status: string | undefined;
@@ -35,8 +35,8 @@ const DETAIL_LINES = 5;
 /**
  * The observer's live view as a frame of at most `rows` lines, none wider than `columns`: each
  * run's tree of agents (state, turns, tokens and cost against the budget as bars, the tool running
- * now), the picked agent's streaming text, the approval to answer with its command or diff and
- * paths, one status line and the keys. A tree taller than the room left scrolls to keep the picked
+ * now), the picked agent's streaming reasoning (dimmed) and text, the approval to answer with its
+ * command or diff and paths, one status line and the keys. A tree taller than the room left scrolls to keep the picked
  * agent in view.
  */
 export function renderFrame(
@@ -52,10 +52,13 @@ export function renderFrame(
   const pending = pendingApprovals(builder);
   const answering = pending.find((p) => p.node === picked) ?? pending[0];
 
-  const focus = picked?.text ? picked : view.speaker;
-  const above = focus?.text
-    ? [`${bold(focus.name)}: ${tail(oneLine(focus.text), columns - focus.name.length - 2)}`]
-    : [];
+  const focus = picked?.text || picked?.reasoning ? picked : view.speaker;
+  const said = (text: string | undefined, shown: (line: string) => string) =>
+    focus && text
+      ? [`${bold(focus.name)}: ${shown(tail(oneLine(text), columns - focus.name.length - 2))}`]
+      : [];
+  // Its reasoning (dimmed) above what it says.
+  const above = [...said(focus?.reasoning, dim), ...said(focus?.text, (line) => line)];
   const below = [
     ...(view.status ? [yellow(view.status)] : []),
     dim(`↑/↓ pick an agent${pending.length && !requests.watchOnly ? " · a/d answer" : ""} · q quit`),

@@ -11,6 +11,8 @@ import {
   lastText,
   limitBatch,
   loopAfter,
+  lostAnswer,
+  lostStop,
   stopWith,
   turnOf,
   userMessage,
@@ -73,6 +75,7 @@ export const agentMachine = setup({
     mustFinalizeForBudget: ({ context }) => context.finalizing === null && exhausted(context) !== undefined,
     isFinalizing: ({ context }) => context.finalizing !== null,
     truncatedToolCall: ({ event }) => turnOf(event).truncatedToolCalls,
+    answerLost: ({ event }) => lostAnswer(turnOf(event)) !== undefined,
     hasToolCalls: ({ event }) => turnOf(event).plan.length > 0,
     needsApproval: ({ context, event }) => limitBatch(context, turnOf(event).plan).some(awaitsDecision),
     hasSteering: ({ context }) => context.steering.length > 0,
@@ -255,6 +258,7 @@ export const agentMachine = setup({
         return stopWith({ ...context, toolCalls: context.toolCalls + executed }, "done", text);
       },
     }),
+    stopLost: assign({ stop: ({ context, event }) => lostStop(context, turnOf(event)) }),
     stopFailed: assign({
       stop: ({ context, event }) => {
         const error = (event as { error?: unknown }).error;
@@ -321,6 +325,8 @@ export const agentMachine = setup({
         input: ({ context }) => ({ messages: context.messages, withTools: context.finalizing === null }),
         onDone: [
           { guard: "isFinalizing", target: "stopped", actions: ["recordTurn", "stopAfterTurn"] },
+          // Never `done` on an answer that was cut off or failed: what it lost is not known.
+          { guard: "answerLost", target: "stopped", actions: ["recordTurn", "stopLost"] },
           { guard: "truncatedToolCall", target: "nextTurn", actions: ["recordTurn", "noteTruncation"] },
           {
             guard: and(["hasToolCalls", "needsApproval"]),

@@ -112,6 +112,30 @@ export function exhausted(
   return undefined;
 }
 
+/**
+ * Why a turn's answer was lost, or undefined when it was whole: the server said generation failed
+ * (`error`), or cut the answer off (length limit, content filter) with no tool call to make. A cut
+ * tool call is not lost: the model is told and asked again.
+ */
+export function lostAnswer(turn: ModelTurn): string | undefined {
+  if (turn.finishReason === "error") return "the server said the model's answer failed (finish_reason error)";
+  if (turn.plan.length > 0 || turn.truncatedToolCalls) return undefined;
+  const what = turn.message.content
+    ? "the model's answer was cut off"
+    : "the model's answer was cut off before it said anything";
+  if (turn.finishReason === "length")
+    return `${what} by the output length limit (finish_reason length): raise the server's output token limit, or ask for less`;
+  if (turn.finishReason === "content_filter")
+    return `${what} by the server's content filter (finish_reason content_filter)`;
+  return undefined;
+}
+
+/** The output of an agent whose answer was lost: failed, with what it said and why. */
+export function lostStop(context: AgentContext, turn: ModelTurn): AgentOutput {
+  const error = lostAnswer(turn) ?? "the model's answer was lost";
+  return { ...stopWith(context, "failed", turn.message.content ?? ""), error };
+}
+
 export function lastText(messages: readonly ChatMessage[]): string {
   for (let i = messages.length - 1; i >= 0; i--) {
     const message = messages[i];

@@ -22,7 +22,10 @@ export class CircuitOpenError extends ModelError {
   override name = "CircuitOpenError";
 }
 
-/** The stream broke after text reached the user: not retried, since that would repeat it. */
+/**
+ * The stream broke after the answer had begun (text, reasoning or a tool call): not retried, since a
+ * retry would repeat what was shown, and a server whose script moved on would lose the answer.
+ */
 export class PartialOutputError extends ModelError {
   override name = "PartialOutputError";
 }

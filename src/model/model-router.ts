@@ -18,7 +18,7 @@ import {
   type RetryPolicy,
   sleep,
 } from "./retry.js";
-import { streamCompletion, type WireSettings } from "./stream-completion.js";
+import { StreamCutError, streamCompletion, type WireSettings } from "./stream-completion.js";
 import type { ModelRequest, ModelResponse } from "./types.js";
 
 export interface ResolvedModel {
@@ -42,7 +42,7 @@ export interface ModelRouterOptions {
 
 /**
  * Resolves model names to providers, and calls a model with retries (backoff with jitter, honouring
- * Retry-After, never after partial output), a circuit breaker per model, and a fallback chain.
+ * Retry-After, never once the answer has begun), a circuit breaker per model, and a fallback chain.
  * One router per process: its clients and breakers are shared by every agent.
  */
 export class ModelRouter {
@@ -177,17 +177,8 @@ export class ModelRouter {
     const client = this.#client(model.provider);
     const wire = this.#wire(model.provider);
     for (let attempt = 0; ; attempt++) {
-      let emitted = false;
-      const onDelta = request.onDelta;
-      const tracked: ModelRequest = {
-        ...request,
-        onDelta: (text) => {
-          emitted = true;
-          onDelta?.(text);
-        },
-      };
       try {
-        const { answeredWhole, ...completion } = await streamCompletion(client, model.name, tracked, wire);
+        const { answeredWhole, ...completion } = await streamCompletion(client, model.name, request, wire);
         if (answeredWhole && wire.stream) {
           wire.stream = false;
           this.#log.info(
@@ -199,14 +190,16 @@ export class ModelRouter {
         return { ...completion, usage, model: model.id };
       } catch (error) {
         if (isAbort(error, request.signal)) throw error;
-        const failure = classify(error, model.id, this.#where(model.provider, client));
-        if (emitted) {
+        const where = this.#where(model.provider, client);
+        if (error instanceof StreamCutError) {
+          const why = classify(error.cause, model.id, where).message;
           throw new PartialOutputError(
-            `${model.id}: the stream broke after output had reached the user`,
+            `${why} — the stream broke after the answer had begun; not asked again, as a retry could repeat or lose it`,
             model.id,
-            { cause: error },
+            { cause: error.cause },
           );
         }
+        const failure = classify(error, model.id, where);
         if (failure instanceof ContextLengthExceededError) throw failure;
         // Refused for how it was asked (stream_options, streaming with tools): asked otherwise at once.
         if (this.#adapt(model.provider, wire, error)) {

@@ -8,8 +8,17 @@ export interface StreamedCompletion {
   finishReason: FinishReason;
   usage: Omit<Usage, "costUsd">;
   truncatedToolCalls: boolean;
+  reasoning?: string;
   /** The server answered a streaming request with a whole completion: it does not stream. */
   answeredWhole?: boolean;
+}
+
+/**
+ * The stream broke after the answer had begun (text, reasoning or a tool call's fragment): asking
+ * again would repeat what was shown, or, from a server whose script moved on, lose the answer.
+ */
+export class StreamCutError extends Error {
+  override name = "StreamCutError";
 }
 
 /** How a provider's server is spoken to (troupe.yaml's provider options, and what it was found to refuse). */
@@ -21,10 +30,11 @@ export interface WireSettings {
 }
 
 /**
- * One Chat Completions call: streamed, text deltas go to `onDelta` as they arrive and tool calls
- * are assembled from their fragments; or, for a server that does not stream (asked not to, or
- * answering a streaming request with a whole completion), the whole answer at once, its text given
- * to `onDelta` in one piece. A server that sends no usage gets it counted here.
+ * One Chat Completions call: streamed, text deltas go to `onDelta` and reasoning deltas to
+ * `onReasoning` as they arrive, and tool calls are assembled from their fragments; or, for a server
+ * that does not stream (asked not to, or answering a streaming request with a whole completion), the
+ * whole answer at once, its reasoning and text given in one piece each. A server that sends no usage
+ * gets it counted here. A stream that breaks once the answer has begun throws `StreamCutError`.
  */
 export async function streamCompletion(
   client: OpenAI,
@@ -59,21 +69,36 @@ export async function streamCompletion(
   }
   let chunks = 0;
   let text = "";
+  let reasoning = "";
   let finish: string | undefined;
   let reported: OpenAI.CompletionUsage | undefined;
   const assembler = new ToolCallAssembler();
-  for await (const chunk of stream) {
-    chunks++;
-    if (chunk.usage) reported = chunk.usage;
-    const choice = chunk.choices[0];
-    if (!choice) continue;
-    const content = choice.delta?.content;
-    if (content) {
-      text += content;
-      request.onDelta?.(content);
+  try {
+    for await (const chunk of stream) {
+      chunks++;
+      if (chunk.usage) reported = chunk.usage;
+      const choice = chunk.choices?.[0];
+      if (!choice) continue;
+      const thought = reasoningOf(choice.delta);
+      if (thought) {
+        reasoning += thought;
+        request.onReasoning?.(thought);
+      }
+      const content = choice.delta?.content;
+      if (content) {
+        text += content;
+        request.onDelta?.(content);
+      }
+      for (const fragment of choice.delta?.tool_calls ?? []) assembler.add(fragment);
+      if (choice.finish_reason) finish = choice.finish_reason;
     }
-    for (const fragment of choice.delta?.tool_calls ?? []) assembler.add(fragment);
-    if (choice.finish_reason) finish = choice.finish_reason;
+  } catch (error) {
+    const begun = text !== "" || reasoning !== "" || assembler.size > 0;
+    if (begun && !request.signal?.aborted)
+      throw new StreamCutError(`the stream broke after the answer had begun: ${(error as Error).message}`, {
+        cause: error,
+      });
+    throw error;
   }
   // The SDK ends the iteration quietly when the signal aborts. A connection that drops throws (the
   // body is cut off); one that ends without a finish_reason (some servers send none before
@@ -81,7 +106,7 @@ export async function streamCompletion(
   if (request.signal?.aborted) throw new APIUserAbortError();
   // No event at all is no answer (a body that was not a stream), never an empty success.
   if (chunks === 0) throw new APIConnectionError({ message: "the server's stream held no answer" });
-  return ended(text, assembler, finish, reported, request);
+  return ended({ text, reasoning }, assembler, finish, reported, request);
 }
 
 /** A whole completion (no stream) as a streamed one would have ended. */
@@ -89,32 +114,53 @@ function wholeCompletion(completion: OpenAI.ChatCompletion, request: ModelReques
   const choice = completion.choices?.[0];
   if (!choice?.message) throw new APIConnectionError({ message: "the server's answer held no message" });
   const text = typeof choice.message.content === "string" ? choice.message.content : "";
+  const reasoning = reasoningOf(choice.message) ?? "";
+  if (reasoning) request.onReasoning?.(reasoning);
   if (text) request.onDelta?.(text);
   const assembler = new ToolCallAssembler();
   // Each call at its own index: calls a server gives no id stay apart.
   for (const [index, call] of (choice.message.tool_calls ?? []).entries())
     if (call.type === "function") assembler.add({ index, id: call.id, function: call.function });
-  return ended(text, assembler, choice.finish_reason ?? undefined, completion.usage, request);
+  return ended({ text, reasoning }, assembler, choice.finish_reason ?? undefined, completion.usage, request);
+}
+
+/**
+ * The reasoning a delta or message carries: `reasoning_content` (vLLM, llama.cpp, DeepSeek) or
+ * `reasoning` (Ollama, OpenRouter, newer vLLM). One of them only, for a server that sends both.
+ */
+function reasoningOf(part: object | undefined): string | undefined {
+  const { reasoning_content: content, reasoning } = (part ?? {}) as Record<string, unknown>;
+  if (typeof content === "string" && content) return content;
+  return typeof reasoning === "string" && reasoning ? reasoning : undefined;
 }
 
 /**
  * The answer as it ended: with no finish_reason, as its parts say (tool_calls when calls were
- * assembled, else stop). A call cut off by the length limit is never run: its arguments are incomplete.
+ * assembled, else stop); `stop` with calls (Gemini, Ollama) is `tool_calls`. A call cut off by the
+ * length limit is never run: its arguments are incomplete. The reasoning stays out of the message.
  */
 function ended(
-  text: string,
+  said: { text: string; reasoning: string },
   assembler: ToolCallAssembler,
   finish: string | undefined,
   reported: OpenAI.CompletionUsage | undefined,
   request: ModelRequest,
 ): StreamedCompletion {
+  const { text, reasoning } = said;
   const all = assembler.calls();
-  const finishReason = toFinishReason(finish ?? (all.length > 0 ? "tool_calls" : "stop"));
+  const stated = toFinishReason(finish ?? (all.length > 0 ? "tool_calls" : "stop"));
+  const finishReason = stated === "stop" && all.length > 0 ? "tool_calls" : stated;
   const truncatedToolCalls = finishReason === "length" && all.length > 0;
   const calls = truncatedToolCalls ? [] : all;
   const message: AssistantMessage = { role: "assistant", content: text || null };
   if (calls.length > 0) message.tool_calls = calls;
-  return { message, finishReason, usage: usageOf(reported, request, text, all), truncatedToolCalls };
+  return {
+    message,
+    finishReason,
+    usage: usageOf(reported, request, text + reasoning, all),
+    truncatedToolCalls,
+    ...(reasoning ? { reasoning } : {}),
+  };
 }
 
 /** The usage the server reported, or counted here when it reported none. */
@@ -148,6 +194,9 @@ function toFinishReason(reason: string | undefined): FinishReason {
       return reason;
     case "function_call":
       return "tool_calls";
+    case "error":
+    case "abort":
+      return "error";
     default:
       return reason === undefined ? "stop" : "other";
   }

@@ -57,15 +57,21 @@ export function addUsage(a: Usage, b: Usage): Usage {
   };
 }
 
-export type FinishReason = "stop" | "tool_calls" | "length" | "content_filter" | "other";
+/**
+ * Why an answer ended. `error`: the server said the generation failed (`error`, `abort`); `other`: a
+ * reason this list does not know, taken as a whole answer.
+ */
+export type FinishReason = "stop" | "tool_calls" | "length" | "content_filter" | "error" | "other";
 
 export interface ModelRequest {
   messages: ChatMessage[];
   /** Absent or empty: the model may not call tools (the final answer of a budget or loop stop). */
   tools?: ToolSpec[];
   signal?: AbortSignal;
-  /** Text as it streams. Once called, the request is never retried. */
+  /** Text as it streams. Once the answer has begun (text, reasoning or a tool call), the request is never retried. */
   onDelta?: (text: string) => void;
+  /** The model's reasoning as it streams (`reasoning_content` or `reasoning`), before or between its text. */
+  onReasoning?: (text: string) => void;
   /** A call that failed and will be made again, after `delayMs`. */
   onRetry?: (retry: ModelRetry) => void;
 }
@@ -88,6 +94,11 @@ export interface ModelResponse {
   model: string;
   /** `finish_reason: "length"` cut a tool call short; it was dropped from `message`. */
   truncatedToolCalls: boolean;
+  /**
+   * The turn's reasoning, when the server sent any. Never part of `message`: servers refuse it, or
+   * take it as the model's words, when it is sent back.
+   */
+  reasoning?: string;
 }
 
 /** What the agent loop needs from a model: one streamed completion. */

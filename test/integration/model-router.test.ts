@@ -215,6 +215,51 @@ describe("ModelRouter over HTTP to the scripted server", () => {
     expect(server.requests).toHaveLength(1);
   });
 
+  it("never retries once the answer has begun, though only reasoning or a tool call's fragments came", async () => {
+    server.script(
+      { reply: { reasoning: "Thinking it over", chunks: 3, dropAfterChunks: 2 } },
+      { reply: { toolCalls: [{ name: "read_file", arguments: { path: "a.txt" } }], dropAfterChunks: 3 } },
+      { reply: { text: "the script moved on" }, times: 2 },
+    );
+    const thoughts: string[] = [];
+    const cutThinking = await router()
+      .call(["model-a"], { messages, onReasoning: (t) => thoughts.push(t) })
+      .catch((e) => e);
+    expect(cutThinking).toBeInstanceOf(PartialOutputError);
+    expect(cutThinking.message).toContain("the stream broke after the answer had begun");
+    expect(thoughts.join("")).toBe("Thinki");
+    const cutCall = await router()
+      .call(["model-a"], { messages, tools })
+      .catch((e) => e);
+    expect(cutCall).toBeInstanceOf(PartialOutputError);
+    expect(server.requests).toHaveLength(2);
+  });
+
+  it("gives reasoning to onReasoning as it streams and keeps it out of the message, streamed or whole", async () => {
+    server.script(
+      { reply: { reasoning: "Let me think.", text: "Answer.", chunks: 2 } },
+      { reply: { reasoning: "Thought whole.", reasoningField: "reasoning", text: "Whole." } },
+    );
+    const thoughts: string[] = [];
+    const deltas: string[] = [];
+    const streamed = await router().call(["model-a"], {
+      messages,
+      onReasoning: (t) => thoughts.push(t),
+      onDelta: (t) => deltas.push(t),
+    });
+    expect(thoughts).toEqual(["Let me ", "think."]);
+    expect(deltas.join("")).toBe("Answer.");
+    expect(streamed.reasoning).toBe("Let me think.");
+    expect(streamed.message).toEqual({ role: "assistant", content: "Answer." });
+
+    server.quirks = { answersWhole: true };
+    thoughts.length = 0;
+    const whole = await router().call(["model-a"], { messages, onReasoning: (t) => thoughts.push(t) });
+    expect(thoughts).toEqual(["Thought whole."]);
+    expect(whole.reasoning).toBe("Thought whole.");
+    expect(whole.message).toEqual({ role: "assistant", content: "Whole." });
+  });
+
   it("does not retry a client error", async () => {
     server.script({ reply: { error: { status: 401, message: "bad key" } } });
     const failure = await router()

@@ -140,6 +140,28 @@ describe("agent machine: the loop", () => {
     expect(seen.batches).toHaveLength(0);
   });
 
+  it("never stops `done` on a lost answer: cut off with no call to make, or failed by the server even with calls", async () => {
+    const lost = [
+      { ...text("Half an ans"), finishReason: "length" as const },
+      {
+        ...text(""),
+        message: { role: "assistant" as const, content: null },
+        finishReason: "content_filter" as const,
+      },
+      { ...calls({ name: "read_file" }), finishReason: "error" as const },
+    ];
+    for (const turn of lost) {
+      const { actor, seen } = harness({ model: [turn, text("never asked")] });
+      actor.start();
+      actor.send({ type: "START", task: "x" });
+      const output = await finished(actor);
+      expect(output).toMatchObject({ reason: "failed", turns: 1, result: turn.message.content ?? "" });
+      expect(output.error).toMatch(/finish_reason (length|content_filter|error)/);
+      expect(seen.modelInputs).toHaveLength(1);
+      expect(seen.batches).toHaveLength(0);
+    }
+  });
+
   it("fails with the error when the model call fails", async () => {
     const { actor } = harness({
       model: [

@@ -55,4 +55,29 @@ describe("the observer's frame", () => {
     expect(said).toBe("lead: …one, and it needs root to bind");
     expect(said?.endsWith("to bind")).toBe(true);
   });
+
+  it("shows the speaking agent's reasoning above what it says, and forgets it when its next turn starts", () => {
+    const builder = new RunTreeBuilder();
+    builder.apply(
+      event("lead", 0, "agent.started", { name: "lead", model: "m", task: "t", budget: {}, depth: 0 }),
+    );
+    builder.apply(event("lead", 1, "state.changed", { from: "idle", to: "callingModel" }));
+    builder.apply(event("lead", 2, "model.reasoning", { text: "The port must be in app.js; " }));
+    const lead = builder.apply(event("lead", 3, "model.reasoning", { text: "read it first." }));
+    const view = { header: "h", selected: undefined, speaker: lead, status: undefined };
+    const thinking = renderFrame(builder, view, { columns: 80, rows: 12 });
+    expect(thinking).toContain("lead: The port must be in app.js; read it first.");
+
+    builder.apply(event("lead", 4, "model.delta", { text: "Reading app.js." }));
+    const speaking = renderFrame(builder, view, { columns: 80, rows: 12 });
+    const at = speaking.indexOf("lead: The port must be in app.js; read it first.");
+    expect(at).toBeGreaterThan(0);
+    expect(speaking[at + 1]).toBe("lead: Reading app.js.");
+
+    builder.apply(event("lead", 5, "state.changed", { from: "executingTools", to: "callingModel" }));
+    expect(lead?.reasoning).toBe("");
+    expect(renderFrame(builder, view, { columns: 80, rows: 12 }).some((l) => l.startsWith("lead: "))).toBe(
+      false,
+    );
+  });
 });

@@ -1,0 +1,75 @@
+import { describe, expect, it } from "vitest";
+import { makeEnvelope } from "../../src/bus/envelope.js";
+import { humanRenderer } from "../../src/cli/render.js";
+
+/** A stream that keeps what is written to it, a terminal or not. */
+function sink(isTTY: boolean) {
+  let written = "";
+  const stream = {
+    isTTY,
+    columns: 80,
+    write: (text: string) => {
+      written += text;
+      return true;
+    },
+  } as unknown as typeof process.stdout & typeof process.stderr;
+  return { stream, text: () => written };
+}
+
+let seq = 0;
+const event = (type: string, data: unknown, agentId = "lead") => ({
+  envelope: makeEnvelope({ runId: "run-1", agentId, seq: seq++, type, data }),
+});
+
+const stopped = {
+  reason: "done",
+  result: "It says alpha.",
+  usage: { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, costUsd: 0 },
+  turns: 2,
+  toolCalls: 1,
+  total: { usage: { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, costUsd: 0 }, toolCalls: 1 },
+};
+
+/** A two-turn run whose model reasons before each answer, and a subagent that reasons too. */
+function play(colour: boolean, tty: boolean) {
+  const out = sink(tty);
+  const err = sink(tty);
+  const renderer = humanRenderer(() => "lead", out.stream, err.stream, colour);
+  for (const e of [
+    event("model.reasoning", { text: "The user wants a.txt. " }),
+    event("model.reasoning", { text: "I will read it." }),
+    event("model.delta", { text: "Looking." }),
+    event("tool.requested", { callId: "c1", name: "read_file", arguments: '{"path":"a.txt"}' }),
+    event("model.reasoning", { text: "A child thinks." }, "child"),
+    event("model.reasoning", { text: "It says alpha.\n" }),
+    event("model.reasoning", { text: "Answer now." }),
+    event("model.delta", { text: "It says alpha." }),
+    event("agent.stopped", stopped),
+  ])
+    renderer.event(e);
+  renderer.close();
+  return { out: out.text(), err: err.text() };
+}
+
+describe("troupe run's human output", () => {
+  it("shows the root agent's reasoning dimmed on stderr when colours are on, its answer alone on stdout", () => {
+    const { out, err } = play(true, true);
+    expect(out).toBe('Looking.\n▸ read_file {"path":"a.txt"}\nIt says alpha.\n');
+    expect(err).toBe(
+      [
+        "\x1b[2mThe user wants a.txt. \x1b[22m\x1b[2mI will read it.\x1b[22m\n",
+        "\x1b[2mIt says alpha.\n\x1b[22m\x1b[2mAnswer now.\x1b[22m\n",
+        "✓ done · 2 turns · 1 tool call · 2 tokens\n",
+      ].join(""),
+    );
+    expect(err).not.toContain("A child thinks");
+  });
+
+  it("without colours, begins each stretch of reasoning with `thinking: ` instead", () => {
+    const { out, err } = play(false, false);
+    expect(out).toBe('Looking.\n▸ read_file {"path":"a.txt"}\nIt says alpha.\n');
+    expect(err).toBe(
+      "thinking: The user wants a.txt. I will read it.\nthinking: It says alpha.\nAnswer now.\n✓ done · 2 turns · 1 tool call · 2 tokens\n",
+    );
+  });
+});
