@@ -30,6 +30,7 @@ import {
   toolEventHooks,
   toolView,
 } from "./agent-tools.js";
+import { withOwnCallIds } from "./call-ids.js";
 import { Clearance } from "./clearance.js";
 import { EventPublisher } from "./event-publisher.js";
 import { type HostedActors, hostedActor } from "./hosted-machine.js";
@@ -243,6 +244,11 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         onRetry: (retry) => events.emit("model.retrying", retry),
       });
       turn++;
+      response.message = await withOwnCallIds(
+        response.message,
+        input.messages,
+        async (id) => (await journal?.get(id)) !== undefined,
+      );
       if (await deps.agentHooks?.shouldStopAfterTurn?.({ ...hookContext, turn, message: response.message })) {
         // Stopping here: the turn's tool calls are not run, so they leave the history too.
         const { tool_calls: _dropped, ...message } = response.message;

@@ -1,4 +1,10 @@
+import { randomBytes } from "node:crypto";
 import type { ToolCall } from "./types.js";
+
+/** An id for a call its server gave none: unique, as call ids key the tool journal. */
+export function newCallId(): string {
+  return `call_${randomBytes(12).toString("base64url")}`;
+}
 
 /** One streamed tool-call fragment, as the Chat Completions delta carries it. */
 export interface ToolCallDelta {
@@ -45,10 +51,11 @@ export class ToolCallAssembler {
     return this.#calls.length;
   }
 
-  /** The calls in the order they started. A call whose server gave no id gets one. */
+  /** The calls in the order they started. A call whose server gave no id gets one of its own. */
   calls(): ToolCall[] {
-    return this.#calls.map((call, i) => ({
-      id: call.id || `call_${i}`,
+    for (const call of this.#calls) call.id ||= newCallId();
+    return this.#calls.map((call) => ({
+      id: call.id,
       type: "function",
       function: { name: call.name, arguments: call.arguments || "{}" },
     }));

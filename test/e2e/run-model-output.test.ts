@@ -1,3 +1,5 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AgentEventMap } from "../../src/actors/agent-events.js";
 import type { Envelope } from "../../src/bus/envelope.js";
@@ -19,7 +21,7 @@ beforeEach(async () => {
   ({ dir, dispose } = tempTree({
     "config/troupe.yaml": "defaultAgent: worker\ndefaultModel: scripted\n",
     "config/agents/worker.yaml":
-      "name: worker\ndescription: Reads files.\ntools: [read_file]\nbudget:\n  maxTurns: 6\n",
+      "name: worker\ndescription: Reads files.\ntools: [read_file, write_file]\nbudget:\n  maxTurns: 6\n",
     "ws/a.txt": "alpha\n",
   }));
 });
@@ -169,6 +171,36 @@ describe("troupe run --local never ends `done` when a turn's answer was lost", (
       '· the answer was cut off by the output length limit: its tool call was not run (the model is told)\n▸ read_file {"path":"a.txt"}\nIt says alpha.\n',
     );
     expect(server.requests[1]?.body.messages.at(-1)?.content).toContain("cut off by the output length limit");
+    server.assertComplete();
+  });
+
+  it("a server that gives every call the same id: each call still runs, and the model sees each call's own result", async () => {
+    server.script(
+      {
+        match: { turn: 1 },
+        reply: { toolCalls: [{ id: "0", name: "write_file", arguments: { path: "x.txt", content: "one" } }] },
+      },
+      {
+        match: { turn: 2 },
+        reply: { toolCalls: [{ id: "0", name: "write_file", arguments: { path: "y.txt", content: "two" } }] },
+      },
+      { match: { turn: 3 }, reply: { text: "Wrote both." } },
+    );
+    const result = await runTroupe(
+      ["run", "--local", "-w", "ws", "--approval", "auto-edit", "Write x and y"],
+      {
+        cwd: dir,
+        env: env(),
+      },
+    );
+    expect(result.code).toBe(0);
+    expect(readFileSync(join(dir, "ws", "y.txt"), "utf8")).toBe("two");
+    const history = server.requests[2]?.body.messages ?? [];
+    const ids = history.flatMap((m) => (m.role === "assistant" ? (m.tool_calls ?? []).map((c) => c.id) : []));
+    expect(ids).toHaveLength(2);
+    expect(new Set(ids).size).toBe(2);
+    const results = history.filter((m) => m.role === "tool").map((m) => m.content);
+    expect(results[1]).toContain("y.txt");
     server.assertComplete();
   });
 });

@@ -40,12 +40,19 @@ describe("ToolCallAssembler", () => {
     ]);
   });
 
-  it("gives ids to calls without one, and {} to empty arguments", () => {
-    const a = new ToolCallAssembler();
-    a.add({ index: 0, function: { name: "list_dir" } });
-    expect(a.calls()).toEqual([
-      { id: "call_0", type: "function", function: { name: "list_dir", arguments: "{}" } },
-    ]);
+  it("gives calls without an id one of their own, unlike any other's, and {} to empty arguments", () => {
+    const ids = new Set<string>();
+    for (let turn = 0; turn < 50; turn++) {
+      const a = new ToolCallAssembler();
+      a.add({ index: 0, function: { name: "list_dir" } });
+      a.add({ index: 1, function: { name: "list_dir" } });
+      const calls = a.calls();
+      expect(calls[0]).toMatchObject({ type: "function", function: { name: "list_dir", arguments: "{}" } });
+      expect(a.calls().map((c) => c.id)).toEqual(calls.map((c) => c.id));
+      for (const call of calls) ids.add(call.id);
+    }
+    expect(ids.size).toBe(100);
+    for (const id of ids) expect(id).toMatch(/^call_[A-Za-z0-9_-]{16}$/);
   });
 });
 
