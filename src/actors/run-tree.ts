@@ -38,7 +38,8 @@ const TEXT_KEPT = 400;
 
 /**
  * Builds the tree of runs from their events, one event at a time: who spawned whom, each agent's
- * state, spend, current tool, streaming text and reasoning, and pending approvals. The event log alone is enough.
+ * state, spend, current tool, streaming text and reasoning, and pending approvals. The event log
+ * alone is enough.
  */
 export class RunTreeBuilder {
   readonly nodes = new Map<string, TreeNode>();

@@ -36,8 +36,8 @@ const DETAIL_LINES = 5;
  * The observer's live view as a frame of at most `rows` lines, none wider than `columns`: each
  * run's tree of agents (state, turns, tokens and cost against the budget as bars, the tool running
  * now), the picked agent's streaming reasoning (dimmed) and text, the approval to answer with its
- * command or diff and paths, one status line and the keys. A tree taller than the room left scrolls to keep the picked
- * agent in view.
+ * command or diff and paths, one status line and the keys. A tree taller than the room left
+ * scrolls to keep the picked agent in view.
  */
 export function renderFrame(
   builder: RunTreeBuilder,

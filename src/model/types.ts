@@ -68,7 +68,10 @@ export interface ModelRequest {
   /** Absent or empty: the model may not call tools (the final answer of a budget or loop stop). */
   tools?: ToolSpec[];
   signal?: AbortSignal;
-  /** Text as it streams. Once the answer has begun (text, reasoning or a tool call), the request is never retried. */
+  /**
+   * Text as it streams. Once the answer has begun (text, reasoning or a tool call), the request is
+   * never retried.
+   */
   onDelta?: (text: string) => void;
   /** The model's reasoning as it streams (`reasoning_content` or `reasoning`), before or between its text. */
   onReasoning?: (text: string) => void;

@@ -25,7 +25,10 @@ export interface BuiltReply {
   text?: string;
   /** Streamed before the text, in `reasoningField` deltas; in the message of a whole completion. */
   reasoning?: string;
-  /** The field reasoning goes in: `reasoning_content` (vLLM, llama.cpp, DeepSeek; default) or `reasoning` (Ollama, OpenRouter). */
+  /**
+   * The field reasoning goes in: `reasoning_content` (vLLM, llama.cpp, DeepSeek; default) or
+   * `reasoning` (Ollama, OpenRouter).
+   */
   reasoningField?: "reasoning_content" | "reasoning";
   toolCalls?: ScriptedToolCall[];
   /** Deltas the text (and the reasoning) is split into. Default 3. */
