@@ -15,60 +15,17 @@ import { BusApprover } from "../../src/safety/bus-approver.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { ApproverTrust } from "../../src/trust/approvers.js";
 import { removePrefix } from "../support/buses.js";
-import { runTroupe, TROUPE_BIN, tempTree } from "../support/cli.js";
+import { runTroupe, tempTree } from "../support/cli.js";
+import { daemonProcesses, exited } from "../support/daemon-process.js";
 import { waitFor } from "../support/wait.js";
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
-
-/** A project dir whose config uses its own prefix, and a daemon started on it. */
-async function startDaemon(env: NodeJS.ProcessEnv, prefix: string, tools = "tools: [read_file]") {
-  const { dir, dispose } = tempTree({
-    "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: worker\ndefaultModel: scripted\n`,
-    "config/agents/worker.yaml": `name: worker\ndescription: Works.\n${tools}\n`,
-    "notes.txt": "daemon notes\n",
-  });
-  cleanups.push(dispose);
-  const daemon = spawn(process.execPath, [TROUPE_BIN, "--config", join(dir, "config"), "daemon"], {
-    cwd: dir,
-    env: { ...process.env, TROUPE_DATA_DIR: join(dir, ".data"), ...env },
-    stdio: ["ignore", "ignore", "pipe"],
-  });
-  let stderr = "";
-  daemon.stderr?.on("data", (chunk) => (stderr += chunk));
-  cleanups.push(() => void daemon.kill("SIGKILL"));
-  await waitFor("the daemon to be ready", () => stderr.includes("troupe daemon ready"), 15_000);
-  return { dir, daemon, stderr: () => stderr };
-}
-
-/** A troupe process left running: its output so far, and its exit code once it ends. */
-function follow(args: string[], cwd: string, env: NodeJS.ProcessEnv) {
-  const child = spawn(process.execPath, [TROUPE_BIN, ...args], {
-    cwd,
-    env: { ...process.env, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  cleanups.push(() => void child.kill("SIGKILL"));
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (chunk) => (stdout += chunk));
-  child.stderr.on("data", (chunk) => (stderr += chunk));
-  return { child, exit: exited(child), stdout: () => stdout, stderr: () => stderr };
-}
+const { cleanups, startDaemon, follow } = daemonProcesses();
 
 /** A plain connection to the shared server, closed after the test. */
 async function connectRaw(url: string) {
   const nc = await connect({ servers: url });
   cleanups.push(() => nc.close());
   return nc;
-}
-
-function exited(child: ChildProcess): Promise<number | null> {
-  return new Promise((resolve) =>
-    child.exitCode !== null ? resolve(child.exitCode) : child.once("exit", (code) => resolve(code)),
-  );
 }
 
 describe("troupe daemon", () => {
