@@ -13,12 +13,8 @@ const weather = defineTool({
 });
 
 const runtime = await createRuntime({
-  settings: {
-    defaultModel: process.env.TROUPE_EXAMPLE_MODEL ?? "gpt-4o-mini",
-    ...(process.env.OPENAI_BASE_URL
-      ? { providers: { openai: { baseURL: process.env.OPENAI_BASE_URL } } }
-      : {}),
-  },
+  // OPENAI_BASE_URL and OPENAI_API_KEY are read from the environment, as the CLI reads them.
+  settings: { defaultModel: process.env.TROUPE_EXAMPLE_MODEL ?? "gpt-4o-mini" },
   agents: [{ name: "forecaster", description: "Answers questions about the weather.", tools: ["weather"] }],
   tools: [weather],
   hooks: {

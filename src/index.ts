@@ -7,9 +7,7 @@ import type { AgentHooks } from "./actors/agent-hooks.js";
 import { Runtime, type RuntimeOptions } from "./actors/runtime.js";
 import { LocalBus } from "./bus/local-bus.js";
 import { NatsBus, type NatsBusOptions } from "./bus/nats-bus.js";
-import { type LoadedConfig, loadConfig } from "./config/load.js";
-import { agentSchema, troupeConfigSchema } from "./config/schema.js";
-import { YamlFile } from "./config/yaml-file.js";
+import { loadConfig } from "./config/load.js";
 import type { Logger } from "./log.js";
 import type { Approver } from "./safety/approver.js";
 import type { Tool } from "./tools/tool.js";
@@ -33,7 +31,7 @@ export { defineTool, type Tool, type ToolContext, type ToolResult } from "./tool
 export interface CreateRuntimeOptions {
   /** A config directory (or troupe.yaml); default: as the CLI finds it. Ignored when `agents` is given. */
   config?: string;
-  /** Settings as in troupe.yaml, over the defaults (with `agents`, instead of a config directory). */
+  /** Settings as in troupe.yaml, over the defaults: with `agents`, instead of a config directory. */
   settings?: Record<string, unknown>;
   /** Agent definitions as in agents/*.yaml. */
   agents?: Array<Record<string, unknown>>;
@@ -43,15 +41,21 @@ export interface CreateRuntimeOptions {
   tools?: Tool[];
   hooks?: AgentHooks;
   approver?: Approver;
+  /** Where the environment's variables are read (see docs/library.md); default: `process.env`. */
   env?: NodeJS.ProcessEnv;
   log?: Logger;
 }
 
 /** A runtime ready to start agents: config loaded, bus connected, MCP servers and tool modules up. */
 export async function createRuntime(options: CreateRuntimeOptions = {}): Promise<Runtime> {
-  const config = options.agents
-    ? inlineConfig(options.settings ?? {}, options.agents)
-    : loadConfig({ config: options.config, ...(options.env ? { env: options.env } : {}) });
+  if (options.settings && !options.agents)
+    throw new TypeError("createRuntime: settings go with agents; without agents, give a config directory");
+  const config = loadConfig({
+    ...(options.agents
+      ? { inline: { settings: options.settings ?? {}, agents: options.agents } }
+      : { config: options.config }),
+    ...(options.env ? { env: options.env } : {}),
+  });
   const bus =
     options.nats === undefined
       ? new LocalBus({ prefix: config.troupe.nats.prefix, ...(options.log ? { log: options.log } : {}) })
@@ -75,21 +79,4 @@ export async function createRuntime(options: CreateRuntimeOptions = {}): Promise
     await bus.close();
   };
   return runtime;
-}
-
-function inlineConfig(
-  settings: Record<string, unknown>,
-  agents: Array<Record<string, unknown>>,
-): LoadedConfig {
-  return {
-    dir: process.cwd(),
-    file: undefined,
-    troupe: troupeConfigSchema.parse(settings),
-    agents: new Map(
-      agents.map((raw) => {
-        const definition = agentSchema.parse(raw);
-        return [definition.name, { definition, file: new YamlFile(`${definition.name}.yaml`, "") }];
-      }),
-    ),
-  };
 }

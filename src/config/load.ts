@@ -2,6 +2,8 @@ import { existsSync, readdirSync, realpathSync, statSync } from "node:fs";
 import { basename, dirname, extname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { checkAgents } from "./check-agents.js";
+import { withEnv } from "./env.js";
+import { type InlineConfig, inlineConfig } from "./inline.js";
 import { ConfigError, type ConfigProblem } from "./problems.js";
 import { type AgentDefinition, agentSchema, type TroupeConfig, troupeConfigSchema } from "./schema.js";
 import { YamlFile } from "./yaml-file.js";
@@ -30,6 +32,8 @@ export interface LoadedConfig {
 export interface LoadOptions {
   /** A config directory, or the path of its troupe.yaml. */
   config?: string | undefined;
+  /** Settings and agents given in code, in place of a config directory. */
+  inline?: InlineConfig;
   /** Agent files or directories to check along with the config's own agents. */
   extraAgents?: string[];
   env?: NodeJS.ProcessEnv;
@@ -37,13 +41,26 @@ export interface LoadOptions {
 }
 
 /**
- * Loads troupe.yaml and every agent, checks each file and then the agents together (names,
- * subagent references, tools). Throws `ConfigError` with every problem found; nothing half-loaded
- * is ever returned.
+ * The config every runtime runs on, from a config directory or given inline, with the environment
+ * applied over its settings the same way for both (`withEnv`).
  */
 export function loadConfig(options: LoadOptions = {}): LoadedConfig {
   const env = options.env ?? process.env;
   const cwd = options.cwd ?? process.cwd();
+  const loaded = options.inline ? inlineConfig(options.inline, cwd) : loadConfigDir(options, env, cwd);
+  return {
+    ...loaded,
+    troupe: withEnv(loaded.troupe, env),
+    natsUrlChosen: Boolean(env.NATS_URL) || loaded.natsUrlChosen === true,
+  };
+}
+
+/**
+ * Loads troupe.yaml and every agent, checks each file and then the agents together (names,
+ * subagent references, tools). Throws `ConfigError` with every problem found; nothing half-loaded
+ * is ever returned.
+ */
+function loadConfigDir(options: LoadOptions, env: NodeJS.ProcessEnv, cwd: string): LoadedConfig {
   const problems: ConfigProblem[] = [];
   const dir = resolveConfigDir(options.config ?? env.TROUPE_CONFIG, cwd);
   const configPath = join(dir, CONFIG_FILE);
@@ -58,7 +75,6 @@ export function loadConfig(options: LoadOptions = {}): LoadedConfig {
     troupe = troupeConfigSchema.parse({});
   }
   if (!troupe) throw new ConfigError(problems);
-  troupe = applyEnv(troupe, env);
 
   const agentFiles = new Map<string, string>();
   const agentsDir = resolve(dir, troupe.agentsDir);
@@ -91,8 +107,7 @@ export function loadConfig(options: LoadOptions = {}): LoadedConfig {
   }
   const agents = checkAgents(loaded, troupe, configFile, problems, unloaded);
   if (problems.length > 0) throw new ConfigError(problems);
-  const natsUrlChosen =
-    Boolean(env.NATS_URL) || (configFile?.data as { nats?: { url?: unknown } })?.nats?.url !== undefined;
+  const natsUrlChosen = (configFile?.data as { nats?: { url?: unknown } })?.nats?.url !== undefined;
   return { dir, file: configFile ? configPath : undefined, troupe, agents, natsUrlChosen };
 }
 
@@ -115,18 +130,6 @@ export function resolveConfigDir(given: string | undefined, cwd: string): string
   }
   const local = resolve(cwd, "config");
   return existsSync(join(local, CONFIG_FILE)) ? local : BUILTIN_CONFIG_DIR;
-}
-
-/** NATS_URL and OPENAI_BASE_URL override the file; keys are read from the environment at use. */
-function applyEnv(config: TroupeConfig, env: NodeJS.ProcessEnv): TroupeConfig {
-  const result = structuredClone(config);
-  if (env.NATS_URL) result.nats.url = env.NATS_URL;
-  if (env.OPENAI_BASE_URL) {
-    const provider = result.providers.openai ?? Object.values(result.providers)[0];
-    if (provider) provider.baseURL = env.OPENAI_BASE_URL;
-  }
-  if (env.TROUPE_DATA_DIR) result.dataDir = env.TROUPE_DATA_DIR;
-  return result;
 }
 
 function yamlFilesIn(dir: string): string[] {

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { BUILTIN_CONFIG_DIR, loadConfig } from "../../src/config/load.js";
+import { dataDir } from "../../src/config/paths.js";
 import { ConfigError } from "../../src/config/problems.js";
 import { tempTree } from "../support/cli.js";
 
@@ -160,21 +161,35 @@ describe("loadConfig", () => {
     });
   });
 
-  it("lets NATS_URL, OPENAI_BASE_URL and TROUPE_DATA_DIR override the file", () => {
+  it("lets NATS_URL, OPENAI_BASE_URL and TROUPE_DATA_DIR override the file and settings given in code alike", () => {
     const cwd = tree({
       "config/troupe.yaml":
-        "nats:\n  url: nats://elsewhere:4222\nproviders:\n  openai:\n    baseURL: https://api.openai.com/v1\n",
+        "nats:\n  url: nats://elsewhere:4222\nproviders:\n  openai:\n    baseURL: https://api.openai.com/v1\ndataDir: /tmp/file\n",
       "config/agents/a.yaml": "name: a\ndescription: A.\n",
     });
+    const settings = {
+      nats: { url: "nats://elsewhere:4222" },
+      providers: { openai: { baseURL: "https://api.openai.com/v1" } },
+      dataDir: "/tmp/file",
+    };
     const env = {
       NATS_URL: "nats://127.0.0.1:5222",
       OPENAI_BASE_URL: "http://127.0.0.1:9999/v1",
       TROUPE_DATA_DIR: "/tmp/x",
     };
-    const { troupe } = loadConfig({ cwd, env });
-    expect(troupe.nats.url).toBe("nats://127.0.0.1:5222");
-    expect(troupe.providers.openai?.baseURL).toBe("http://127.0.0.1:9999/v1");
-    expect(troupe.dataDir).toBe("/tmp/x");
+    const inline = { settings, agents: [{ name: "a", description: "A." }] };
+    for (const { troupe, natsUrlChosen } of [loadConfig({ cwd, env }), loadConfig({ cwd, env, inline })]) {
+      expect(troupe.nats.url).toBe("nats://127.0.0.1:5222");
+      expect(troupe.providers.openai?.baseURL).toBe("http://127.0.0.1:9999/v1");
+      expect(dataDir(troupe.dataDir, env)).toBe("/tmp/x");
+      expect(natsUrlChosen).toBe(true);
+    }
+    const { troupe } = loadConfig({ cwd, env: {}, inline });
+    expect([troupe.nats.url, troupe.providers.openai?.baseURL]).toEqual([
+      "nats://elsewhere:4222",
+      "https://api.openai.com/v1",
+    ]);
+    expect(dataDir(troupe.dataDir, {})).toBe("/tmp/file");
   });
 
   it("tells a NATS URL someone chose (troupe.yaml or NATS_URL) from the built-in default", () => {
