@@ -27,6 +27,7 @@ export type { ChatMessage, Usage } from "./model/types.js";
 export type { ApprovalAnswer, ApprovalRequest, Approver } from "./safety/approver.js";
 export { ScriptedModelServer } from "./testing/scripted-model-server.js";
 export { defineTool, type Tool, type ToolContext, type ToolResult } from "./tools/tool.js";
+export type { ToolSchema } from "./tools/tool-schema.js";
 
 export interface CreateRuntimeOptions {
   /** A config directory (or troupe.yaml); default: as the CLI finds it. Ignored when `agents` is given. */

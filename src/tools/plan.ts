@@ -1,10 +1,10 @@
-import type { z } from "zod";
 import type { ApprovalPolicy } from "../config/schema.js";
 import type { ToolCall } from "../model/types.js";
 import { decide, type PolicyDecision, type SandboxSettings } from "../safety/policy.js";
 import type { Confinement } from "../sandbox/plan.js";
 import type { ToolEffect } from "./catalog.js";
 import { type ToolRegistry, type ToolResult, toolError } from "./tool.js";
+import { parseArgs, ToolArgumentsError, type ToolSchema } from "./tool-schema.js";
 
 /** One call of a batch, checked before anything runs. */
 export interface PlannedCall {
@@ -88,7 +88,7 @@ export function planCalls(
         ),
       };
     }
-    const problem = checkArguments(tool.parameters, call.function.arguments);
+    const problem = checkArguments(name, tool.parameters, call.function.arguments);
     if (problem) {
       const shape = JSON.stringify(registry.spec(name)?.parameters ?? {});
       return {
@@ -124,24 +124,23 @@ export function planCalls(
   });
 }
 
-function checkArguments(schema: z.ZodType, raw: string): string | undefined {
+function checkArguments(name: string, schema: ToolSchema, raw: string): string | undefined {
   let args: unknown;
   try {
     args = raw.trim() === "" ? {} : JSON.parse(raw);
   } catch {
     return "the arguments are not valid JSON";
   }
-  const parsed = schema.safeParse(args);
-  if (parsed.success) return undefined;
-  return parsed.error.issues
-    .map((issue) => {
-      const where = issue.path.length ? issue.path.join(".") : "arguments";
-      return `${where}: ${issue.message}`;
-    })
-    .join("; ");
+  try {
+    parseArgs(schema, args, name);
+    return undefined;
+  } catch (error) {
+    if (error instanceof ToolArgumentsError) return error.message;
+    throw error;
+  }
 }
 
-/** Parses arguments that `planCalls` accepted. */
-export function parseArguments(schema: z.ZodType, raw: string): unknown {
-  return schema.parse(raw.trim() === "" ? {} : JSON.parse(raw));
+/** Parses arguments that `planCalls` accepted; throws `ToolArgumentsError` for others (changed by a hook). */
+export function parseArguments(schema: ToolSchema, raw: string): unknown {
+  return parseArgs(schema, raw.trim() === "" ? {} : JSON.parse(raw));
 }

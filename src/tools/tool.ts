@@ -1,8 +1,8 @@
-import { z } from "zod";
 import type { ToolSpec } from "../model/types.js";
 import type { CallJudgement } from "../safety/policy.js";
 import type { Confinement } from "../sandbox/plan.js";
 import type { ToolEffect } from "./catalog.js";
+import { type ArgsOf, argsJsonSchema, type ToolSchema } from "./tool-schema.js";
 
 /**
  * What every tool returns. An error is data the model can act on: `error` says what went wrong and
@@ -63,7 +63,8 @@ export interface Tool<Args = unknown> {
    * run twice. Reads are always run again.
    */
   idempotent?: boolean;
-  parameters: z.ZodType<Args>;
+  /** A zod schema (zod 4, or zod 3.25 and later; the program's own zod or Troupe's). */
+  parameters: ToolSchema<Args>;
   /** Default 120000. */
   timeoutMs?: number;
   /** What the model is told to do when the output was cut, e.g. "read on with offset". */
@@ -87,8 +88,11 @@ export interface Tool<Args = unknown> {
   execute(args: Args, context: ToolContext): Promise<ToolResult> | ToolResult;
 }
 
-/** Declares a tool whose arguments are typed by its zod schema. */
-export function defineTool<S extends z.ZodType>(tool: {
+/**
+ * Declares a tool whose arguments are typed by its zod schema (zod 4, or zod 3.25 and later). The tool
+ * keeps the schema's own type, so `tool.parameters.parse(args)` is typed where arguments are not (hooks).
+ */
+export function defineTool<S extends ToolSchema>(tool: {
   name: string;
   description: string;
   effect: ToolEffect;
@@ -99,13 +103,13 @@ export function defineTool<S extends z.ZodType>(tool: {
   source?: string;
   sandboxed?: boolean;
   preview?(
-    args: z.infer<S>,
+    args: ArgsOf<S>,
     context: Pick<ToolContext, "workspace" | "protectedDirs" | "hiddenDirs">,
   ): Promise<CallPreview> | CallPreview;
-  judge?(args: z.infer<S>, workspace: string): CallJudgement;
-  execute(args: z.infer<S>, context: ToolContext): Promise<ToolResult> | ToolResult;
-}): Tool<z.infer<S>> {
-  return tool as Tool<z.infer<S>>;
+  judge?(args: ArgsOf<S>, workspace: string): CallJudgement;
+  execute(args: ArgsOf<S>, context: ToolContext): Promise<ToolResult> | ToolResult;
+}): Tool<ArgsOf<S>> & { parameters: S } {
+  return tool as Tool<ArgsOf<S>> & { parameters: S };
 }
 
 export function toolError(error: string, recoveryHint: string): ToolResult {
@@ -126,7 +130,7 @@ export function resultContent(result: ToolResult): string {
   return lines.join("\n");
 }
 
-/** Tools by name; gives the model JSON Schemas from the zod schemas. */
+/** Tools by name; gives the model JSON Schemas of their parameters. */
 export class ToolRegistry {
   #tools = new Map<string, Tool>();
   #specs = new Map<string, ToolSpec>();
@@ -175,7 +179,7 @@ export class ToolRegistry {
     if (!tool) return undefined;
     let spec = this.#specs.get(name);
     if (!spec) {
-      const schema = tool.jsonSchema ?? z.toJSONSchema(tool.parameters, { io: "input" });
+      const schema = tool.jsonSchema ?? argsJsonSchema(name, tool.parameters);
       const { $schema: _, ...parameters } = schema as Record<string, unknown>;
       spec = { name, description: tool.description, parameters };
       this.#specs.set(name, spec);

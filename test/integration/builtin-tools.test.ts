@@ -6,6 +6,7 @@ import { commandEnv } from "../../src/sandbox/env.js";
 import { builtinTools } from "../../src/tools/builtin/index.js";
 import { BUILTIN_TOOL_EFFECTS } from "../../src/tools/catalog.js";
 import type { Tool, ToolContext, ToolResult } from "../../src/tools/tool.js";
+import { parseArgs } from "../../src/tools/tool-schema.js";
 import { tempTree } from "../support/cli.js";
 
 let root: string;
@@ -30,7 +31,7 @@ async function call(
   extra: Partial<ToolContext> = {},
 ): Promise<ToolResult> {
   const tool = tools.get(name) as Tool;
-  const parsed = tool.parameters.parse(args);
+  const parsed = parseArgs(tool.parameters, args);
   return tool.execute(parsed, {
     signal: new AbortController().signal,
     callId: "c",
@@ -155,7 +156,7 @@ describe("write_file and edit_file", () => {
   it("previews a change as a unified diff for the approval request", async () => {
     const tool = tools.get("edit_file") as Tool;
     const preview = await tool.preview?.(
-      tool.parameters.parse({ path: "src/a.ts", old_string: "= 2", new_string: "= 3" }),
+      parseArgs(tool.parameters, { path: "src/a.ts", old_string: "= 2", new_string: "= 3" }),
       { workspace: ws },
     );
     expect(preview?.paths).toEqual(["src/a.ts"]);

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { builtinTools } from "../../src/tools/builtin/index.js";
 import type { Tool, ToolContext, ToolResult } from "../../src/tools/tool.js";
+import { parseArgs } from "../../src/tools/tool-schema.js";
 
 /** A temporary root holding a workspace and a place outside it; `dispose` removes both. */
 export function workspaceAndOutside(): { root: string; ws: string; outside: string; dispose: () => void } {
@@ -24,7 +25,7 @@ export async function callBuiltin(
   extra: Partial<ToolContext> = {},
 ): Promise<ToolResult> {
   const tool = builtins.get(name) as Tool;
-  return tool.execute(tool.parameters.parse(args), {
+  return tool.execute(parseArgs(tool.parameters, args), {
     signal: new AbortController().signal,
     callId: "c",
     runId: "r",
