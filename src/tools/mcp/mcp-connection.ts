@@ -1,0 +1,221 @@
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import type { McpServerConfig } from "../../config/schema.js";
+import type { Logger } from "../../log.js";
+import type { ToolRegistry } from "../tool.js";
+import { type McpCaller, type McpCallResult, type McpToolInfo, mcpTool } from "./mcp-tool.js";
+import { type Confine, loadSdk, McpServerDownError, oneLine, openClient } from "./mcp-transport.js";
+
+export class McpToolCollisionError extends Error {
+  override name = "McpToolCollisionError";
+}
+
+export type ConnectionState = "connecting" | "ready" | "down" | "closed";
+
+export interface ConnectionOptions {
+  workspace: string;
+  log: Logger;
+  /** First wait before restarting a crashed server; doubles up to `maxRestartDelayMs`. */
+  restartDelayMs?: number;
+  maxRestartDelayMs?: number;
+  /** How long connecting (and listing the tools) may take. Default 20000. */
+  startTimeoutMs?: number;
+  confine?: Confine | undefined;
+}
+
+/**
+ * One long-lived client of one MCP server: its tools in the registry as `server__tool`, refreshed on
+ * `tools/list_changed`; restarted with backoff when it exits; a new session when the server (over
+ * HTTP) no longer knows the one it had.
+ */
+export class McpConnection implements McpCaller {
+  state: ConnectionState = "connecting";
+  #client: Client | undefined;
+  #transport: Transport | undefined;
+  #tools = new Set<string>();
+  #restartDelay: number;
+  #restartTimer: NodeJS.Timeout | undefined;
+  #renewing: Promise<void> | undefined;
+  readonly #log: Logger;
+
+  constructor(
+    readonly server: string,
+    readonly config: McpServerConfig,
+    private readonly registry: ToolRegistry,
+    private readonly options: ConnectionOptions,
+  ) {
+    this.#log = options.log.child({ component: "mcp", server });
+    this.#restartDelay = options.restartDelayMs ?? 250;
+  }
+
+  get pid(): number | undefined {
+    return (this.#transport as { pid?: number | null } | undefined)?.pid ?? undefined;
+  }
+
+  async start(): Promise<void> {
+    try {
+      await this.#connect(true);
+    } catch (error) {
+      if (error instanceof McpToolCollisionError) throw error;
+      this.#log.error({ err: oneLine(error) }, "MCP server did not start; retrying in the background");
+      this.#scheduleRestart();
+    }
+  }
+
+  async call(name: string, args: Record<string, unknown>, signal: AbortSignal): Promise<McpCallResult> {
+    if (this.#renewing) await this.#renewing.catch(() => {});
+    const client = this.#ready();
+    const call = (on: Client) =>
+      on.callTool({ name, arguments: args }, undefined, {
+        timeout: this.config.timeoutMs,
+        signal,
+      }) as Promise<McpCallResult>;
+    try {
+      return await call(client);
+    } catch (error) {
+      if (!(await sessionLost(error))) throw error;
+      // The server refused the call before running it: asking again in a new session runs it once.
+      await this.#renewSession(client, error);
+      return await call(this.#ready());
+    }
+  }
+
+  async close(): Promise<void> {
+    this.state = "closed";
+    clearTimeout(this.#restartTimer);
+    await this.#client?.close().catch(() => {});
+  }
+
+  #ready(): Client {
+    const client = this.#client;
+    if (this.state !== "ready" || !client) {
+      throw new McpServerDownError(
+        `the MCP server "${this.server}" is not running (${this.state === "closed" ? "closed" : "restarting"})`,
+      );
+    }
+    return client;
+  }
+
+  /**
+   * A server that restarted knows no session of before (over Streamable HTTP it answers 404, or 400
+   * "No valid session ID"): initialise a new one, once for all the calls that found the old one gone.
+   */
+  async #renewSession(stale: Client, error: unknown): Promise<void> {
+    if (this.#client !== stale && this.state === "ready") return;
+    this.#renewing ??= (async () => {
+      this.#log.warn(
+        { err: oneLine(error) },
+        "the MCP server no longer knows this session (it restarted?); starting a new session",
+      );
+      this.#client = undefined;
+      this.#transport = undefined;
+      await stale.close().catch(() => {});
+      try {
+        await this.#connect(false);
+        this.#log.info("new MCP session started; calling again");
+      } catch (failure) {
+        this.#log.error(
+          { err: oneLine(failure) },
+          "could not start a new MCP session; retrying in the background",
+        );
+        this.#scheduleRestart();
+        throw new McpServerDownError(`the MCP server "${this.server}" is not running (restarting)`);
+      }
+    })().finally(() => {
+      this.#renewing = undefined;
+    });
+    await this.#renewing;
+  }
+
+  async #connect(first: boolean): Promise<void> {
+    this.state = "connecting";
+    const [{ Client }] = await loadSdk();
+    const timeout = this.options.startTimeoutMs ?? 20_000;
+    const opened = await openClient(this.server, this.config, {
+      client: () =>
+        new Client(
+          { name: "troupe", version: "0.1.0" },
+          {
+            capabilities: {},
+            listChanged: {
+              tools: {
+                debounceMs: 50,
+                onChanged: (error, tools) => {
+                  if (error) this.#log.warn({ err: error.message }, "could not refresh the tool list");
+                  else if (tools) this.#register(tools as McpToolInfo[], false);
+                },
+              },
+            },
+          },
+        ),
+      timeoutMs: timeout,
+      log: this.#log,
+      confine: this.options.confine,
+      onclose: (transport) => this.#closed(transport),
+    });
+    if ((this.state as ConnectionState) === "closed") {
+      await opened.client.close();
+      return;
+    }
+    this.#client = opened.client;
+    this.#transport = opened.transport;
+    const { tools } = await opened.client.listTools(undefined, { timeout });
+    this.#register(tools as McpToolInfo[], first);
+    this.state = "ready";
+    this.#restartDelay = this.options.restartDelayMs ?? 250;
+    this.#log.info({ tools: tools.length, pid: this.pid, transport: opened.kind }, "MCP server ready");
+  }
+
+  /** Registers the server's tools, replacing its earlier ones; a name another source owns is a collision. */
+  #register(tools: McpToolInfo[], strict: boolean): void {
+    const next = new Set<string>();
+    for (const info of tools) {
+      const tool = mcpTool(this, info, this.options.workspace);
+      const existing = this.registry.get(tool.name);
+      if ((existing && !this.#tools.has(tool.name)) || next.has(tool.name)) {
+        const message = `MCP tool "${tool.name}" of server "${this.server}" collides with another tool of that name; rename the server in troupe.yaml`;
+        if (strict) throw new McpToolCollisionError(message);
+        this.#log.error({ tool: tool.name }, message);
+        continue;
+      }
+      this.registry.replace(tool);
+      next.add(tool.name);
+    }
+    for (const name of this.#tools) if (!next.has(name)) this.registry.unregister(name);
+    this.#tools = next;
+    this.#log.debug({ tools: [...next] }, "registered MCP tools");
+  }
+
+  #closed(transport: Transport): void {
+    if (this.state === "closed" || transport !== this.#transport) return;
+    this.state = "down";
+    this.#client = undefined;
+    this.#log.warn({ delayMs: this.#restartDelay }, "MCP server exited; restarting");
+    this.#scheduleRestart();
+  }
+
+  #scheduleRestart(): void {
+    if (this.state === "closed") return;
+    this.state = "down";
+    const delay = this.#restartDelay;
+    this.#restartDelay = Math.min(delay * 2, this.options.maxRestartDelayMs ?? 30_000);
+    clearTimeout(this.#restartTimer);
+    this.#restartTimer = setTimeout(() => {
+      this.#connect(false).catch((error) => {
+        this.#log.error({ err: oneLine(error) }, "MCP server restart failed");
+        this.#scheduleRestart();
+      });
+    }, delay);
+    this.#restartTimer.unref();
+  }
+}
+
+/**
+ * Whether a call failed because the server no longer knows the session: 404 (the spec's word for it),
+ * or 400 that says so (what the SDK's own servers answer).
+ */
+async function sessionLost(error: unknown): Promise<boolean> {
+  const [, , http] = await loadSdk();
+  if (!(error instanceof http.StreamableHTTPError)) return false;
+  return error.code === 404 || (error.code === 400 && /session/i.test(error.message));
+}

@@ -1,0 +1,118 @@
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import type { McpServerConfig } from "../../config/schema.js";
+import type { Logger } from "../../log.js";
+
+/** How a client reaches its server: a child process, or Streamable HTTP. */
+export type TransportKind = "stdio" | "streamable-http";
+
+/** Runs a stdio server's command in the sandbox: the program, arguments and environment that do so. */
+export type Confine = (
+  mode: "read-only" | "workspace-write",
+  command: readonly string[],
+  env: Record<string, string>,
+) => { file: string; args: string[]; env: Record<string, string> };
+
+export class McpServerDownError extends Error {
+  override name = "McpServerDownError";
+}
+
+/** The SDK takes a few hundred ms to load: loaded when a server is first connected, not at start. */
+let sdk:
+  | Promise<
+      [
+        typeof import("@modelcontextprotocol/sdk/client/index.js"),
+        typeof import("@modelcontextprotocol/sdk/client/stdio.js"),
+        typeof import("@modelcontextprotocol/sdk/client/streamableHttp.js"),
+      ]
+    >
+  | undefined;
+export const loadSdk = () => {
+  sdk ??= Promise.all([
+    import("@modelcontextprotocol/sdk/client/index.js"),
+    import("@modelcontextprotocol/sdk/client/stdio.js"),
+    import("@modelcontextprotocol/sdk/client/streamableHttp.js"),
+  ]);
+  return sdk;
+};
+
+export interface OpenOptions {
+  /** A client not yet connected (with its capabilities and handlers). */
+  client: () => Client;
+  timeoutMs: number;
+  log: Logger;
+  confine?: Confine | undefined;
+  /** Called once when the transport closes after connecting (the process exited). */
+  onclose: (transport: Transport) => void;
+}
+
+export interface OpenedClient {
+  client: Client;
+  transport: Transport;
+  kind: TransportKind;
+}
+
+/** Connects a client to the server as its entry says: a child process, or Streamable HTTP at its `url`. */
+export async function openClient(
+  server: string,
+  config: McpServerConfig,
+  options: OpenOptions,
+): Promise<OpenedClient> {
+  const [, stdio, http] = await loadSdk();
+  if (!config.url) {
+    const transport = new stdio.StdioClientTransport({
+      ...command(server, config, { ...stdio.getDefaultEnvironment(), ...config.env }, options.confine),
+      ...(config.cwd ? { cwd: config.cwd } : {}),
+      stderr: "ignore",
+    });
+    return { ...(await connect(transport, options)), kind: "stdio" };
+  }
+  const transport = new http.StreamableHTTPClientTransport(new URL(config.url), {
+    requestInit: { headers: config.headers },
+  });
+  return { ...(await connect(transport, options)), kind: "streamable-http" };
+}
+
+async function connect(
+  transport: Transport,
+  options: OpenOptions,
+): Promise<{ client: Client; transport: Transport }> {
+  const client = options.client();
+  let connected = false;
+  transport.onclose = () => {
+    if (connected) options.onclose(transport);
+  };
+  try {
+    await client.connect(transport, { timeout: options.timeoutMs });
+  } catch (error) {
+    await client.close().catch(() => {});
+    throw error;
+  }
+  connected = true;
+  return { client, transport };
+}
+
+/** The stdio server's command line, inside the sandbox when its entry says so. */
+function command(
+  server: string,
+  config: McpServerConfig,
+  env: Record<string, string>,
+  confine: Confine | undefined,
+): { command: string; args: string[]; env: Record<string, string> } {
+  const argv = [config.command as string, ...config.args];
+  if (!config.sandbox) return { command: argv[0] as string, args: argv.slice(1), env };
+  if (!confine)
+    throw new McpServerDownError(`the MCP server "${server}" asks for the sandbox, and there is none here`);
+  const confined = confine(config.sandbox, argv, env);
+  return { command: confined.file, args: confined.args, env: confined.env };
+}
+
+/** An error's message as one short line: a server's HTML page is not repeated. */
+export function oneLine(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const first = (message.split("\n")[0] ?? "")
+    .replace(/<[^>]*>/g, " ")
+    .replace(/\s+/g, " ")
+    .trim();
+  return first.length > 200 ? `${first.slice(0, 200)}…` : first;
+}
