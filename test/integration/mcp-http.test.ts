@@ -2,21 +2,28 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AgentHooks } from "../../src/actors/agent-hooks.js";
 import { Runtime } from "../../src/actors/runtime.js";
 import { freePort } from "../../src/bus/embedded-nats.js";
+import { mcpServerSchema } from "../../src/config/schema.js";
 import { memoryLogger } from "../../src/log.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { McpManager } from "../../src/tools/mcp/mcp-manager.js";
+import { ToolRegistry } from "../../src/tools/tool.js";
 import { tempTree } from "../support/cli.js";
 import { testConfig } from "../support/config.js";
 import { type HttpEverything, startEverything } from "../support/mcp-servers.js";
+import { runThroughPipeline } from "../support/pipeline.js";
 
 let model: ScriptedModelServer;
 let ws: string;
 let dispose: () => void;
 let servers: HttpEverything[] = [];
+let managers: McpManager[] = [];
 beforeEach(async () => {
   model = await ScriptedModelServer.start();
   ({ dir: ws, dispose } = tempTree({ "note.txt": "hi\n" }));
 });
 afterEach(async () => {
+  for (const manager of managers) await manager.close();
+  managers = [];
   for (const server of servers)
     if (server.child.exitCode === null && !server.child.signalCode) await server.kill();
   servers = [];
@@ -85,5 +92,54 @@ describe("MCP over Streamable HTTP", () => {
     } finally {
       await rt.close();
     }
+  });
+});
+
+/** A manager of one server at `url`, started; its log records. */
+async function manage(url: string) {
+  const memory = memoryLogger();
+  const registry = new ToolRegistry();
+  const manager = new McpManager({ remote: mcpServerSchema.parse({ url }) }, registry, {
+    workspace: ws,
+    log: memory.log,
+    restartDelayMs: 60_000,
+    startTimeoutMs: 5000,
+  });
+  managers.push(manager);
+  await manager.start();
+  return { manager, registry, logs: memory.records };
+}
+
+describe("MCP over the legacy HTTP+SSE transport", () => {
+  it("a server that refuses Streamable HTTP is reached over SSE, and the log says which transport was used", async () => {
+    const port = await freePort();
+    await everything("sse", port);
+    const url = `http://127.0.0.1:${port}/sse`;
+    const { manager, registry, logs } = await manage(url);
+    expect(manager.state("remote")).toBe("ready");
+    const sum = await runThroughPipeline(registry, ws, "remote__get-sum", { a: 20, b: 22 });
+    expect(sum).toMatchObject({ ok: true, output: expect.stringContaining("The sum of 20 and 22 is 42.") });
+    expect(logs).toContainEqual(
+      expect.objectContaining({
+        transport: "sse",
+        msg: `${url} refused Streamable HTTP (HTTP 404): connected over the legacy HTTP+SSE transport`,
+      }),
+    );
+    expect(logs).toContainEqual(expect.objectContaining({ msg: "MCP server ready", transport: "sse" }));
+  });
+
+  it("a url that answers neither says so in one line, without the server's HTML page", async () => {
+    const port = await freePort();
+    await everything("streamableHttp", port);
+    const url = `http://127.0.0.1:${port}/nothing`;
+    const { manager, logs } = await manage(url);
+    expect(manager.state("remote")).toBe("down");
+    const failure = logs.find((r) => r.msg === "MCP server did not start; retrying in the background");
+    expect(failure?.err).toMatch(
+      new RegExp(
+        `^${url} answers neither Streamable HTTP \\(HTTP 404\\) nor the legacy HTTP\\+SSE transport \\(.*404.*\\); check the url$`,
+      ),
+    );
+    expect(JSON.stringify(logs)).not.toContain("<");
   });
 });

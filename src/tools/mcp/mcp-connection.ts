@@ -4,7 +4,14 @@ import type { McpServerConfig } from "../../config/schema.js";
 import type { Logger } from "../../log.js";
 import type { ToolRegistry } from "../tool.js";
 import { type McpCaller, type McpCallResult, type McpToolInfo, mcpTool } from "./mcp-tool.js";
-import { type Confine, loadSdk, McpServerDownError, oneLine, openClient } from "./mcp-transport.js";
+import {
+  type Confine,
+  loadSdk,
+  McpServerDownError,
+  oneLine,
+  openClient,
+  type TransportKind,
+} from "./mcp-transport.js";
 
 export class McpToolCollisionError extends Error {
   override name = "McpToolCollisionError";
@@ -36,6 +43,8 @@ export class McpConnection implements McpCaller {
   #restartDelay: number;
   #restartTimer: NodeJS.Timeout | undefined;
   #renewing: Promise<void> | undefined;
+  /** The transport that worked: a server that refused Streamable HTTP once is not asked over it again. */
+  #kind: TransportKind | undefined;
   readonly #log: Logger;
 
   constructor(
@@ -152,7 +161,9 @@ export class McpConnection implements McpCaller {
       log: this.#log,
       confine: this.options.confine,
       onclose: (transport) => this.#closed(transport),
+      prefer: this.#kind,
     });
+    this.#kind = opened.kind;
     if ((this.state as ConnectionState) === "closed") {
       await opened.client.close();
       return;

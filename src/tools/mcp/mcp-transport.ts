@@ -3,8 +3,8 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { McpServerConfig } from "../../config/schema.js";
 import type { Logger } from "../../log.js";
 
-/** How a client reaches its server: a child process, or Streamable HTTP. */
-export type TransportKind = "stdio" | "streamable-http";
+/** How a client reaches its server: a child process, Streamable HTTP, or the legacy HTTP+SSE transport. */
+export type TransportKind = "stdio" | "streamable-http" | "sse";
 
 /** Runs a stdio server's command in the sandbox: the program, arguments and environment that do so. */
 export type Confine = (
@@ -24,6 +24,7 @@ let sdk:
         typeof import("@modelcontextprotocol/sdk/client/index.js"),
         typeof import("@modelcontextprotocol/sdk/client/stdio.js"),
         typeof import("@modelcontextprotocol/sdk/client/streamableHttp.js"),
+        typeof import("@modelcontextprotocol/sdk/client/sse.js"),
       ]
     >
   | undefined;
@@ -32,6 +33,7 @@ export const loadSdk = () => {
     import("@modelcontextprotocol/sdk/client/index.js"),
     import("@modelcontextprotocol/sdk/client/stdio.js"),
     import("@modelcontextprotocol/sdk/client/streamableHttp.js"),
+    import("@modelcontextprotocol/sdk/client/sse.js"),
   ]);
   return sdk;
 };
@@ -44,6 +46,8 @@ export interface OpenOptions {
   confine?: Confine | undefined;
   /** Called once when the transport closes after connecting (the process exited). */
   onclose: (transport: Transport) => void;
+  /** The transport that worked last time: a restart does not try Streamable HTTP again. */
+  prefer?: TransportKind | undefined;
 }
 
 export interface OpenedClient {
@@ -52,13 +56,17 @@ export interface OpenedClient {
   kind: TransportKind;
 }
 
-/** Connects a client to the server as its entry says: a child process, or Streamable HTTP at its `url`. */
+/**
+ * Connects a client to the server as its entry says. A server at a `url` is asked over Streamable HTTP
+ * first; when it refuses that (a 4xx, or an answer that is not JSON: an HTML page), over the legacy
+ * HTTP+SSE transport, as VS Code does.
+ */
 export async function openClient(
   server: string,
   config: McpServerConfig,
   options: OpenOptions,
 ): Promise<OpenedClient> {
-  const [, stdio, http] = await loadSdk();
+  const [, stdio, http, sse] = await loadSdk();
   if (!config.url) {
     const transport = new stdio.StdioClientTransport({
       ...command(server, config, { ...stdio.getDefaultEnvironment(), ...config.env }, options.confine),
@@ -67,10 +75,31 @@ export async function openClient(
     });
     return { ...(await connect(transport, options)), kind: "stdio" };
   }
-  const transport = new http.StreamableHTTPClientTransport(new URL(config.url), {
-    requestInit: { headers: config.headers },
-  });
-  return { ...(await connect(transport, options)), kind: "streamable-http" };
+  const url = new URL(config.url);
+  const requestInit = { headers: config.headers };
+  const legacy = () => new sse.SSEClientTransport(url, { requestInit });
+  if (options.prefer === "sse") return { ...(await connect(legacy(), options)), kind: "sse" };
+  try {
+    const streamable = new http.StreamableHTTPClientTransport(url, { requestInit });
+    return { ...(await connect(streamable, options)), kind: "streamable-http" };
+  } catch (error) {
+    const refusal = refusedStreamable(error, http.StreamableHTTPError);
+    if (refusal === undefined) throw error;
+    let opened: { client: Client; transport: Transport };
+    try {
+      opened = await connect(legacy(), options);
+    } catch (second) {
+      throw new McpServerDownError(
+        `${config.url} answers neither Streamable HTTP (${refusal}) nor the legacy HTTP+SSE transport (${oneLine(second)}); check the url`,
+        { cause: second },
+      );
+    }
+    options.log.info(
+      { transport: "sse", refused: refusal },
+      `${config.url} refused Streamable HTTP (${refusal}): connected over the legacy HTTP+SSE transport`,
+    );
+    return { ...opened, kind: "sse" };
+  }
 }
 
 async function connect(
@@ -90,6 +119,20 @@ async function connect(
   }
   connected = true;
   return { client, transport };
+}
+
+/** Why a server at a url is no Streamable HTTP server, in a few words; undefined when it may be one that failed. */
+function refusedStreamable(
+  error: unknown,
+  StreamableHTTPError: abstract new (...args: never[]) => Error,
+): string | undefined {
+  if (!(error instanceof StreamableHTTPError)) return undefined;
+  const code = (error as Error & { code?: number }).code;
+  if (code === -1)
+    return `it answered ${error.message.replace(/^.*Unexpected content type: /, "")}, not JSON`;
+  // 401 asks for credentials: the legacy transport would be refused the same.
+  if (code !== undefined && code >= 400 && code < 500 && code !== 401) return `HTTP ${code}`;
+  return undefined;
 }
 
 /** The stdio server's command line, inside the sandbox when its entry says so. */
