@@ -147,6 +147,7 @@ export class Runtime {
       workspace: this.workspace,
       log: this.#log,
       confine: mcpConfinement(this.sandbox, scope, options.config.troupe.sandbox.network),
+      agentTools: this.definitions().flatMap((agent) => agent.tools),
     });
     this.#approver = options.approver ?? denyingApprover("nobody can answer approval requests in this run");
   }

@@ -1,6 +1,9 @@
+import { resolve } from "node:path";
 import { answersNats, findNatsServer, NATS_INSTALL_HINT } from "../bus/embedded-nats.js";
 import type { LoadedConfig } from "../config/load.js";
-import { detectSandbox } from "../sandbox/sandbox.js";
+import { detectSandbox, type Sandbox } from "../sandbox/sandbox.js";
+import { mcpConfinement, sandboxScope } from "../sandbox/scope.js";
+import type { ServerProbe } from "../tools/mcp/mcp-probe.js";
 
 interface Check {
   name: string;
@@ -9,8 +12,9 @@ interface Check {
 }
 
 /**
- * What this machine gives Troupe, one line each: the command sandbox, NATS, the config. Exit 0 when
- * everything is there, 1 when something needs doing (each such line says what).
+ * What this machine gives Troupe, one line each: the command sandbox, NATS, the config, and each MCP
+ * server (started once). Exit 0 when everything is there, 1 when something needs doing (each such
+ * line says what).
  */
 export async function runDoctor(config: LoadedConfig): Promise<number> {
   const checks: Check[] = [];
@@ -46,8 +50,27 @@ export async function runDoctor(config: LoadedConfig): Promise<number> {
             says: `nothing at ${url}, and no nats-server to start: ${NATS_INSTALL_HINT}`,
           },
   );
+  for (const probe of await checkServers(config, sandbox))
+    checks.push({ name: `mcp ${probe.server}`, ok: probe.ok, says: probe.says });
   const width = Math.max(...checks.map((check) => check.name.length));
   for (const check of checks)
     process.stdout.write(`${check.ok ? "ok  " : "fix "} ${check.name.padEnd(width)}  ${check.says}\n`);
   return checks.every((check) => check.ok) ? 0 : 1;
+}
+
+/**
+ * Starts each configured MCP server once (a sandboxed one in the sandbox, as a run would) and says
+ * what it offers or why it did not start.
+ */
+export async function checkServers(
+  config: LoadedConfig,
+  sandbox: Sandbox = detectSandbox(),
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<ServerProbe[]> {
+  if (Object.keys(config.troupe.mcpServers).length === 0) return [];
+  const { probeServers } = await import("../tools/mcp/mcp-probe.js");
+  const scope = sandboxScope(config, resolve(config.troupe.workspace), env);
+  return probeServers(config.troupe.mcpServers, {
+    confine: mcpConfinement(sandbox, scope, config.troupe.sandbox.network),
+  });
 }

@@ -57,7 +57,11 @@ export async function main(argv: string[]): Promise<number> {
     .command("validate")
     .description("check troupe.yaml and the agents (plus any PATHs given); exit 2 on any problem")
     .argument("[paths...]", "agent YAML files or directories to check with the config's agents")
-    .action(async (paths: string[]) => {
+    .option(
+      "--check-servers",
+      "also start each MCP server once: its tools, or why not (exit 1 when one fails)",
+    )
+    .action(async (paths: string[], flags: { checkServers?: boolean }) => {
       const { loadConfig } = await import("../config/load.js");
       const config = loadConfig({ config: globals().config, extraAgents: paths });
       const names = [...config.agents.keys()].sort();
@@ -65,6 +69,13 @@ export async function main(argv: string[]): Promise<number> {
       process.stdout.write(
         `ok: ${names.length} agent${names.length === 1 ? "" : "s"} (${names.join(", ")}) in ${config.dir}\n`,
       );
+      if (flags.checkServers) {
+        const { checkServers } = await import("./doctor.js");
+        const probes = await checkServers(config);
+        for (const probe of probes)
+          process.stdout.write(`${probe.ok ? "ok  " : "fail"} mcp ${probe.server}: ${probe.says}\n`);
+        if (probes.some((probe) => !probe.ok)) exitCode = EXIT.failed;
+      }
     });
   agents
     .command("list")
@@ -279,7 +290,9 @@ export async function main(argv: string[]): Promise<number> {
     });
   program
     .command("doctor")
-    .description("check what this machine gives troupe: the command sandbox, NATS, the config")
+    .description(
+      "check what this machine gives troupe: the command sandbox, NATS, the config, the MCP servers",
+    )
     .action(async () => {
       const { loadConfig } = await import("../config/load.js");
       const { runDoctor } = await import("./doctor.js");

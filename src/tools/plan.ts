@@ -76,6 +76,15 @@ export function planCalls(
         result: toolError(`no tool calls now: ${options.noToolsBecause}`, "answer with what you have"),
       };
     const tool = allowed.has(name) ? registered : undefined;
+    // A tool of a server that is not running (this agent's, or one it never saw listed) says why.
+    const unavailable = !registered || tool ? registry.unavailable(name) : undefined;
+    if (unavailable)
+      return {
+        ...base,
+        effect: tool?.effect ?? "execute",
+        decision: "deny",
+        result: toolError(unavailable, "try again after that, or do without this tool"),
+      };
     if (!tool) {
       const available = [...allowed].filter((n) => registry.get(n)).sort();
       return {

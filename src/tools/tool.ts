@@ -134,6 +134,7 @@ export function resultContent(result: ToolResult): string {
 export class ToolRegistry {
   #tools = new Map<string, Tool>();
   #specs = new Map<string, ToolSpec>();
+  #unavailable = new Map<string, (name: string) => string | undefined>();
   readonly #base: ToolRegistry | undefined;
 
   constructor(tools: Iterable<Tool> = [], base?: ToolRegistry) {
@@ -171,6 +172,20 @@ export class ToolRegistry {
   names(): string[] {
     const own = [...this.#tools.keys()];
     return this.#base ? [...new Set([...this.#base.names(), ...own])] : own;
+  }
+
+  /**
+   * A source whose tools are named `prefix…` (an MCP server's `server__`) says why its tools cannot be
+   * called now, registered or not: a call is told that at once, not asked about nor "unknown tool".
+   */
+  explainUnavailable(prefix: string, why: (name: string) => string | undefined): void {
+    this.#unavailable.set(prefix, why);
+  }
+
+  /** Why this tool cannot be called now, when its source says so; undefined otherwise. */
+  unavailable(name: string): string | undefined {
+    for (const [prefix, why] of this.#unavailable) if (name.startsWith(prefix)) return why(name);
+    return this.#base?.unavailable(name);
   }
 
   spec(name: string): ToolSpec | undefined {

@@ -134,7 +134,7 @@ describe("MCP over the legacy HTTP+SSE transport", () => {
     const url = `http://127.0.0.1:${port}/nothing`;
     const { manager, logs } = await manage(url);
     expect(manager.state("remote")).toBe("down");
-    const failure = logs.find((r) => r.msg === "MCP server did not start; retrying in the background");
+    const failure = logs.find((r) => String(r.msg).startsWith("MCP server did not start: "));
     expect(failure?.err).toMatch(
       new RegExp(
         `^${url} answers neither Streamable HTTP \\(HTTP 404\\) nor the legacy HTTP\\+SSE transport \\(.*404.*\\); check the url$`,

@@ -6,10 +6,12 @@ import type { ToolRegistry } from "../tool.js";
 import { type McpCaller, type McpCallResult, type McpToolInfo, mcpTool } from "./mcp-tool.js";
 import {
   type Confine,
+  failureReason,
   loadSdk,
   McpServerDownError,
   oneLine,
   openClient,
+  StderrTail,
   type TransportKind,
 } from "./mcp-transport.js";
 
@@ -28,23 +30,32 @@ export interface ConnectionOptions {
   /** How long connecting (and listing the tools) may take. Default 20000. */
   startTimeoutMs?: number;
   confine?: Confine | undefined;
+  /** Tools of this server that agents name (`x` of `server__x`): known before it ever lists them. */
+  expectedTools?: readonly string[];
 }
 
 /**
  * One long-lived client of one MCP server: its tools in the registry as `server__tool`, refreshed on
- * `tools/list_changed`; restarted with backoff when it exits; a new session when the server (over
- * HTTP) no longer knows the one it had.
+ * `tools/list_changed`; restarted with backoff when it exits or does not start, its tools failing
+ * meanwhile with why and when it is tried next; a new session when the server (over HTTP) no longer
+ * knows the one it had.
  */
 export class McpConnection implements McpCaller {
   state: ConnectionState = "connecting";
   #client: Client | undefined;
   #transport: Transport | undefined;
   #tools = new Set<string>();
+  /** Whether the server has listed its tools once: until then, the tools agents name stand in. */
+  #listed = false;
   #restartDelay: number;
   #restartTimer: NodeJS.Timeout | undefined;
+  #nextAttemptAt = 0;
+  /** Why it is not running, in a few words. */
+  #reason = "it is starting";
   #renewing: Promise<void> | undefined;
   /** The transport that worked: a server that refused Streamable HTTP once is not asked over it again. */
   #kind: TransportKind | undefined;
+  readonly #stderr = new StderrTail();
   readonly #log: Logger;
 
   constructor(
@@ -66,8 +77,17 @@ export class McpConnection implements McpCaller {
       await this.#connect(true);
     } catch (error) {
       if (error instanceof McpToolCollisionError) throw error;
-      this.#log.error({ err: oneLine(error) }, "MCP server did not start; retrying in the background");
-      this.#scheduleRestart();
+      await this.#failed(error, "MCP server did not start");
+      // Agents that name its tools still have them: their calls say why the server is not there.
+      if (!this.#listed)
+        this.#register(
+          (this.options.expectedTools ?? []).map((name) => ({
+            name,
+            description: `${name} from the ${this.server} MCP server (not running when troupe started: a call says why)`,
+            inputSchema: { type: "object" },
+          })),
+          false,
+        );
     }
   }
 
@@ -89,6 +109,16 @@ export class McpConnection implements McpCaller {
     }
   }
 
+  /** Why the server cannot take a call now (and when it is tried again); undefined when it can. */
+  unavailable(): string | undefined {
+    if (this.state === "ready" && this.#client) return undefined;
+    const name = `MCP server "${this.server}"`;
+    if (this.state === "closed") return `${name} is closed: troupe is stopping`;
+    if (this.state === "connecting") return `${name} is not running: ${this.#reason}; starting it now`;
+    const seconds = Math.max(1, Math.ceil((this.#nextAttemptAt - Date.now()) / 1000));
+    return `${name} is not running: ${this.#reason}; retrying in ${seconds} s`;
+  }
+
   async close(): Promise<void> {
     this.state = "closed";
     clearTimeout(this.#restartTimer);
@@ -96,13 +126,9 @@ export class McpConnection implements McpCaller {
   }
 
   #ready(): Client {
-    const client = this.#client;
-    if (this.state !== "ready" || !client) {
-      throw new McpServerDownError(
-        `the MCP server "${this.server}" is not running (${this.state === "closed" ? "closed" : "restarting"})`,
-      );
-    }
-    return client;
+    const why = this.unavailable();
+    if (why !== undefined || !this.#client) throw new McpServerDownError(why ?? this.#reason);
+    return this.#client;
   }
 
   /**
@@ -123,12 +149,8 @@ export class McpConnection implements McpCaller {
         await this.#connect(false);
         this.#log.info("new MCP session started; calling again");
       } catch (failure) {
-        this.#log.error(
-          { err: oneLine(failure) },
-          "could not start a new MCP session; retrying in the background",
-        );
-        this.#scheduleRestart();
-        throw new McpServerDownError(`the MCP server "${this.server}" is not running (restarting)`);
+        await this.#failed(failure, "could not start a new MCP session");
+        throw new McpServerDownError(this.unavailable() ?? this.#reason);
       }
     })().finally(() => {
       this.#renewing = undefined;
@@ -160,6 +182,7 @@ export class McpConnection implements McpCaller {
       timeoutMs: timeout,
       log: this.#log,
       confine: this.options.confine,
+      stderr: this.#stderr,
       onclose: (transport) => this.#closed(transport),
       prefer: this.#kind,
     });
@@ -172,6 +195,7 @@ export class McpConnection implements McpCaller {
     this.#transport = opened.transport;
     const { tools } = await opened.client.listTools(undefined, { timeout });
     this.#register(tools as McpToolInfo[], first);
+    this.#listed = true;
     this.state = "ready";
     this.#restartDelay = this.options.restartDelayMs ?? 250;
     this.#log.info({ tools: tools.length, pid: this.pid, transport: opened.kind }, "MCP server ready");
@@ -199,23 +223,27 @@ export class McpConnection implements McpCaller {
 
   #closed(transport: Transport): void {
     if (this.state === "closed" || transport !== this.#transport) return;
-    this.state = "down";
     this.#client = undefined;
-    this.#log.warn({ delayMs: this.#restartDelay }, "MCP server exited; restarting");
-    this.#scheduleRestart();
+    this.state = "down";
+    void this.#failed(undefined, "MCP server exited");
   }
 
-  #scheduleRestart(): void {
+  /** It is not running: says why (with the last it wrote to stderr) and tries again after a while. */
+  async #failed(error: unknown, what: string): Promise<void> {
+    this.#reason = error === undefined ? "it exited" : failureReason(error);
+    await this.#stderr.settled();
     if (this.state === "closed") return;
     this.state = "down";
     const delay = this.#restartDelay;
     this.#restartDelay = Math.min(delay * 2, this.options.maxRestartDelayMs ?? 30_000);
+    this.#nextAttemptAt = Date.now() + delay;
+    this.#log.error(
+      { err: this.#reason, retryInMs: delay },
+      `${what}: ${this.#reason}${this.#stderr.describe()}; retrying in ${Math.ceil(delay / 1000)} s`,
+    );
     clearTimeout(this.#restartTimer);
     this.#restartTimer = setTimeout(() => {
-      this.#connect(false).catch((error) => {
-        this.#log.error({ err: oneLine(error) }, "MCP server restart failed");
-        this.#scheduleRestart();
-      });
+      this.#connect(false).catch((failure) => this.#failed(failure, "MCP server restart failed"));
     }, delay);
     this.#restartTimer.unref();
   }

@@ -1,5 +1,6 @@
 import type { McpServerConfig } from "../../config/schema.js";
 import { type Logger, silentLogger } from "../../log.js";
+import { MCP_SEPARATOR, splitMcpToolName } from "../catalog.js";
 import type { ToolRegistry } from "../tool.js";
 import { type ConnectionState, McpConnection, McpToolCollisionError } from "./mcp-connection.js";
 import type { Confine } from "./mcp-transport.js";
@@ -20,22 +21,36 @@ export interface McpManagerOptions {
    * and arguments that do so, and the environment to start them with. Throws when it cannot.
    */
   confine?: Confine;
+  /**
+   * The tools agents list (`server__tool`, `server__*`): a server that does not start still has the
+   * ones named in full, whose calls say why it is not running.
+   */
+  agentTools?: readonly string[];
 }
 
 /**
  * One long-lived client per configured MCP server, shared by every agent of the process. Tools are
- * registered as `server__tool`; a `tools/list_changed` refreshes them; a server that exits is
- * restarted with backoff, and its tools fail with a clear error meanwhile.
+ * registered as `server__tool`; a `tools/list_changed` refreshes them; a server that exits or does not
+ * start is restarted with backoff, and its tools (the last it listed, or the ones agents name) fail
+ * meanwhile with why and when it is tried next.
  */
 export class McpManager {
   readonly #connections = new Map<string, McpConnection>();
 
   constructor(servers: Record<string, McpServerConfig>, registry: ToolRegistry, options: McpManagerOptions) {
     for (const [name, config] of Object.entries(servers)) {
-      this.#connections.set(
-        name,
-        new McpConnection(name, config, registry, { ...options, log: options.log ?? silentLogger }),
-      );
+      const expectedTools = (options.agentTools ?? [])
+        .map(splitMcpToolName)
+        .filter((tool) => tool?.server === name && tool.tool !== "*")
+        .map((tool) => tool?.tool as string);
+      const connection = new McpConnection(name, config, registry, {
+        ...options,
+        log: options.log ?? silentLogger,
+        expectedTools: [...new Set(expectedTools)],
+      });
+      this.#connections.set(name, connection);
+      // Any `name__…` call while the server is away (even of a tool it never listed) is told why.
+      registry.explainUnavailable(`${name}${MCP_SEPARATOR}`, () => connection.unavailable());
     }
   }
 

@@ -3,6 +3,7 @@ import type { McpServerConfig } from "../../config/schema.js";
 import { MCP_SEPARATOR } from "../catalog.js";
 import { type Tool, type ToolResult, toolError } from "../tool.js";
 import { pathArgumentError } from "./mcp-paths.js";
+import { McpServerDownError } from "./mcp-transport.js";
 
 /** The SDK's `ErrorCode.RequestTimeout`, named here so the SDK is loaded only when a server is configured. */
 const MCP_REQUEST_TIMEOUT = -32001;
@@ -19,7 +20,7 @@ export interface McpToolInfo {
 export interface McpCaller {
   readonly server: string;
   readonly config: McpServerConfig;
-  /** Throws a clear error when the server is not running. */
+  /** Throws `McpServerDownError` (saying why, and when it is tried again) when the server is not running. */
   call(name: string, args: Record<string, unknown>, signal: AbortSignal): Promise<McpCallResult>;
 }
 
@@ -70,6 +71,8 @@ export function mcpTool(caller: McpCaller, info: McpToolInfo, workspace: string)
             "try a smaller request, or do without it",
           );
         }
+        if (error instanceof McpServerDownError)
+          return toolError(error.message, "try again after that, or do without this tool");
         return toolError(
           `${caller.server}: ${info.name} failed: ${(error as Error).message}`,
           "try again shortly, or do without this tool",

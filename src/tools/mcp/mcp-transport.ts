@@ -1,3 +1,4 @@
+import { createInterface } from "node:readline";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { McpServerConfig } from "../../config/schema.js";
@@ -38,12 +39,45 @@ export const loadSdk = () => {
   return sdk;
 };
 
+/** The last lines a server wrote to stderr, for saying why it did not start. */
+export class StderrTail {
+  readonly #lines: string[] = [];
+  #ended: Promise<void> = Promise.resolve();
+  constructor(private readonly keep = 5) {}
+
+  /** Follows a new process's stderr: its lines are kept from now on. */
+  follow(ended: Promise<void>): void {
+    this.#lines.length = 0;
+    this.#ended = ended;
+  }
+
+  /** Waits until the process's stderr has ended (its last lines are in), at most `ms`. */
+  async settled(ms = 300): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.#ended, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+    clearTimeout(timer);
+  }
+
+  push(line: string): void {
+    this.#lines.push(line.length > 300 ? `${line.slice(0, 300)}…` : line);
+    if (this.#lines.length > this.keep) this.#lines.shift();
+  }
+
+  /** `; its stderr ended: "…" / "…"`, or nothing when it wrote none. */
+  describe(): string {
+    if (this.#lines.length === 0) return "";
+    return `; its stderr ended: ${this.#lines.map((line) => JSON.stringify(line)).join(" / ")}`;
+  }
+}
+
 export interface OpenOptions {
   /** A client not yet connected (with its capabilities and handlers). */
   client: () => Client;
   timeoutMs: number;
   log: Logger;
   confine?: Confine | undefined;
+  /** Keeps a stdio server's last stderr lines (each line is logged too). */
+  stderr: StderrTail;
   /** Called once when the transport closes after connecting (the process exited). */
   onclose: (transport: Transport) => void;
   /** The transport that worked last time: a restart does not try Streamable HTTP again. */
@@ -71,8 +105,9 @@ export async function openClient(
     const transport = new stdio.StdioClientTransport({
       ...command(server, config, { ...stdio.getDefaultEnvironment(), ...config.env }, options.confine),
       ...(config.cwd ? { cwd: config.cwd } : {}),
-      stderr: "ignore",
+      stderr: "pipe",
     });
+    logLines(transport.stderr as NodeJS.ReadableStream | null, options);
     return { ...(await connect(transport, options)), kind: "stdio" };
   }
   const url = new URL(config.url);
@@ -148,6 +183,24 @@ function command(
     throw new McpServerDownError(`the MCP server "${server}" asks for the sandbox, and there is none here`);
   const confined = confine(config.sandbox, argv, env);
   return { command: confined.file, args: confined.args, env: confined.env };
+}
+
+/** Each line a server writes to stderr goes to the log: what it says it does, or why it failed. */
+function logLines(stream: NodeJS.ReadableStream | null, options: OpenOptions): void {
+  if (!stream) return;
+  const lines = createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY });
+  options.stderr.follow(new Promise((resolve) => lines.once("close", () => resolve())));
+  lines.on("line", (line) => {
+    if (line.trim() === "") return;
+    options.stderr.push(line);
+    options.log.info({ stream: "stderr" }, line);
+  });
+}
+
+/** Why a server did not start, as a person reads it: the SDK's "Connection closed" is the process exiting. */
+export function failureReason(error: unknown): string {
+  const line = oneLine(error);
+  return /Connection closed/i.test(line) ? "it exited as it started" : line;
 }
 
 /** An error's message as one short line: a server's HTML page is not repeated. */

@@ -1,0 +1,59 @@
+import type { McpServerConfig } from "../../config/schema.js";
+import { type Logger, silentLogger } from "../../log.js";
+import { type Confine, failureReason, loadSdk, openClient, StderrTail } from "./mcp-transport.js";
+
+/** What starting one server once showed. */
+export interface ServerProbe {
+  server: string;
+  ok: boolean;
+  /** One line: its tool count and transport, or why it did not start. */
+  says: string;
+}
+
+export interface ProbeOptions {
+  confine?: Confine | undefined;
+  /** How long each server may take to start and list its tools. Default 20000. */
+  timeoutMs?: number;
+  log?: Logger;
+}
+
+/**
+ * Starts each server once, all at a time, lists its tools and stops it: what `troupe doctor` and
+ * `troupe agents validate --check-servers` report, in the order of the config.
+ */
+export function probeServers(
+  servers: Record<string, McpServerConfig>,
+  options: ProbeOptions = {},
+): Promise<ServerProbe[]> {
+  return Promise.all(Object.entries(servers).map(([server, config]) => probeServer(server, config, options)));
+}
+
+async function probeServer(
+  server: string,
+  config: McpServerConfig,
+  options: ProbeOptions,
+): Promise<ServerProbe> {
+  const [{ Client }] = await loadSdk();
+  const timeoutMs = options.timeoutMs ?? 20_000;
+  const stderr = new StderrTail(2);
+  const log = (options.log ?? silentLogger).child({ component: "mcp", server });
+  let opened: Awaited<ReturnType<typeof openClient>> | undefined;
+  try {
+    opened = await openClient(server, config, {
+      client: () => new Client({ name: "troupe", version: "0.1.0" }, { capabilities: {} }),
+      timeoutMs,
+      log,
+      confine: options.confine,
+      stderr,
+      onclose: () => {},
+    });
+    const { tools } = await opened.client.listTools(undefined, { timeout: timeoutMs });
+    const over = opened.kind === "sse" ? "the legacy HTTP+SSE transport" : opened.kind;
+    return { server, ok: true, says: `${tools.length} tool${tools.length === 1 ? "" : "s"} over ${over}` };
+  } catch (error) {
+    await stderr.settled();
+    return { server, ok: false, says: `did not start: ${failureReason(error)}${stderr.describe()}` };
+  } finally {
+    await opened?.client.close().catch(() => {});
+  }
+}

@@ -1,0 +1,104 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { runTroupe, tempTree } from "../support/cli.js";
+import { FIXTURE } from "../support/mcp-servers.js";
+
+let model: ScriptedModelServer;
+const disposers: Array<() => void> = [];
+beforeEach(async () => {
+  model = await ScriptedModelServer.start();
+});
+afterEach(async () => {
+  await model.close();
+  for (const dispose of disposers.splice(0)) dispose();
+});
+
+/** A project dir: config/troupe.yaml with these lines, the agents given, and a workspace `ws/`. */
+function project(troupeYaml: string[], agents: Record<string, string>, more: Record<string, string> = {}) {
+  const files: Record<string, string> = {
+    "config/troupe.yaml": ["defaultModel: scripted", ...troupeYaml, ""].join("\n"),
+    "ws/.keep": "",
+    ...more,
+  };
+  for (const [name, text] of Object.entries(agents)) files[`config/agents/${name}.yaml`] = text;
+  const tree = tempTree(files);
+  disposers.push(tree.dispose);
+  return tree.dir;
+}
+
+const env = () => ({ OPENAI_BASE_URL: model.baseURL, OPENAI_API_KEY: "" });
+const q = (text: string) => JSON.stringify(text);
+/** A stdio server that cannot start: it says why on stderr and exits. */
+const BROKEN = [
+  "  broken:",
+  `    command: ${q(process.execPath)}`,
+  `    args: ["-e", "console.error('boom: BROKEN_TOKEN is not set'); process.exit(1)"]`,
+];
+const FIXTURE_SERVER = ["  fixture:", `    command: ${q(process.execPath)}`, `    args: [${q(FIXTURE)}]`];
+
+describe("an MCP server that does not start", () => {
+  it("keeps the tools agents name, and the model is told why the server is not running; its stderr is in the log", async () => {
+    const cwd = project(["defaultAgent: user", "mcpServers:", ...BROKEN], {
+      user: "name: user\ndescription: Uses a broken server.\ntools: [broken__lookup, broken__*]\n",
+    });
+    model.script(
+      {
+        match: { turn: 1 },
+        reply: {
+          toolCalls: [
+            { name: "broken__lookup", arguments: { q: "a" } },
+            { name: "broken__search", arguments: { q: "b" } },
+          ],
+        },
+      },
+      { match: { turn: 2 }, reply: { text: "The server is down." } },
+    );
+    const result = await runTroupe(["--log-level", "info", "run", "--local", "-w", "ws", "Look it up"], {
+      cwd,
+      env: env(),
+    });
+    expect(result.code).toBe(0);
+    expect(model.requests[0]?.body.tools?.map((t) => t.function.name)).toContain("broken__lookup");
+    const results = model.requests[1]?.body.messages.filter((m) => m.role === "tool").map((m) => m.content);
+    const down =
+      /^error: MCP server "broken" is not running: it exited as it started; (retrying in \d+ s|starting it now)$/m;
+    expect(results).toEqual([expect.stringMatching(down), expect.stringMatching(down)]);
+    const logged = result.stderr
+      .split("\n")
+      .filter((line) => line.startsWith("{"))
+      .map((line) => JSON.parse(line));
+    expect(logged).toContainEqual(
+      expect.objectContaining({ server: "broken", stream: "stderr", msg: "boom: BROKEN_TOKEN is not set" }),
+    );
+    expect(logged).toContainEqual(
+      expect.objectContaining({
+        server: "broken",
+        msg: expect.stringMatching(
+          /^MCP server did not start: it exited as it started; its stderr ended: "boom: BROKEN_TOKEN is not set"; retrying in 1 s$/,
+        ),
+      }),
+    );
+  });
+
+  it("troupe agents validate --check-servers and troupe doctor start each server once and say how it went", async () => {
+    const cwd = project(["mcpServers:", ...FIXTURE_SERVER, ...BROKEN], {
+      user: "name: user\ndescription: Uses both.\ntools: [fixture__*, broken__*]\n",
+    });
+    const validate = await runTroupe(["agents", "validate", "--check-servers"], { cwd, env: env() });
+    const broken =
+      'mcp broken: did not start: it exited as it started; its stderr ended: "boom: BROKEN_TOKEN is not set"';
+    expect(validate.stdout.split("\n").slice(1)).toEqual([
+      "ok   mcp fixture: 3 tools over stdio",
+      `fail ${broken}`,
+      "",
+    ]);
+    expect(validate.code).toBe(1);
+
+    const doctor = await runTroupe(["doctor"], { cwd, env: env() });
+    expect(doctor.stdout).toMatch(/^ok {3}mcp fixture +3 tools over stdio$/m);
+    expect(doctor.stdout).toMatch(
+      /^fix {2}mcp broken +did not start: it exited as it started; its stderr ended: "boom: BROKEN_TOKEN is not set"$/m,
+    );
+    expect(doctor.code).toBe(1);
+  });
+});
