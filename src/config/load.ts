@@ -4,6 +4,7 @@ import { fileURLToPath } from "node:url";
 import { checkAgents } from "./check-agents.js";
 import { withEnv } from "./env.js";
 import { type InlineConfig, inlineConfig } from "./inline.js";
+import { mcpServersOf } from "./mcp-servers-from.js";
 import { ConfigError, type ConfigProblem } from "./problems.js";
 import { type AgentDefinition, agentSchema, type TroupeConfig, troupeConfigSchema } from "./schema.js";
 import { YamlFile } from "./yaml-file.js";
@@ -75,6 +76,9 @@ function loadConfigDir(options: LoadOptions, env: NodeJS.ProcessEnv, cwd: string
     troupe = troupeConfigSchema.parse({});
   }
   if (!troupe) throw new ConfigError(problems);
+  troupe = { ...troupe, mcpServers: mcpServersOf(troupe, configFile, dir, cwd, problems) };
+  // Agents naming the servers of a file that did not load would only repeat its problems.
+  if (problems.length > 0) throw new ConfigError(problems);
 
   const agentFiles = new Map<string, string>();
   const agentsDir = resolve(dir, troupe.agentsDir);

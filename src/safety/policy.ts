@@ -16,6 +16,11 @@ export interface CallJudgement {
   reason?: string;
   /** The call asks to leave the sandbox: to reach the network, or to run unconfined. */
   escalate?: "network" | "unsandboxed";
+  /**
+   * The operator allowed this tool to run without asking, where the policy would ask or deny (an MCP
+   * server's `autoApprove`): says where. Not for sandboxed tools, whose calls are judged by where they run.
+   */
+  preApproved?: string;
 }
 
 /** What an agent's sandboxed calls start from, before each call's own judgement. */
@@ -51,7 +56,8 @@ export const POLICY_SANDBOX: Readonly<Record<ApprovalPolicy, SandboxMode>> = {
  * For the others (MCP and library tools, judged by what they say of a call): `ask` asks for every
  * write and execute; `auto-edit` allows writes and asks for execute unless it is known safe;
  * `never-ask` allows what is known safe and denies the rest; `yolo` allows everything; a call that
- * could not be understood is never allowed unasked.
+ * could not be understood is never allowed unasked. A tool the operator allowed in advance
+ * (`preApproved`) is allowed under every policy.
  */
 export function decide(
   policy: ApprovalPolicy,
@@ -66,6 +72,7 @@ export function decide(
       reason: `denied: ${judgement.dangerous} is never allowed under the "${policy}" policy`,
     };
   if (sandbox) return decideConfined(policy, judgement, sandbox);
+  if (judgement?.preApproved) return { decision: "allow" };
   if (judgement?.understood === false) {
     return policy === "never-ask"
       ? { decision: "deny", reason: `denied: ${judgement.reason ?? "it could not be understood"}` }

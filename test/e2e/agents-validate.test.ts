@@ -206,7 +206,7 @@ describe("troupe agents validate", () => {
     expect(result.stderr.split("\n").filter(Boolean)).toEqual([
       'config/troupe.yaml:3:3: nats.prefx: unknown key (did you mean "prefix"?)',
       'config/troupe.yaml:5:11: approval.policy: must be one of "ask", "auto-edit", "never-ask", "yolo"; got "maybe"',
-      'config/troupe.yaml:8:5: mcpServers.broken: needs exactly one of "command" (a local process) or "url" (Streamable HTTP)',
+      'config/troupe.yaml:8:5: mcpServers.broken: needs exactly one of "command" (a local process) or "url" (a server over HTTP)',
     ]);
     expect(result.code).toBe(2);
   });

@@ -1,7 +1,9 @@
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { runTroupe, tempTree } from "../support/cli.js";
-import { FIXTURE } from "../support/mcp-servers.js";
+import { FILESYSTEM, FIXTURE } from "../support/mcp-servers.js";
 
 let model: ScriptedModelServer;
 const disposers: Array<() => void> = [];
@@ -100,5 +102,99 @@ describe("an MCP server that does not start", () => {
       /^fix {2}mcp broken +did not start: it exited as it started; its stderr ended: "boom: BROKEN_TOKEN is not set"$/m,
     );
     expect(doctor.code).toBe(1);
+  });
+});
+
+describe("MCP configs of other clients", () => {
+  it("troupe run uses the servers of a Claude Code .mcp.json and a VS Code .vscode/mcp.json", async () => {
+    const claudeCode = {
+      mcpServers: { fixture: { type: "stdio", command: process.execPath, args: [FIXTURE], env: {} } },
+    };
+    const vscode = [
+      "{",
+      '  // VS Code\'s own file: servers under "servers", comments and trailing commas allowed.',
+      '  "inputs": [],',
+      '  "servers": {',
+      `    "files": { "type": "stdio", "command": ${q(process.execPath)}, "args": [${q(FILESYSTEM)}, "ws"] },`,
+      "  },",
+      "}",
+    ].join("\n");
+    const cwd = project(
+      ["defaultAgent: user", "mcpServersFrom: [../.mcp.json, ../.vscode/mcp.json]"],
+      { user: "name: user\ndescription: Uses both.\ntools: [fixture__*, files__list_directory]\n" },
+      {
+        ".mcp.json": JSON.stringify(claudeCode, null, 2),
+        ".vscode/mcp.json": vscode,
+        "ws/hello.txt": "hi\n",
+      },
+    );
+    model.script(
+      {
+        match: { turn: 1 },
+        reply: {
+          toolCalls: [
+            { name: "fixture__fail", arguments: { message: "from the fixture" } },
+            { name: "files__list_directory", arguments: { path: "." } },
+          ],
+        },
+      },
+      { match: { turn: 2 }, reply: { text: "Both answered." } },
+    );
+    const result = await runTroupe(["run", "--local", "--approval", "yolo", "-w", "ws", "Use both"], {
+      cwd,
+      env: env(),
+    });
+    expect(result.stderr).toMatch(/✓ done · 2 turns · 2 tool calls/);
+    expect(result.code).toBe(0);
+    const results = model.requests[1]?.body.messages.filter((m) => m.role === "tool").map((m) => m.content);
+    expect(results?.[0]).toContain("from the fixture");
+    expect(results?.[1]).toContain("[FILE] hello.txt");
+  });
+
+  it("Cline's autoApprove runs those tools without asking, and a disabled server is not started", async () => {
+    const marker = "started-by-disabled-server";
+    const cwd = project(
+      [
+        "defaultAgent: user",
+        "mcpServers:",
+        ...FIXTURE_SERVER,
+        "    autoApprove: [add_tool]",
+        "    disabled: false",
+        "    timeout: 60",
+        "  off:",
+        `    command: ${q(process.execPath)}`,
+        `    args: ["-e", "require('fs').writeFileSync('${marker}', '')"]`,
+        "    disabled: true",
+      ],
+      { user: "name: user\ndescription: Uses them.\ntools: [fixture__*, off__*]\n" },
+    );
+    model.script(
+      {
+        match: { turn: 1 },
+        reply: {
+          toolCalls: [
+            { name: "fixture__add_tool", arguments: {} },
+            { name: "fixture__fail", arguments: { message: "x" } },
+            { name: "off__anything", arguments: {} },
+          ],
+        },
+      },
+      { match: { turn: 2 }, reply: { text: "Done." } },
+    );
+    // No terminal: under "ask", what would be asked is denied.
+    const result = await runTroupe(["run", "--local", "--approval", "ask", "-w", "ws", "Go"], {
+      cwd,
+      env: env(),
+    });
+    expect(result.code).toBe(0);
+    expect(
+      model.requests[0]?.body.tools?.map((t) => t.function.name).filter((n) => n.startsWith("off__")),
+    ).toEqual([]);
+    const results = model.requests[1]?.body.messages.filter((m) => m.role === "tool").map((m) => m.content);
+    expect(results?.[0]).toContain("added");
+    expect(results?.[1]).toMatch(/^error: denied by policy: no terminal to ask for approval/);
+    expect(results?.[2]).toMatch(/^error: MCP server "off" is disabled \(disabled: true in its entry\)$/m);
+    expect(existsSync(join(cwd, marker))).toBe(false);
+    expect(existsSync(join(cwd, "ws", marker))).toBe(false);
   });
 });

@@ -96,10 +96,10 @@ describe("MCP over Streamable HTTP", () => {
 });
 
 /** A manager of one server at `url`, started; its log records. */
-async function manage(url: string) {
+async function manage(url: string, entry: Record<string, unknown> = {}) {
   const memory = memoryLogger();
   const registry = new ToolRegistry();
-  const manager = new McpManager({ remote: mcpServerSchema.parse({ url }) }, registry, {
+  const manager = new McpManager({ remote: mcpServerSchema.parse({ url, ...entry }) }, registry, {
     workspace: ws,
     log: memory.log,
     restartDelayMs: 60_000,
@@ -126,6 +126,15 @@ describe("MCP over the legacy HTTP+SSE transport", () => {
       }),
     );
     expect(logs).toContainEqual(expect.objectContaining({ msg: "MCP server ready", transport: "sse" }));
+  });
+
+  it("type: sse (Claude Code, VS Code) goes to the legacy transport without trying Streamable HTTP first", async () => {
+    const port = await freePort();
+    await everything("sse", port);
+    const { manager, logs } = await manage(`http://127.0.0.1:${port}/sse`, { type: "sse" });
+    expect(manager.state("remote")).toBe("ready");
+    expect(logs).toContainEqual(expect.objectContaining({ msg: "MCP server ready", transport: "sse" }));
+    expect(logs.filter((r) => String(r.msg).includes("refused Streamable HTTP"))).toEqual([]);
   });
 
   it("a url that answers neither says so in one line, without the server's HTML page", async () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
+import { mcpServerSchema } from "../../src/config/schema.js";
 import { MISSING_RESULT, repairToolPairs } from "../../src/context/repair.js";
 import { callSignature, detectLoop } from "../../src/machines/loop-detection.js";
 import type { ChatMessage } from "../../src/model/types.js";
@@ -169,7 +170,7 @@ describe("runBatch", () => {
     const calls: string[] = [];
     const server = {
       server: "store",
-      config: { readOnly: false, timeoutMs: 1000 } as never,
+      config: mcpServerSchema.parse({ command: "store", timeoutMs: 1000 }),
       call: async (name: string) => {
         calls.push(name);
         return { content: [{ type: "text", text: `${name} done` }] };

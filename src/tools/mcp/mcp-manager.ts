@@ -39,6 +39,14 @@ export class McpManager {
 
   constructor(servers: Record<string, McpServerConfig>, registry: ToolRegistry, options: McpManagerOptions) {
     for (const [name, config] of Object.entries(servers)) {
+      if (config.disabled) {
+        // Cline's meaning: not started, its tools absent; a call of one is told why.
+        registry.explainUnavailable(
+          `${name}${MCP_SEPARATOR}`,
+          () => `MCP server "${name}" is disabled (disabled: true in its entry)`,
+        );
+        continue;
+      }
       const expectedTools = (options.agentTools ?? [])
         .map(splitMcpToolName)
         .filter((tool) => tool?.server === name && tool.tool !== "*")

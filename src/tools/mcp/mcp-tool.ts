@@ -54,6 +54,10 @@ export function mcpTool(caller: McpCaller, info: McpToolInfo, workspace: string)
     effect: readOnly ? "read" : "execute",
     // The server's word, as for readOnlyHint: the operator chose the server.
     ...(info.annotations?.idempotentHint === true ? { idempotent: true } : {}),
+    // Cline's `autoApprove`: the operator allowed these calls in advance, applied where the policy decides.
+    ...(caller.config.autoApprove.includes(info.name)
+      ? { judge: () => ({ safe: false, preApproved: `autoApprove of the MCP server "${caller.server}"` }) }
+      : {}),
     parameters: z.record(z.string(), z.unknown()),
     jsonSchema: { type: "object", ...info.inputSchema },
     source: `mcp:${caller.server}`,

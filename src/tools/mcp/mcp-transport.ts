@@ -93,7 +93,7 @@ export interface OpenedClient {
 /**
  * Connects a client to the server as its entry says. A server at a `url` is asked over Streamable HTTP
  * first; when it refuses that (a 4xx, or an answer that is not JSON: an HTML page), over the legacy
- * HTTP+SSE transport, as VS Code does.
+ * HTTP+SSE transport, as VS Code does; `type: sse` goes to the legacy one at once.
  */
 export async function openClient(
   server: string,
@@ -113,7 +113,8 @@ export async function openClient(
   const url = new URL(config.url);
   const requestInit = { headers: config.headers };
   const legacy = () => new sse.SSEClientTransport(url, { requestInit });
-  if (options.prefer === "sse") return { ...(await connect(legacy(), options)), kind: "sse" };
+  if (config.transport === "sse" || options.prefer === "sse")
+    return { ...(await connect(legacy(), options)), kind: "sse" };
   try {
     const streamable = new http.StreamableHTTPClientTransport(url, { requestInit });
     return { ...(await connect(streamable, options)), kind: "streamable-http" };
