@@ -50,8 +50,8 @@ export class McpConnection implements McpCaller {
   #restartDelay: number;
   #restartTimer: NodeJS.Timeout | undefined;
   #nextAttemptAt = 0;
-  /** Why it is not running, in a few words. */
-  #reason = "it is starting";
+  /** Why it is not running, in a few words; undefined before it ever failed. */
+  #reason: string | undefined;
   #renewing: Promise<void> | undefined;
   /** The transport that worked: a server that refused Streamable HTTP once is not asked over it again. */
   #kind: TransportKind | undefined;
@@ -114,6 +114,7 @@ export class McpConnection implements McpCaller {
     if (this.state === "ready" && this.#client) return undefined;
     const name = `MCP server "${this.server}"`;
     if (this.state === "closed") return `${name} is closed: troupe is stopping`;
+    if (this.#reason === undefined) return `${name} is starting`;
     if (this.state === "connecting") return `${name} is not running: ${this.#reason}; starting it now`;
     const seconds = Math.max(1, Math.ceil((this.#nextAttemptAt - Date.now()) / 1000));
     return `${name} is not running: ${this.#reason}; retrying in ${seconds} s`;
@@ -127,7 +128,8 @@ export class McpConnection implements McpCaller {
 
   #ready(): Client {
     const why = this.unavailable();
-    if (why !== undefined || !this.#client) throw new McpServerDownError(why ?? this.#reason);
+    if (why !== undefined || !this.#client)
+      throw new McpServerDownError(why ?? `${this.server} is not running`);
     return this.#client;
   }
 
@@ -150,7 +152,7 @@ export class McpConnection implements McpCaller {
         this.#log.info("new MCP session started; calling again");
       } catch (failure) {
         await this.#failed(failure, "could not start a new MCP session");
-        throw new McpServerDownError(this.unavailable() ?? this.#reason);
+        throw new McpServerDownError(this.unavailable() ?? `${this.server} is not running`);
       }
     })().finally(() => {
       this.#renewing = undefined;
