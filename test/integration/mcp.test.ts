@@ -1,9 +1,5 @@
-import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
-import { createRequire } from "node:module";
-import { createConnection } from "node:net";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { freePort } from "../../src/bus/embedded-nats.js";
@@ -12,14 +8,9 @@ import { memoryLogger } from "../../src/log.js";
 import { McpManager, McpToolCollisionError } from "../../src/tools/mcp/mcp-manager.js";
 import { defineTool, type Tool, ToolRegistry } from "../../src/tools/tool.js";
 import { tempTree } from "../support/cli.js";
+import { EVERYTHING, FILESYSTEM, FIXTURE, startEverything } from "../support/mcp-servers.js";
 import { runThroughPipeline } from "../support/pipeline.js";
 import { waitFor } from "../support/wait.js";
-
-const require = createRequire(import.meta.url);
-const bin = (pkg: string) => join(dirname(require.resolve(`${pkg}/package.json`)), "dist", "index.js");
-const FILESYSTEM = bin("@modelcontextprotocol/server-filesystem");
-const EVERYTHING = bin("@modelcontextprotocol/server-everything");
-const FIXTURE = resolve(dirname(fileURLToPath(import.meta.url)), "../support/mcp-fixture-server.mjs");
 
 let ws: string;
 let root: string;
@@ -156,12 +147,8 @@ describe("MCP: @modelcontextprotocol/server-everything", () => {
 describe("MCP over Streamable HTTP", () => {
   it("connects to a server by url, as the `url` entries of troupe.yaml do", async () => {
     const port = await freePort();
-    const child = spawn(process.execPath, [EVERYTHING, "streamableHttp"], {
-      env: { ...process.env, PORT: String(port) },
-      stdio: "ignore",
-    });
+    const server = await startEverything("streamableHttp", port);
     try {
-      await waitFor("the HTTP server", () => answers(port), 10_000);
       const { registry } = await start({
         remote: mcpServerSchema.parse({ url: `http://127.0.0.1:${port}/mcp` }),
       });
@@ -169,7 +156,7 @@ describe("MCP over Streamable HTTP", () => {
       expect(sum.ok).toBe(true);
       expect(sum.output).toContain("42");
     } finally {
-      child.kill("SIGKILL");
+      await server.kill();
     }
   });
 });
@@ -199,14 +186,3 @@ describe("MCP: tool lists", () => {
     expect(existsSync(ws)).toBe(true);
   });
 });
-
-function answers(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = createConnection({ host: "127.0.0.1", port });
-    socket.once("connect", () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once("error", () => resolve(false));
-  });
-}
