@@ -1,3 +1,5 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AgentHooks } from "../../src/actors/agent-hooks.js";
 import { Runtime } from "../../src/actors/runtime.js";
@@ -150,5 +152,26 @@ describe("MCP over the legacy HTTP+SSE transport", () => {
       ),
     );
     expect(JSON.stringify(logs)).not.toContain("<");
+  });
+
+  it("a url that answers with a web page says so, in one line", async () => {
+    const page = createServer((_request, response) => {
+      response.writeHead(200, { "content-type": "text/html" });
+      response.end("<html><body>Welcome</body></html>");
+    });
+    await new Promise<void>((resolve) => page.listen(0, "127.0.0.1", resolve));
+    try {
+      const url = `http://127.0.0.1:${(page.address() as AddressInfo).port}/`;
+      const { manager, logs } = await manage(url);
+      expect(manager.state("remote")).toBe("down");
+      const failure = logs.find((r) => String(r.msg).startsWith("MCP server did not start: "));
+      expect(failure?.err).toMatch(
+        /^http:\/\/127\.0\.0\.1:\d+\/ answers neither Streamable HTTP \(it answered text\/html, not JSON\) nor the legacy HTTP\+SSE transport \(.*\); check the url$/,
+      );
+      expect(JSON.stringify(logs)).not.toContain("Welcome");
+    } finally {
+      page.closeAllConnections();
+      await new Promise((resolve) => page.close(resolve));
+    }
   });
 });

@@ -200,6 +200,8 @@ function logLines(stream: NodeJS.ReadableStream | null, options: OpenOptions): v
 
 /** Why a server did not start, as a person reads it: the SDK's "Connection closed" is the process exiting. */
 export function failureReason(error: unknown): string {
+  // Troupe's own words are already one line, and say how to mend it at their end.
+  if (error instanceof McpServerDownError) return error.message;
   const line = oneLine(error);
   return /Connection closed/i.test(line) ? "it exited as it started" : line;
 }
