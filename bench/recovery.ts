@@ -27,8 +27,10 @@ function whenOutput(child: ChildProcess, stream: "stdout" | "stderr", predicate:
       text += chunk;
       if (predicate(text)) resolve(now());
     });
+    let errors = "";
+    if (stream === "stdout") child.stderr?.on("data", (chunk) => (errors += chunk));
     child.once("exit", (code) =>
-      reject(new Error(`a troupe process exited (${code}) early: ${text.trim()}`)),
+      reject(new Error(`a troupe process exited (${code}) early: ${`${text}${errors}`.trim()}`)),
     );
   });
 }
@@ -42,7 +44,8 @@ export async function measureRecovery(bin: string, url: string, prefix: string):
   mkdirSync(join(dir, "config/agents"), { recursive: true });
   writeFileSync(
     join(dir, "config/troupe.yaml"),
-    `nats:\n  prefix: ${prefix}\ndefaultAgent: worker\ndefaultModel: scripted\n`,
+    // The run asks for yolo (no approval for its command): the daemon must allow clients that much.
+    `nats:\n  prefix: ${prefix}\ndefaultAgent: worker\ndefaultModel: scripted\ndaemon:\n  maxApproval: yolo\n`,
   );
   writeFileSync(
     join(dir, "config/agents/worker.yaml"),
