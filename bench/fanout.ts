@@ -125,13 +125,14 @@ export async function measureFanout(options: {
     const runIds = new Set<string>();
     const live = new Observer(troupeBin, dir, url, runIds, []);
     observers.push(live);
-    // Attached = its consumer exists on the server with a pull waiting. observe prints nothing when
-    // ready, and --from-start would hide a late attach by replaying a backlog, so we ask JetStream:
-    // a consumer with deliver_policy "new" gets every event stored after it was made.
+    // Attached = its consumer exists on the server and something takes what it delivers (a push
+    // consumer bound to its subscription, or a pull waiting). observe prints nothing when ready, and
+    // --from-start would hide a late attach by replaying a backlog, so we ask JetStream: a consumer
+    // with deliver_policy "new" gets every event stored after it was made.
     const attached = async () => {
       for (const deadline = Date.now() + 10_000; Date.now() < deadline; await sleep(20)) {
         for await (const info of jsm.consumers.list(stream))
-          if (!consumersBefore.has(info.name) && info.num_waiting > 0) return;
+          if (!consumersBefore.has(info.name) && (info.push_bound || info.num_waiting > 0)) return;
       }
       throw new Error(`troupe observe never attached: ${live.stderr}`);
     };

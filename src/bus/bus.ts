@@ -69,6 +69,8 @@ export interface LoggedEvent {
   seq: number;
   subject: string;
   envelope: Envelope;
+  /** The envelope's JSON as it is stored, when the log has it so: what a reader that prints events prints. */
+  json?: string;
 }
 
 export interface ReadOptions {

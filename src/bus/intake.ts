@@ -12,10 +12,12 @@ import {
   decodeEnvelope,
   type Envelope,
   encodeEnvelope,
+  MalformedEnvelopeError,
   makeEnvelope,
   parseEnvelope,
-  parseJson,
 } from "./envelope.js";
+
+const decoder = new TextDecoder();
 
 /**
  * What both buses do with bytes that arrive: validate them as envelopes (a malformed one is
@@ -41,25 +43,43 @@ export class Intake {
 
   /** The envelopes of a message that holds one or, as a JSON array, several (an older log's batch). */
   decodeAll(bytes: Uint8Array, subject: string): Envelope[] {
+    const envelopes: Envelope[] = [];
+    this.decodeEach(bytes, subject, (envelope) => envelopes.push(envelope));
+    return envelopes;
+  }
+
+  /**
+   * Each envelope of a message, as `decodeAll` finds them, handed to `each` with the message's text
+   * when it held that envelope alone and as stored (the schema did not have to mend it): a reader
+   * that prints events prints that, not the envelope written out again.
+   */
+  decodeEach(
+    bytes: Uint8Array,
+    subject: string,
+    each: (envelope: Envelope, json: string | undefined) => void,
+  ): void {
+    let text: string;
     let json: unknown;
     try {
-      json = parseJson(bytes);
-    } catch (error) {
-      this.#dropped(subject, error);
-      return [];
+      text = decoder.decode(bytes);
+      json = JSON.parse(text);
+    } catch (cause) {
+      this.#dropped(subject, new MalformedEnvelopeError("envelope is not JSON", { cause }));
+      return;
     }
-    const envelopes: Envelope[] = [];
-    for (const item of Array.isArray(json) ? json : [json]) {
+    const single = !Array.isArray(json);
+    for (const item of single ? [json] : (json as unknown[])) {
+      let envelope: Envelope;
       try {
-        const envelope = parseEnvelope(item);
+        envelope = parseEnvelope(item);
         notMisplaced(envelope, subject);
-        envelopes.push(envelope);
-        this.stats.delivered++;
       } catch (error) {
         this.#dropped(subject, error);
+        continue;
       }
+      this.stats.delivered++;
+      each(envelope, single && envelope === item ? text : undefined);
     }
-    return envelopes;
   }
 
   #dropped(subject: string, error: unknown): void {
@@ -72,14 +92,14 @@ export class Intake {
       this.stats.handlerErrors++;
       this.logger.error({ subject, err: error }, "a message handler failed");
     };
-    for (const envelope of this.decodeAll(bytes, subject)) {
+    this.decodeEach(bytes, subject, (envelope) => {
       try {
         const result = handler(envelope, subject);
         if (result instanceof Promise) result.catch(fail);
       } catch (error) {
         fail(error);
       }
-    }
+    });
   }
 
   /**

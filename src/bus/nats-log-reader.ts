@@ -58,6 +58,8 @@ class LogCursor implements AsyncIterator<LoggedEvent> {
   #opening: Promise<void> | undefined;
   #inbox = "";
   #name = "";
+  /** `<stream>.<consumer>.`, as the ack subjects of this consumer's deliveries name them. */
+  #owner = "";
   #subscription: ReturnType<NatsConnection["subscribe"]> | undefined;
   /** The stream sequence to go on from after a reset; 0 until a message was read. */
   #nextStreamSeq = 0;
@@ -127,6 +129,7 @@ class LogCursor implements AsyncIterator<LoggedEvent> {
     const { connection, jsm, subjects, inboxPrefix } = this.parts;
     this.#inbox = createInbox(inboxPrefix);
     this.#name = `log_${nuid.next()}`;
+    this.#owner = `${subjects.eventStream}.${this.#name}.`;
     this.#deliverySeq = 0;
     this.#lastHeard = Date.now();
     const inbox = this.#inbox;
@@ -166,13 +169,9 @@ class LogCursor implements AsyncIterator<LoggedEvent> {
       this.#status(msg);
       return;
     }
-    const delivery = deliveryOf(msg.reply);
     // Only this consumer's deliveries from the event stream; anything else sent to this inbox is not an event.
-    if (
-      !delivery ||
-      delivery.stream !== this.parts.subjects.eventStream ||
-      delivery.consumer !== this.#name
-    ) {
+    const delivery = deliveryOf(msg.reply, this.#owner);
+    if (!delivery) {
       this.parts.logger.warn({ subject: msg.subject }, "dropped a message that is not this log read's");
       return;
     }
@@ -182,12 +181,18 @@ class LogCursor implements AsyncIterator<LoggedEvent> {
     }
     this.#deliverySeq = delivery.deliverySeq;
     this.#nextStreamSeq = delivery.streamSeq + 1;
+    const data = msg.data;
     // A direct get's reply that was sent onto an event subject, and stored: not an event.
-    if (fromAStream(msg))
+    if (fromAStream(msg, data.length))
       this.parts.logger.warn({ subject: msg.subject }, "skipped a stored message sent here");
     else
-      for (const envelope of this.parts.intake.decodeAll(msg.data, msg.subject))
-        this.#events.push({ seq: delivery.streamSeq, subject: msg.subject, envelope });
+      this.parts.intake.decodeEach(data, msg.subject, (envelope, json) =>
+        this.#events.push(
+          json === undefined
+            ? { seq: delivery.streamSeq, subject: msg.subject, envelope }
+            : { seq: delivery.streamSeq, subject: msg.subject, envelope, json },
+        ),
+      );
     if (!this.options.follow && delivery.pending === 0) this.#events.end();
   }
 
@@ -249,32 +254,36 @@ class LogCursor implements AsyncIterator<LoggedEvent> {
 }
 
 interface Delivery {
-  stream: string;
-  consumer: string;
   streamSeq: number;
   deliverySeq: number;
   pending: number;
 }
 
 /**
- * A JetStream delivery's ack subject, `$JS.ACK.<stream>.<consumer>.<delivered>.<streamSeq>.
- * <deliverySeq>.<ts>.<pending>`, or the form with a domain and an account hash after `ACK` (and a
- * token at the end).
+ * A delivery of one consumer (`owner`: `<stream>.<consumer>.`), read from its ack subject:
+ * `$JS.ACK.<stream>.<consumer>.<delivered>.<streamSeq>.<deliverySeq>.<ts>.<pending>`, or the form
+ * with a domain and an account hash after `ACK` (and a token at the end). Undefined for anything
+ * else. Read in place, without a split: every event a reader takes passes here.
  */
-function deliveryOf(reply: string | undefined): Delivery | undefined {
+function deliveryOf(reply: string | undefined, owner: string): Delivery | undefined {
   if (!reply?.startsWith("$JS.ACK.")) return undefined;
-  const tokens = reply.split(".");
-  const at = tokens.length === 9 ? 2 : tokens.length >= 11 ? 4 : -1;
-  if (at < 0) return undefined;
-  const streamSeq = Number(tokens[at + 3]);
-  const deliverySeq = Number(tokens[at + 4]);
-  const pending = Number(tokens[at + 6]);
-  if (!Number.isSafeInteger(streamSeq) || !Number.isSafeInteger(deliverySeq)) return undefined;
-  return {
-    stream: tokens[at] as string,
-    consumer: tokens[at + 1] as string,
-    streamSeq,
-    deliverySeq,
-    pending,
-  };
+  let at = 8;
+  if (!reply.startsWith(owner, at)) {
+    // The newer form: skip the domain and the account hash.
+    at = reply.indexOf(".", reply.indexOf(".", at) + 1) + 1;
+    if (at === 0 || !reply.startsWith(owner, at)) return undefined;
+  }
+  // <delivered>.<streamSeq>.<deliverySeq>.<ts>.<pending>: digits read as they come, nothing cut out.
+  const numbers = [0, 0, 0, 0, 0];
+  let token = 0;
+  for (let i = at + owner.length; i < reply.length && token < 5; i++) {
+    const code = reply.charCodeAt(i);
+    if (code === 46)
+      token++; // "."
+    else if (code >= 48 && code <= 57) numbers[token] = (numbers[token] as number) * 10 + code - 48;
+    else return undefined;
+  }
+  if (token < 4) return undefined;
+  const [, streamSeq, deliverySeq, , pending] = numbers as [number, number, number, number, number];
+  return { streamSeq: streamSeq as number, deliverySeq: deliverySeq as number, pending };
 }

@@ -143,7 +143,7 @@ export async function runObserve(
       follow: true,
       signal: reading.signal,
     };
-    for await (const { envelope } of bus.log.read(options)) {
+    for await (const { envelope, json } of bus.log.read(options)) {
       if (live) {
         const node = builder.apply(envelope);
         if ((envelope.type === "model.delta" || envelope.type === "model.reasoning") && node)
@@ -162,7 +162,7 @@ export async function runObserve(
           readRequest({ ...envelope, callId: (envelope.data as { callId: string }).callId });
         dirty = true;
       } else {
-        lines.print(`${JSON.stringify(envelope)}\n`);
+        lines.print(`${json ?? JSON.stringify(envelope)}\n`);
       }
       if (runId && envelope.type === "agent.stopped" && envelope.parentId === undefined) break;
     }

@@ -6,7 +6,7 @@ import { freePort } from "../../src/bus/embedded-nats.js";
 import { uniquePrefix } from "../../src/bus/subjects.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { runTroupe, tempTree } from "../support/cli.js";
-import { daemonProcesses } from "../support/daemon-process.js";
+import { daemonProcesses, exited } from "../support/daemon-process.js";
 import { waitFor } from "../support/wait.js";
 
 const { cleanups, startDaemon, follow } = daemonProcesses();
@@ -51,10 +51,15 @@ it("the API and event scripts of docs/daemon.md drive a daemon on its embedded s
   const prefix = uniquePrefix();
   // Nothing answers at this port: the daemon starts its own server, which asks every role for its nkey.
   const url = `nats://127.0.0.1:${await freePort()}`;
-  const { dir } = await startDaemon(
+  const { dir, daemon } = await startDaemon(
     { NATS_URL: url, OPENAI_BASE_URL: model.baseURL, OPENAI_API_KEY: "" },
     prefix,
   );
+  // Stopped, not killed: a daemon stops the server it started (a killed one leaves it for the next).
+  cleanups.push(async () => {
+    daemon.kill("SIGTERM");
+    await exited(daemon);
+  });
   const seed = await runTroupe(["--config", join(dir, "config"), "credentials", "client"], { cwd: dir });
   expect(seed.stdout).toMatch(/^SU[A-Z2-7]+\n?$/);
   const env = { NATS_URL: url, TROUPE_PREFIX: prefix, NATS_SEED: seed.stdout };

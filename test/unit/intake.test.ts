@@ -29,4 +29,22 @@ describe("Intake", () => {
     expect(intake.decodeAll(bytes, "troupe.evt.r1")).toEqual([]);
     expect(counted.malformed).toBe(5);
   });
+
+  it("hands on a message's text with the envelope it held alone as stored, and no text otherwise", () => {
+    const intake = new Intake(stats(), silentLogger);
+    const envelope = event("r1", "a1");
+    const text = JSON.stringify(envelope);
+    const subject = s.event("r1", "a1", "agent.started");
+    const seen: Array<string | undefined> = [];
+    intake.decodeEach(new TextEncoder().encode(text), subject, (_, json) => seen.push(json));
+    // An older log's batch: each envelope, none of them the message's whole text.
+    intake.decodeEach(new TextEncoder().encode(`[${text},${text}]`), subject, (_, json) => seen.push(json));
+    // A key the schema drops: the envelope is mended, so the text is not what it is.
+    intake.decodeEach(
+      new TextEncoder().encode(JSON.stringify({ ...envelope, extra: 1 })),
+      subject,
+      (_, json) => seen.push(json),
+    );
+    expect(seen).toEqual([text, undefined, undefined, undefined]);
+  });
 });
