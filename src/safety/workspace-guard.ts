@@ -54,7 +54,7 @@ export function resolveForWrite(workspace: string, path: string, options: GuardO
     const protectedReal = existsSync(dir) ? realpathSync(dir) : resolve(dir);
     if (isInside(protectedReal, real))
       throw new PathOutsideWorkspaceError(
-        `"${path}" is in the config directory or a tool module troupe loads, which tools may not change`,
+        `"${path}" is in the config directory or a file troupe loads (a tool module, an MCP server list), which tools may not change`,
       );
   }
   if (LOADED_AT_ROOT.some((loaded) => real === resolve(root, loaded)))

@@ -8,7 +8,7 @@ import type { Sandbox } from "./sandbox.js";
 /** What every sandboxed process of a runtime may see and change, beside its mode and network. */
 export interface SandboxScope {
   workspace: string;
-  /** Never changed: the config dir and the tool modules. */
+  /** Never changed: the config dir, the tool modules and the MCP server lists it loads. */
   protectedDirs: string[];
   /** Never seen: the data dir. */
   hiddenDirs: string[];
@@ -17,9 +17,10 @@ export interface SandboxScope {
 }
 
 /**
- * A runtime's scope from its config: the config dir and every tool module an agent names are
- * protected (troupe runs them when it starts, and they may live in the workspace), the data dir is
- * hidden, `sandbox.readPaths` are resolved against the config dir.
+ * A runtime's scope from its config: the config dir, every tool module an agent names and every
+ * file `mcpServersFrom` names (a `.mcp.json` says what commands to start) are protected (troupe
+ * runs them when it starts, and they may live in the workspace), the data dir is hidden,
+ * `sandbox.readPaths` are resolved against the config dir.
  */
 export function sandboxScope(config: LoadedConfig, workspace: string, env: NodeJS.ProcessEnv): SandboxScope {
   const modules = [...config.agents.values()].flatMap(({ definition }) =>
@@ -27,7 +28,11 @@ export function sandboxScope(config: LoadedConfig, workspace: string, env: NodeJ
   );
   return {
     workspace,
-    protectedDirs: [config.dir, ...modules],
+    protectedDirs: [
+      config.dir,
+      ...modules,
+      ...config.troupe.mcpServersFrom.map((path) => resolve(config.dir, path)),
+    ],
     hiddenDirs: [dataDir(config.troupe.dataDir, env)],
     readPaths: config.troupe.sandbox.readPaths.map((path) => resolve(config.dir, path)),
   };
