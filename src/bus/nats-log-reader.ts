@@ -166,14 +166,13 @@ class LogCursor implements AsyncIterator<LoggedEvent> {
   #receive(inbox: string, msg: Msg): void {
     if (inbox !== this.#inbox || this.#closed) return; // a consumer already given up
     this.#lastHeard = Date.now();
-    if (msg.data.length === 0 && msg.headers) {
-      this.#status(msg);
-      return;
-    }
-    // Only this consumer's deliveries from the event stream; anything else sent to this inbox is not an event.
+    // A delivery names this consumer in its ack subject, whatever it holds: a stored message with no
+    // payload (a status reply someone had the server send onto an event subject) is counted as one,
+    // and dropped as no envelope. Only what has no ack subject is the server's word to this reader.
     const delivery = deliveryOf(msg.reply, this.#owner);
     if (!delivery) {
-      this.parts.logger.warn({ subject: msg.subject }, "dropped a message that is not this log read's");
+      if (msg.data.length === 0 && msg.headers && !msg.reply?.startsWith("$JS.ACK.")) this.#status(msg);
+      else this.parts.logger.warn({ subject: msg.subject }, "dropped a message that is not this log read's");
       return;
     }
     if (delivery.deliverySeq !== this.#deliverySeq + 1) {
