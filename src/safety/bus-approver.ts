@@ -193,10 +193,14 @@ export class BusApprover implements Approver {
     const stop = () => watching.abort();
     signal.addEventListener("abort", stop, { once: true });
     let timedOut = false;
+    // Set while this host writes its own decision: any other record of this request that is not
+    // pending was decided by something else (a copy written over the key), and is refused.
+    let deciding = false;
     const expire = async () => {
       const entry = await this.#ours(kv, key, own);
       if (entry?.value.status !== "pending") return;
       const denied = { ...entry.value, status: "denied", reason: TIMED_OUT.reason, by: "timeout" };
+      deciding = true;
       await kv.put(key, denied, { expectedRevision: entry.revision });
       timedOut = true;
     };
@@ -209,10 +213,14 @@ export class BusApprover implements Approver {
           .finally(stop),
       Math.max(0, own.expiresAt - Date.now()),
     );
-    // Anything written over the record while it waits is put back at once, not when an answer comes.
+    // Anything written over the record while it waits is put back at once, not when an answer comes:
+    // another record, or this one decided (or closed) by anything but this host.
     void (async () => {
-      for await (const change of kv.watch<ApprovalRecord>({ key, signal: watching.signal }))
+      for await (const change of kv.watch<ApprovalRecord>({ key, signal: watching.signal })) {
         if (change.value === null || !isOwn(change.value, own)) await this.#ours(kv, key, own);
+        else if (change.value.status !== "pending" && !deciding)
+          await this.#settled(kv, { key, value: change.value, revision: change.revision }, own, rejected);
+      }
     })().catch(() => {});
     try {
       for await (const change of answers.watch({
@@ -220,8 +228,10 @@ export class BusApprover implements Approver {
         signal: watching.signal,
       })) {
         if (change.value === null) continue;
-        const decided = await this.#consider(kv, key, own, change.key, change.value, rejected);
-        if (decided) return decided;
+        const answer = await this.#consider(kv, key, own, change.key, change.value, rejected, (on) => {
+          deciding = on;
+        });
+        if (answer) return answer;
       }
       // Stopped watching: aborted, or expired (this host's own timer says which).
       if (timedOut) return TIMED_OUT;
@@ -246,6 +256,8 @@ export class BusApprover implements Approver {
     answerKey: string,
     value: unknown,
     rejected: (refusal: RejectedAnswer) => void,
+    /** Told when this host writes its decision (and when that write lost to another). */
+    deciding: (on: boolean) => void,
   ): Promise<ApprovalAnswer | undefined> {
     for (;;) {
       const entry = await this.#ours(kv, key, own);
@@ -284,9 +296,11 @@ export class BusApprover implements Approver {
         ...(content.reason ? { reason: content.reason } : {}),
       };
       try {
+        deciding(true);
         await kv.put(key, record, { expectedRevision: entry.revision });
         return answerOfVerified(verdict.answer, verdict.by);
       } catch (error) {
+        deciding(false);
         if (!(error instanceof KvConflictError)) throw error;
       }
     }
