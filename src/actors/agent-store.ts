@@ -4,6 +4,7 @@ import { KvConflictError } from "../bus/bus.js";
 import { approvalPolicySchema, budgetSchema, sandboxModeSchema } from "../config/schema.js";
 import type { Logger } from "../log.js";
 import { AGENT_MACHINE_VERSION } from "../machines/agent-machine.js";
+import { callKey } from "../safety/bus-approver.js";
 import type { ToolEffect } from "../tools/catalog.js";
 import type { BatchJournal } from "../tools/run-batch.js";
 import type { ToolResult } from "../tools/tool.js";
@@ -169,6 +170,20 @@ export interface JournalEntry {
   result?: ToolResult;
 }
 
+const journalEntrySchema: z.ZodType<JournalEntry> = z.union([
+  z.object({
+    status: z.literal("started"),
+    name: z.string(),
+    effect: z.enum(["read", "write", "execute"]),
+  }),
+  z.object({
+    status: z.literal("finished"),
+    name: z.string(),
+    effect: z.enum(["read", "write", "execute"]),
+    result: z.looseObject({ ok: z.boolean(), output: z.string() }) as z.ZodType<ToolResult>,
+  }),
+]);
+
 /** Tool calls journaled in the KV bucket `journal` under `<runId>.<agentId>.<callId>`. */
 export class ToolJournal {
   private constructor(private readonly kv: KvStore) {}
@@ -209,8 +224,17 @@ export class ToolJournal {
     };
   }
 
+  /**
+   * The entry of a call, or undefined when none was written. Whatever else is under its key (anyone
+   * who may read a stream can have the server write a stored message over any key) is taken as a
+   * start whose outcome is unknown: the call is then not run again, rather than run twice.
+   */
   async get(runId: string, agentId: string, callId: string): Promise<JournalEntry | undefined> {
-    return (await this.kv.get<JournalEntry>(journalKey(runId, agentId, callId)))?.value;
+    const entry = await this.kv.get(journalKey(runId, agentId, callId));
+    if (!entry) return undefined;
+    return (
+      journalEntrySchema.safeParse(entry.value).data ?? { status: "started", name: "?", effect: "execute" }
+    );
   }
 
   async started(
@@ -244,7 +268,7 @@ export class ToolJournal {
   }
 }
 
-/** Call ids come from model servers: anything outside a KV key's alphabet is replaced. */
+/** Call ids come from model servers: as one key token each, one to one (as approvals have them). */
 function journalKey(runId: string, agentId: string, callId: string): string {
-  return `${runId}.${agentId}.${callId.replace(/[^-/_=A-Za-z0-9]/g, "_")}`;
+  return `${runId}.${agentId}.${callKey(callId)}`;
 }

@@ -1,0 +1,105 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { connect, nkeyAuthenticator } from "@nats-io/transport-node";
+import { afterEach, expect, it } from "vitest";
+import { answersNats, freePort } from "../../src/bus/embedded-nats.js";
+import { roleInbox } from "../../src/bus/permissions.js";
+import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { runTroupe, TROUPE_BIN, tempTree } from "../support/cli.js";
+import { waitFor } from "../support/wait.js";
+
+/* ATTACK (observer seed): "a finished write or command is never run again" (at most once, with notice).
+ * The observer has the server write a stream API's JSON reply over the journal entry of a command
+ * while it runs (STREAM.MSG.GET on the event stream, its reply subject the entry's key). The daemon
+ * dies during the command; the next one found no journal entry it could read and ran the command
+ * again. What is under a call's key and is not an entry now counts as a start of unknown outcome. */
+
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+}, 60_000);
+
+it("a command cut short by a crash is not run again, whatever an observer wrote over its journal entry", async () => {
+  const model = await ScriptedModelServer.start([
+    {
+      match: { turn: 1 },
+      reply: { toolCalls: [{ name: "shell", arguments: { command: "echo ran >> ledger.txt; sleep 6" } }] },
+      times: 10,
+    },
+    { match: { turn: 2 }, reply: { text: "done" }, times: 10 },
+  ]);
+  cleanups.push(() => model.close());
+  const port = await freePort();
+  const prefix = "atk";
+  const { dir, dispose } = tempTree({
+    "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: coder\ndefaultModel: scripted\n`,
+    "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [shell]\n",
+  });
+  cleanups.push(dispose);
+  const env = {
+    ...process.env,
+    NATS_URL: `nats://127.0.0.1:${port}`,
+    OPENAI_BASE_URL: model.baseURL,
+    OPENAI_API_KEY: "",
+    TROUPE_DATA_DIR: join(dir, ".data"),
+  };
+  const cfg = ["--config", join(dir, "config")];
+  const daemons: ChildProcess[] = [];
+  let dstderr = "";
+  const startDaemon = () => {
+    dstderr = "";
+    const d = spawn(process.execPath, [TROUPE_BIN, ...cfg, "daemon"], {
+      cwd: dir,
+      env,
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    d.stderr.on("data", (c) => (dstderr += c));
+    daemons.push(d);
+  };
+  cleanups.push(async () => {
+    for (const d of daemons) if (d.exitCode === null && d.signalCode === null) d.kill("SIGTERM");
+    await new Promise((r) => setTimeout(r, 2000));
+    if (await answersNats("127.0.0.1", port)) {
+      const { pid } = JSON.parse(readFileSync(join(dir, ".data", "nats", "server.json"), "utf8")) as {
+        pid: number;
+      };
+      process.kill(pid, "SIGTERM");
+      await waitFor("nats gone", async () => !(await answersNats("127.0.0.1", port)), 10_000);
+    }
+  });
+  startDaemon();
+  await waitFor("daemon ready", () => dstderr.includes("troupe daemon ready"), 20_000);
+
+  const client = spawn(
+    process.execPath,
+    [TROUPE_BIN, ...cfg, "run", "--json", "--approval", "auto-edit", "append"],
+    { cwd: dir, env, stdio: ["ignore", "pipe", "ignore"] },
+  );
+  cleanups.push(() => client.kill("SIGKILL"));
+  let out = "";
+  client.stdout.on("data", (c) => (out += c));
+  const exit = new Promise((r) => client.once("exit", r));
+  await waitFor("the command started", () => out.includes('"tool.started"'), 15_000);
+  const { existsSync } = await import("node:fs");
+  await waitFor("its line written", () => existsSync(join(dir, "ledger.txt")), 5000);
+  const { runId, agentId } = JSON.parse(out.split("\n")[0] ?? "{}") as { runId: string; agentId: string };
+
+  const seed = (await runTroupe([...cfg, "credentials", "observer"], { cwd: dir, env })).stdout.trim();
+  const nc = await connect({
+    servers: env.NATS_URL,
+    authenticator: nkeyAuthenticator(new TextEncoder().encode(seed)),
+    inboxPrefix: roleInbox(prefix, "observer"),
+  });
+  cleanups.push(() => nc.close());
+  nc.publish(`$JS.API.STREAM.MSG.GET.${prefix.toUpperCase()}_EVENTS`, JSON.stringify({ seq: 1 }), {
+    reply: `$KV.${prefix}_journal.${runId}.${agentId}.call_1_0`,
+  });
+  await nc.flush();
+  await new Promise((r) => setTimeout(r, 300));
+
+  daemons[0]?.kill("SIGKILL");
+  startDaemon();
+  await exit;
+  expect(readFileSync(join(dir, "ledger.txt"), "utf8")).toBe("ran\n");
+}, 90_000);
