@@ -19,13 +19,20 @@ export interface ProbeOptions {
 
 /**
  * Starts each server once, all at a time, lists its tools and stops it: what `troupe doctor` and
- * `troupe agents validate --check-servers` report, in the order of the config.
+ * `troupe agents validate --check-servers` report, in the order of the config. A disabled one is
+ * never started, as a run never starts it.
  */
 export function probeServers(
   servers: Record<string, McpServerConfig>,
   options: ProbeOptions = {},
 ): Promise<ServerProbe[]> {
-  return Promise.all(Object.entries(servers).map(([server, config]) => probeServer(server, config, options)));
+  return Promise.all(
+    Object.entries(servers).map(([server, config]) =>
+      config.disabled
+        ? { server, ok: true, says: "disabled (disabled: true in its entry): not started" }
+        : probeServer(server, config, options),
+    ),
+  );
 }
 
 async function probeServer(
