@@ -4,6 +4,7 @@ import { fileURLToPath } from "node:url";
 import { checkAgents } from "./check-agents.js";
 import { withEnv } from "./env.js";
 import { type InlineConfig, inlineConfig } from "./inline.js";
+import { linkOnTheWay } from "./linked-path.js";
 import { mcpServersOf } from "./mcp-servers-from.js";
 import { ConfigError, type ConfigProblem } from "./problems.js";
 import { type AgentDefinition, agentSchema, type TroupeConfig, troupeConfigSchema } from "./schema.js";
@@ -110,6 +111,18 @@ function loadConfigDir(options: LoadOptions, env: NodeJS.ProcessEnv, cwd: string
     }
   }
   const agents = checkAgents(loaded, troupe, configFile, problems, unloaded);
+  // A tool module runs at start: protected by its real path, it must be named by it too.
+  for (const { definition, file } of loaded)
+    definition.toolModules.forEach((path, i) => {
+      const link = linkOnTheWay(dir, path);
+      if (link)
+        problems.push(
+          file.problem(
+            ["toolModules", i],
+            `${path} goes through the symbolic link ${link}: name the file it leads to, which troupe protects, so that no command can swap the link`,
+          ),
+        );
+    });
   if (problems.length > 0) throw new ConfigError(problems);
   const natsUrlChosen = (configFile?.data as { nats?: { url?: unknown } })?.nats?.url !== undefined;
   return { dir, file: configFile ? configPath : undefined, troupe, agents, natsUrlChosen };

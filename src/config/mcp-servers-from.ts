@@ -1,7 +1,8 @@
-import { existsSync } from "node:fs";
+import { existsSync, realpathSync } from "node:fs";
 import { resolve } from "node:path";
 import { z } from "zod";
 import { JsonFile } from "./json-file.js";
+import { linkOnTheWay } from "./linked-path.js";
 import type { ConfigProblem } from "./problems.js";
 import { type McpServerConfig, mcpServerNameSchema, mcpServerSchema, type TroupeConfig } from "./schema.js";
 import type { YamlFile } from "./yaml-file.js";
@@ -35,12 +36,19 @@ export function mcpServersOf(
   const merged: Record<string, McpServerConfig> = {};
   troupe.mcpServersFrom.forEach((given, i) => {
     const path = resolve(dir, given);
+    const where = ["mcpServersFrom", ...(configFile && typeof written(configFile) === "string" ? [] : [i])];
     if (!existsSync(path)) {
+      if (configFile) problems.push(configFile.problem(where, `no such file: ${path}`));
+      return;
+    }
+    // What it names is protected from every command; a link on the way could be swapped by one.
+    const link = linkOnTheWay(dir, given);
+    if (link) {
       if (configFile)
         problems.push(
           configFile.problem(
-            ["mcpServersFrom", ...(typeof written(configFile) === "string" ? [] : [i])],
-            `no such file: ${path}`,
+            where,
+            `${given} goes through the symbolic link ${link}: name the file it leads to (${realpathSync(path)}), which troupe protects, so that no command can swap the link`,
           ),
         );
       return;

@@ -56,6 +56,11 @@ export function resolveForWrite(workspace: string, path: string, options: GuardO
       throw new PathOutsideWorkspaceError(
         `"${path}" is in the config directory or a file troupe loads (a tool module, an MCP server list), which tools may not change`,
       );
+    // A tool that may change a directory may move it or remove it, and put another in its place.
+    if (real !== root && isInside(real, protectedReal))
+      throw new PathOutsideWorkspaceError(
+        `"${path}" holds the config directory or a file troupe loads (a tool module, an MCP server list), which tools may not move or replace`,
+      );
   }
   if (LOADED_AT_ROOT.some((loaded) => real === resolve(root, loaded)))
     throw new PathOutsideWorkspaceError(
