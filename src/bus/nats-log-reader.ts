@@ -186,13 +186,15 @@ class LogCursor implements AsyncIterator<LoggedEvent> {
     if (fromAStream(msg, data.length))
       this.parts.logger.warn({ subject: msg.subject }, "skipped a stored message sent here");
     else
-      this.parts.intake.decodeEach(data, msg.subject, (envelope, json) =>
+      this.parts.intake.decodeEach(data, msg.subject, (envelope, json) => {
+        // Another run's event: a consumer of another's, aimed at this inbox under this one's name.
+        if (this.options.runId !== undefined && envelope.runId !== this.options.runId) return;
         this.#events.push(
           json === undefined
             ? { seq: delivery.streamSeq, subject: msg.subject, envelope }
             : { seq: delivery.streamSeq, subject: msg.subject, envelope, json },
-        ),
-      );
+        );
+      });
     if (!this.options.follow && delivery.pending === 0) this.#events.end();
   }
 
