@@ -2,14 +2,14 @@ import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { jetstream } from "@nats-io/jetstream";
 import { afterEach, expect, it } from "vitest";
-import { answersNats, freePort } from "../../src/bus/embedded-nats.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { roleInbox } from "../../src/bus/permissions.js";
 import { silentLogger } from "../../src/log.js";
 import { listApprovals } from "../../src/safety/answer-approval.js";
 import { approvalKey } from "../../src/safety/bus-approver.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
-import { runTroupe, TROUPE_BIN, tempTree } from "../support/cli.js";
+import { runTroupe, TROUPE_BIN } from "../support/cli.js";
+import { embeddedDaemon } from "../support/embedded-daemon.js";
 import { waitFor } from "../support/wait.js";
 
 /* ATTACK (worker seed): a copy of the host's own pending record, status "closed", written over it
@@ -30,32 +30,17 @@ it("a worker's copy of a live approval, written over it as closed, is put back: 
     { match: { turn: 2 }, reply: { text: "ran it" }, times: 5 },
   ]);
   cleanups.push(() => model.close());
-  const port = await freePort();
   const prefix = "atk";
-  const { dir, dispose } = tempTree({
-    "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: coder\ndefaultModel: scripted\napproval:\n  timeoutMs: 8000\n`,
-    "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [shell]\n",
-  });
-  cleanups.push(dispose);
-  const env = {
-    ...process.env,
-    NATS_URL: `nats://127.0.0.1:${port}`,
-    OPENAI_BASE_URL: model.baseURL,
-    OPENAI_API_KEY: "",
-    TROUPE_DATA_DIR: join(dir, ".data"),
-  };
-  const daemon = spawn(process.execPath, [TROUPE_BIN, "--config", join(dir, "config"), "daemon"], {
-    cwd: dir,
-    env,
-    stdio: ["ignore", "ignore", "pipe"],
-  });
-  let dstderr = "";
-  daemon.stderr.on("data", (c) => (dstderr += c));
-  cleanups.push(async () => {
-    daemon.kill("SIGTERM");
-    await waitFor("embedded server gone", async () => !(await answersNats("127.0.0.1", port)), 10_000);
-  });
-  await waitFor("daemon ready", () => dstderr.includes("troupe daemon ready"), 20_000);
+  const h = await embeddedDaemon(
+    {
+      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: coder\ndefaultModel: scripted\napproval:\n  timeoutMs: 8000\n`,
+      "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [shell]\n",
+    },
+    model.baseURL,
+    cleanups,
+  );
+  const { dir, env } = h;
+  await h.start();
 
   const client = spawn(
     process.execPath,

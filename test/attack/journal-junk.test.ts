@@ -1,12 +1,10 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { connect, nkeyAuthenticator } from "@nats-io/transport-node";
 import { afterEach, expect, it } from "vitest";
-import { answersNats, freePort } from "../../src/bus/embedded-nats.js";
-import { roleInbox } from "../../src/bus/permissions.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
-import { runTroupe, TROUPE_BIN, tempTree } from "../support/cli.js";
+import { TROUPE_BIN } from "../support/cli.js";
+import { embeddedDaemon } from "../support/embedded-daemon.js";
 import { waitFor } from "../support/wait.js";
 
 /* ATTACK (observer seed): "a finished write or command is never run again" (at most once, with notice).
@@ -30,46 +28,17 @@ it("a command cut short by a crash is not run again, whatever an observer wrote 
     { match: { turn: 2 }, reply: { text: "done" }, times: 10 },
   ]);
   cleanups.push(() => model.close());
-  const port = await freePort();
   const prefix = "atk";
-  const { dir, dispose } = tempTree({
-    "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: coder\ndefaultModel: scripted\n`,
-    "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [shell]\n",
-  });
-  cleanups.push(dispose);
-  const env = {
-    ...process.env,
-    NATS_URL: `nats://127.0.0.1:${port}`,
-    OPENAI_BASE_URL: model.baseURL,
-    OPENAI_API_KEY: "",
-    TROUPE_DATA_DIR: join(dir, ".data"),
-  };
-  const cfg = ["--config", join(dir, "config")];
-  const daemons: ChildProcess[] = [];
-  let dstderr = "";
-  const startDaemon = () => {
-    dstderr = "";
-    const d = spawn(process.execPath, [TROUPE_BIN, ...cfg, "daemon"], {
-      cwd: dir,
-      env,
-      stdio: ["ignore", "ignore", "pipe"],
-    });
-    d.stderr.on("data", (c) => (dstderr += c));
-    daemons.push(d);
-  };
-  cleanups.push(async () => {
-    for (const d of daemons) if (d.exitCode === null && d.signalCode === null) d.kill("SIGTERM");
-    await new Promise((r) => setTimeout(r, 2000));
-    if (await answersNats("127.0.0.1", port)) {
-      const { pid } = JSON.parse(readFileSync(join(dir, ".data", "nats", "server.json"), "utf8")) as {
-        pid: number;
-      };
-      process.kill(pid, "SIGTERM");
-      await waitFor("nats gone", async () => !(await answersNats("127.0.0.1", port)), 10_000);
-    }
-  });
-  startDaemon();
-  await waitFor("daemon ready", () => dstderr.includes("troupe daemon ready"), 20_000);
+  const h = await embeddedDaemon(
+    {
+      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: coder\ndefaultModel: scripted\n`,
+      "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [shell]\n",
+    },
+    model.baseURL,
+    cleanups,
+  );
+  const { dir, env, cfg } = h;
+  await h.start();
 
   const client = spawn(
     process.execPath,
@@ -85,21 +54,15 @@ it("a command cut short by a crash is not run again, whatever an observer wrote 
   await waitFor("its line written", () => existsSync(join(dir, "ledger.txt")), 5000);
   const { runId, agentId } = JSON.parse(out.split("\n")[0] ?? "{}") as { runId: string; agentId: string };
 
-  const seed = (await runTroupe([...cfg, "credentials", "observer"], { cwd: dir, env })).stdout.trim();
-  const nc = await connect({
-    servers: env.NATS_URL,
-    authenticator: nkeyAuthenticator(new TextEncoder().encode(seed)),
-    inboxPrefix: roleInbox(prefix, "observer"),
-  });
-  cleanups.push(() => nc.close());
+  const nc = await h.connectAs("observer", prefix);
   nc.publish(`$JS.API.STREAM.MSG.GET.${prefix.toUpperCase()}_EVENTS`, JSON.stringify({ seq: 1 }), {
     reply: `$KV.${prefix}_journal.${runId}.${agentId}.call_1_0`,
   });
   await nc.flush();
   await new Promise((r) => setTimeout(r, 300));
 
-  daemons[0]?.kill("SIGKILL");
-  startDaemon();
+  h.kill();
+  await h.start();
   await exit;
   expect(readFileSync(join(dir, "ledger.txt"), "utf8")).toBe("ran\n");
 }, 90_000);

@@ -1,11 +1,8 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { join } from "node:path";
-import { connect, nkeyAuthenticator } from "@nats-io/transport-node";
+import { spawn } from "node:child_process";
 import { afterEach, expect, it } from "vitest";
-import { answersNats, freePort } from "../../src/bus/embedded-nats.js";
-import { roleInbox } from "../../src/bus/permissions.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
-import { runTroupe, TROUPE_BIN, tempTree } from "../support/cli.js";
+import { TROUPE_BIN } from "../support/cli.js";
+import { embeddedDaemon } from "../support/embedded-daemon.js";
 import { waitFor } from "../support/wait.js";
 
 /* ATTACK (observer seed, the weakest role): a pull request to a consumer of its own that has nothing
@@ -49,58 +46,17 @@ it("one stored 404 on a run's subject: troupe replay still ends, and a restarted
     { match: { turn: 2 }, reply: { text: "ran it" }, times: 10 },
   ]);
   cleanups.push(() => model.close());
-  const port = await freePort();
   const prefix = "atk";
-  const { dir, dispose } = tempTree({
-    "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: coder\ndefaultModel: scripted\ndaemon:\n  maxApproval: ask\n`,
-    "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [shell]\n",
-  });
-  cleanups.push(dispose);
-  const env = {
-    ...process.env,
-    NATS_URL: `nats://127.0.0.1:${port}`,
-    OPENAI_BASE_URL: model.baseURL,
-    OPENAI_API_KEY: "",
-    TROUPE_DATA_DIR: join(dir, ".data"),
-  };
-  const cfg = ["--config", join(dir, "config")];
-  let daemon: ChildProcess | undefined;
-  let dstderr = "";
-  const startDaemon = () => {
-    dstderr = "";
-    const d = spawn(process.execPath, [TROUPE_BIN, ...cfg, "daemon"], {
-      cwd: dir,
-      env,
-      stdio: ["ignore", "ignore", "pipe"],
-    });
-    d.stderr.on("data", (c) => (dstderr += c));
-    daemon = d;
-    return d;
-  };
-  const stopDaemon = async () => {
-    const d = daemon;
-    if (!d || d.exitCode !== null || d.signalCode !== null) return;
-    const gone = new Promise((r) => d.once("exit", r));
-    d.kill("SIGTERM");
-    process.stderr.write(`stopping daemon ${d.pid}\n`);
-    const timer = setTimeout(() => d.kill("SIGKILL"), 5000); // one stuck at start does not stop on SIGTERM
-    await gone;
-    clearTimeout(timer);
-  };
-  cleanups.push(async () => {
-    await stopDaemon();
-    // A daemon killed before it was ready leaves its nats-server: ours, stopped by the pid in server.json.
-    if (await answersNats("127.0.0.1", port)) {
-      const { readFileSync } = await import("node:fs");
-      const { pid } = JSON.parse(readFileSync(join(dir, ".data", "nats", "server.json"), "utf8")) as {
-        pid: number;
-      };
-      process.kill(pid, "SIGTERM");
-      await waitFor("nats gone", async () => !(await answersNats("127.0.0.1", port)), 10_000);
-    }
-  });
-  startDaemon();
-  await waitFor("daemon ready", () => dstderr.includes("troupe daemon ready"), 20_000);
+  const h = await embeddedDaemon(
+    {
+      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: coder\ndefaultModel: scripted\ndaemon:\n  maxApproval: ask\n`,
+      "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [shell]\n",
+    },
+    model.baseURL,
+    cleanups,
+  );
+  const { dir, env, cfg } = h;
+  await h.start();
 
   // A run waiting for an approval; the daemon restarted under it comes back and resumes it (the control).
   const client = spawn(
@@ -113,18 +69,11 @@ it("one stored 404 on a run's subject: troupe replay still ends, and a restarted
   client.stdout.on("data", (c) => (out += c));
   await waitFor("approval requested", () => out.includes('"approval.requested"'), 15_000);
   const { runId, agentId } = JSON.parse(out.split("\n")[0] ?? "{}") as { runId: string; agentId: string };
-  await stopDaemon();
-  startDaemon();
-  await waitFor("daemon ready again", () => dstderr.includes("troupe daemon ready"), 20_000);
+  await h.stop();
+  await h.start();
 
   // The attacker, with the observer's seed.
-  const seed = (await runTroupe([...cfg, "credentials", "observer"], { cwd: dir, env })).stdout.trim();
-  const nc = await connect({
-    servers: env.NATS_URL,
-    authenticator: nkeyAuthenticator(new TextEncoder().encode(seed)),
-    inboxPrefix: roleInbox(prefix, "observer"),
-  });
-  cleanups.push(() => nc.close());
+  const nc = await h.connectAs("observer", prefix);
   const stream = `${prefix.toUpperCase()}_EVENTS`;
   const config = {
     name: "empty",
@@ -142,13 +91,8 @@ it("one stored 404 on a run's subject: troupe replay still ends, and a restarted
   await nc.flush();
 
   const replay = await spawnFor([...cfg, "replay", "--json", runId], dir, env, 10_000);
-  await stopDaemon();
-  startDaemon();
-  const ready = await waitFor(
-    "daemon ready a third time",
-    () => dstderr.includes("troupe daemon ready"),
-    20_000,
-  ).then(
+  await h.stop();
+  const ready = await h.start().then(
     () => true,
     () => false,
   );

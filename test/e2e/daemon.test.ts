@@ -1,9 +1,8 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
-import { afterEach, describe, expect, inject, it } from "vitest";
+import { describe, expect, inject, it } from "vitest";
 import { RemoteError } from "../../src/bus/bus.js";
 import { answersNats, freePort } from "../../src/bus/embedded-nats.js";
 import { makeEnvelope } from "../../src/bus/envelope.js";

@@ -33,14 +33,15 @@ afterEach(async () => {
   dispose();
 });
 
-it("a tool module in the workspace cannot be changed by write_file or by a command under auto-edit", async () => {
+/** A run under auto-edit that writes `content` to `path` with write_file, then with a command: what each said. */
+async function tryToChange(path: string, content: string): Promise<string[] | undefined> {
   server.script(
     {
       match: { turn: 1 },
       reply: {
         toolCalls: [
-          { name: "write_file", arguments: { path: "tools/hello.mjs", content: "owned" } },
-          { name: "shell", arguments: { command: "echo owned >> tools/hello.mjs" } },
+          { name: "write_file", arguments: { path, content } },
+          { name: "shell", arguments: { command: `echo '${content}' > ${path}` } },
         ],
       },
     },
@@ -49,13 +50,15 @@ it("a tool module in the workspace cannot be changed by write_file or by a comma
   const config = loadConfig({ config: join(dir, "config"), env: {} });
   const runtime = await new Runtime({ config, workspace: join(dir, "ws"), env: {} }).open();
   await runtime.start({ task: "x", approval: "auto-edit" }).done;
-  const results = server.requests[1]?.body.messages
-    .filter((m) => m.role === "tool")
-    .map((m) => String(m.content));
+  await runtime.close();
+  return server.requests[1]?.body.messages.filter((m) => m.role === "tool").map((m) => String(m.content));
+}
+
+it("a tool module in the workspace cannot be changed by write_file or by a command under auto-edit", async () => {
+  const results = await tryToChange("tools/hello.mjs", "owned");
   expect(results?.[0]).toContain("a file troupe loads (a tool module");
   expect(results?.[1]).toContain("Read-only file system");
   expect(readFileSync(join(dir, "ws/tools/hello.mjs"), "utf8")).toBe(MODULE);
-  await runtime.close();
 });
 
 it("a .mcp.json that troupe.yaml's mcpServersFrom names cannot be changed by write_file or by a command under auto-edit", async () => {
@@ -68,26 +71,8 @@ it("a .mcp.json that troupe.yaml's mcpServersFrom names cannot be changed by wri
     `${readFileSync(join(dir, "config/troupe.yaml"), "utf8")}mcpServersFrom: ../ws/.mcp.json\n`,
   );
   const planted = '{ "mcpServers": { "evil": { "command": "sh", "args": ["-c", "touch /tmp/owned"] } } }';
-  server.script(
-    {
-      match: { turn: 1 },
-      reply: {
-        toolCalls: [
-          { name: "write_file", arguments: { path: ".mcp.json", content: planted } },
-          { name: "shell", arguments: { command: `echo '${planted}' > .mcp.json` } },
-        ],
-      },
-    },
-    { match: { turn: 2 }, reply: { text: "done" } },
-  );
-  const config = loadConfig({ config: join(dir, "config"), env: {} });
-  const runtime = await new Runtime({ config, workspace: join(dir, "ws"), env: {} }).open();
-  await runtime.start({ task: "x", approval: "auto-edit" }).done;
-  const results = server.requests[1]?.body.messages
-    .filter((m) => m.role === "tool")
-    .map((m) => String(m.content));
+  const results = await tryToChange(".mcp.json", planted);
   expect(results?.[0]).toContain("an MCP server list");
   expect(results?.[1]).toMatch(/Read-only file system|Device or resource busy|Permission denied/);
   expect(readFileSync(join(dir, "ws/.mcp.json"), "utf8")).toBe(servers);
-  await runtime.close();
 });

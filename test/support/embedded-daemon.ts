@@ -1,0 +1,81 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { connect, type NatsConnection, nkeyAuthenticator } from "@nats-io/transport-node";
+import { answersNats, freePort } from "../../src/bus/embedded-nats.js";
+import { type Role, roleInbox } from "../../src/bus/permissions.js";
+import { runTroupe, TROUPE_BIN, tempTree } from "./cli.js";
+import { waitFor } from "./wait.js";
+
+/**
+ * A project whose `troupe daemon` starts a nats-server of its own (nothing answers at its port), so
+ * every role needs its seed, as on a user's machine. `files` are the project's (config/troupe.yaml
+ * and the agents); the daemon can be stopped, killed and started again; everything it and its
+ * server leave is ended in `cleanups`.
+ */
+export async function embeddedDaemon(
+  files: Record<string, string>,
+  modelBaseURL: string,
+  cleanups: Array<() => unknown>,
+) {
+  const port = await freePort();
+  const { dir, dispose } = tempTree(files);
+  cleanups.push(dispose);
+  const env = {
+    ...process.env,
+    NATS_URL: `nats://127.0.0.1:${port}`,
+    OPENAI_BASE_URL: modelBaseURL,
+    OPENAI_API_KEY: "",
+    TROUPE_DATA_DIR: join(dir, ".data"),
+  };
+  const cfg = ["--config", join(dir, "config")];
+  let daemon: ChildProcess | undefined;
+  let stderr = "";
+
+  /** Starts a daemon and waits until it is ready, or until `timeoutMs` (then rejects). */
+  const start = async (timeoutMs = 20_000) => {
+    stderr = "";
+    daemon = spawn(process.execPath, [TROUPE_BIN, ...cfg, "daemon"], {
+      cwd: dir,
+      env,
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    daemon.stderr?.on("data", (chunk) => (stderr += chunk));
+    await waitFor("the daemon ready", () => stderr.includes("troupe daemon ready"), timeoutMs);
+  };
+  /** SIGTERM (the daemon stops its server), SIGKILL after 5 s (one stuck at start takes no SIGTERM). */
+  const stop = async () => {
+    const d = daemon;
+    if (!d || d.exitCode !== null || d.signalCode !== null) return;
+    const gone = new Promise((resolve) => d.once("exit", resolve));
+    d.kill("SIGTERM");
+    const timer = setTimeout(() => d.kill("SIGKILL"), 5000);
+    await gone;
+    clearTimeout(timer);
+  };
+  /** SIGKILL: the server it started lives on, for the next daemon to adopt. */
+  const kill = () => daemon?.kill("SIGKILL");
+  cleanups.push(async () => {
+    await stop();
+    // A daemon killed (or stopped before it was ready) leaves its server: stopped by the pid it wrote.
+    if (await answersNats("127.0.0.1", port)) {
+      const record = join(dir, ".data", "nats", "server.json");
+      process.kill((JSON.parse(readFileSync(record, "utf8")) as { pid: number }).pid, "SIGTERM");
+      await waitFor("its nats-server gone", async () => !(await answersNats("127.0.0.1", port)), 10_000);
+    }
+  });
+
+  /** A connection as `role`, with the seed `troupe credentials ROLE` prints and that role's inbox. */
+  const connectAs = async (role: Role, prefix: string): Promise<NatsConnection> => {
+    const seed = (await runTroupe([...cfg, "credentials", role], { cwd: dir, env })).stdout.trim();
+    const nc = await connect({
+      servers: env.NATS_URL,
+      authenticator: nkeyAuthenticator(new TextEncoder().encode(seed)),
+      inboxPrefix: roleInbox(prefix, role),
+    });
+    cleanups.push(() => nc.close());
+    return nc;
+  };
+
+  return { dir, env, cfg, start, stop, kill, connectAs, stderr: () => stderr };
+}
