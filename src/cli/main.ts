@@ -75,6 +75,12 @@ export async function main(argv: string[]): Promise<number> {
         for (const probe of probes)
           process.stdout.write(`${probe.ok ? "ok  " : "fail"} mcp ${probe.server}: ${probe.says}\n`);
         if (probes.some((probe) => !probe.ok)) exitCode = EXIT.failed;
+        const { checkMcpToolEffects } = await import("../config/check-agents.js");
+        const { formatProblem } = await import("../config/problems.js");
+        const offered = new Map(probes.map((probe) => [probe.server, probe.tools ?? []]));
+        const problems = checkMcpToolEffects(config.agents, offered);
+        for (const problem of problems) process.stderr.write(`${formatProblem(problem)}\n`);
+        if (problems.length > 0) exitCode = EXIT.usage;
       }
     });
   agents

@@ -1,4 +1,10 @@
-import { BUILTIN_TOOL_EFFECTS, MCP_SEPARATOR, SANDBOXED_TOOLS, splitMcpToolName } from "../tools/catalog.js";
+import {
+  BUILTIN_TOOL_EFFECTS,
+  MCP_SEPARATOR,
+  SANDBOXED_TOOLS,
+  splitMcpToolName,
+  type ToolEffect,
+} from "../tools/catalog.js";
 import { didYouMean } from "../util/did-you-mean.js";
 import type { LoadedAgent } from "./load.js";
 import type { ConfigProblem } from "./problems.js";
@@ -122,6 +128,35 @@ function checkTools(
         : `; the tools are ${candidates.join(", ")}`);
     problems.push(file.problem(at, `unknown tool "${tool}"${hint}`));
   });
+}
+
+/**
+ * What only a started server can tell: an MCP tool that a read-only agent or a subagent names, and
+ * that may change things (its server is not marked `readOnly`, nor the tool `readOnlyHint`). Such a
+ * tool is never offered to that agent, and a call of it is refused; this says so before a run.
+ */
+export function checkMcpToolEffects(
+  agents: ReadonlyMap<string, LoadedAgent>,
+  servers: ReadonlyMap<string, ReadonlyArray<{ name: string; effect: ToolEffect }>>,
+): ConfigProblem[] {
+  const subagents = new Set([...agents.values()].flatMap(({ definition }) => definition.subagents));
+  const problems: ConfigProblem[] = [];
+  for (const { definition, file } of agents.values()) {
+    if (!definition.readOnly && !subagents.has(definition.name)) continue;
+    const why = definition.readOnly ? "a read-only agent" : "a subagent (every subagent is read-only)";
+    definition.tools.forEach((name, i) => {
+      const mcp = splitMcpToolName(name);
+      const tool = mcp && servers.get(mcp.server)?.find((offered) => offered.name === name);
+      if (tool && tool.effect !== "read")
+        problems.push(
+          file.problem(
+            ["tools", i],
+            `"${name}" may change things (the server "${mcp.server}" does not mark it readOnlyHint, and its entry in mcpServers lacks readOnly: true); ${why} is never given it: remove it, or mark the server readOnly if it only reads`,
+          ),
+        );
+    });
+  }
+  return problems;
 }
 
 function readTools(): string[] {

@@ -105,6 +105,22 @@ describe("an MCP server that does not start", () => {
   });
 });
 
+describe("troupe agents validate --check-servers and what an MCP tool may do", () => {
+  it("names a tool that may change things listed by a subagent not marked readOnly, at file:line:col, with exit 2", async () => {
+    const files = ["  files:", `    command: ${q(process.execPath)}`, `    args: [${q(FILESYSTEM)}, "ws"]`];
+    const cwd = project(["mcpServers:", ...files], {
+      lead: "name: lead\ndescription: Leads.\ntools: [files__write_file]\nsubagents: [scribe]\n",
+      scribe: "name: scribe\ndescription: Writes.\ntools: [files__read_text_file, files__write_file]\n",
+    });
+    const validate = await runTroupe(["agents", "validate", "--check-servers"], { cwd, env: env() });
+    expect(validate.stdout).toMatch(/^ok {3}mcp files: \d+ tools over stdio$/m);
+    expect(validate.stderr).toBe(
+      'config/agents/scribe.yaml:3:32: tools[1]: "files__write_file" may change things (the server "files" does not mark it readOnlyHint, and its entry in mcpServers lacks readOnly: true); a subagent (every subagent is read-only) is never given it: remove it, or mark the server readOnly if it only reads\n',
+    );
+    expect(validate.code).toBe(2);
+  });
+});
+
 describe("MCP configs of other clients", () => {
   it("troupe run uses the servers of a Claude Code .mcp.json and a VS Code .vscode/mcp.json", async () => {
     const claudeCode = {

@@ -9,6 +9,7 @@ import type { AgentOutput } from "../../src/machines/agent-types.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { tempTree } from "../support/cli.js";
 import { testConfig } from "../support/config.js";
+import { FILESYSTEM } from "../support/mcp-servers.js";
 import { collect } from "../support/wait.js";
 
 let server: ScriptedModelServer;
@@ -401,6 +402,47 @@ describe("subagents", () => {
     expect(childRequest?.body.messages.find((m) => m.role === "tool")?.content).toContain(
       "write_file writes, and this agent is read-only",
     );
+    await rt.close();
+  });
+
+  it("are read-only whatever their YAML says: a child not marked readOnly that lists an MCP server's write tool, under yolo, writes nothing", async () => {
+    const scribe = {
+      name: "scribe",
+      description: "Writes notes.",
+      tools: ["read_file", "files__write_file", "files__read_text_file"],
+    };
+    const target = join(ws, "note.txt");
+    server.script(
+      { match: { ...as("lead"), turn: 1 }, reply: { toolCalls: [subagentCall("scribe", "write a note")] } },
+      {
+        match: { ...as("scribe"), turn: 1 },
+        reply: {
+          toolCalls: [
+            { name: "files__write_file", arguments: { path: target, content: "written" } },
+            { name: "files__read_text_file", arguments: { path: join(ws, "README.md") } },
+          ],
+        },
+      },
+      { match: { ...as("scribe"), turn: 2 }, reply: { text: "could not write" } },
+      { match: { ...as("lead"), turn: 2 }, reply: { text: "ok" } },
+    );
+    const files = { command: process.execPath, args: [FILESYSTEM, ws] };
+    const rt = await runtime([{ ...lead, subagents: ["scribe"] }, scribe], { mcpServers: { files } }).open();
+    const output = await rt.start({ task: "x", agent: "lead", approval: "yolo" }).done;
+    expect(output.reason).toBe("done");
+    expect(existsSync(target)).toBe(false);
+    const childRequests = server.requests.filter((r) =>
+      String(r.body.messages[0]?.content).includes('"scribe"'),
+    );
+    expect(childRequests[0]?.body.tools?.map((t) => t.function.name)).toEqual([
+      "read_file",
+      "files__read_text_file",
+    ]);
+    const results = childRequests[1]?.body.messages
+      .filter((m) => m.role === "tool")
+      .map((m) => String(m.content));
+    expect(results?.[0]).toContain("this agent is read-only");
+    expect(results?.[1]).toContain("# project");
     await rt.close();
   });
 

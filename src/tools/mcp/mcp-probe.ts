@@ -1,5 +1,7 @@
 import type { McpServerConfig } from "../../config/schema.js";
 import { type Logger, silentLogger } from "../../log.js";
+import type { ToolEffect } from "../catalog.js";
+import { mcpToolEffect, mcpToolName } from "./mcp-tool.js";
 import { type Confine, failureReason, loadSdk, openClient, StderrTail } from "./mcp-transport.js";
 
 /** What starting one server once showed. */
@@ -8,6 +10,8 @@ export interface ServerProbe {
   ok: boolean;
   /** One line: its tool count and transport, or why it did not start. */
   says: string;
+  /** Its tools, as agents name them, with what each may do; absent when it did not start. */
+  tools?: Array<{ name: string; effect: ToolEffect }>;
 }
 
 export interface ProbeOptions {
@@ -56,7 +60,15 @@ async function probeServer(
     });
     const { tools } = await opened.client.listTools(undefined, { timeout: timeoutMs });
     const over = opened.kind === "sse" ? "the legacy HTTP+SSE transport" : opened.kind;
-    return { server, ok: true, says: `${tools.length} tool${tools.length === 1 ? "" : "s"} over ${over}` };
+    return {
+      server,
+      ok: true,
+      says: `${tools.length} tool${tools.length === 1 ? "" : "s"} over ${over}`,
+      tools: tools.map((tool) => ({
+        name: mcpToolName(server, tool.name),
+        effect: mcpToolEffect(config, tool),
+      })),
+    };
   } catch (error) {
     await stderr.settled();
     return { server, ok: false, says: `did not start: ${failureReason(error)}${stderr.describe()}` };

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { McpServerConfig } from "../../config/schema.js";
-import { MCP_SEPARATOR } from "../catalog.js";
+import { MCP_SEPARATOR, type ToolEffect } from "../catalog.js";
 import { type Tool, type ToolResult, toolError } from "../tool.js";
 import { pathArgumentError } from "./mcp-paths.js";
 import { McpServerDownError } from "./mcp-transport.js";
@@ -40,6 +40,14 @@ export function mcpToolName(server: string, tool: string): string {
   return `${server}${MCP_SEPARATOR}${tool.replace(/[^A-Za-z0-9_-]/g, "_")}`.slice(0, 64);
 }
 
+/** `read` when its server is marked `readOnly` or the tool says `readOnlyHint`; `execute` otherwise. */
+export function mcpToolEffect(
+  config: Pick<McpServerConfig, "readOnly">,
+  info: Pick<McpToolInfo, "annotations">,
+): ToolEffect {
+  return config.readOnly || info.annotations?.readOnlyHint === true ? "read" : "execute";
+}
+
 /**
  * One MCP tool as a Troupe tool. It counts as `execute` unless its server is marked `readOnly` or the
  * tool says `readOnlyHint`; it is run again after a crash cut it short only when it says `idempotentHint`. Every argument that names a path, at any depth, is held to the workspace
@@ -47,11 +55,12 @@ export function mcpToolName(server: string, tool: string): string {
  * server allows.
  */
 export function mcpTool(caller: McpCaller, info: McpToolInfo, workspace: string): Tool {
-  const readOnly = caller.config.readOnly || info.annotations?.readOnlyHint === true;
+  const effect = mcpToolEffect(caller.config, info);
+  const readOnly = effect === "read";
   return {
     name: mcpToolName(caller.server, info.name),
     description: info.description ?? `${info.name} from the ${caller.server} MCP server`,
-    effect: readOnly ? "read" : "execute",
+    effect,
     // The server's word, as for readOnlyHint: the operator chose the server.
     ...(info.annotations?.idempotentHint === true ? { idempotent: true } : {}),
     // Cline's `autoApprove`: the operator allowed these calls in advance, applied where the policy decides.
