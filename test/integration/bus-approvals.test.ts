@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { Bus, KvStore } from "../../src/bus/bus.js";
 import { silentLogger } from "../../src/log.js";
 import { findApproval } from "../../src/safety/answer-approval.js";
 import type { ApprovalRequest, RejectedAnswer } from "../../src/safety/approver.js";
@@ -237,6 +238,30 @@ describe.each([
     ]);
   });
 
+  it("let exactly one of an answer and the timeout win when they land together, and tell the answerer which", async () => {
+    for (let round = 0; round < 3; round++) {
+      const callId = `late${round}`;
+      const { bus, released } = holdingApprovals(under.bus);
+      const waiting = new BusApprover(bus, 400, trust, silentLogger).decide(
+        request(callId),
+        new AbortController().signal,
+      );
+      await pendingRecord(under, callId);
+      // The host's write of the answer is held until its own timer has denied the request: both writes
+      // race for the same record, and only one may land.
+      const told = await answerRef(
+        under.bus,
+        alice,
+        { runId: "run-1", agentId: "coder", callId },
+        { approved: true },
+      );
+      expect(await released).toBe(true);
+      expect(await waiting).toMatchObject({ approved: false, by: "timeout" });
+      expect(told.outcome).toBe("already-decided");
+      expect(await findApproval(under.bus, callId)).toMatchObject({ status: "denied", by: "timeout" });
+    }
+  });
+
   it("let exactly one of two valid answers at once win, every time", async () => {
     for (let round = 0; round < 10; round++) {
       const callId = `race${round}`;
@@ -258,3 +283,39 @@ describe.each([
     }
   });
 });
+
+/**
+ * The bus as a host sees it, but a write that approves a request waits until the record says it was
+ * denied (by the host's timer) first; `released` says whether it came to that.
+ */
+function holdingApprovals(bus: Bus): { bus: Bus; released: Promise<boolean> } {
+  let release: (held: boolean) => void = () => {};
+  const released = new Promise<boolean>((resolve) => {
+    release = resolve;
+  });
+  const held = async (): Promise<KvStore> => {
+    const kv = await bus.kv("approvals");
+    return {
+      name: kv.name,
+      get: (key) => kv.get(key),
+      async put(key, value, options) {
+        if ((value as ApprovalRecord).status === "approved") {
+          await waitFor(
+            "the timeout's denial",
+            async () => (await kv.get<ApprovalRecord>(key))?.value.status === "denied",
+          );
+          release(true);
+        }
+        return kv.put(key, value, options);
+      },
+      create: (key, value) => kv.create(key, value),
+      delete: (key, options) => kv.delete(key, options),
+      keys: (pattern) => kv.keys(pattern),
+      values: (pattern) => kv.values(pattern),
+      forget: (pattern) => kv.forget(pattern),
+      watch: (options) => kv.watch(options),
+    };
+  };
+  const host = { kv: (name: string) => (name === "approvals" ? held() : bus.kv(name)) } as unknown as Bus;
+  return { bus: host, released };
+}
