@@ -1,0 +1,42 @@
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
+import { afterEach, expect, inject, it } from "vitest";
+import { makeEnvelope } from "../../src/bus/envelope.js";
+import { subjects } from "../../src/bus/subjects.js";
+import { type AckDroppingRelay, ackDroppingRelay } from "../support/ack-dropping-relay.js";
+import { type BusUnderTest, natsBus } from "../support/buses.js";
+
+let relay: AckDroppingRelay;
+let under: BusUnderTest;
+afterEach(async () => {
+  await under.dispose();
+  await relay.close();
+});
+
+/** How many messages the bus's event stream holds, as the server counts them. */
+async function stored(prefix: string): Promise<number> {
+  const nc = await connect({ servers: inject("natsUrl") });
+  try {
+    const info = await (await jetstreamManager(nc)).streams.info(subjects(prefix).eventStream);
+    return info.state.messages;
+  } finally {
+    await nc.close();
+  }
+}
+
+const event = (seq: number) =>
+  makeEnvelope({ runId: "run-1", agentId: "lead", seq, type: "model.delta", data: { text: `${seq}` } });
+
+it("events whose acks are lost on the way back are sent again, and each is stored once, in order", async () => {
+  relay = await ackDroppingRelay(inject("natsUrl"));
+  const prefix = `lostacks${process.pid}${Date.now().toString(36)}`;
+  under = await natsBus({ url: relay.url, prefix, appendTimeoutMs: 1000 });
+  const events = [event(0), event(1), event(2)];
+  relay.drop(3);
+  await under.bus.log.appendAll(events);
+  expect(relay.dropped()).toBe(3);
+  expect(await stored(prefix)).toBe(3);
+  const read: string[] = [];
+  for await (const { envelope } of under.bus.log.read({ runId: "run-1" })) read.push(envelope.id);
+  expect(read).toEqual(events.map((e) => e.id));
+});
