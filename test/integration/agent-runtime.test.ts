@@ -6,7 +6,8 @@ import type { AgentEventMap } from "../../src/actors/agent-events.js";
 import { Runtime } from "../../src/actors/runtime.js";
 import { SUMMARIZER_PROMPT } from "../../src/actors/summarizer.js";
 import type { Envelope } from "../../src/bus/envelope.js";
-import { countMessagesTokens, countTextTokens } from "../../src/context/tokens.js";
+import { countMessagesTokens, countTextTokens, countToolSpecTokens } from "../../src/context/tokens.js";
+import type { ToolSpec } from "../../src/model/types.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { defineTool, type Tool } from "../../src/tools/tool.js";
 import { tempTree } from "../support/cli.js";
@@ -106,6 +107,46 @@ describe("agent runtime on LocalBus with the scripted model over HTTP", () => {
     expect(output.usage.inputTokens).toBeGreaterThan(summed);
     await rt.close();
   }, 120_000);
+
+  it("counts the tool specs and the reply's reserve in a request: either alone pushing it over the threshold starts a compaction", async () => {
+    const lines = Array.from({ length: 60 }, (_, i) => `line ${i}: ${"data ".repeat(6)}`).join("\n");
+    writeFileSync(join(workspace, "medium.txt"), lines);
+    /** The second request of a run under this window, and whether a compaction came before it. */
+    const secondRequest = async (contextWindow: number) => {
+      const before = server.requests.length;
+      server.script(
+        {
+          match: { system: '"worker"', turn: 1 },
+          reply: { toolCalls: [{ name: "read_file", arguments: { path: "medium.txt" } }] },
+        },
+        { match: { system: '"worker"', turn: 2 }, reply: { text: "read" } },
+      );
+      const rt = runtime({ tools: ["read_file", "list_dir", "glob", "grep"] }, { contextWindow });
+      const handle = rt.start({ task: "Read medium.txt." });
+      expect((await handle.done).reason).toBe("done");
+      const compacted = (await eventsOf(rt, handle.runId)).filter((e) => e.type === "context.compacted");
+      await rt.close();
+      const body = server.requests[before + 1]?.body;
+      if (!body) throw new Error("no second request");
+      const messages = countMessagesTokens(body.messages);
+      const specs = countToolSpecTokens(
+        body.tools?.map(({ function: f }) => ({ ...f, description: f.description ?? "" }) as ToolSpec),
+      );
+      return { compacted: compacted.length > 0, messages, specs };
+    };
+    const { compacted, messages, specs } = await secondRequest(1_000_000);
+    expect(compacted).toBe(false);
+    expect(specs).toBeGreaterThan(300);
+    // Compaction starts when messages + specs + the reply's reserve (a tenth of the window) pass 80 %.
+    // Here the messages and the reserve fit (messages < 70 %); the specs push it over.
+    const specsOver = Math.round((messages + specs / 2) / 0.7);
+    expect((await secondRequest(specsOver)).compacted).toBe(true);
+    // Here messages and specs fit (under 80 %); the reserve pushes it over.
+    const reserveOver = Math.round((messages + specs) / 0.75);
+    expect((await secondRequest(reserveOver)).compacted).toBe(true);
+    // And with room for all three, nothing is compacted.
+    expect((await secondRequest(Math.round((messages + specs) / 0.6))).compacted).toBe(false);
+  });
 
   it("compacts and retries once when the provider says the context is too long", async () => {
     server.script(
