@@ -16,7 +16,8 @@ import { join } from "node:path";
 /**
  * Where LocalBus keeps what must outlive the process in the embedded mode: each run's event log as
  * append-only JSONL, and KV values as one file per key, written to a temporary file, fsynced, then
- * renamed (a crash leaves the old value or the new one, never half of one). Directories are 0700 and
+ * renamed, and the directory fsynced (a crash leaves the old value or the new one, never half of one,
+ * and a reader at any moment sees one or the other). Directories are 0700 and
  * files 0600: they hold conversations.
  */
 export class FileStore {
@@ -59,6 +60,7 @@ export class FileStore {
       closeSync(fd);
     }
     renameSync(temporary, file);
+    syncDirectory(dir);
   }
 
   deleteValue(bucket: string, key: string): void {
@@ -77,5 +79,19 @@ export class FileStore {
         };
         return { key: decodeURIComponent(name.slice(0, -".json".length)), ...record };
       });
+  }
+}
+
+/**
+ * Makes a rename in `dir` survive a crash of the machine: the new name is in the directory's own
+ * data, which an fsync of the directory writes out. Windows cannot open a directory to sync it.
+ */
+function syncDirectory(dir: string): void {
+  if (process.platform === "win32") return;
+  const fd = openSync(dir, "r");
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
   }
 }

@@ -1,0 +1,72 @@
+import { spawn } from "node:child_process";
+import * as fs from "node:fs";
+import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import { afterEach, expect, it, vi } from "vitest";
+import { FileStore } from "../../src/bus/file-store.js";
+import { exited, tempTree } from "../support/cli.js";
+import { waitFor } from "../support/wait.js";
+
+// Every fsync the store makes, and whether it was of a directory, seen as it happens.
+const synced = vi.hoisted(() => [] as Array<{ directory: boolean }>);
+vi.mock("node:fs", async (original) => {
+  const real = await original<typeof import("node:fs")>();
+  return {
+    ...real,
+    fsyncSync: (fd: number) => {
+      synced.push({ directory: real.fstatSync(fd).isDirectory() });
+      real.fsyncSync(fd);
+    },
+  };
+});
+
+const disposers: Array<() => void> = [];
+afterEach(() => {
+  for (const dispose of disposers.splice(0)) dispose();
+});
+
+/** The built FileStore, as another process runs it (`npm test` builds first). */
+const BUILT = pathToFileURL(resolve("dist/bus/file-store.js")).href;
+
+it("a value's file is never seen half written: not by a reader while it is written, not after its writer is killed", async () => {
+  const { dir, dispose } = tempTree({});
+  disposers.push(dispose);
+  // A writer that puts two large values in turn under one key, as fast as it can.
+  const writer = spawn(
+    process.execPath,
+    [
+      "--input-type=module",
+      "-e",
+      `const { FileStore } = await import(${JSON.stringify(BUILT)});
+       const store = new FileStore(${JSON.stringify(dir)});
+       const values = ["a", "b"].map((c) => ({ json: JSON.stringify(c.repeat(4_000_000)), revision: 1 }));
+       for (let i = 0; ; i++) store.saveValue("snapshots", "run.agent", values[i % 2]);`,
+    ],
+    { stdio: "ignore" },
+  );
+  const file = join(dir, "kv", "snapshots", `${encodeURIComponent("run.agent")}.json`);
+  const whole = (text: string) => {
+    const value = JSON.parse(JSON.parse(text).json) as string;
+    return value.length === 4_000_000 && (value === "a".repeat(4_000_000) || value === "b".repeat(4_000_000));
+  };
+  await waitFor("the first value", () => fs.existsSync(file), 10_000);
+  let reads = 0;
+  const until = Date.now() + 1500;
+  while (Date.now() < until) {
+    expect(whole(fs.readFileSync(file, "utf8"))).toBe(true);
+    reads++;
+  }
+  writer.kill("SIGKILL");
+  await exited(writer);
+  expect(reads).toBeGreaterThan(5);
+  expect(whole(fs.readFileSync(file, "utf8"))).toBe(true);
+  expect(new FileStore(dir).loadValues("snapshots")).toHaveLength(1);
+}, 20_000);
+
+it("fsyncs a value, then its directory, so the rename is on disk too", () => {
+  const { dir, dispose } = tempTree({});
+  disposers.push(dispose);
+  synced.length = 0;
+  new FileStore(dir).saveValue("approvals", "k", { json: "{}", revision: 1 });
+  expect(synced).toEqual([{ directory: false }, { directory: true }]);
+});
