@@ -38,9 +38,10 @@ it("keeps local runs in the data dir (0700/0600), lists them, replays them, and 
   expect(mode(join(local, "runs", runId))).toBe(0o700);
   expect(mode(join(local, "runs", runId, "events.jsonl"))).toBe(0o600);
   const snapshots = join(local, "kv", "troupe_snapshots");
-  expect(
-    readdirSync(snapshots).every((file) => file.endsWith(".json") && mode(join(snapshots, file)) === 0o600),
-  ).toBe(true);
+  // The run's one agent's snapshot, and nothing else (no temporary file left behind).
+  const stored = readdirSync(snapshots);
+  expect(stored).toEqual([expect.stringMatching(new RegExp(`^${runId}\\..+\\.json$`))]);
+  expect(mode(join(snapshots, stored[0] as string))).toBe(0o600);
 
   const replay = await runTroupe(["replay", runId, "--json"], { cwd: dir, env: env() });
   expect(replay.stdout).toBe(quick.stdout);
