@@ -116,13 +116,24 @@ describe("MCP: @modelcontextprotocol/server-everything", () => {
     });
   });
 
-  it("refreshes its tools when the server says the list changed", async () => {
-    const { logs } = await start({ everything: server([EVERYTHING]) });
+  it("refreshes its tools when the server says the list changed, keeping every tool callable", async () => {
+    const { registry, logs } = await start({ everything: server([EVERYTHING]) });
     // The server registers its client-dependent tools after initialization and announces it.
     await waitFor(
       "a refresh after tools/list_changed",
       () => logs.filter((r) => r.msg === "registered MCP tools").length >= 2,
     );
+    const names = registry.names();
+    expect(names).toEqual(
+      expect.arrayContaining([
+        "everything__echo",
+        "everything__get-sum",
+        "everything__simulate-research-query",
+      ]),
+    );
+    expect(new Set(names).size).toBe(names.length);
+    expect(registry.get("everything__simulate-research-query")?.effect).toBe("execute");
+    expect((await run(registry, "everything__get-sum", { a: 2, b: 3 })).output).toContain("5");
   });
 
   it("restarts a server that was killed, failing its calls clearly meanwhile", async () => {
