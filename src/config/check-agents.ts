@@ -6,7 +6,7 @@ import {
   type ToolEffect,
 } from "../tools/catalog.js";
 import { didYouMean } from "../util/did-you-mean.js";
-import type { LoadedAgent } from "./load.js";
+import type { LoadedAgent } from "./loaded.js";
 import type { ConfigProblem } from "./problems.js";
 import type { TroupeConfig } from "./schema.js";
 import type { YamlFile } from "./yaml-file.js";

@@ -1,4 +1,4 @@
-import type { LoadedConfig } from "./load.js";
+import type { LoadedConfig } from "./loaded.js";
 import { agentSchema, troupeConfigSchema } from "./schema.js";
 import { YamlFile } from "./yaml-file.js";
 

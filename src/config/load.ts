@@ -5,31 +5,18 @@ import { checkAgents } from "./check-agents.js";
 import { withEnv } from "./env.js";
 import { type InlineConfig, inlineConfig } from "./inline.js";
 import { linkOnTheWay } from "./linked-path.js";
+import type { LoadedAgent, LoadedConfig } from "./loaded.js";
 import { mcpServersOf } from "./mcp-servers-from.js";
 import { ConfigError, type ConfigProblem } from "./problems.js";
-import { type AgentDefinition, agentSchema, type TroupeConfig, troupeConfigSchema } from "./schema.js";
+import { agentSchema, type TroupeConfig, troupeConfigSchema } from "./schema.js";
 import { YamlFile } from "./yaml-file.js";
+
+export type { LoadedAgent, LoadedConfig };
 
 export const CONFIG_FILE = "troupe.yaml";
 
 /** The config/ shipped with Troupe: used when neither --config, TROUPE_CONFIG nor ./config is there. */
 export const BUILTIN_CONFIG_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "../../config");
-
-export interface LoadedAgent {
-  definition: AgentDefinition;
-  file: YamlFile;
-}
-
-export interface LoadedConfig {
-  /** The directory the config came from. */
-  dir: string;
-  /** troupe.yaml, when there was one (otherwise every setting is its default). */
-  file: string | undefined;
-  troupe: TroupeConfig;
-  agents: Map<string, LoadedAgent>;
-  /** Whether NATS's URL was chosen (troupe.yaml's nats.url or NATS_URL), not the built-in default. */
-  natsUrlChosen?: boolean;
-}
 
 export interface LoadOptions {
   /** A config directory, or the path of its troupe.yaml. */

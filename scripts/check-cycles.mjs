@@ -1,0 +1,56 @@
+#!/usr/bin/env node
+// Finds import cycles among the TypeScript modules under a directory (default src), type-only imports
+// included: a cycle of types still ties two modules together. Prints each cycle once and exits 1 when
+// there is any; prints "no import cycles in N modules" and exits 0 otherwise.
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
+
+const root = resolve(process.argv[2] ?? "src");
+const modules = [];
+const walk = (dir) => {
+  for (const name of readdirSync(dir)) {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) walk(path);
+    else if (name.endsWith(".ts") && !name.endsWith(".d.ts")) modules.push(path);
+  }
+};
+walk(root);
+
+const known = new Set(modules);
+const imports = new Map();
+const specifier = /(?:^|\n)\s*(?:import|export)\s[^;]*?\sfrom\s+["'](\.[^"']+)["']/g;
+for (const file of modules) {
+  const text = readFileSync(file, "utf8");
+  const targets = new Set();
+  for (const match of text.matchAll(specifier)) {
+    const target = resolve(dirname(file), match[1].replace(/\.js$/, ".ts"));
+    if (known.has(target)) targets.add(target);
+  }
+  imports.set(file, [...targets]);
+}
+
+const cycles = new Map();
+const state = new Map();
+const stack = [];
+const visit = (file) => {
+  state.set(file, "open");
+  stack.push(file);
+  for (const next of imports.get(file)) {
+    if (state.get(next) === "open") {
+      const cycle = stack.slice(stack.indexOf(next)).map((path) => relative(process.cwd(), path));
+      const start = cycle.indexOf([...cycle].sort()[0]);
+      const key = [...cycle.slice(start), ...cycle.slice(0, start)].join(" → ");
+      cycles.set(key, true);
+    } else if (!state.has(next)) visit(next);
+  }
+  stack.pop();
+  state.set(file, "done");
+};
+for (const file of modules) if (!state.has(file)) visit(file);
+
+for (const cycle of cycles.keys()) console.log(`cycle: ${cycle} → (back to the first)`);
+if (cycles.size > 0) {
+  console.log(`${cycles.size} import cycle${cycles.size === 1 ? "" : "s"} in ${modules.length} modules`);
+  process.exit(1);
+}
+console.log(`no import cycles in ${modules.length} modules`);
