@@ -17,17 +17,43 @@ export type { AgentHooks, BeforeToolDecision, HookContext, NextTurn } from "./ac
 export type { AgentHandle } from "./actors/agent-host.js";
 export type { AgentEvent } from "./actors/agent-stream.js";
 export { buildRunTree, type TreeNode } from "./actors/run-tree.js";
-export { type RunOptions, Runtime } from "./actors/runtime.js";
+// The errors a caller can receive: every one is a TroupeError; a UserError is the caller's to mend.
+export {
+  type RunOptions,
+  Runtime,
+  UnknownAgentError,
+  UnknownSkillError,
+  WorkspaceError,
+} from "./actors/runtime.js";
 export type { Bus } from "./bus/bus.js";
+export {
+  BusClosedError,
+  BusError,
+  KvConflictError,
+  RequestRefusedError,
+  RequestTimeoutError,
+} from "./bus/bus.js";
 export { LocalBus } from "./bus/local-bus.js";
 export { NatsBus } from "./bus/nats-bus.js";
+export { BusUnavailableError } from "./bus/nats-connect.js";
+export { ConfigError, type ConfigProblem } from "./config/problems.js";
 export type { AgentDefinition, Budget, TroupeConfig } from "./config/schema.js";
+export { TroupeError, UnreachableError, UserError } from "./errors.js";
 export type { AgentOutput, StopReason } from "./machines/agent-types.js";
+export {
+  CircuitOpenError,
+  ContextLengthExceededError,
+  ModelError,
+  ModelNotConfiguredError,
+} from "./model/errors.js";
 export type { ChatMessage, Usage } from "./model/types.js";
 export type { ApprovalAnswer, ApprovalRequest, Approver } from "./safety/approver.js";
 export { ScriptedModelServer } from "./testing/scripted-model-server.js";
+export { McpToolCollisionError } from "./tools/mcp/mcp-connection.js";
 export { defineTool, type Tool, type ToolContext, type ToolResult } from "./tools/tool.js";
+export { ToolModuleError } from "./tools/tool-modules.js";
 export type { ToolSchema } from "./tools/tool-schema.js";
+export { ToolArgumentsError, ToolSchemaError } from "./tools/tool-schema.js";
 
 export interface CreateRuntimeOptions {
   /** A config directory (or troupe.yaml); default: as the CLI finds it. Ignored when `agents` is given. */

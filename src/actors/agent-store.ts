@@ -2,6 +2,7 @@ import { z } from "zod";
 import type { Bus, KvStore } from "../bus/bus.js";
 import { KvConflictError } from "../bus/bus.js";
 import { approvalPolicySchema, budgetSchema, sandboxModeSchema } from "../config/schema.js";
+import { TroupeError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { AGENT_MACHINE_VERSION } from "../machines/agent-machine.js";
 import { callKey } from "../safety/bus-approver.js";
@@ -40,7 +41,7 @@ export const agentRecordSchema = z.object({
 });
 export type AgentRecord = z.infer<typeof agentRecordSchema>;
 
-export class IncompatibleRecordError extends Error {
+export class IncompatibleRecordError extends TroupeError {
   override name = "IncompatibleRecordError";
 }
 

@@ -5,6 +5,7 @@ import { LocalBus } from "../bus/local-bus.js";
 import { ulid } from "../bus/ulid.js";
 import type { LoadedConfig } from "../config/load.js";
 import type { AgentDefinition, ApprovalPolicy } from "../config/schema.js";
+import { UserError } from "../errors.js";
 import { type Logger, silentLogger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import { ModelRouter, type ModelRouterOptions } from "../model/model-router.js";
@@ -46,15 +47,15 @@ export interface RuntimeOptions {
   sandbox?: Sandbox;
 }
 
-export class UnknownAgentError extends Error {
+export class UnknownAgentError extends UserError {
   override name = "UnknownAgentError";
 }
 
-export class UnknownSkillError extends Error {
+export class UnknownSkillError extends UserError {
   override name = "UnknownSkillError";
 }
 
-export class WorkspaceError extends Error {
+export class WorkspaceError extends UserError {
   override name = "WorkspaceError";
 }
 

@@ -1,3 +1,4 @@
+import { TroupeError } from "../errors.js";
 import type { Envelope } from "./envelope.js";
 import type { Subjects } from "./subjects.js";
 
@@ -144,7 +145,7 @@ export interface KvStore {
   watch<T = unknown>(options?: KvWatchOptions): AsyncIterable<KvChange<T>>;
 }
 
-export class BusError extends Error {
+export class BusError extends TroupeError {
   override name = "BusError";
 }
 

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { TroupeError } from "../errors.js";
 import { ulid } from "./ulid.js";
 
 /**
@@ -58,7 +59,7 @@ export function encodeEnvelope(envelope: Envelope): Uint8Array {
   return encoder.encode(JSON.stringify(envelope));
 }
 
-export class MalformedEnvelopeError extends Error {
+export class MalformedEnvelopeError extends TroupeError {
   override name = "MalformedEnvelopeError";
 }
 

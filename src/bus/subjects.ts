@@ -1,3 +1,4 @@
+import { TroupeError } from "../errors.js";
 import { ulid } from "./ulid.js";
 
 /**
@@ -13,7 +14,7 @@ const TOKEN_PATTERN = /^[A-Za-z0-9_-]+$/;
 /** Event types are dotted words: `state.changed`, `model.delta`. */
 const TYPE_PATTERN = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
 
-export class InvalidSubjectTokenError extends Error {
+export class InvalidSubjectTokenError extends TroupeError {
   override name = "InvalidSubjectTokenError";
 }
 

@@ -1,6 +1,7 @@
 import type { NatsBus } from "../bus/nats-bus.js";
 import { type LoadedConfig, loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
+import { UserError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { answerApproval, findApprovals, listApprovals } from "../safety/answer-approval.js";
 import type { ApprovalRecord } from "../safety/bus-approver.js";
@@ -9,7 +10,7 @@ import { APPROVER_ROLES, callApi, connectClient } from "./client.js";
 import { table } from "./table.js";
 import { describeRequest } from "./tty-approver.js";
 
-export class ApproveUsageError extends Error {
+export class ApproveUsageError extends UserError {
   override name = "ApproveUsageError";
 }
 

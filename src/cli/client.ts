@@ -6,9 +6,10 @@ import type { Role } from "../bus/permissions.js";
 import type { LoadedConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import type { ApiRequest, ApiVerb } from "../daemon/api.js";
+import { UserError } from "../errors.js";
 import type { Logger } from "../log.js";
 
-export class NoDaemonError extends Error {
+export class NoDaemonError extends UserError {
   override name = "NoDaemonError";
 }
 

@@ -9,6 +9,7 @@ import { authorizationBlock } from "../bus/permissions.js";
 import { loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import { Daemon } from "../daemon/daemon.js";
+import { UserError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { BusApprover } from "../safety/bus-approver.js";
 import { ApproverTrust } from "../trust/approvers.js";
@@ -17,7 +18,7 @@ import { ensureRoleCredentials } from "../trust/role-credentials.js";
 import { privateDir, writePrivateFile } from "../trust/secret-files.js";
 import { stopSignal } from "./stop-signal.js";
 
-export class NoNatsError extends Error {
+export class NoNatsError extends UserError {
   override name = "NoNatsError";
 }
 

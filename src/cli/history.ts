@@ -6,6 +6,7 @@ import { FileStore } from "../bus/file-store.js";
 import { loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import type { RunRecord } from "../daemon/api.js";
+import { UserError } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import { denyingApprover } from "../safety/approver.js";
@@ -14,7 +15,7 @@ import { humanRenderer, jsonRenderer } from "./render.js";
 import { localBus, RUN_EXIT } from "./run.js";
 import { table } from "./table.js";
 
-export class HistoryError extends Error {
+export class HistoryError extends UserError {
   override name = "HistoryError";
 }
 

@@ -1,11 +1,12 @@
 import { buildRunTree, type TreeNode } from "../actors/run-tree.js";
 import { loadConfig } from "../config/load.js";
+import { UserError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { agentMachine } from "../machines/agent-machine.js";
 import { mermaidDiagram } from "../machines/diagram.js";
 import { connectClient } from "./client.js";
 
-export class InspectError extends Error {
+export class InspectError extends UserError {
   override name = "InspectError";
 }
 

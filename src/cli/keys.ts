@@ -1,6 +1,7 @@
 import { authorizationBlock, ROLES, type Role } from "../bus/permissions.js";
 import { loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
+import { UserError } from "../errors.js";
 import { createKey, keysDir, localIdentity } from "../trust/approvers.js";
 import { ensureRoleCredentials, roleSeedFile } from "../trust/role-credentials.js";
 import { readSecretFile } from "../trust/secret-files.js";
@@ -28,7 +29,7 @@ export function runKeysList(configPath: string | undefined): number {
   return 0;
 }
 
-export class CredentialsUsageError extends Error {
+export class CredentialsUsageError extends UserError {
   override name = "CredentialsUsageError";
 }
 

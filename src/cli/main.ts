@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { Command, CommanderError, Option } from "commander";
 import { APPROVAL_POLICIES, SANDBOX_MODES } from "../config/policies.js";
+import { UnreachableError, UserError } from "../errors.js";
 import { createLogger, LOG_LEVELS, type Logger } from "../log.js";
 import { Redactor } from "../safety/redact.js";
 import type { RunFlags } from "./run.js";
@@ -322,30 +323,9 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 /** A command called the wrong way: one line, exit 2. */
-class UsageError extends Error {
+class UsageError extends UserError {
   override name = "UsageError";
 }
-
-/** What `troupe run` waited for and never had: exit 4, so a wrapper can tell it from a bad command. */
-const UNREACHABLE_ERRORS = new Set(["DaemonUnreachableError"]);
-
-const USAGE_ERRORS = new Set([
-  "UsageError",
-  "NoNatsError",
-  "NoDaemonError",
-  "ApproveUsageError",
-  "CredentialsUsageError",
-  "KeyError",
-  "SecretFileError",
-  "InspectError",
-  "UnknownSkillError",
-  "HistoryError",
-  "ToolModuleError",
-  "ModelNotConfiguredError",
-  "UnknownAgentError",
-  "WorkspaceError",
-  "McpToolCollisionError",
-]);
 
 async function reportError(error: unknown): Promise<number> {
   if (error instanceof CommanderError) {
@@ -373,12 +353,13 @@ async function reportError(error: unknown): Promise<number> {
     process.stderr.write(`troupe: ${error.message.slice(error.subject.length + 2)}\n`);
     return EXIT.usage;
   }
-  if (error instanceof Error && UNREACHABLE_ERRORS.has(error.name)) {
+  // What `troupe run` waited for and never had: exit 4, so a wrapper can tell it from a bad command.
+  if (error instanceof UnreachableError) {
     process.stderr.write(`troupe: ${error.message}\n`);
     return EXIT.unreachable;
   }
   // Mistakes in how troupe was called or configured: one line, exit 2.
-  if (error instanceof Error && USAGE_ERRORS.has(error.name)) {
+  if (error instanceof UserError) {
     process.stderr.write(`troupe: ${error.message}\n`);
     return EXIT.usage;
   }

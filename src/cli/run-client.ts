@@ -9,6 +9,7 @@ import { BusUnavailableError } from "../bus/nats-connect.js";
 import type { LoadedConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import type { ApiRequest } from "../daemon/api.js";
+import { UnreachableError } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import { answerApproval, awaitApproval } from "../safety/answer-approval.js";
@@ -151,7 +152,7 @@ export async function runViaDaemon(
   }
 }
 
-export class DaemonUnreachableError extends Error {
+export class DaemonUnreachableError extends UnreachableError {
   override name = "DaemonUnreachableError";
 }
 

@@ -1,4 +1,5 @@
 import { createInterface } from "node:readline/promises";
+import { TroupeError } from "../errors.js";
 import type { ApprovalAnswer, ApprovalRequest, Approver } from "../safety/approver.js";
 
 /** An approver at this terminal, whose question can be withdrawn when the request is decided elsewhere. */
@@ -10,7 +11,7 @@ export interface TtyApprover extends Approver {
   cancel(callId: string): void;
 }
 
-export class QuestionWithdrawnError extends Error {
+export class QuestionWithdrawnError extends TroupeError {
   override name = "QuestionWithdrawnError";
 }
 

@@ -1,3 +1,5 @@
+import { UserError } from "../errors.js";
+
 /** One thing wrong in the user's config, where it is, and (in the message) how to mend it. */
 export interface ConfigProblem {
   file: string;
@@ -9,7 +11,7 @@ export interface ConfigProblem {
 }
 
 /** Bad config: every problem found, in file order, each printed as one `file:line:col: path: message` line. */
-export class ConfigError extends Error {
+export class ConfigError extends UserError {
   override name = "ConfigError";
   readonly problems: ConfigProblem[];
   constructor(problems: ConfigProblem[]) {

@@ -1,5 +1,7 @@
+import { TroupeError, UserError } from "../errors.js";
+
 /** Model faults the loop tells apart. Each keeps the underlying error as `cause`. */
-export class ModelError extends Error {
+export class ModelError extends TroupeError {
   override name = "ModelError";
   constructor(
     message: string,
@@ -31,6 +33,6 @@ export class PartialOutputError extends ModelError {
 }
 
 /** No API key and no local server: says in one line what to set. */
-export class ModelNotConfiguredError extends Error {
+export class ModelNotConfiguredError extends UserError {
   override name = "ModelNotConfiguredError";
 }

@@ -1,5 +1,6 @@
 import { APIConnectionError, APIUserAbortError, type default as OpenAI } from "openai";
 import { countMessagesTokens, countTextTokens, countToolSpecTokens } from "../context/tokens.js";
+import { TroupeError } from "../errors.js";
 import { ToolCallAssembler } from "./tool-call-assembler.js";
 import type { AssistantMessage, FinishReason, ModelRequest, Usage } from "./types.js";
 
@@ -17,7 +18,7 @@ export interface StreamedCompletion {
  * The stream broke after the answer had begun (text, reasoning or a tool call's fragment): asking
  * again would repeat what was shown, or, from a server whose script moved on, lose the answer.
  */
-export class StreamCutError extends Error {
+export class StreamCutError extends TroupeError {
   override name = "StreamCutError";
 }
 

@@ -2,9 +2,10 @@ import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
 import { lstat, mkdir, open, realpath, rename, unlink } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
+import { TroupeError } from "../errors.js";
 
 /** A path changed between its check and its use: a parent became a symlink, or the file was swapped. */
-export class PathChangedError extends Error {
+export class PathChangedError extends TroupeError {
   override name = "PathChangedError";
 }
 

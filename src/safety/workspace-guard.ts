@@ -1,7 +1,8 @@
 import { existsSync, readlinkSync, realpathSync } from "node:fs";
 import { dirname, relative, resolve, sep } from "node:path";
+import { TroupeError } from "../errors.js";
 
-export class PathOutsideWorkspaceError extends Error {
+export class PathOutsideWorkspaceError extends TroupeError {
   override name = "PathOutsideWorkspaceError";
 }
 

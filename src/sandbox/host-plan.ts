@@ -1,12 +1,13 @@
 import { lstatSync, readdirSync, readlinkSync, realpathSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { dirname, join, sep } from "node:path";
+import { TroupeError } from "../errors.js";
 import { isInside as inside, lstatOrUndefined, realPathOrUndefined } from "../util/paths.js";
 import type { Mount, SandboxPlan } from "./plan.js";
 import { ProtectedEntries, type WorkspaceEntries } from "./protected-entries.js";
 import { openUp, quarantine } from "./quarantine.js";
 
-export class SandboxPlanError extends Error {
+export class SandboxPlanError extends TroupeError {
   override name = "SandboxPlanError";
 }
 

@@ -1,9 +1,10 @@
 import { type Dirent, lstatSync, readdirSync, realpathSync, type Stats } from "node:fs";
 import { join } from "node:path";
+import { TroupeError } from "../errors.js";
 import { isProtectedName, LOADED_AT_ROOT } from "../safety/protected-paths.js";
 import { isInside } from "../util/paths.js";
 
-export class WorkspaceScanError extends Error {
+export class WorkspaceScanError extends TroupeError {
   override name = "WorkspaceScanError";
   constructor(
     readonly dir: string,

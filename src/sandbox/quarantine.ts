@@ -1,10 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { chmodSync, lstatSync, renameSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { TroupeError } from "../errors.js";
 import { lstatOrUndefined, realPathOrUndefined } from "../util/paths.js";
 import type { ProtectedEntry } from "./protected-entries.js";
 
-export class QuarantineError extends Error {
+export class QuarantineError extends TroupeError {
   override name = "QuarantineError";
 }
 

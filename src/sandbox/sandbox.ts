@@ -1,6 +1,7 @@
 import { spawnSync } from "node:child_process";
 import { accessSync, constants } from "node:fs";
 import { delimiter, join } from "node:path";
+import { TroupeError } from "../errors.js";
 import { HostPlanner, type HostPlanRequest } from "./host-plan.js";
 import { bwrapArgs } from "./plan.js";
 import { seccompFilter } from "./seccomp.js";
@@ -43,7 +44,7 @@ export interface SandboxedCommand {
   settle(): Array<{ from: string; to: string }>;
 }
 
-export class SandboxUnavailableError extends Error {
+export class SandboxUnavailableError extends TroupeError {
   override name = "SandboxUnavailableError";
 }
 

@@ -1,9 +1,10 @@
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { AgentDefinition } from "../config/schema.js";
+import { UserError } from "../errors.js";
 import type { Tool } from "./tool.js";
 
-export class ToolModuleError extends Error {
+export class ToolModuleError extends UserError {
   override name = "ToolModuleError";
 }
 

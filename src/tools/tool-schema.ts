@@ -1,6 +1,7 @@
 import type { StandardJSONSchemaV1, StandardSchemaV1 } from "@standard-schema/spec";
 import { z } from "zod";
 import { zodToJsonSchema } from "zod-to-json-schema";
+import { TroupeError } from "../errors.js";
 
 /**
  * What a tool's arguments are checked with: a zod schema from zod 4 or zod 3 (3.25 and later), made
@@ -13,12 +14,12 @@ export type ToolSchema<Args = unknown> = StandardSchemaV1<unknown, Args>;
 export type ArgsOf<S extends ToolSchema> = StandardSchemaV1.InferOutput<S>;
 
 /** A schema Troupe cannot use: one that checks asynchronously, or that no JSON Schema can be made of. */
-export class ToolSchemaError extends Error {
+export class ToolSchemaError extends TroupeError {
   override name = "ToolSchemaError";
 }
 
 /** Arguments that do not fit the tool's schema: `problems` says what is wrong, one field each. */
-export class ToolArgumentsError extends Error {
+export class ToolArgumentsError extends TroupeError {
   override name = "ToolArgumentsError";
   constructor(readonly problems: string[]) {
     super(problems.join("; "));

@@ -2,6 +2,7 @@ import { readdirSync } from "node:fs";
 import { userInfo } from "node:os";
 import { join } from "node:path";
 import { createUser, fromPublic, fromSeed, type KeyPair } from "@nats-io/nkeys";
+import { UserError } from "../errors.js";
 import { createSecretFile, readSecretFile, secretExists } from "./secret-files.js";
 
 /** Approver names: what `by` shows. */
@@ -9,7 +10,7 @@ export const APPROVER_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 /** An nkey user public key: `U` and 55 base32 characters. */
 export const PUBLIC_KEY = /^U[A-Z2-7]{55}$/;
 
-export class KeyError extends Error {
+export class KeyError extends UserError {
   override name = "KeyError";
 }
 

@@ -11,9 +11,10 @@ import {
   writeSync,
 } from "node:fs";
 import { dirname } from "node:path";
+import { UserError } from "../errors.js";
 
 /** A secret file that is missing its guard, or cannot be written: one line saying how to mend it. */
-export class SecretFileError extends Error {
+export class SecretFileError extends UserError {
   override name = "SecretFileError";
 }
 

@@ -1,6 +1,7 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { McpServerConfig } from "../../config/schema.js";
+import { UserError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import type { ToolRegistry } from "../tool.js";
 import { type McpCaller, type McpCallResult, type McpToolInfo, mcpTool } from "./mcp-tool.js";
@@ -15,7 +16,7 @@ import {
   type TransportKind,
 } from "./mcp-transport.js";
 
-export class McpToolCollisionError extends Error {
+export class McpToolCollisionError extends UserError {
   override name = "McpToolCollisionError";
 }
 
