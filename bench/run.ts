@@ -18,6 +18,7 @@ import { measureFanout } from "./fanout.js";
 import { measureIdleApart } from "./idle.js";
 import { measureOverhead } from "./overhead.js";
 import { stopChild } from "./processes.js";
+import { measureReadFile } from "./read-file.js";
 import { measureRecovery, type Recovery } from "./recovery.js";
 import { measureSandboxApart, sandboxRows } from "./sandbox.js";
 import { measureScaleApart } from "./scale.js";
@@ -182,6 +183,14 @@ async function main(): Promise<void> {
   await measureBus("LocalBus", async () => new LocalBus({ prefix: uniquePrefix("bench") }));
   // The sandbox needs no bus, and a fresh process: what a fork costs grows with the forking one.
   for (const row of sandboxRows(await measureSandboxApart(quick ? 30 : 200, quick ? 3 : 10))) add(row);
+  const readFile = await measureReadFile(reps);
+  add({
+    name: `read_file: line 2,000,000 of a ${readFile.megabytes} MB file, first read (its line index made)`,
+    value: readFile.coldMs,
+    unit: "ms",
+    target: "< 1 s",
+  });
+  add({ name: "read_file: the same line again (the index reused)", value: readFile.warmMs, unit: "ms" });
 
   let server: NatsServerProcess | undefined;
   let store: string | undefined;

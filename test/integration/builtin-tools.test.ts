@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { resolveForWrite, resolveInWorkspace } from "../../src/safety/workspace-guard.js";
@@ -95,9 +95,71 @@ describe("read_file", () => {
     const all = await call("read_file", { path: "notes.txt" });
     expect(all.output).toBe("1\tfirst line\n2\tsecond line\n3\tthird line\n[no newline at end of file]");
     const page = await call("read_file", { path: "notes.txt", offset: 2, limit: 1 });
-    expect(page.output).toBe(
-      "2\tsecond line\n[showing lines 2-2 of 3; read on with offset=3]\n[no newline at end of file]",
+    // The note is on the last line: a page that does not show it says only how to read on.
+    expect(page.output).toBe("2\tsecond line\n[showing lines 2-2 of 3; read on with offset=3]");
+  });
+
+  /** `count` lines of different lengths, so line starts fall anywhere in a read's chunks. */
+  const logLines = (count: number, tag = "") =>
+    Array.from({ length: count }, (_, i) => `${tag}line ${i + 1} ${"x".repeat((i * 7919) % 120)}`);
+
+  it("reads any line of a file of a few MB, well past its first 256 KiB", async () => {
+    const lines = logLines(60_000);
+    writeFileSync(join(ws, "big.log"), `${lines.join("\n")}\n`);
+    const page = await call("read_file", { path: "big.log", offset: 50_000, limit: 2000 });
+    const shown = page.output.split("\n");
+    expect(shown.at(-1)).toBe("[showing lines 50000-51999 of 60000; read on with offset=52000]");
+    expect(shown.slice(0, -1)).toEqual(
+      lines.slice(49_999, 51_999).map((line, i) => `${50_000 + i}\t${line}`),
     );
+    const end = await call("read_file", { path: "big.log", offset: 59_999 });
+    expect(end.output).toBe(`59999\t${lines[59_998]}\n60000\t${lines[59_999]}`);
+  });
+
+  it("cuts a line longer than the cap, saying how long it is, and reads on past it", async () => {
+    const euros = "€".repeat(1000);
+    writeFileSync(join(ws, "wide.txt"), `${"a".repeat(1_000_000)}\n${euros}\nafter\n`);
+    const result = await call("read_file", { path: "wide.txt" });
+    const [first, second, third] = result.output.split("\n");
+    expect(first).toBe(`1\t${"a".repeat(2000)} [… line cut: 2000 of its 1000000 bytes shown]`);
+    // 3000 bytes of three-byte characters, cut at 2000: 666 whole ones, none split.
+    expect(second).toBe(`2\t${"€".repeat(666)} [… line cut: 2000 of its 3000 bytes shown]`);
+    expect(third).toBe("3\tafter");
+    expect(result.output.split("\n")).toHaveLength(3);
+  });
+
+  it("notes a last line without a newline when it shows it, in a large file too", async () => {
+    const lines = logLines(40_000);
+    writeFileSync(join(ws, "open.log"), lines.join("\n"));
+    const last = await call("read_file", { path: "open.log", offset: 40_000 });
+    expect(last.output).toBe(`40000\t${lines[39_999]}\n[no newline at end of file]`);
+    const before = await call("read_file", { path: "open.log", offset: 39_998, limit: 2 });
+    expect(before.output).not.toContain("no newline");
+    const past = await call("read_file", { path: "open.log", offset: 40_001 });
+    expect(past).toMatchObject({
+      ok: false,
+      error: "offset 40001 is past the end of open.log, which has 40000 lines",
+      recoveryHint: "read with an offset from 1 to 40000",
+    });
+    writeFileSync(join(ws, "empty.txt"), "");
+    expect((await call("read_file", { path: "empty.txt" })).output).toBe("(empty file)");
+  });
+
+  it("makes the line index again when the file changed, even to the same size", async () => {
+    const path = join(ws, "changing.log");
+    const lines = logLines(30_000);
+    writeFileSync(path, `${lines.join("\n")}\n`);
+    const before = await call("read_file", { path: "changing.log", offset: 25_000, limit: 1 });
+    expect(before.output).toContain(`25000\t${lines[24_999]}`);
+    // The same bytes but one: a space early on becomes a newline, so every later line moves down one.
+    const changed = [...lines];
+    changed[0] = (changed[0] as string).replace(" ", "\n");
+    writeFileSync(path, `${changed.join("\n")}\n`);
+    const later = new Date(Date.now() + 5000);
+    utimesSync(path, later, later);
+    const after = await call("read_file", { path: "changing.log", offset: 25_000, limit: 1 });
+    expect(after.output).toContain(`25000\t${lines[24_998]}`);
+    expect(after.output).toContain("of 30001");
   });
 
   it("refuses binary files and directories with a hint", async () => {

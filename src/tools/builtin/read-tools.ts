@@ -3,14 +3,15 @@ import { join } from "node:path";
 import { z } from "zod";
 import { isHidden, workspaceRelative } from "../../safety/workspace-guard.js";
 import { defineTool, toolError } from "../tool.js";
+import { binaryFileError, NO_NEWLINE_NOTE } from "./file-notes.js";
 import { openForRead, readablePath } from "./guarded.js";
+import { type Line, type LineIndex, lineIndexOf, MAX_LINE_BYTES, readLines } from "./line-index.js";
 
-const MAX_READ_BYTES = 256 * 1024;
 const DEFAULT_LIMIT = 400;
 
 export const readFileTool = defineTool({
   name: "read_file",
-  description: "Read a text file in the workspace. Lines come numbered; use offset and limit for long files.",
+  description: `Read a text file in the workspace, of any size. Lines come numbered; use offset and limit for long files. A line longer than ${MAX_LINE_BYTES} bytes is cut.`,
   effect: "read",
   parameters: z.object({
     path: z.string().describe("Path relative to the workspace root"),
@@ -23,34 +24,39 @@ export const readFileTool = defineTool({
     if (typeof real !== "string") return real;
     const handle = await openForRead(context, real, path);
     if (!("fd" in handle)) return handle;
-    let bytes: Buffer;
-    let info: { size: number };
     try {
-      info = await handle.stat();
-      const buffer = Buffer.alloc(Math.min(info.size, MAX_READ_BYTES));
-      const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
-      bytes = buffer.subarray(0, bytesRead);
+      // Everything is read through the descriptor the guard checked; the path is never opened again.
+      const index = await lineIndexOf(handle, real, context.signal);
+      if (index.binary) return toolError(binaryFileError(path), "read text files only");
+      if (index.lines === 0 && offset === 1) return { ok: true, output: "(empty file)" };
+      if (offset > index.lines)
+        return toolError(
+          `offset ${offset} is past the end of ${path}, which has ${index.lines} line${index.lines === 1 ? "" : "s"}`,
+          index.lines === 0 ? "the file is empty" : `read with an offset from 1 to ${index.lines}`,
+        );
+      const lines = await readLines(handle, index, offset, limit, context.signal);
+      return { ok: true, output: numbered(lines, offset, index) };
     } finally {
       await handle.close();
     }
-    if (bytes.includes(0)) return toolError(`${path} is a binary file`, "read text files only");
-    const text = bytes.toString("utf8");
-    const lines = text.split("\n");
-    if (lines.at(-1) === "") lines.pop();
-    const slice = lines.slice(offset - 1, offset - 1 + limit);
-    const width = String(offset + slice.length).length;
-    const numbered = slice.map((line, i) => `${String(offset + i).padStart(width)}\t${line}`).join("\n");
-    const notes: string[] = [];
-    if (offset - 1 + slice.length < lines.length || info.size > MAX_READ_BYTES) {
-      notes.push(
-        `[showing lines ${offset}-${offset + slice.length - 1} of ${info.size > MAX_READ_BYTES ? "more than " : ""}${lines.length}; read on with offset=${offset + slice.length}]`,
-      );
-    }
-    if (info.size <= MAX_READ_BYTES && text.length > 0 && !text.endsWith("\n"))
-      notes.push("[no newline at end of file]");
-    return { ok: true, output: [numbered, ...notes].filter(Boolean).join("\n") };
   },
 });
+
+/** The lines numbered from `offset`, with the notes on what is not shown. */
+function numbered(lines: Line[], offset: number, index: LineIndex): string {
+  const lastShown = offset + lines.length - 1;
+  const width = String(lastShown).length;
+  const out = lines.map(({ text, bytes }, i) => {
+    const cut = bytes > MAX_LINE_BYTES ? ` [… line cut: ${MAX_LINE_BYTES} of its ${bytes} bytes shown]` : "";
+    return `${String(offset + i).padStart(width)}\t${text}${cut}`;
+  });
+  if (lastShown < index.lines)
+    out.push(
+      `[showing lines ${offset}-${lastShown} of ${index.lines}; read on with offset=${lastShown + 1}]`,
+    );
+  else if (!index.endsWithNewline) out.push(NO_NEWLINE_NOTE);
+  return out.join("\n");
+}
 
 export const listDirTool = defineTool({
   name: "list_dir",
