@@ -51,7 +51,19 @@ export interface AgentEventMap {
     error?: string;
   };
   "tool.started": { callId: string; name: string };
-  "tool.finished": { callId: string; name: string; ok: boolean; durationMs: number; error?: string };
+  /**
+   * A call finished. `artifacts`: what it made or changed (a write tool's files, workspace-relative);
+   * `nextActions`: the calls it suggests next (a narrower grep). Both as the model read them.
+   */
+  "tool.finished": {
+    callId: string;
+    name: string;
+    ok: boolean;
+    durationMs: number;
+    error?: string;
+    artifacts?: string[];
+    nextActions?: string[];
+  };
   /** A call waits for a person (or the policy's timeout). */
   "approval.requested": {
     callId: string;

@@ -161,6 +161,8 @@ export function toolEventHooks(events: EventPublisher): BatchHooks {
         ok: result.ok,
         durationMs: Math.round(durationMs),
         ...(result.error ? { error: result.error } : {}),
+        ...(result.artifacts?.length ? { artifacts: result.artifacts } : {}),
+        ...(result.nextActions?.length ? { nextActions: result.nextActions } : {}),
       }),
   };
 }

@@ -254,7 +254,8 @@ export const agentMachine = setup({
       stop: ({ context, event }) => {
         const results = batchResults(context, batchOutputOf(event));
         const executed = results.filter((r) => r.executed).length;
-        const text = results.map((r) => r.result.output).join("\n");
+        // What the tools said, not the wrapped text the model would have read.
+        const text = results.map((r) => r.result.answer ?? r.result.output).join("\n");
         return stopWith({ ...context, toolCalls: context.toolCalls + executed }, "done", text);
       },
     }),

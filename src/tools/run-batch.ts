@@ -2,7 +2,10 @@ import { cleanOutput, DEFAULT_OUTPUT_CAP } from "../safety/hygiene.js";
 import type { Redactor } from "../safety/redact.js";
 import { wrapUntrusted } from "../safety/untrusted.js";
 import { type PlannedCall, parseArguments } from "./plan.js";
-import { type ToolContext, type ToolRegistry, type ToolResult, toolError } from "./tool.js";
+import { resultExtras, type ToolContext, type ToolRegistry, type ToolResult, toolError } from "./tool.js";
+
+/** Artifacts, and next actions, a result may carry to the model and into events. */
+const MAX_EXTRAS = 50;
 
 export interface BatchHooks {
   onStart?(call: PlannedCall): void;
@@ -165,9 +168,10 @@ async function execute(
 
 /**
  * Every result on its way to the model: control and escape characters out, the size capped with a
- * note on how to read the rest, secrets redacted, and all the tool said (summary, error, output)
- * wrapped as untrusted data in `output`, which is what the model reads (see `resultContent`). `error`
- * and `summary` stay plain, cleaned and redacted, for events and people.
+ * note on how to read the rest, secrets redacted, and all the tool said (summary, error, output,
+ * artifacts, next actions) wrapped as untrusted data in `output`, which is what the model reads (see
+ * `resultContent`). `error`, `summary`, `artifacts` and `nextActions` stay plain, cleaned and
+ * redacted, for events and people; so does a terminating result's `answer`.
  */
 function finish(
   result: ToolResult,
@@ -180,10 +184,13 @@ function finish(
   const out: ToolResult = { ...result };
   if (result.error !== undefined) out.error = redact(cleanOutput(result.error, 2000));
   if (result.summary !== undefined) out.summary = redact(cleanOutput(result.summary, 500));
-  const said = [
-    result.ok ? out.summary : (out.error ?? "the tool failed"),
-    redact(cleanOutput(result.output, cap, readMore)),
-  ];
+  if (result.artifacts !== undefined)
+    out.artifacts = result.artifacts.slice(0, MAX_EXTRAS).map((a) => redact(cleanOutput(a, 500)));
+  if (result.nextActions !== undefined)
+    out.nextActions = result.nextActions.slice(0, MAX_EXTRAS).map((a) => redact(cleanOutput(a, 1000)));
+  const output = redact(cleanOutput(result.output, cap, readMore));
+  if (result.terminate) out.answer = output || out.summary || "";
+  const said = [result.ok ? out.summary : (out.error ?? "the tool failed"), output, ...resultExtras(out)];
   out.output = wrapUntrusted(source, said.filter(Boolean).join("\n"));
   return out;
 }

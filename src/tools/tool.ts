@@ -17,11 +17,18 @@ export interface ToolResult {
   output: string;
   error?: string;
   summary?: string;
+  /** What the call made or changed (for files: workspace-relative paths). The model reads them after the output. */
   artifacts?: string[];
+  /** Concrete calls the model may make next (a narrower search). The model reads them after the output. */
   nextActions?: string[];
   recoveryHint?: string;
   /** When every result of a batch says so, the agent stops without another model call. */
   terminate?: boolean;
+  /**
+   * Set by the pipeline on a result that says `terminate`: what the tool said (its output, else its
+   * summary), cleaned and redacted but not wrapped. The agent's answer when its batch stops it.
+   */
+  answer?: string;
 }
 
 export interface ToolContext {
@@ -117,8 +124,19 @@ export function toolError(error: string, recoveryHint: string): ToolResult {
 }
 
 /**
+ * The lines after a result's output that say what it made and what to do next, as the model reads
+ * them inside the result's wrapped output: `artifacts: a.ts, b.ts`, then one `next: …` per action.
+ */
+export function resultExtras(result: Pick<ToolResult, "artifacts" | "nextActions">): string[] {
+  const lines: string[] = [];
+  if (result.artifacts?.length) lines.push(`artifacts: ${result.artifacts.join(", ")}`);
+  for (const action of result.nextActions ?? []) lines.push(`next: ${action}`);
+  return lines;
+}
+
+/**
  * The text the model reads for a result. A result from the pipeline (`runBatch`) holds all the tool
- * said inside its wrapped `output`; only the recovery hint, Troupe's own, stays outside. A result
+ * said inside its wrapped `output`, its artifacts and next actions too (`resultExtras`); only the recovery hint, Troupe's own, stays outside. A result
  * Troupe made before anything ran (an unknown tool, bad arguments, a denial) has no output, and its
  * error is Troupe's own.
  */

@@ -208,6 +208,60 @@ describe("agent runtime on LocalBus with the scripted model over HTTP", () => {
     await rt.close();
   });
 
+  it("shows the model a result's artifacts and next actions inside its output, and puts them in tool.finished", async () => {
+    const make = defineTool({
+      name: "make",
+      description: "Makes files.",
+      effect: "read",
+      parameters: z.object({}),
+      execute: () => ({
+        ok: true,
+        output: "made two files",
+        artifacts: ["src/a.ts", "src/b.ts"],
+        nextActions: ['grep {"pattern":"export","path":"src"}'],
+      }),
+    }) as Tool;
+    server.script(
+      { match: { turn: 1 }, reply: { toolCalls: [{ name: "make", arguments: {} }] } },
+      { match: { turn: 2 }, reply: { text: "Made." } },
+    );
+    const rt = runtime({ tools: ["make"] }, { tools: [make] });
+    const handle = rt.start({ task: "Make files" });
+    await handle.done;
+    const toolMessage = server.requests[1]?.body.messages.find((m) => m.role === "tool");
+    expect(toolMessage?.content).toBe(
+      '<tool_output source="make">\nmade two files\nartifacts: src/a.ts, src/b.ts\nnext: grep {"pattern":"export","path":"src"}\n</tool_output>',
+    );
+    const finished = (await eventsOf(rt, handle.runId)).find((e) => e.type === "tool.finished");
+    expect(finished?.data).toMatchObject({
+      name: "make",
+      ok: true,
+      artifacts: ["src/a.ts", "src/b.ts"],
+      nextActions: ['grep {"pattern":"export","path":"src"}'],
+    });
+    await rt.close();
+  });
+
+  it("stops with the text of the tools when every result of a batch says terminate, not their wrapped output", async () => {
+    const finish = defineTool({
+      name: "finish",
+      description: "Gives the final answer.",
+      effect: "read",
+      parameters: z.object({ answer: z.string() }),
+      execute: ({ answer }) => ({ ok: true, output: answer, terminate: true }),
+    }) as Tool;
+    server.script({
+      match: { turn: 1 },
+      reply: { toolCalls: [{ name: "finish", arguments: { answer: "The answer is <42>." } }] },
+    });
+    const rt = runtime({ tools: ["finish"] }, { tools: [finish] });
+    const handle = rt.start({ task: "Answer" });
+    const output = await handle.done;
+    expect(output).toMatchObject({ reason: "done", result: "The answer is <42>.", turns: 1, toolCalls: 1 });
+    expect(server.requests).toHaveLength(1);
+    await rt.close();
+  });
+
   it("aborts running tools promptly through their signal", async () => {
     let toolSignal: AbortSignal | undefined;
     const wait = defineTool({

@@ -59,6 +59,7 @@ export const writeFileTool = defineTool({
     return {
       ok: true,
       output: `${existed ? "overwrote" : "created"} ${path} (${Buffer.byteLength(content)} bytes)`,
+      artifacts: [workspaceRelative(context.workspace, real)],
     };
   },
 });
@@ -100,7 +101,11 @@ export const editFileTool = defineTool({
     const failed = await writeText(real, args.path, after);
     if (failed) return failed;
     const count = args.replace_all ? before.split(args.old_string).length - 1 : 1;
-    return { ok: true, output: `edited ${args.path}: ${count} replacement${count === 1 ? "" : "s"}` };
+    return {
+      ok: true,
+      output: `edited ${args.path}: ${count} replacement${count === 1 ? "" : "s"}`,
+      artifacts: [workspaceRelative(context.workspace, real)],
+    };
   },
 });
 
@@ -205,7 +210,10 @@ export const applyPatchTool = defineTool({
       }
     }
     const lines = planned.map(({ path, after }) => `${after === null ? "deleted" : "patched"} ${path}`);
-    return { ok: true, output: `${dry_run ? "dry run, nothing written: " : ""}${lines.join("; ")}` };
+    const output = `${dry_run ? "dry run, nothing written: " : ""}${lines.join("; ")}`;
+    if (dry_run) return { ok: true, output };
+    const changed = [...new Set(planned.map(({ real }) => workspaceRelative(context.workspace, real)))];
+    return { ok: true, output, artifacts: changed };
   },
 });
 
