@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { resolveForWrite, resolveInWorkspace } from "../../src/safety/workspace-guard.js";
 import { commandEnv } from "../../src/sandbox/env.js";
+import { binaryFileError, binarySkippedNote } from "../../src/tools/builtin/file-notes.js";
 import { builtinTools } from "../../src/tools/builtin/index.js";
 import { BUILTIN_TOOL_EFFECTS } from "../../src/tools/catalog.js";
 import type { Tool, ToolContext, ToolResult } from "../../src/tools/tool.js";
@@ -215,6 +216,13 @@ describe("write_file and edit_file", () => {
     expect(readFileSync(join(ws, "src/a.ts"), "utf8")).toBe("export const a = 1;\nexport const b = 2;\n");
   });
 
+  it("return the file they changed, workspace-relative, as their artifact", async () => {
+    const written = await call("write_file", { path: "src/../made.txt", content: "x" });
+    expect(written.artifacts).toEqual(["made.txt"]);
+    const edited = await call("edit_file", { path: "./src/a.ts", old_string: "= 2", new_string: "= 3" });
+    expect(edited.artifacts).toEqual(["src/a.ts"]);
+  });
+
   it("previews a change as a unified diff for the approval request", async () => {
     const tool = tools.get("edit_file") as Tool;
     const preview = await tool.preview?.(
@@ -245,10 +253,19 @@ describe("apply_patch", () => {
     const dry = await call("apply_patch", { patch, dry_run: true });
     expect(dry.output).toBe("dry run, nothing written: patched src/a.ts; patched src/c.ts");
     expect(readFileSync(join(ws, "src/a.ts"), "utf8")).toContain("b = 2;");
+    expect(dry.artifacts).toBeUndefined();
     const applied = await call("apply_patch", { patch });
     expect(applied.ok).toBe(true);
+    expect(applied.artifacts).toEqual(["src/a.ts", "src/c.ts"]);
     expect(readFileSync(join(ws, "src/a.ts"), "utf8")).toContain("b = 20;");
     expect(readFileSync(join(ws, "src/c.ts"), "utf8")).toBe("export const c = 3;\n");
+  });
+
+  it("names a file it deleted among its artifacts", async () => {
+    const deletion =
+      "--- a/notes.txt\n+++ /dev/null\n@@ -1,3 +0,0 @@\n-first line\n-second line\n-third line\n";
+    const result = await call("apply_patch", { patch: deletion });
+    expect(result).toMatchObject({ ok: true, output: "deleted notes.txt", artifacts: ["notes.txt"] });
   });
 
   it("changes nothing when a hunk does not apply", async () => {
@@ -282,6 +299,52 @@ describe("glob and grep", () => {
     const capped = await call("grep", { pattern: "line", max_matches: 2 });
     expect(capped.output).toContain("[stopped at 2 matches; narrow the search]");
     expect((await call("grep", { pattern: "(" })).error).toMatch(/^invalid regular expression/);
+  });
+});
+
+describe("grep's notes and next actions", () => {
+  const todos = (n: number) => Array.from({ length: n }, (_, i) => `// TODO ${i}`).join("\n");
+  beforeEach(() => {
+    mkdirSync(join(ws, "src/tools"), { recursive: true });
+    mkdirSync(join(ws, "docs"));
+    writeFileSync(join(ws, "docs/plan.md"), todos(3));
+    for (let i = 0; i < 4; i++) writeFileSync(join(ws, `src/tools/t${i}.ts`), todos(10));
+  });
+
+  it("stopped at its cap, says concretely how to narrow it: where, and which files, most matches were", async () => {
+    const result = await call("grep", { pattern: "TODO", max_matches: 20 });
+    expect(result.output).toContain("[stopped at 20 matches; narrow the search]");
+    expect(result.nextActions).toEqual([
+      'grep {"pattern":"TODO","path":"src"} (17 of the 20 matches shown are there)',
+      'grep {"pattern":"TODO","path":".","glob":"**/*.ts"} (17 of the 20 matches shown are in .ts files)',
+    ]);
+    const deeper = await call("grep", { pattern: "TODO", path: "src", max_matches: 15 });
+    expect(deeper.nextActions).toEqual([
+      'grep {"pattern":"TODO","path":"src/tools/t0.ts"} (10 of the 15 matches shown are there)',
+    ]);
+    const oneFile = await call("grep", { pattern: "TODO", path: "src/tools/t1.ts", max_matches: 5 });
+    expect(oneFile.nextActions).toEqual([
+      'all 5 matches shown are in src/tools/t1.ts: grep it with a more specific pattern than "TODO", or read it with read_file',
+    ]);
+    expect((await call("grep", { pattern: "TODO 9" })).nextActions).toBeUndefined();
+  });
+
+  it("says how many files it skipped as over its size cap, and as binary, in the read tools' words", async () => {
+    writeFileSync(join(ws, "huge.log"), `TODO\n${"x".repeat(3 * 1024 * 1024)}\n`);
+    writeFileSync(join(ws, "blob.bin"), Buffer.concat([Buffer.from("TODO"), Buffer.from([0, 1, 2])]));
+    const result = await call("grep", { pattern: "TODO 2$" });
+    expect(result.output.split("\n").slice(-2)).toEqual([
+      "[1 file over grep's cap of 2 MiB not searched; read_file reads files of any size]",
+      binarySkippedNote(1),
+    ]);
+    expect(binarySkippedNote(2)).toBe("[2 binary files not searched]");
+    // read_file says the same of the same file.
+    expect((await call("read_file", { path: "blob.bin" })).error).toBe(binaryFileError("blob.bin"));
+    expect(binaryFileError("blob.bin")).toBe("blob.bin is a binary file");
+    const alone = await call("grep", { pattern: "TODO", path: "huge.log" });
+    expect(alone.output).toBe(
+      "(no matches)\n[1 file over grep's cap of 2 MiB not searched; read_file reads files of any size]",
+    );
   });
 });
 

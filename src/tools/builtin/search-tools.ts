@@ -1,12 +1,13 @@
 import { realpathSync } from "node:fs";
 import { realpath, stat } from "node:fs/promises";
-import { join } from "node:path";
+import { extname, join } from "node:path";
 import { glob as findFiles } from "tinyglobby";
 import { z } from "zod";
 import { isRefusal, readConfined } from "../../safety/confined-read.js";
 import { isHidden } from "../../safety/workspace-guard.js";
 import { isInside } from "../../util/paths.js";
 import { defineTool, type Tool, type ToolContext, type ToolResult, toolError } from "../tool.js";
+import { binarySkippedNote, isBinary } from "./file-notes.js";
 import { readablePath } from "./guarded.js";
 
 const IGNORED = ["**/.git/**", "**/node_modules/**", "**/.troupe/**"];
@@ -122,24 +123,35 @@ export const grepTool = defineTool({
     const workspace = realpathSync(context.workspace);
     const out: string[] = [];
     let matches = 0;
+    /** Matches shown per file, by its path under the search path ("" when that is the file). */
+    const matchedIn = new Map<string, number>();
     let hardLinked = 0;
+    let tooLarge = 0;
+    let binary = 0;
     for (const file of files) {
       if (context.signal.aborted || matches >= args.max_matches) break;
       const full = file ? join(root, file) : root;
       const size = (await stat(full).catch(() => undefined))?.size ?? 0;
-      if (size > MAX_GREP_FILE_BYTES) continue;
+      if (size > MAX_GREP_FILE_BYTES) {
+        tooLarge++;
+        continue;
+      }
       const buffer = await readConfined(workspace, full, context);
       if (isRefusal(buffer)) {
         if (buffer.refused === "hard-linked") hardLinked++;
         continue;
       }
-      if (buffer.includes(0)) continue;
+      if (isBinary(buffer)) {
+        binary++;
+        continue;
+      }
       const lines = buffer.toString("utf8").split("\n");
       const name = file || args.path;
       let lastShown = -1;
       for (let i = 0; i < lines.length && matches < args.max_matches; i++) {
         if (!regex.test(lines[i] as string)) continue;
         matches++;
+        matchedIn.set(file, (matchedIn.get(file) ?? 0) + 1);
         const from = Math.max(lastShown + 1, i - args.context);
         const to = Math.min(lines.length - 1, i + args.context);
         if (args.context > 0 && out.length > 0 && from > lastShown + 1) out.push("--");
@@ -148,15 +160,97 @@ export const grepTool = defineTool({
       }
     }
     const notes: string[] = [];
-    if (matches >= args.max_matches)
-      notes.push(`[stopped at ${args.max_matches} matches; narrow the search]`);
+    const stopped = matches >= args.max_matches;
+    if (stopped) notes.push(`[stopped at ${args.max_matches} matches; narrow the search]`);
+    if (tooLarge > 0)
+      notes.push(
+        `[${tooLarge} file${tooLarge === 1 ? "" : "s"} over grep's cap of ${MAX_GREP_FILE_BYTES / 1024 / 1024} MiB not searched; read_file reads files of any size]`,
+      );
+    if (binary > 0) notes.push(binarySkippedNote(binary));
     if (hardLinked > 0)
       notes.push(
         `[${hardLinked} file${hardLinked === 1 ? "" : "s"} with other hard links not searched; set sandbox.readHardLinks: true in troupe.yaml to search them]`,
       );
     if (matches === 0) return { ok: true, output: ["(no matches)", ...notes].join("\n") };
-    return { ok: true, output: [...out, ...notes].join("\n"), summary: `${matches} matches` };
+    return {
+      ok: true,
+      output: [...out, ...notes].join("\n"),
+      summary: `${matches} matches`,
+      ...(stopped ? { nextActions: narrowerGreps(args, matchedIn) } : {}),
+    };
   },
 });
+
+interface GrepArgs {
+  pattern: string;
+  path: string;
+  glob: string;
+  ignore_case: boolean;
+  context: number;
+  max_matches: number;
+}
+
+/**
+ * Greps that narrow one stopped at its cap, as calls to make, from where the matches shown were: the
+ * directory or file under the common part of their paths that holds the most, and the file type most
+ * of them are. When they are all in one file, only a more specific pattern narrows it.
+ */
+function narrowerGreps(args: GrepArgs, matchedIn: ReadonlyMap<string, number>): string[] {
+  const call = (change: Partial<GrepArgs>) => {
+    const next = { ...args, ...change };
+    const shown: Record<string, unknown> = { pattern: next.pattern, path: next.path };
+    if (next.glob !== "**/*") shown.glob = next.glob;
+    if (next.ignore_case) shown.ignore_case = true;
+    if (next.context > 0) shown.context = next.context;
+    return `grep ${JSON.stringify(shown)}`;
+  };
+  const files = [...matchedIn.keys()];
+  const actions: string[] = [];
+  const byPlace = mostOf(files, matchedIn, (file) => placeUnder(commonDir(files), file));
+  if (byPlace && byPlace.kinds > 1)
+    actions.push(
+      `${call({ path: join(args.path, byPlace.key) })} (${byPlace.count} of the ${args.max_matches} matches shown are there)`,
+    );
+  const byType = mostOf(files, matchedIn, (file) => extname(file));
+  if (args.glob === "**/*" && byType?.key && byType.kinds > 1)
+    actions.push(
+      `${call({ glob: `**/*${byType.key}` })} (${byType.count} of the ${args.max_matches} matches shown are in ${byType.key} files)`,
+    );
+  if (actions.length === 0) {
+    const where = files[0] ? join(args.path, files[0]) : args.path;
+    actions.push(
+      `all ${args.max_matches} matches shown are in ${where}: grep it with a more specific pattern than ${JSON.stringify(args.pattern)}, or read it with read_file`,
+    );
+  }
+  return actions;
+}
+
+/** The key most matches share, with their count and how many keys there are. */
+function mostOf(
+  files: string[],
+  counts: ReadonlyMap<string, number>,
+  keyOf: (file: string) => string,
+): { key: string; count: number; kinds: number } | undefined {
+  const totals = new Map<string, number>();
+  for (const file of files) totals.set(keyOf(file), (totals.get(keyOf(file)) ?? 0) + (counts.get(file) ?? 0));
+  let best: { key: string; count: number } | undefined;
+  for (const [key, count] of totals) if (!best || count > best.count) best = { key, count };
+  return best && { ...best, kinds: totals.size };
+}
+
+/** The directory all these paths are under ("" for none). */
+function commonDir(files: string[]): string {
+  const dirs = files.map((file) => file.split("/").slice(0, -1));
+  const first = dirs[0] ?? [];
+  let depth = 0;
+  while (depth < first.length && dirs.every((dir) => dir[depth] === first[depth])) depth++;
+  return first.slice(0, depth).join("/");
+}
+
+/** The directory or file right under `dir` that `file` is, or is in. */
+function placeUnder(dir: string, file: string): string {
+  const rest = (dir ? file.slice(dir.length + 1) : file).split("/");
+  return dir ? `${dir}/${rest[0]}` : (rest[0] as string);
+}
 
 export const SEARCH_TOOLS: Tool[] = [globTool as Tool, grepTool as Tool];
