@@ -3,8 +3,12 @@ import { isBinary } from "./file-notes.js";
 
 /** Bytes of one line that read_file shows; the rest of a longer line is counted, never held. */
 export const MAX_LINE_BYTES = 2000;
-/** Lines between two remembered line starts: a read skips at most this many lines to its first. */
-const STRIDE = 1024;
+/**
+ * Lines between two remembered line starts at first (a read skips fewer than this many to its
+ * first), and the most starts an index keeps: past that the stride doubles and every other start
+ * goes, so an index stays small however many lines a file has.
+ */
+const SHAPE: IndexShape = { stride: 1024, maxStarts: 8192 };
 const SCAN_CHUNK = 1 << 20;
 const READ_CHUNK = 64 * 1024;
 /** Indexes kept, the least recently used dropped first: each is a few numbers per thousand lines. */
@@ -16,12 +20,19 @@ export interface LineIndex {
   identity: string;
   /** Bytes scanned: the file's size when it was indexed. */
   size: number;
-  /** `starts[k]` is the byte where line `k * STRIDE + 1` starts. */
+  /** Lines between two remembered starts. */
+  stride: number;
+  /** `starts[k]` is the byte where line `k * stride + 1` starts. */
   starts: number[];
   /** Lines in the file; a last line without a newline counts. */
   lines: number;
   endsWithNewline: boolean;
   binary: boolean;
+}
+
+export interface IndexShape {
+  stride: number;
+  maxStarts: number;
 }
 
 /** A line as read: its text (cut at `MAX_LINE_BYTES`, on a character boundary) and its whole length. */
@@ -37,7 +48,13 @@ const indexes = new Map<string, LineIndex>();
  * the file is the same and unchanged (device, inode, size, mtime and ctime of the open descriptor),
  * else made by one pass over the file. Made from the descriptor, never by opening the path again.
  */
-export async function lineIndexOf(handle: FileHandle, real: string, signal: AbortSignal): Promise<LineIndex> {
+export async function lineIndexOf(
+  handle: FileHandle,
+  real: string,
+  signal: AbortSignal,
+  /** Smaller in tests, to see the index halve itself. */
+  shape: IndexShape = SHAPE,
+): Promise<LineIndex> {
   const info = await handle.stat({ bigint: true });
   const identity = `${info.dev}:${info.ino}:${info.size}:${info.mtimeNs}:${info.ctimeNs}`;
   const kept = indexes.get(real);
@@ -46,7 +63,7 @@ export async function lineIndexOf(handle: FileHandle, real: string, signal: Abor
     indexes.set(real, kept);
     return kept;
   }
-  const index = { identity, ...(await scan(handle, Number(info.size), signal)) };
+  const index = { identity, ...(await scan(handle, Number(info.size), signal, shape)) };
   indexes.delete(real);
   indexes.set(real, index);
   if (indexes.size > MAX_INDEXES) indexes.delete(indexes.keys().next().value as string);
@@ -57,9 +74,11 @@ async function scan(
   handle: FileHandle,
   size: number,
   signal: AbortSignal,
+  shape: IndexShape,
 ): Promise<Omit<LineIndex, "identity">> {
   const buffer = Buffer.allocUnsafe(Math.max(1, Math.min(SCAN_CHUNK, size)));
-  const starts = [0];
+  let starts = [0];
+  let stride = shape.stride;
   let newlines = 0;
   let position = 0;
   let last = 10;
@@ -69,9 +88,14 @@ async function scan(
     if (bytesRead === 0) break;
     const chunk = buffer.subarray(0, bytesRead);
     if (position === 0 && isBinary(chunk))
-      return { size, starts, lines: 0, endsWithNewline: true, binary: true };
+      return { size, stride, starts, lines: 0, endsWithNewline: true, binary: true };
     for (let at = chunk.indexOf(10); at !== -1; at = chunk.indexOf(10, at + 1)) {
-      if (++newlines % STRIDE === 0) starts.push(position + at + 1);
+      if (++newlines % stride !== 0) continue;
+      starts.push(position + at + 1);
+      if (starts.length > shape.maxStarts) {
+        starts = starts.filter((_, k) => k % 2 === 0);
+        stride *= 2;
+      }
     }
     last = chunk[bytesRead - 1] as number;
     position += bytesRead;
@@ -79,6 +103,7 @@ async function scan(
   const endsWithNewline = last === 10;
   return {
     size: position,
+    stride,
     starts,
     lines: newlines + (endsWithNewline ? 0 : 1),
     endsWithNewline,
@@ -97,9 +122,9 @@ export async function readLines(
   count: number,
   signal: AbortSignal,
 ): Promise<Line[]> {
-  const checkpoint = Math.min(Math.floor((from - 1) / STRIDE), index.starts.length - 1);
+  const checkpoint = Math.min(Math.floor((from - 1) / index.stride), index.starts.length - 1);
   let position = index.starts[checkpoint] as number;
-  let line = checkpoint * STRIDE + 1;
+  let line = checkpoint * index.stride + 1;
   const last = Math.min(index.lines, from + count - 1);
   const out: Line[] = [];
   const buffer = Buffer.allocUnsafe(READ_CHUNK);
