@@ -185,14 +185,22 @@ function finish(
   if (result.error !== undefined) out.error = redact(cleanOutput(result.error, 2000));
   if (result.summary !== undefined) out.summary = redact(cleanOutput(result.summary, 500));
   if (result.artifacts !== undefined)
-    out.artifacts = result.artifacts.slice(0, MAX_EXTRAS).map((a) => redact(cleanOutput(a, 500)));
+    out.artifacts = texts(result.artifacts).map((a) => redact(cleanOutput(a, 500)));
   if (result.nextActions !== undefined)
-    out.nextActions = result.nextActions.slice(0, MAX_EXTRAS).map((a) => redact(cleanOutput(a, 1000)));
+    out.nextActions = texts(result.nextActions).map((a) => redact(cleanOutput(a, 1000)));
   const output = redact(cleanOutput(result.output, cap, readMore));
+  delete out.answer;
   if (result.terminate) out.answer = output || out.summary || "";
   const said = [result.ok ? out.summary : (out.error ?? "the tool failed"), output, ...resultExtras(out)];
   out.output = wrapUntrusted(source, said.filter(Boolean).join("\n"));
   return out;
+}
+
+/** The first strings of a list a tool or an afterTool hook gave, whatever else it held. */
+function texts(list: unknown): string[] {
+  return Array.isArray(list)
+    ? list.filter((item): item is string => typeof item === "string").slice(0, MAX_EXTRAS)
+    : [];
 }
 
 class ToolTimeoutError extends Error {
