@@ -2,8 +2,8 @@ import type { LoadedConfig } from "../config/load.js";
 import type { Budget } from "../config/schema.js";
 
 /**
- * The agents, one block each, that fits 100 columns: the name, the model and the subagents on one
- * line, then the tools (wrapped) and the budget.
+ * The agents, one block each, that fits 100 columns: the name, the model and the subagents (wrapped
+ * under their start), then the tools (wrapped) and the budget.
  */
 export function agentsTable(config: LoadedConfig, width = 100): string {
   const agents = [...config.agents.values()].sort((a, b) =>
@@ -15,9 +15,9 @@ export function agentsTable(config: LoadedConfig, width = 100): string {
   const blocks = agents.map((agent) => {
     const { definition } = agent;
     const model = definition.model ?? `${config.troupe.defaultModel} (default)`;
-    const subagents = definition.subagents.length ? `  subagents: ${definition.subagents.join(", ")}` : "";
+    const head = `${label(agent).padEnd(nameWidth)}  ${model}`;
     return [
-      `${label(agent).padEnd(nameWidth)}  ${model}${subagents}`,
+      ...(definition.subagents.length ? subagentLines(head, definition.subagents, width) : [head]),
       ...wrap(definition.tools.join(", ") || "none", width - 10).map(
         (line, i) => `  ${i ? "       " : "tools  "} ${line}`,
       ),
@@ -25,6 +25,14 @@ export function agentsTable(config: LoadedConfig, width = 100): string {
     ].join("\n");
   });
   return blocks.join("\n");
+}
+
+/** The first line with the subagents after it, wrapped under where their list starts. */
+function subagentLines(head: string, subagents: readonly string[], width: number): string[] {
+  const prefix = `${head}  subagents: `;
+  return wrap(subagents.join(", "), Math.max(20, width - prefix.length)).map((line, i) =>
+    i === 0 ? prefix + line : " ".repeat(prefix.length) + line,
+  );
 }
 
 /** Lines of at most `width`, broken after a comma. */

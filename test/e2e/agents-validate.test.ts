@@ -1,5 +1,8 @@
 import { afterEach, describe, expect, it } from "vitest";
+import { BUILTIN_CONFIG_DIR, loadConfig } from "../../src/config/load.js";
 import { runTroupe, tempTree } from "../support/cli.js";
+
+const READ_TOOLS = new Set(["read_file", "list_dir", "glob", "grep", "load_skill"]);
 
 const disposers: Array<() => void> = [];
 afterEach(() => {
@@ -255,6 +258,8 @@ describe("troupe agents validate", () => {
   });
 });
 
+const ROLES = ["architect", "debugger", "explorer", "investigator", "reviewer", "test-planner"];
+
 describe("troupe agents list", () => {
   it("prints the shipped agents, one block each, within 100 columns", async () => {
     const tree = tempTree({});
@@ -263,14 +268,41 @@ describe("troupe agents list", () => {
     const lines = result.stdout.trimEnd().split("\n");
     // One block an agent, within 100 columns.
     for (const line of lines) expect(line.length).toBeLessThanOrEqual(100);
-    expect(lines.filter((line) => !line.startsWith(" ")).map((line) => line.split(/\s{2,}/)[0])).toEqual([
-      "assistant",
-      "explorer (read-only)",
-      "reviewer (read-only)",
-    ]);
-    expect(lines[0]).toMatch(/^assistant +gpt-4o-mini \(default\) +subagents: explorer, reviewer$/);
-    expect(lines[1]).toMatch(/^ {2}tools {3}read_file, list_dir, /);
+    const heads = lines.filter((line) => !line.startsWith(" ")).map((line) => line.split(/\s{2,}/)[0]);
+    expect(heads).toEqual(["assistant", ...ROLES.map((role) => `${role} (read-only)`)].sort());
+    const assistant = lines.findIndex((line) => line.startsWith("assistant "));
+    expect(lines[assistant]).toMatch(
+      /^assistant +gpt-4o-mini \(default\) +subagents: explorer, investigator, debugger,$/,
+    );
+    expect(lines[assistant + 1]?.trim()).toBe("architect, test-planner, reviewer");
+    expect(lines[assistant + 2]).toMatch(/^ {2}tools {3}read_file, list_dir, /);
     expect(lines).toContain("  budget  40 turns, 400k tokens, 200 tool calls, 30m, $2");
     expect(result.code).toBe(0);
+  });
+});
+
+describe("the shipped read-only roles", () => {
+  it("validate, and each only reads, runs the read-only shell and has a budget", async () => {
+    const tree = tempTree({});
+    disposers.push(tree.dispose);
+    const result = await runTroupe(["agents", "validate", "--config", BUILTIN_CONFIG_DIR], { cwd: tree.dir });
+    expect(result.stderr).toBe("");
+    expect(result.stdout).toMatch(
+      /^ok: 7 agents \(architect, assistant, debugger, explorer, investigator, reviewer, test-planner\) in /,
+    );
+    expect(result.code).toBe(0);
+    const { agents } = loadConfig({ cwd: tree.dir, env: {} });
+    for (const role of ROLES) {
+      const definition = agents.get(role)?.definition;
+      expect(definition?.readOnly, role).toBe(true);
+      expect(definition?.tools, role).toContain("shell");
+      expect(
+        definition?.tools.filter((tool) => !READ_TOOLS.has(tool)),
+        role,
+      ).toEqual(["shell"]);
+      expect(definition?.budget.maxTurns, role).toBeGreaterThan(0);
+      expect(definition?.budget.maxWallMs, role).toBeGreaterThan(0);
+      expect(definition?.systemPrompt?.length ?? 0, role).toBeGreaterThan(200);
+    }
   });
 });

@@ -20,7 +20,15 @@ describe("loadConfig", () => {
     const cwd = tree({});
     const config = loadConfig({ cwd, env: {} });
     expect(config.dir).toBe(BUILTIN_CONFIG_DIR);
-    expect([...config.agents.keys()].sort()).toEqual(["assistant", "explorer", "reviewer"]);
+    expect([...config.agents.keys()].sort()).toEqual([
+      "architect",
+      "assistant",
+      "debugger",
+      "explorer",
+      "investigator",
+      "reviewer",
+      "test-planner",
+    ]);
     expect(config.agents.get("explorer")?.definition.readOnly).toBe(true);
   });
 
