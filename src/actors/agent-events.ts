@@ -86,8 +86,18 @@ export interface AgentEventMap {
   "subagent.spawned": { childId: string; name: string; task: string; budget: Budget };
   /** A subagent stopped; `usage` is what its whole subtree spent. */
   "subagent.finished": { childId: string; reason: SubagentStopReason; usage: Usage; toolCalls: number };
-  /** A skill's body was put before the task: named by the user, or matched to the task. */
-  "skill.loaded": { name: string; by: "user" | "match"; score?: number };
+  /**
+   * A skill was loaded: its body put before the task (named by the user, or matched to the task), or
+   * returned to the model's load_skill (`model`). `files`: how many other files it listed, readable
+   * as `skill:NAME/PATH`. `preApproved`: the tools of this agent its `allowed-tools` pre-approved.
+   */
+  "skill.loaded": {
+    name: string;
+    by: "user" | "match" | "model";
+    score?: number;
+    files: number;
+    preApproved?: string[];
+  };
   /** Last event of an agent. */
   "agent.stopped": AgentOutput;
 }

@@ -13,7 +13,8 @@ import type { Redactor } from "../safety/redact.js";
 import { UNTRUSTED_NOTE } from "../safety/untrusted.js";
 import type { SandboxMode } from "../sandbox/plan.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
-import { type LoadedSkill, type Skill, skillLoaded, withSkill } from "../skills/skills.js";
+import { ActiveSkills } from "../skills/active-skills.js";
+import { type LoadedSkill, type Skill, withSkill } from "../skills/skills.js";
 import type { Hooks } from "../tools/hooks.js";
 import { planCalls } from "../tools/plan.js";
 import { runBatch } from "../tools/run-batch.js";
@@ -26,6 +27,7 @@ import {
   catalogueFor,
   compactAndReport,
   requested,
+  skillDirsFor,
   stopReason,
   toolEventHooks,
   toolView,
@@ -216,12 +218,18 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     registry,
     readOnlyBecause !== undefined,
   );
+  const skills = new ActiveSkills(
+    (tool) => tools().allowed.has(tool),
+    (data) => events.emit("skill.loaded", data),
+  );
+  const skillDirs = skillDirsFor(definition, deps);
   const clearance = new Clearance(
     (calls, withTools) =>
       planCalls(calls, registry, withTools ? tools().allowed : new Set(), policy, {
         workspace: deps.workspace,
         readOnlyBecause,
         sandbox,
+        preApproved: skills.preApproved,
         ...(withTools ? {} : { noToolsBecause: "this turn is for the final answer" }),
       }),
     (calls, signal) => askEach(deps, events, { runId, agentId }, calls, signal),
@@ -280,6 +288,8 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
           hiddenDirs: deps.hiddenDirs,
           readHardLinks: deps.config.sandbox.readHardLinks,
           ...(definition.skills ? { skills: definition.skills } : {}),
+          skillDirs,
+          skillLoaded: (skill) => skills.loaded(skill),
         },
         signal,
         redactor: deps.redactor,
@@ -438,7 +448,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     log.info({ state: String(actor.getSnapshot().value) }, "agent resumed from its snapshot");
     if (options.continueWith !== undefined) actor.send({ type: "START", task: options.continueWith });
   } else {
-    if (options.skill) events.emit("skill.loaded", skillLoaded(options.skill));
+    if (options.skill) skills.loaded(options.skill);
     const task = options.skill ? withSkill(options.skill, options.task) : options.task;
     actor.send({ type: "START", task });
   }

@@ -67,6 +67,15 @@ export function catalogueFor(definition: AgentDefinition, deps: AgentDeps): stri
   return catalogue ? [catalogue] : [];
 }
 
+/** The directories of the skills this agent may load, by name, for `skill:NAME/PATH` reads. */
+export function skillDirsFor(definition: AgentDefinition, deps: AgentDeps): Map<string, string> {
+  const dirs = new Map<string, string>();
+  for (const skill of deps.skills.values())
+    if (skill.dir && (!definition.skills || definition.skills.includes(skill.name)))
+      dirs.set(skill.name, skill.dir);
+  return dirs;
+}
+
 /** What the person deciding sees: the tool's own preview (a diff, the command), else the arguments. */
 export async function previewOf(deps: AgentDeps, call: PlannedCall): Promise<CallPreview> {
   const tool = deps.tools.get(call.name);

@@ -14,7 +14,7 @@ import { Redactor } from "../safety/redact.js";
 import type { SandboxMode } from "../sandbox/plan.js";
 import { detectSandbox, type Sandbox } from "../sandbox/sandbox.js";
 import { mcpConfinement, sandboxScope } from "../sandbox/scope.js";
-import { discoverSkills, matchSkill, type Skill, skillBody, skillCommand } from "../skills/skills.js";
+import { discoverSkills, loadSkill, matchSkill, type Skill, skillCommand } from "../skills/skills.js";
 import { builtinTools } from "../tools/builtin/index.js";
 import { loadSkillTool } from "../tools/builtin/load-skill.js";
 import { Hooks } from "../tools/hooks.js";
@@ -113,10 +113,11 @@ export class Runtime {
     if (!existsSync(this.workspace) || !statSync(this.workspace).isDirectory()) {
       throw new WorkspaceError(`workspace ${this.workspace} is not a directory; pass --workspace DIR`);
     }
+    // A workspace's own skills may not pre-approve tools: a repository's files would approve its calls.
     this.skills = discoverSkills(
       [
         resolve(options.config.dir, options.config.troupe.skillsDir),
-        join(this.workspace, ".troupe", "skills"),
+        { dir: join(this.workspace, ".troupe", "skills"), preApprove: false },
       ],
       this.#log,
     );
@@ -254,20 +255,12 @@ export class Runtime {
           `unknown skill "${name}"${didYouMean(name, names)}; ${definition.name} can load ${names.join(", ") || "none"}`,
         );
       }
-      return { task, skill: { name, body: skillBody(found), by: "user" } };
+      return { task, skill: loadSkill(found, "user") };
     }
     const settings = this.#config.troupe.skills;
     const match = settings.autoMatch ? matchSkill(task, visible, settings.threshold) : undefined;
     if (!match) return { task };
-    return {
-      task,
-      skill: {
-        name: match.skill.name,
-        body: skillBody(match.skill),
-        by: "match",
-        score: Math.round(match.score * 100) / 100,
-      },
-    };
+    return { task, skill: loadSkill(match.skill, "match", Math.round(match.score * 100) / 100) };
   }
 
   /** Hosts a subagent a parent placed here (a worker's side of placement). */

@@ -160,6 +160,14 @@ export function humanRenderer(
             );
           break;
         }
+        case "skill.loaded": {
+          const { name, by, files, preApproved } = envelope.data as AgentEventMap["skill.loaded"];
+          const how =
+            by === "model" ? "loaded" : by === "user" ? "loaded as asked" : "loaded to match the task";
+          const approved = preApproved?.length ? ` · pre-approves ${preApproved.join(", ")}` : "";
+          line(`${prefix}· skill ${name} ${how} · ${plural(files, "file")}${approved}`);
+          break;
+        }
         case "context.compacted": {
           const { tokensBefore, tokensAfter } = envelope.data as AgentEventMap["context.compacted"];
           line(`${prefix}· context compacted: ${tokensBefore} → ${tokensAfter} tokens`);

@@ -3,40 +3,66 @@ import { join } from "node:path";
 import { parse } from "yaml";
 import { z } from "zod";
 import type { Logger } from "../log.js";
+import { SKILL_PATH_PREFIX, skillFiles } from "./skill-files.js";
 
 export interface Skill {
   name: string;
   description: string;
   /** The SKILL.md file. */
   path: string;
+  /** The skill's own directory (`<dir>/<skill>/SKILL.md`), whose other files it may disclose; none for `<dir>/<skill>.md`. */
+  dir?: string;
+  /**
+   * `allowed-tools` of its frontmatter: tools pre-approved while the skill is loaded (the Agent Skills
+   * format's experimental field). Empty for a skill from a dir that may not pre-approve (the workspace's).
+   */
+  allowedTools: string[];
 }
+
+/** Where skills are found; `preApprove: false` ignores their `allowed-tools` (a workspace's own skills). */
+export type SkillDir = string | { dir: string; preApprove: boolean };
 
 const frontmatterSchema = z.object({
   name: z.string().regex(/^[a-z0-9][a-z0-9_-]*$/),
   description: z.string().min(1),
+  // A space-delimited string or a list of strings, as the format allows.
+  "allowed-tools": z
+    .union([z.string(), z.array(z.string())])
+    .optional()
+    .transform((tools) =>
+      (typeof tools === "string" ? tools.split(/\s+/) : (tools ?? [])).map((t) => t.trim()).filter(Boolean),
+    ),
 });
 
 /**
- * Skills in the Claude Code layout: `<dir>/<skill>/SKILL.md` (or `<dir>/<skill>.md`), each with YAML
- * frontmatter (`name`, `description`) and a body. Later dirs override earlier ones by name, so a
- * workspace's `.troupe/skills` can replace a shipped skill. A file without valid frontmatter is
- * skipped with a warning.
+ * Skills in the Agent Skills layout: `<dir>/<skill>/SKILL.md` (or `<dir>/<skill>.md`), each with YAML
+ * frontmatter (`name`, `description`, optional `allowed-tools`) and a body. Later dirs override
+ * earlier ones by name, so a workspace's `.troupe/skills` can replace a shipped skill. A file without
+ * valid frontmatter is skipped with a warning.
  */
-export function discoverSkills(dirs: readonly string[], log?: Logger): Map<string, Skill> {
+export function discoverSkills(dirs: readonly SkillDir[], log?: Logger): Map<string, Skill> {
   const skills = new Map<string, Skill>();
-  for (const dir of dirs) {
+  for (const given of dirs) {
+    const { dir, preApprove } = typeof given === "string" ? { dir: given, preApprove: true } : given;
     if (!existsSync(dir) || !statSync(dir).isDirectory()) continue;
     for (const entry of readdirSync(dir).sort()) {
       const full = join(dir, entry);
-      const path = statSync(full).isDirectory()
-        ? join(full, "SKILL.md")
-        : entry.endsWith(".md")
-          ? full
-          : undefined;
+      const isDir = statSync(full).isDirectory();
+      const path = isDir ? join(full, "SKILL.md") : entry.endsWith(".md") ? full : undefined;
       if (!path || !existsSync(path)) continue;
       const skill = readSkill(path);
-      if (typeof skill === "string") log?.warn({ path, problem: skill }, "skipped a skill");
-      else skills.set(skill.name, skill);
+      if (typeof skill === "string") {
+        log?.warn({ path, problem: skill }, "skipped a skill");
+        continue;
+      }
+      if (!preApprove && skill.allowedTools.length > 0) {
+        log?.warn(
+          { path, allowedTools: skill.allowedTools },
+          "ignored allowed-tools of a workspace skill: only skills in the config's skills dir pre-approve tools",
+        );
+        skill.allowedTools = [];
+      }
+      skills.set(skill.name, isDir ? { ...skill, dir: full } : skill);
     }
   }
   return skills;
@@ -73,7 +99,8 @@ function readSkill(path: string): Skill | string {
   const parsed = frontmatterSchema.safeParse(data);
   if (!parsed.success)
     return `frontmatter needs a lowercase name and a description: ${parsed.error.issues[0]?.message}`;
-  return { ...parsed.data, path };
+  const { name, description, "allowed-tools": allowedTools } = parsed.data;
+  return { name, description, path, allowedTools };
 }
 
 function splitFrontmatter(text: string): { frontmatter: string; body: string } | undefined {
@@ -115,13 +142,13 @@ function words(text: string): Set<string> {
  * The skill whose description best matches a task: the share of the description's words the task
  * contains, when it reaches `threshold`.
  */
-export function matchSkill(
+export function matchSkill<S extends Pick<Skill, "description">>(
   task: string,
-  skills: Iterable<Skill>,
+  skills: Iterable<S>,
   threshold: number,
-): { skill: Skill; score: number } | undefined {
+): { skill: S; score: number } | undefined {
   const wanted = words(task);
-  let best: { skill: Skill; score: number } | undefined;
+  let best: { skill: S; score: number } | undefined;
   for (const skill of skills) {
     const described = words(skill.description);
     if (described.size === 0) continue;
@@ -139,17 +166,50 @@ export function skillCommand(task: string): { name: string; task: string } | und
   return match ? { name: match[1] as string, task: (match[2] ?? "").trim() } : undefined;
 }
 
-/** A skill as the run loaded it: by the user's `/name` or by matching the task. */
+/**
+ * A skill as it was loaded: by the user's `/name`, by matching the task, or by the model's load_skill.
+ * `body` is what the agent reads: the instructions, then the list of the skill's other files.
+ */
 export interface LoadedSkill {
   name: string;
   body: string;
-  by: "user" | "match";
+  by: "user" | "match" | "model";
   score?: number;
+  /** How many other files the skill discloses. */
+  files: number;
+  /** Its `allowed-tools`. */
+  allowedTools: string[];
+}
+
+/** The skill loaded: its body followed by its files, each readable as `skill:NAME/PATH`. */
+export function loadSkill(skill: Skill, by: LoadedSkill["by"], score?: number): LoadedSkill {
+  const files = skillFiles(skill);
+  const listing = files.map((file) => `- ${SKILL_PATH_PREFIX}${skill.name}/${file}`);
+  const body = [
+    skillBody(skill),
+    ...(files.length > 0
+      ? [`Files of this skill (read one with read_file and the path as shown):\n${listing.join("\n")}`]
+      : []),
+  ].join("\n\n");
+  return {
+    name: skill.name,
+    body,
+    by,
+    ...(score !== undefined ? { score } : {}),
+    files: files.length,
+    allowedTools: skill.allowedTools,
+  };
 }
 
 /** The `skill.loaded` event for a loaded skill (its body stays out of the log). */
-export function skillLoaded(skill: LoadedSkill) {
-  return { name: skill.name, by: skill.by, ...(skill.score !== undefined ? { score: skill.score } : {}) };
+export function skillLoaded(skill: LoadedSkill, preApproved: readonly string[] = []) {
+  return {
+    name: skill.name,
+    by: skill.by,
+    ...(skill.score !== undefined ? { score: skill.score } : {}),
+    files: skill.files,
+    ...(preApproved.length > 0 ? { preApproved: [...preApproved] } : {}),
+  };
 }
 
 /** The first task of a run that loaded a skill: the skill's instructions, then the task. */

@@ -32,6 +32,12 @@ export interface PlanOptions {
   sandbox?: Omit<SandboxSettings, "readOnly">;
   /** Set when no tool may be called at all (the final answer a used-up budget asks for): why. */
   noToolsBecause?: string | undefined;
+  /**
+   * The skill whose `allowed-tools` pre-approved this tool, if one did: a call the policy would ask
+   * about runs without asking. Only an ask: a denial stays one, and a command leaving the sandbox, or
+   * a call that could not be understood, is still asked about.
+   */
+  preApproved?: (tool: string) => string | undefined;
 }
 
 /**
@@ -111,11 +117,13 @@ export function planCalls(
       };
     }
     const judgement = tool.judge?.(parseArguments(tool.parameters, call.function.arguments), workspace);
-    const {
-      decision,
-      reason,
-      sandbox: confinement,
-    } = decide(policy, tool.effect, judgement, tool.sandboxed ? sandbox : undefined);
+    const decided = decide(policy, tool.effect, judgement, tool.sandboxed ? sandbox : undefined);
+    const { reason, sandbox: confinement } = decided;
+    const leaving = tool.sandboxed && reason !== undefined;
+    const decision =
+      decided.decision === "ask" && !leaving && judgement?.understood !== false && options.preApproved?.(name)
+        ? "allow"
+        : decided.decision;
     const planned: PlannedCall = {
       ...base,
       effect: tool.effect,

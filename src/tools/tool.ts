@@ -1,6 +1,7 @@
 import type { ToolSpec } from "../model/types.js";
 import type { CallJudgement } from "../safety/policy.js";
 import type { Confinement } from "../sandbox/plan.js";
+import type { LoadedSkill } from "../skills/skills.js";
 import type { ToolEffect } from "./catalog.js";
 import { type ArgsOf, argsJsonSchema, type ToolSchema } from "./tool-schema.js";
 
@@ -48,6 +49,10 @@ export interface ToolContext {
   hiddenDirs?: string[];
   /** The skills this agent may load; all when absent. */
   skills?: string[];
+  /** The directories of the skills this agent may load, by name: where `skill:NAME/PATH` reads are confined. */
+  skillDirs?: ReadonlyMap<string, string>;
+  /** Told of each skill load_skill loads (the host publishes `skill.loaded` and grants its `allowed-tools`). */
+  skillLoaded?: (skill: LoadedSkill) => void;
   /** How this call's command is confined, for a tool that runs in the sandbox; absent: the strictest. */
   sandbox?: Confinement;
 }

@@ -61,7 +61,7 @@ describe("skills, three ways in", () => {
     expect(user).toBe(
       "Follow this skill (release) for the task below.\n\n1. Bump package.json.\n2. Changelog.\n3. git tag.\n\nTask: Ship 1.2.0",
     );
-    expect(loaded).toEqual({ name: "release", by: "user" });
+    expect(loaded).toEqual({ name: "release", by: "user", files: 0 });
   });
 
   it("the user names one with /skill:NAME at the start of the task", async () => {
@@ -70,7 +70,7 @@ describe("skills, three ways in", () => {
     });
     expect(user).toContain("Always back up first.");
     expect(user).toMatch(/Task: add a column for emails$/);
-    expect(loaded).toEqual({ name: "db-migrate", by: "user" });
+    expect(loaded).toEqual({ name: "db-migrate", by: "user", files: 0 });
   });
 
   it("an unknown or hidden skill is one clear error", () => {

@@ -72,4 +72,18 @@ describe("troupe run's human output", () => {
       "thinking: The user wants a.txt. I will read it.\nthinking: It says alpha.\nAnswer now.\n✓ done · 2 turns · 1 tool call · 2 tokens\n",
     );
   });
+
+  it("shows a loaded skill in one line: how, its files and what it pre-approves", () => {
+    const out = sink(false);
+    const err = sink(false);
+    const renderer = humanRenderer(() => "lead", out.stream, err.stream, false);
+    renderer.event(
+      event("skill.loaded", { name: "deploy", by: "model", files: 2, preApproved: ["write_file"] }),
+    );
+    renderer.event(event("skill.loaded", { name: "notes", by: "user", files: 1 }, "child"));
+    renderer.close();
+    expect(out.text()).toBe(
+      "· skill deploy loaded · 2 files · pre-approves write_file\n[child] · skill notes loaded as asked · 1 file\n",
+    );
+  });
 });

@@ -2,6 +2,7 @@ import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { isHidden, workspaceRelative } from "../../safety/workspace-guard.js";
+import { isSkillPath, openSkillFile } from "../../skills/skill-files.js";
 import { defineTool, toolError } from "../tool.js";
 import { binaryFileError, NO_NEWLINE_NOTE } from "./file-notes.js";
 import { openForRead, readablePath } from "./guarded.js";
@@ -14,15 +15,19 @@ export const readFileTool = defineTool({
   description: `Read a text file in the workspace, of any size. Lines come numbered; use offset and limit for long files. A line longer than ${MAX_LINE_BYTES} bytes is cut.`,
   effect: "read",
   parameters: z.object({
-    path: z.string().describe("Path relative to the workspace root"),
+    path: z
+      .string()
+      .describe("Path relative to the workspace root, or skill:NAME/PATH for a file a loaded skill lists"),
     offset: z.number().int().min(1).optional().describe("First line to read, 1-based"),
     limit: z.number().int().min(1).max(2000).optional().describe(`Lines to read (default ${DEFAULT_LIMIT})`),
   }),
   readMore: "read on with a larger offset",
   async execute({ path, offset = 1, limit = DEFAULT_LIMIT }, context) {
-    const real = readablePath(context, path);
+    // A skill's file is confined to its skill's directory; anything else to the workspace.
+    const skill = isSkillPath(path);
+    const real = skill ? path : readablePath(context, path);
     if (typeof real !== "string") return real;
-    const handle = await openForRead(context, real, path);
+    const handle = skill ? await openSkillFile(context, path) : await openForRead(context, real, path);
     if (!("fd" in handle)) return handle;
     try {
       // Everything is read through the descriptor the guard checked; the path is never opened again.
