@@ -31,11 +31,11 @@ interface RunRow {
   startedAt: number;
 }
 
-function storeOf(config: ReturnType<typeof loadConfig>): FileStore {
+export function storeOf(config: ReturnType<typeof loadConfig>): FileStore {
   return new FileStore(join(dataDir(config.troupe.dataDir), "local", config.troupe.nats.prefix));
 }
 
-function eventsOf(store: FileStore, runId: string): Envelope[] | undefined {
+export function eventsOf(store: FileStore, runId: string): Envelope[] | undefined {
   return store.loadEvents(runId)?.map((line) => JSON.parse(line) as Envelope);
 }
 

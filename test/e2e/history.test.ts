@@ -46,6 +46,15 @@ it("keeps local runs in the data dir (0700/0600), lists them, replays them, and 
   const replay = await runTroupe(["replay", runId, "--json"], { cwd: dir, env: env() });
   expect(replay.stdout).toBe(quick.stdout);
 
+  // Inspected with no daemon and no NATS (the config's URL answers nothing): from the data dir.
+  const inspect = await runTroupe(["inspect", runId], { cwd: dir, env: env() });
+  expect(inspect.stderr).toBe("");
+  expect(inspect.code).toBe(0);
+  expect(inspect.stdout).toMatch(new RegExp(`^# worker \\(worker-\\w+\\) in ${runId}: stopped \\(done\\)\n`));
+  expect(inspect.stdout).toContain("class stopped current");
+  expect(inspect.stdout).toMatch(/idle → callingModel\n.*callingModel → stopped/);
+  expect(inspect.stdout).toMatch(/\nstored snapshot: stopped, 1 turn, \d+ s, next event seq \d+\n$/);
+
   // A slow run, aborted with Ctrl-C, then resumed.
   server.script(
     { match: { lastUser: "slow" }, reply: { text: "slow ".repeat(200), chunks: 200, chunkDelayMs: 30 } },
@@ -81,6 +90,10 @@ it("keeps local runs in the data dir (0700/0600), lists them, replays them, and 
     [runId, "local", "done"],
     [slowRun, "local", "aborted"],
   ]);
+
+  const aborted = await runTroupe(["inspect", slowRun], { cwd: dir, env: env() });
+  expect(aborted.stdout).toContain(`in ${slowRun}: stopped (aborted)\n`);
+  expect(aborted.stdout).toMatch(/\nstored snapshot: stopped, 0 turns, /);
 
   const resumed = await runTroupe(["resume", slowRun, "--json"], { cwd: dir, env: env() });
   expect(resumed.code).toBe(0);
