@@ -197,3 +197,26 @@ describe("MCP: tool lists", () => {
     expect(existsSync(ws)).toBe(true);
   });
 });
+
+describe("MCP: a stdio server's stderr", () => {
+  it("goes to the log, line by line, with the server's name: at start and while it serves, cleaned and cut", async () => {
+    const long = "x".repeat(5000);
+    const { registry, logs } = await start({
+      fixture: server([FIXTURE], {
+        env: { FIXTURE_STDERR: `\x1b[31mred\x1b[0m warning\x07\n\x1b]0;new title\x07plain\n${long}\n` },
+      }),
+    });
+    expect((await run(registry, "fixture__fail", { message: "no \x1b[2Jsuch row" })).ok).toBe(false);
+    const said = () =>
+      logs.filter((r) => r.server === "fixture" && r.stream === "stderr" && r.component === "mcp");
+    await waitFor("the server's stderr in the log", () => said().some((r) => r.msg === "fail: no such row"));
+    const lines = said();
+    expect(lines.every((r) => r.level === 30)).toBe(true);
+    expect(lines.map((r) => r.msg)).toEqual([
+      "red warning",
+      "plain",
+      `${"x".repeat(2000)}…`,
+      "fail: no such row",
+    ]);
+  });
+});

@@ -1,7 +1,8 @@
 // A small MCP server on the official SDK over stdio, whose tool list changes while it runs:
 // calling `add_tool` registers `extra`, and the SDK tells clients with tools/list_changed.
 // `save` writes wherever it is told (a file: URI or a nested path), as a careless server would;
-// `fail` reports an error with the text it is given.
+// `fail` reports an error with the text it is given, and says it on stderr too; FIXTURE_STDERR, when
+// set, is written to stderr as the server starts.
 import { writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
@@ -39,6 +40,10 @@ server.registerTool(
 server.registerTool(
   "fail",
   { description: "Fails with the message given.", inputSchema: { message: z.string() } },
-  async ({ message }) => ({ content: [{ type: "text", text: message }], isError: true }),
+  async ({ message }) => {
+    process.stderr.write(`fail: ${message}\n`);
+    return { content: [{ type: "text", text: message }], isError: true };
+  },
 );
+if (process.env.FIXTURE_STDERR) process.stderr.write(process.env.FIXTURE_STDERR);
 await server.connect(new StdioServerTransport());

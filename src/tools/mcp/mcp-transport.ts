@@ -3,6 +3,7 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { McpServerConfig } from "../../config/schema.js";
 import type { Logger } from "../../log.js";
+import { cleanOutput } from "../../safety/hygiene.js";
 
 /** How a client reaches its server: a child process, Streamable HTTP, or the legacy HTTP+SSE transport. */
 export type TransportKind = "stdio" | "streamable-http" | "sse";
@@ -186,13 +187,23 @@ function command(
   return { command: confined.file, args: confined.args, env: confined.env };
 }
 
-/** Each line a server writes to stderr goes to the log: what it says it does, or why it failed. */
+/** Characters of one stderr line the log keeps. */
+const MAX_LOGGED_LINE = 2000;
+
+/**
+ * Each line a server writes to stderr goes to the log (at info, with the server's name from the
+ * connection's logger): what it says it does, or why it failed. Never to the terminal as it came: its
+ * escape and control characters are taken out (a pretty log on a terminal would play them) and a
+ * long line is cut.
+ */
 function logLines(stream: NodeJS.ReadableStream | null, options: OpenOptions): void {
   if (!stream) return;
   const lines = createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY });
   options.stderr.follow(new Promise((resolve) => lines.once("close", () => resolve())));
-  lines.on("line", (line) => {
-    if (line.trim() === "") return;
+  lines.on("line", (raw) => {
+    const clean = cleanOutput(raw, Number.POSITIVE_INFINITY);
+    if (clean.trim() === "") return;
+    const line = clean.length > MAX_LOGGED_LINE ? `${clean.slice(0, MAX_LOGGED_LINE)}…` : clean;
     options.stderr.push(line);
     options.log.info({ stream: "stderr" }, line);
   });
