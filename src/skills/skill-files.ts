@@ -1,4 +1,4 @@
-import { readdirSync, realpathSync } from "node:fs";
+import { type Dirent, readdirSync, realpathSync } from "node:fs";
 import type { FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import { isRefusal, openConfined } from "../safety/confined-read.js";
@@ -21,7 +21,7 @@ export function skillFiles(skill: { dir?: string }): string[] {
   if (!skill.dir) return [];
   const found: string[] = [];
   const walk = (dir: string, prefix: string, depth: number) => {
-    let entries: import("node:fs").Dirent[];
+    let entries: Dirent[];
     try {
       entries = readdirSync(dir, { withFileTypes: true });
     } catch {
@@ -47,7 +47,8 @@ export function isSkillPath(path: string): boolean {
 export function parseSkillPath(path: string): { name: string; relative: string } | { problem: string } {
   const match = /^skill:([a-z0-9][a-z0-9_-]*)\/(.+)$/.exec(path);
   if (!match) return { problem: `"${path}" is not a skill file path (skill:NAME/PATH)` };
-  const [, name, relative] = match as unknown as [string, string, string];
+  const name = match[1] as string;
+  const relative = match[2] as string;
   const segments = relative.split("/");
   if (
     segments.some((segment) => segment === "" || segment === "." || segment === "..") ||
