@@ -4,6 +4,9 @@ import { parse } from "yaml";
 import { z } from "zod";
 import type { Logger } from "../log.js";
 import { SKILL_PATH_PREFIX, skillFiles } from "./skill-files.js";
+import type { LoadedSkill } from "./skill-types.js";
+
+export type { LoadedSkill };
 
 export interface Skill {
   name: string;
@@ -164,21 +167,6 @@ export function matchSkill<S extends Pick<Skill, "description">>(
 export function skillCommand(task: string): { name: string; task: string } | undefined {
   const match = /^\/skill:([a-z0-9][a-z0-9_-]*)\s*([\s\S]*)$/.exec(task.trim());
   return match ? { name: match[1] as string, task: (match[2] ?? "").trim() } : undefined;
-}
-
-/**
- * A skill as it was loaded: by the user's `/name`, by matching the task, or by the model's load_skill.
- * `body` is what the agent reads: the instructions, then the list of the skill's other files.
- */
-export interface LoadedSkill {
-  name: string;
-  body: string;
-  by: "user" | "match" | "model";
-  score?: number;
-  /** How many other files the skill discloses. */
-  files: number;
-  /** Its `allowed-tools`. */
-  allowedTools: string[];
 }
 
 /** The skill loaded: its body followed by its files, each readable as `skill:NAME/PATH`. */

@@ -1,7 +1,7 @@
 import type { ToolSpec } from "../model/types.js";
 import type { CallJudgement } from "../safety/policy.js";
 import type { Confinement } from "../sandbox/plan.js";
-import type { LoadedSkill } from "../skills/skills.js";
+import type { LoadedSkill } from "../skills/skill-types.js";
 import type { ToolEffect } from "./catalog.js";
 import { type ArgsOf, argsJsonSchema, type ToolSchema } from "./tool-schema.js";
 
