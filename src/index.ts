@@ -8,6 +8,7 @@ import { Runtime, type RuntimeOptions } from "./actors/runtime.js";
 import { LocalBus } from "./bus/local-bus.js";
 import { NatsBus, type NatsBusOptions } from "./bus/nats-bus.js";
 import { loadConfig } from "./config/load.js";
+import type { AgentSettings, TroupeSettings } from "./config/schema.js";
 import type { Logger } from "./log.js";
 import type { Approver } from "./safety/approver.js";
 import type { Tool } from "./tools/tool.js";
@@ -37,7 +38,7 @@ export { LocalBus } from "./bus/local-bus.js";
 export { NatsBus } from "./bus/nats-bus.js";
 export { BusUnavailableError } from "./bus/nats-connect.js";
 export { ConfigError, type ConfigProblem } from "./config/problems.js";
-export type { AgentDefinition, Budget, TroupeConfig } from "./config/schema.js";
+export type { AgentDefinition, AgentSettings, Budget, TroupeConfig, TroupeSettings } from "./config/schema.js";
 export { TroupeError, UnreachableError, UserError } from "./errors.js";
 export type { AgentOutput, StopReason } from "./machines/agent-types.js";
 export {
@@ -48,7 +49,6 @@ export {
 } from "./model/errors.js";
 export type { ChatMessage, Usage } from "./model/types.js";
 export type { ApprovalAnswer, ApprovalRequest, Approver } from "./safety/approver.js";
-export { ScriptedModelServer } from "./testing/scripted-model-server.js";
 export { McpToolCollisionError } from "./tools/mcp/mcp-connection.js";
 export { defineTool, type Tool, type ToolContext, type ToolResult } from "./tools/tool.js";
 export { ToolModuleError } from "./tools/tool-modules.js";
@@ -59,9 +59,9 @@ export interface CreateRuntimeOptions {
   /** A config directory (or troupe.yaml); default: as the CLI finds it. Ignored when `agents` is given. */
   config?: string;
   /** Settings as in troupe.yaml, over the defaults: with `agents`, instead of a config directory. */
-  settings?: Record<string, unknown>;
+  settings?: TroupeSettings;
   /** Agent definitions as in agents/*.yaml. */
-  agents?: Array<Record<string, unknown>>;
+  agents?: AgentSettings[];
   /** A NATS URL (or options) to run on; the in-process bus when absent. */
   nats?: string | NatsBusOptions;
   workspace?: string;

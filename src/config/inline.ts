@@ -1,11 +1,11 @@
 import type { LoadedConfig } from "./loaded.js";
-import { agentSchema, troupeConfigSchema } from "./schema.js";
+import { type AgentSettings, agentSchema, type TroupeSettings, troupeConfigSchema } from "./schema.js";
 import { YamlFile } from "./yaml-file.js";
 
 /** Settings and agents given in code (the library), as troupe.yaml and agents/*.yaml would hold them. */
 export interface InlineConfig {
-  settings?: Record<string, unknown>;
-  agents: Array<Record<string, unknown>>;
+  settings?: TroupeSettings;
+  agents: AgentSettings[];
 }
 
 /** The config they make, with `cwd` for its directory (where `toolModules` and `skillsDir` are found). */
@@ -21,6 +21,6 @@ export function inlineConfig(inline: InlineConfig, cwd: string): LoadedConfig {
         return [definition.name, { definition, file: new YamlFile(`${definition.name}.yaml`, "") }];
       }),
     ),
-    natsUrlChosen: (settings.nats as { url?: unknown } | undefined)?.url !== undefined,
+    natsUrlChosen: settings.nats?.url !== undefined,
   };
 }

@@ -85,6 +85,8 @@ export const agentSchema = z.strictObject({
   sandbox: sandboxModeSchema.optional(),
 });
 export type AgentDefinition = z.infer<typeof agentSchema>;
+/** An agent as written in agents/*.yaml, or given to `createRuntime`: its defaults not yet filled in. */
+export type AgentSettings = z.input<typeof agentSchema>;
 
 export const modelInfoSchema = z.strictObject({
   contextWindow: positiveInt.optional(),
@@ -386,3 +388,5 @@ export const troupeConfigSchema = z.strictObject({
     .default({ maxDepth: 2, maxConcurrent: 4 }),
 });
 export type TroupeConfig = z.infer<typeof troupeConfigSchema>;
+/** troupe.yaml's settings as written, or given to `createRuntime`: every key optional. */
+export type TroupeSettings = z.input<typeof troupeConfigSchema>;

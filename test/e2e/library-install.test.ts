@@ -184,6 +184,29 @@ console.log(JSON.stringify({ output, seen }));
     }
   }, 60_000);
 
+  it("troupe/testing gives the scripted model server, and runs an agent on it; troupe itself does not export it", async () => {
+    writeFileSync(
+      join(project, "scripted.mjs"),
+      `import * as troupe from "troupe";
+import { ScriptedModelServer } from "troupe/testing";
+
+const model = await ScriptedModelServer.start();
+model.script({ match: { turn: 1 }, reply: { text: "Scripted hello." } });
+const runtime = await troupe.createRuntime({
+  settings: { defaultModel: "scripted", providers: { openai: { baseURL: model.baseURL, models: { scripted: {} } } } },
+  agents: [{ name: "greeter", description: "Greets.", tools: [] }],
+});
+const output = await runtime.start({ task: "Hello?" }).done;
+await runtime.close();
+await model.close();
+console.log(JSON.stringify({ result: output.result, inMain: "ScriptedModelServer" in troupe }));
+`,
+    );
+    const ran = await run(process.execPath, ["scripted.mjs"], project, { ...env, OPENAI_API_KEY: "" });
+    expect(ran.stderr).toBe("");
+    expect(JSON.parse(ran.stdout)).toEqual({ result: "Scripted hello.", inMain: false });
+  }, 60_000);
+
   it("compiles the examples of docs/library.md under tsc --strict", async () => {
     const doc = readFileSync(join(ROOT, "docs", "library.md"), "utf8");
     const blocks = [...doc.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((match) => match[1] ?? "");
