@@ -38,7 +38,13 @@ export { LocalBus } from "./bus/local-bus.js";
 export { NatsBus } from "./bus/nats-bus.js";
 export { BusUnavailableError } from "./bus/nats-connect.js";
 export { ConfigError, type ConfigProblem } from "./config/problems.js";
-export type { AgentDefinition, AgentSettings, Budget, TroupeConfig, TroupeSettings } from "./config/schema.js";
+export type {
+  AgentDefinition,
+  AgentSettings,
+  Budget,
+  TroupeConfig,
+  TroupeSettings,
+} from "./config/schema.js";
 export { TroupeError, UnreachableError, UserError } from "./errors.js";
 export type { AgentOutput, StopReason } from "./machines/agent-types.js";
 export {
