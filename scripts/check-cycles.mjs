@@ -48,11 +48,11 @@ const visit = (file) => {
 };
 for (const file of modules) if (!state.has(file)) visit(file);
 
-for (const cycle of cycles.keys()) process.stdout.write(`${`cycle: ${cycle} → (back to the first)`}\n`);
+for (const cycle of cycles.keys()) process.stdout.write(`cycle: ${cycle} → (back to the first)\n`);
 if (cycles.size > 0) {
   process.stdout.write(
     `${`${cycles.size} import cycle${cycles.size === 1 ? "" : "s"} in ${modules.length} modules`}\n`,
   );
   process.exit(1);
 }
-process.stdout.write(`${`no import cycles in ${modules.length} modules`}\n`);
+process.stdout.write(`no import cycles in ${modules.length} modules\n`);
