@@ -38,6 +38,20 @@ export interface ModelRouterOptions {
   log?: Logger;
   /** Per-request timeout of the HTTP call. Default 600000. */
   timeoutMs?: number;
+  /**
+   * Makes the client of a provider; default `new OpenAI(settings)`. A test of the host can pass one
+   * whose `fetch` answers in-process, with no HTTP server (the HTTP path is tested on its own).
+   */
+  client?: (settings: ClientSettings) => OpenAI;
+}
+
+/** What a provider's client is made with. */
+export interface ClientSettings {
+  apiKey: string;
+  baseURL?: string;
+  /** Troupe retries, never the client. */
+  maxRetries: 0;
+  timeout: number;
 }
 
 /**
@@ -52,6 +66,7 @@ export class ModelRouter {
   readonly #circuitOptions: Partial<CircuitOptions>;
   readonly #log: Logger;
   readonly #timeoutMs: number;
+  readonly #makeClient: (settings: ClientSettings) => OpenAI;
   #clients = new Map<string, OpenAI>();
   #wires = new Map<string, WireSettings>();
   #breakers = new Map<string, CircuitBreaker>();
@@ -63,6 +78,7 @@ export class ModelRouter {
     this.#circuitOptions = options.circuit ?? {};
     this.#log = (options.log ?? silentLogger).child({ component: "model" });
     this.#timeoutMs = options.timeoutMs ?? 600_000;
+    this.#makeClient = options.client ?? ((settings) => new OpenAI(settings));
   }
 
   resolve(id: string): ResolvedModel {
@@ -241,7 +257,7 @@ export class ModelRouter {
         `no model server: set ${provider.apiKeyEnv} for OpenAI, or OPENAI_BASE_URL (providers.${providerName}.baseURL in troupe.yaml) for an OpenAI-compatible server`,
       );
     }
-    client = new OpenAI({
+    client = this.#makeClient({
       apiKey: key || "not-needed",
       ...(provider.baseURL ? { baseURL: provider.baseURL } : {}),
       maxRetries: 0,

@@ -1,4 +1,6 @@
+import OpenAI from "openai";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { Runtime } from "../../src/actors/runtime.js";
 import { troupeConfigSchema } from "../../src/config/schema.js";
 import {
   CircuitOpenError,
@@ -7,9 +9,11 @@ import {
   ModelNotConfiguredError,
   PartialOutputError,
 } from "../../src/model/errors.js";
-import { ModelRouter, type ModelRouterOptions } from "../../src/model/model-router.js";
+import { type ClientSettings, ModelRouter, type ModelRouterOptions } from "../../src/model/model-router.js";
 import type { ChatMessage } from "../../src/model/types.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { tempTree } from "../support/cli.js";
+import { testConfig } from "../support/config.js";
 
 let server: ScriptedModelServer;
 beforeEach(async () => {
@@ -374,5 +378,51 @@ describe("ModelRouter over HTTP to the scripted server", () => {
       provider: "openai",
       name: "meta-llama/Llama-3-8B",
     });
+  });
+});
+
+describe("a client of the caller's making", () => {
+  it("runs an agent with no HTTP server: the router's client factory gets the provider's settings, and the SDK's fetch answers in-process", async () => {
+    const seen: Array<{ url: string; body: { model: string; stream?: boolean } }> = [];
+    const fetch = async (url: string | URL | Request, init?: RequestInit) => {
+      seen.push({ url: String(url), body: JSON.parse(String(init?.body)) });
+      const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
+        `data: ${JSON.stringify({ id: "c1", object: "chat.completion.chunk", created: 0, model: "m", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+      const body = `${chunk({ role: "assistant", content: "In-process " })}${chunk({ content: "answer." }, "stop")}data: [DONE]\n\n`;
+      return new Response(body, { headers: { "content-type": "text/event-stream" } });
+    };
+    const settings: ClientSettings[] = [];
+    const config = testConfig(
+      {
+        defaultModel: "local-model",
+        providers: { openai: { baseURL: "http://nowhere.invalid/v1", models: { "local-model": {} } } },
+      },
+      [{ name: "a", description: "A.", tools: [] }],
+    );
+    const { dir: workspace, dispose } = tempTree({});
+    const rt = new Runtime({
+      config,
+      workspace,
+      env: {},
+      models: {
+        client: (given) => {
+          settings.push(given);
+          return new OpenAI({ ...given, fetch });
+        },
+      },
+    });
+    const output = await rt.start({ task: "Hello" }).done;
+    await rt.close();
+    dispose();
+    expect(output).toMatchObject({ reason: "done", result: "In-process answer." });
+    expect(settings).toEqual([
+      { apiKey: "not-needed", baseURL: "http://nowhere.invalid/v1", maxRetries: 0, timeout: 600_000 },
+    ]);
+    expect(seen).toEqual([
+      {
+        url: "http://nowhere.invalid/v1/chat/completions",
+        body: expect.objectContaining({ model: "local-model", stream: true }),
+      },
+    ]);
   });
 });
