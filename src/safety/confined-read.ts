@@ -1,4 +1,14 @@
-import { constants } from "node:fs";
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  openSync,
+  readFileSync,
+  readlinkSync,
+  realpathSync,
+  type Stats,
+  statSync,
+} from "node:fs";
 import { type FileHandle, open, readlink, realpath, stat } from "node:fs/promises";
 import { isInside } from "../util/paths.js";
 import { isHidden } from "./workspace-guard.js";
@@ -85,13 +95,56 @@ async function judge(
   options: ReadOptions,
 ): Promise<ReadRefusal | undefined> {
   const info = await handle.stat();
+  return verdict(root, info, info.isFile() ? await heldPath(real, handle, info) : undefined, options);
+}
+
+/** Why the opened file may not be read, or undefined when it may; `held`: the path of the file it is. */
+function verdict(
+  root: string,
+  info: Stats,
+  held: string | undefined,
+  options: ReadOptions,
+): ReadRefusal | undefined {
   if (info.isDirectory()) return { refused: "directory" };
   if (!info.isFile()) return { refused: "not-a-file" };
   if (info.nlink > 1 && !options.readHardLinks) return { refused: "hard-linked", links: info.nlink };
-  const held = await heldPath(real, handle, info);
   if (held === undefined || !isInside(root, held)) return { refused: "outside" };
   if (isHidden(held, options.hiddenDirs)) return { refused: "hidden" };
   return undefined;
+}
+
+/**
+ * `readConfined` for a caller that cannot wait (a skill's SKILL.md, read when a run starts): the same
+ * judgement, made on the descriptor opened.
+ */
+export function readConfinedSync(
+  root: string,
+  path: string,
+  options: ReadOptions = {},
+): Buffer | ReadRefusal {
+  let real: string;
+  try {
+    real = realpathSync(path);
+  } catch {
+    return { refused: "missing" };
+  }
+  if (!isInside(root, real)) return { refused: "outside" };
+  let fd: number;
+  try {
+    fd = openSync(real, READ_FLAGS);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ELOOP") return { refused: "outside" };
+    if (code === "ENOENT") return { refused: "missing" };
+    throw error;
+  }
+  try {
+    const info = fstatSync(fd);
+    const refusal = verdict(root, info, info.isFile() ? heldPathSync(real, fd, info) : undefined, options);
+    return refusal ?? readFileSync(fd);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /**
@@ -109,4 +162,17 @@ async function heldPath(
   if (again !== real) return undefined;
   const now = await stat(again).catch(() => undefined);
   return now !== undefined && now.dev === info.dev && now.ino === info.ino ? real : undefined;
+}
+
+function heldPathSync(real: string, fd: number, info: { dev: number; ino: number }): string | undefined {
+  try {
+    return readlinkSync(`/proc/self/fd/${fd}`);
+  } catch {
+    try {
+      const now = statSync(realpathSync(real));
+      return realpathSync(real) === real && now.dev === info.dev && now.ino === info.ino ? real : undefined;
+    } catch {
+      return undefined;
+    }
+  }
 }

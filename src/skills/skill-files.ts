@@ -18,7 +18,7 @@ const MAX_DEPTH = 4;
  * followed here; read through one, it is judged where it leads).
  */
 export function skillFiles(skill: { dir?: string }): string[] {
-  if (!skill.dir) return [];
+  if (!skill.dir || !stillThere(skill.dir)) return [];
   const found: string[] = [];
   const walk = (dir: string, prefix: string, depth: number) => {
     let entries: Dirent[];
@@ -37,6 +37,15 @@ export function skillFiles(skill: { dir?: string }): string[] {
   };
   walk(skill.dir, "", 0);
   return found;
+}
+
+/** A skill's dir (a real path when found) still resolves to itself: no link on the way was swapped since. */
+function stillThere(dir: string): boolean {
+  try {
+    return realpathSync(dir) === dir;
+  } catch {
+    return false;
+  }
 }
 
 export function isSkillPath(path: string): boolean {
@@ -60,7 +69,8 @@ export function parseSkillPath(path: string): { name: string; relative: string }
 
 /**
  * Opens a skill's own file, `skill:NAME/PATH`, for reading: only a skill this agent may load
- * (`context.skillDirs`), and only a file inside that skill's directory, judged where it is opened
+ * (`context.skillDirs`, real paths from when the skills were found), and only a file inside that
+ * skill's directory, judged where it is opened
  * (its real path, no symbolic link out, the descriptor checked again) as workspace reads are. Outside
  * the workspace guard's scope, and read-only: no tool writes here.
  */
@@ -79,13 +89,9 @@ export async function openSkillFile(
       `read the files of one of: ${names.join(", ") || "(none)"}`,
     );
   }
-  let root: string;
-  try {
-    root = realpathSync(dir);
-  } catch {
-    return toolError(`the skill "${parsed.name}" is gone`, "do without it");
-  }
-  const handle = await openConfined(root, join(root, parsed.relative), {
+  // Judged against where the skill was found, never where its path leads now.
+  if (!stillThere(dir)) return toolError(`the skill "${parsed.name}" is gone`, "do without it");
+  const handle = await openConfined(dir, join(dir, parsed.relative), {
     readHardLinks: context.readHardLinks,
     hiddenDirs: context.hiddenDirs,
   });

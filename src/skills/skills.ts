@@ -1,8 +1,9 @@
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { parse } from "yaml";
 import { z } from "zod";
 import type { Logger } from "../log.js";
+import { isRefusal, readConfinedSync } from "../safety/confined-read.js";
 import { SKILL_PATH_PREFIX, skillFiles } from "./skill-files.js";
 import type { LoadedSkill } from "./skill-types.js";
 
@@ -11,9 +12,13 @@ export type { LoadedSkill };
 export interface Skill {
   name: string;
   description: string;
-  /** The SKILL.md file. */
+  /** The SKILL.md file: its real path when it was found, read there (in its real dir) or not at all. */
   path: string;
-  /** The skill's own directory (`<dir>/<skill>/SKILL.md`), whose other files it may disclose; none for `<dir>/<skill>.md`. */
+  /**
+   * The skill's own directory (`<dir>/<skill>/SKILL.md`), whose other files it may disclose; none for
+   * `<dir>/<skill>.md`. Its real path when it was found: a link on the way to it that changes later
+   * (a command can swap a workspace directory for a link out of it) does not move the skill.
+   */
   dir?: string;
   /**
    * `allowed-tools` of its frontmatter: tools pre-approved while the skill is loaded (the Agent Skills
@@ -65,7 +70,8 @@ export function discoverSkills(dirs: readonly SkillDir[], log?: Logger): Map<str
         );
         skill.allowedTools = [];
       }
-      skills.set(skill.name, isDir ? { ...skill, dir: full } : skill);
+      const found = { ...skill, path: realpathSync(path) };
+      skills.set(skill.name, isDir ? { ...found, dir: realpathSync(full) } : found);
     }
   }
   return skills;
@@ -73,7 +79,11 @@ export function discoverSkills(dirs: readonly SkillDir[], log?: Logger): Map<str
 
 /** The body of a skill (the text after its frontmatter). */
 export function skillBody(skill: Skill): string {
-  return splitFrontmatter(readFileSync(skill.path, "utf8"))?.body.trim() ?? "";
+  // Where it was found: a directory on the way swapped for a link since (a command can do that in a
+  // workspace) leads elsewhere, and is refused. A SKILL.md with other hard links was read when found.
+  const text = readConfinedSync(dirname(skill.path), skill.path, { readHardLinks: true });
+  if (isRefusal(text)) return "";
+  return splitFrontmatter(text.toString("utf8"))?.body.trim() ?? "";
 }
 
 /** The catalogue for a system prompt: names and descriptions only. */

@@ -49,7 +49,7 @@ export interface ToolContext {
   hiddenDirs?: string[];
   /** The skills this agent may load; all when absent. */
   skills?: string[];
-  /** The directories of the skills this agent may load, by name: where `skill:NAME/PATH` reads are confined. */
+  /** The directories of the skills this agent may load, by name, real paths as found: where `skill:NAME/PATH` reads are confined. */
   skillDirs?: ReadonlyMap<string, string>;
   /** Told of each skill load_skill loads (the host publishes `skill.loaded` and grants its `allowed-tools`). */
   skillLoaded?: (skill: LoadedSkill) => void;
