@@ -12,6 +12,13 @@ import {
   writeSync,
 } from "node:fs";
 import { join } from "node:path";
+import { UserError } from "../errors.js";
+import { isToken } from "./subjects.js";
+
+/** A run id given (to inspect, resume, replay…) that is not one: it would name a path out of the store. */
+export class InvalidRunIdError extends UserError {
+  override name = "InvalidRunIdError";
+}
 
 /**
  * Where LocalBus keeps what must outlive the process in the embedded mode: each run's event log as
@@ -30,7 +37,12 @@ export class FileStore {
     return existsSync(dir) ? readdirSync(dir).sort() : [];
   }
 
+  /** A run's directory: its id is a plain name, as on the bus, never a path (`../..`) out of the store. */
   runDir(runId: string): string {
+    if (!isToken(runId))
+      throw new InvalidRunIdError(
+        `run id "${runId}" is not one: a run id is letters, digits, "_" and "-" (troupe runs lists them)`,
+      );
     return join(this.root, "runs", runId);
   }
 

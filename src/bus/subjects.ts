@@ -18,8 +18,13 @@ export class InvalidSubjectTokenError extends TroupeError {
   override name = "InvalidSubjectTokenError";
 }
 
+/** Whether a value may be one token of a subject (a run id, an agent id): letters, digits, `_`, `-`. */
+export function isToken(value: string): boolean {
+  return TOKEN_PATTERN.test(value);
+}
+
 export function assertToken(what: string, value: string): string {
-  if (!TOKEN_PATTERN.test(value)) {
+  if (!isToken(value)) {
     throw new InvalidSubjectTokenError(`${what} "${value}" must be letters, digits, "_" or "-"`);
   }
   return value;
