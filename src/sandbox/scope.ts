@@ -8,7 +8,7 @@ import type { Sandbox } from "./sandbox.js";
 /** What every sandboxed process of a runtime may see and change, beside its mode and network. */
 export interface SandboxScope {
   workspace: string;
-  /** Never changed: the config dir, the agents dir, the tool modules and the MCP server lists it loads. */
+  /** Never changed: the config dir, the agents and skills dirs, the tool modules and the MCP server lists it loads. */
   protectedDirs: string[];
   /** Never seen: the data dir. */
   hiddenDirs: string[];
@@ -17,7 +17,7 @@ export interface SandboxScope {
 }
 
 /**
- * A runtime's scope from its config: the config dir, the agents dir, every tool module an agent names and every
+ * A runtime's scope from its config: the config dir, the agents and skills dirs, every tool module an agent names and every
  * file `mcpServersFrom` names (a `.mcp.json` says what commands to start) are protected (troupe
  * runs them when it starts, and they may live in the workspace), the data dir is hidden,
  * `sandbox.readPaths` are resolved against the config dir.
@@ -32,6 +32,8 @@ export function sandboxScope(config: LoadedConfig, workspace: string, env: NodeJ
       config.dir,
       // Agents defined outside the config dir (agentsDir: ../agents): an agent's file can say yolo.
       resolve(config.dir, config.troupe.agentsDir),
+      // And skills (skillsDir: ../skills): a skill's allowed-tools pre-approves calls.
+      resolve(config.dir, config.troupe.skillsDir),
       ...modules,
       ...config.troupe.mcpServersFrom.map((path) => resolve(config.dir, path)),
     ],
