@@ -222,7 +222,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     (tool) => tools().allowed.has(tool),
     (data) => events.emit("skill.loaded", data),
   );
-  const skillDirs = skillDirsFor(definition, deps);
+  const skillDirs = skillDirsFor(definition, deps, options.skill?.name);
   const clearance = new Clearance(
     (calls, withTools) =>
       planCalls(calls, registry, withTools ? tools().allowed : new Set(), policy, {

@@ -67,12 +67,21 @@ export function catalogueFor(definition: AgentDefinition, deps: AgentDeps): stri
   return catalogue ? [catalogue] : [];
 }
 
-/** The directories of the skills this agent may load, by name, for `skill:NAME/PATH` reads. */
-export function skillDirsFor(definition: AgentDefinition, deps: AgentDeps): Map<string, string> {
+/**
+ * The directories of the skills this agent may read the files of, by name, for `skill:NAME/PATH`:
+ * those it may load (with load_skill), and the one it started with.
+ */
+export function skillDirsFor(
+  definition: AgentDefinition,
+  deps: AgentDeps,
+  started?: string,
+): Map<string, string> {
+  const loads = definition.tools.includes("load_skill");
   const dirs = new Map<string, string>();
-  for (const skill of deps.skills.values())
-    if (skill.dir && (!definition.skills || definition.skills.includes(skill.name)))
-      dirs.set(skill.name, skill.dir);
+  for (const skill of deps.skills.values()) {
+    const mayLoad = loads && (!definition.skills || definition.skills.includes(skill.name));
+    if (skill.dir && (mayLoad || skill.name === started)) dirs.set(skill.name, skill.dir);
+  }
   return dirs;
 }
 

@@ -64,6 +64,9 @@ export function parseSkillPath(path: string): { name: string; relative: string }
     relative.includes("\0")
   )
     return { problem: `"${path}" must name a file inside the skill, without "..", "." or empty parts` };
+  // What a skill discloses is what its listing shows: no hidden file (a .env, a .git) is in it.
+  if (segments.some((segment) => segment.startsWith(".")))
+    return { problem: `"${path}" names a hidden file, which a skill does not disclose` };
   return { name, relative };
 }
 

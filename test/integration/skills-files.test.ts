@@ -25,6 +25,7 @@ beforeEach(async () => {
     "config/skills/deploy/SKILL.md": skillMd("deploy", "allowed-tools: write_file edit_file Bash(git:*)\n"),
     "config/skills/deploy/references/guide.md": "Deploy on Tuesdays.\n",
     "config/skills/deploy/scripts/check.sh": "echo checked\n",
+    "config/skills/deploy/.env": "DEPLOY_TOKEN=hidden-token\n",
     "config/skills/private/SKILL.md": skillMd("private"),
     "config/skills/private/notes.md": "private notes\n",
     "outside/secret.txt": "the secret\n",
@@ -104,6 +105,7 @@ describe("a skill's files", () => {
       "skill:private/notes.md",
       "skill:deploy//etc/passwd",
       "skill:deploy/references",
+      "skill:deploy/.env",
     ];
     const { results } = await run(runtime({ tools: ["load_skill", "read_file"], skills: ["deploy"] }), [
       paths.map((path) => call("read_file", { path })),
@@ -113,8 +115,9 @@ describe("a skill's files", () => {
       expect(result).toMatch(/^error:/);
       expect(result).not.toContain("the secret");
       expect(result).not.toContain("private notes");
+      expect(result).not.toContain("hidden-token");
     }
-    const [dots, deeper, linkFile, linkDir, other, empty, directory] = results;
+    const [dots, deeper, linkFile, linkDir, other, empty, directory, hidden] = results;
     expect(dots).toContain('without "..", "." or empty parts');
     expect(deeper).toContain('without "..", "." or empty parts');
     expect(linkFile).toContain("leads outside the skill's directory");
@@ -122,6 +125,16 @@ describe("a skill's files", () => {
     expect(other).toContain('no skill "private" with files that this agent may load');
     expect(empty).toContain('without "..", "." or empty parts');
     expect(directory).toContain("is a directory");
+    expect(hidden).toContain("names a hidden file, which a skill does not disclose");
+  });
+
+  it("are not for an agent that may load no skill", async () => {
+    const { results } = await run(runtime({ tools: ["read_file"] }), [
+      [call("read_file", { path: "skill:deploy/references/guide.md" })],
+    ]);
+    expect(results).toEqual([
+      expect.stringContaining('no skill "deploy" with files that this agent may load'),
+    ]);
   });
 });
 
