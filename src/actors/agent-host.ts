@@ -1,6 +1,7 @@
 import type { Snapshot } from "xstate";
 import type { Bus } from "../bus/bus.js";
 import { ulid } from "../bus/ulid.js";
+import { effectiveBudget } from "../config/budget.js";
 import type { AgentDefinition, ApprovalPolicy, Budget, TroupeConfig } from "../config/schema.js";
 import { type CompactionSettings, overThreshold } from "../context/compaction.js";
 import { buildSystemPrompt } from "../context/system-prompt.js";
@@ -152,7 +153,8 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
   // Every subagent is read-only, whatever its YAML says; so is an agent marked readOnly, and one planning.
   const mode = options.mode ?? definition.mode ?? "act";
   const planning = mode === "plan";
-  const given = restore?.budget ?? options.budget ?? definition.budget;
+  const defaults = deps.config.defaults.budget;
+  const given = restore?.budget ?? options.budget ?? effectiveBudget(definition.budget, defaults);
   const budget = planning
     ? { ...given, maxTurns: Math.min(given.maxTurns ?? Number.POSITIVE_INFINITY, deps.config.plan.maxTurns) }
     : given;
@@ -182,7 +184,8 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
   const children = subagentTools(
     definition.subagents
       .map((name) => deps.agents.get(name))
-      .filter((child): child is AgentDefinition => child !== undefined),
+      .filter((child): child is AgentDefinition => child !== undefined)
+      .map((child) => ({ ...child, budget: effectiveBudget(child.budget, defaults) })),
     {
       bus: deps.bus,
       runId,

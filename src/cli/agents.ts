@@ -1,9 +1,10 @@
+import { BUDGET_KEYS, withDefaults } from "../config/budget.js";
 import type { LoadedConfig } from "../config/load.js";
 import type { Budget } from "../config/schema.js";
 
 /**
  * The agents, one block each, that fits 100 columns: the name, the model and the subagents (wrapped
- * under their start), then the tools (wrapped) and the budget.
+ * under their start), then the tools (wrapped) and the budget it runs with (troupe.yaml's defaults marked).
  */
 export function agentsTable(config: LoadedConfig, width = 100): string {
   const agents = [...config.agents.values()].sort((a, b) =>
@@ -14,6 +15,7 @@ export function agentsTable(config: LoadedConfig, width = 100): string {
   const nameWidth = Math.max(...agents.map((agent) => label(agent).length));
   const blocks = agents.map((agent) => {
     const { definition } = agent;
+    const { budget, defaulted } = withDefaults(definition.budget, config.troupe.defaults.budget);
     const model = definition.model ?? `${config.troupe.defaultModel} (default)`;
     const head = `${label(agent).padEnd(nameWidth)}  ${model}`;
     return [
@@ -21,7 +23,7 @@ export function agentsTable(config: LoadedConfig, width = 100): string {
       ...wrap(definition.tools.join(", ") || "none", width - 10).map(
         (line, i) => `  ${i ? "       " : "tools  "} ${line}`,
       ),
-      `  budget  ${formatBudget(definition.budget)}`,
+      `  budget  ${formatBudget(budget, defaulted)}`,
     ].join("\n");
   });
   return blocks.join("\n");
@@ -49,13 +51,20 @@ function wrap(text: string, width: number): string[] {
   return lines;
 }
 
-export function formatBudget(budget: Budget): string {
-  const parts: string[] = [];
-  if (budget.maxTurns !== undefined) parts.push(`${budget.maxTurns} turns`);
-  if (budget.maxTokens !== undefined) parts.push(`${compact(budget.maxTokens)} tokens`);
-  if (budget.maxToolCalls !== undefined) parts.push(`${budget.maxToolCalls} tool calls`);
-  if (budget.maxWallMs !== undefined) parts.push(duration(budget.maxWallMs));
-  if (budget.maxCostUsd !== undefined) parts.push(`$${budget.maxCostUsd}`);
+/** The budget in words; the keys in `defaulted` (troupe.yaml's `defaults.budget`) say so. */
+export function formatBudget(budget: Budget, defaulted: ReadonlySet<keyof Budget> = new Set()): string {
+  const shown: Record<keyof Budget, (n: number) => string> = {
+    maxTurns: (n) => `${n} turns`,
+    maxTokens: (n) => `${compact(n)} tokens`,
+    maxToolCalls: (n) => `${n} tool calls`,
+    maxWallMs: duration,
+    maxCostUsd: (n) => `$${n}`,
+  };
+  const parts = BUDGET_KEYS.flatMap((key) => {
+    const value = budget[key];
+    if (value === undefined) return [];
+    return [`${shown[key](value)}${defaulted.has(key) ? " (default)" : ""}`];
+  });
   return parts.join(", ") || "unlimited";
 }
 

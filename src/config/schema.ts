@@ -54,6 +54,22 @@ export const budgetSchema = z.strictObject({
 });
 export type Budget = z.infer<typeof budgetSchema>;
 
+/** The budget of an agent whose YAML leaves a key out: no agent runs without a turn and time limit. */
+export const DEFAULT_BUDGET = { maxTurns: 50, maxWallMs: 30 * 60_000 } as const;
+
+/**
+ * `defaults.budget` of troupe.yaml: each key is given to every agent whose own budget leaves it out
+ * (key by key). `null` gives none; a key left out here keeps its built-in default (`DEFAULT_BUDGET`).
+ */
+export const budgetDefaultsSchema = z.strictObject({
+  maxTurns: positiveInt.nullable().default(DEFAULT_BUDGET.maxTurns),
+  maxTokens: positiveInt.nullable().default(null),
+  maxToolCalls: positiveInt.nullable().default(null),
+  maxWallMs: positiveInt.nullable().default(DEFAULT_BUDGET.maxWallMs),
+  maxCostUsd: z.number().positive().nullable().default(null),
+});
+export type BudgetDefaults = z.infer<typeof budgetDefaultsSchema>;
+
 /** One agent per YAML file under the agents dir. The key names are a public contract. */
 export const agentSchema = z.strictObject({
   name: z.string().regex(AGENT_NAME, 'must be lowercase letters, digits, "_" or "-", starting with a letter'),
@@ -304,6 +320,10 @@ export const troupeConfigSchema = z.strictObject({
       threshold: z.number().min(0).max(1).default(0.3),
     })
     .default({ autoMatch: false, threshold: 0.3 }),
+  /** What every agent gets of a setting its YAML leaves out. */
+  defaults: z
+    .strictObject({ budget: budgetDefaultsSchema.default(budgetDefaultsSchema.parse({})) })
+    .default({ budget: budgetDefaultsSchema.parse({}) }),
   /** The agent `troupe run` uses without `--agent`. */
   defaultAgent: z.string().optional(),
   defaultModel: z.string().min(1).default("gpt-4o-mini"),
