@@ -238,6 +238,8 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     (calls, signal) => askEach(deps, events, { runId, agentId }, calls, signal),
   );
 
+  // The model call in flight and what it has streamed: kept when the call is cut off (its text is the answer).
+  let streaming: { text: string } | undefined;
   const hosted: HostedActors = {
     callModel: async (input, signal) => {
       const hookContext = { runId, agentId, agent: definition.name };
@@ -246,14 +248,24 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         model: chain[0] as string,
         messages: input.messages,
       });
-      const response = await deps.models.call(next?.model ? [next.model, ...chain.slice(1)] : chain, {
-        messages: next?.messages ?? input.messages,
-        ...(input.withTools ? { tools: tools().specs } : {}),
-        signal,
-        onDelta: (text) => events.emit("model.delta", { text }),
-        onReasoning: (text) => events.emit("model.reasoning", { text }),
-        onRetry: (retry) => events.emit("model.retrying", retry),
-      });
+      const current = { text: "" };
+      streaming = current;
+      const response = await deps.models
+        .call(next?.model ? [next.model, ...chain.slice(1)] : chain, {
+          messages: next?.messages ?? input.messages,
+          ...(input.withTools ? { tools: tools().specs } : {}),
+          signal,
+          onDelta: (text) => {
+            current.text += text;
+            events.emit("model.delta", { text });
+          },
+          onReasoning: (text) => events.emit("model.reasoning", { text }),
+          onRetry: (retry) => events.emit("model.retrying", retry),
+        })
+        .finally(() => {
+          // A call cut off (aborted) keeps its text for partialAnswer; any other end leaves none.
+          if (!signal.aborted && streaming === current) streaming = undefined;
+        });
       turn++;
       response.message = await withOwnCallIds(
         response.message,
@@ -314,6 +326,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     },
     compact: (input, signal) =>
       compactAndReport(input.messages, compaction, summarizer(deps.models, chain), events, signal),
+    partialAnswer: () => streaming?.text ?? "",
     sendEvents: events.sendNow,
     needsCompaction: (messages) => {
       const view = tools();

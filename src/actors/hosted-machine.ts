@@ -17,6 +17,8 @@ export interface HostedActors {
   awaitApproval(input: { calls: PlannedCall[] }, signal: AbortSignal): Promise<ApprovalDecision[]>;
   runTools(input: { calls: PlannedCall[] }, signal: AbortSignal): Promise<ToolBatchOutput>;
   compact(input: CompactionInput, signal: AbortSignal): Promise<CompactionOutput>;
+  /** The text the model call cut off at the hard wall had streamed ("" when none was in flight). */
+  partialAnswer(): string;
   needsCompaction(messages: readonly ChatMessage[]): boolean;
   /** Hands the events the host has made to the bus now, not at the end of the microtask queue. */
   sendEvents(): void;
@@ -69,6 +71,7 @@ const hostedMachine = agentMachine.provide({
     compact: fromPromise<CompactionOutput, CompactionInput>(({ input, signal, system }) =>
       hostOf(system).compact(input, signal),
     ),
+    partialAnswer: fromPromise<string, void>(async ({ system }) => hostOf(system).partialAnswer()),
   },
   guards: {
     needsCompaction: ({ context }) =>

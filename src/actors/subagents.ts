@@ -3,6 +3,7 @@ import { z } from "zod";
 import type { Bus } from "../bus/bus.js";
 import { makeEnvelope } from "../bus/envelope.js";
 import type { AgentDefinition, Budget } from "../config/schema.js";
+import { wallGraceMs } from "../machines/agent-rules.js";
 import type { AgentOutput, Spend } from "../machines/agent-types.js";
 import { addUsage, type Usage, ZERO_USAGE } from "../model/types.js";
 import type { Hooks } from "../tools/hooks.js";
@@ -277,12 +278,17 @@ async function runChild(
   const onAbort = () => abortChild("the parent was aborted");
   signal.addEventListener("abort", onAbort, { once: true });
   const wall = spec.budget.maxWallMs ?? DEFAULT_CHILD_WALL_MS;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    abortChild(`past its wall time of ${wall} ms`);
-    // A child that does not answer the abort promptly is not waited for.
-    setTimeout(() => settle({ reason: "timeout", result: "" }), 2000).unref();
-  }, wall);
+  // A child stops itself by its wall and grace (budget_exhausted, with its answer so far); this is
+  // for one that does not, its host gone: a second past that, it is told to abort and is a timeout.
+  const timer = setTimeout(
+    () => {
+      timedOut = true;
+      abortChild(`past its wall time of ${wall} ms`);
+      // A child that does not answer the abort promptly is not waited for.
+      setTimeout(() => settle({ reason: "timeout", result: "" }), 2000).unref();
+    },
+    wall + wallGraceMs(wall) + 1000,
+  );
   try {
     await parent.bus.flush();
     const existing = await parent.adopt(spec.childId);

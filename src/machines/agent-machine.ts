@@ -16,6 +16,8 @@ import {
   stopWith,
   turnOf,
   userMessage,
+  wallGraceMs,
+  wallStop,
 } from "./agent-rules.js";
 import type {
   AgentContext,
@@ -46,7 +48,8 @@ const notProvided = (name: string) =>
  * One agent's lifecycle (DESIGN.md): idle → callingModel ⇄ (awaitingApproval →) executingTools,
  * with compacting before a model call when the context is too full, until stopped. Pure: the model
  * call, the approval wait, the tool batch and compaction are actors the host provides, and the
- * only clock is XState's (the wall-time budget is a delay).
+ * only clock is XState's (the wall-time budget is two delays: at the wall a last call for the answer,
+ * past its grace a stop).
  */
 export const agentMachine = setup({
   types: {
@@ -68,6 +71,7 @@ export const agentMachine = setup({
     compact: notProvided("compact") as unknown as ReturnType<
       typeof fromPromise<CompactionOutput, CompactionInput>
     >,
+    partialAnswer: notProvided("partialAnswer") as unknown as ReturnType<typeof fromPromise<string, void>>,
   },
   guards: {
     /** The host provides this from the token count and the model's context window. */
@@ -90,12 +94,17 @@ export const agentMachine = setup({
       !context.compactedForError &&
       (event as { error?: { name?: string } }).error?.name === "ContextLengthExceededError",
     hasWallLimit: ({ context }) => context.budget.maxWallMs !== undefined && context.finalizing === null,
+    wallLimited: ({ context }) => context.budget.maxWallMs !== undefined,
   },
   delays: {
     wallBudget: ({ context }) =>
       context.budget.maxWallMs === undefined
         ? NO_WALL_LIMIT_MS
         : Math.max(0, context.budget.maxWallMs - context.elapsedMs),
+    wallHardStop: ({ context }) =>
+      context.budget.maxWallMs === undefined
+        ? NO_WALL_LIMIT_MS
+        : Math.max(0, context.budget.maxWallMs + wallGraceMs(context.budget.maxWallMs) - context.elapsedMs),
   },
   actions: {
     addTask: assign({
@@ -270,6 +279,10 @@ export const agentMachine = setup({
       },
     }),
     stopAborted: assign({ stop: ({ context }) => stopWith(context, "aborted", lastText(context.messages)) }),
+    stopAtWall: assign(({ context, event }) => ({
+      limit: `maxWallMs ${context.budget.maxWallMs}`,
+      stop: wallStop(context, (event as { output?: unknown }).output),
+    })),
   },
 }).createMachine({
   id: "agent",
@@ -301,8 +314,10 @@ export const agentMachine = setup({
     CHILD_SPENT: { actions: "chargeChild" },
     FAIL: { target: ".stopped", actions: "stopFailed" },
   },
+  // The wall is soft first (a last call for the answer), then hard: past its grace the run stops.
   after: {
     wallBudget: { guard: "hasWallLimit", target: ".nextTurn", actions: "beginWallFinal" },
+    wallHardStop: { guard: "wallLimited", target: ".cuttingOff" },
   },
   states: {
     idle: {
@@ -385,6 +400,14 @@ export const agentMachine = setup({
         }),
         onDone: { target: "callingModel", actions: "applyCompaction" },
         onError: { target: "stopped", actions: "stopFailed" },
+      },
+    },
+    /** Past the wall's grace: whatever was in flight is cut; the text the model had streamed is kept. */
+    cuttingOff: {
+      invoke: {
+        src: "partialAnswer",
+        onDone: { target: "stopped", actions: "stopAtWall" },
+        onError: { target: "stopped", actions: "stopAtWall" },
       },
     },
     stopped: {

@@ -155,3 +155,17 @@ export function stopWith(context: AgentContext, reason: StopReason, result: stri
     total: totalSpend(context),
   };
 }
+
+/**
+ * How long past `maxWallMs` the run may go: a tenth of it, at most 5 s. The final answer asked for at
+ * the wall (or a call already going) gets what is left plus this; then the run stops, whatever is in flight.
+ */
+export function wallGraceMs(maxWallMs: number): number {
+  return Math.min(5000, Math.ceil(maxWallMs / 10));
+}
+
+/** The output of a run stopped at its hard wall: what it had, with the text of the answer cut off if any. */
+export function wallStop(context: AgentContext, partial: unknown): AgentOutput {
+  const text = typeof partial === "string" && partial !== "" ? partial : lastText(context.messages);
+  return stopWith({ ...context, limit: `maxWallMs ${context.budget.maxWallMs}` }, "budget_exhausted", text);
+}

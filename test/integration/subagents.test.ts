@@ -282,10 +282,10 @@ describe("subagents", () => {
     await rt.close();
   });
 
-  it("stop a child past its maxWallMs and report it as timeout; the parent is never held", async () => {
+  it("stop a child at its own hard wall (budget_exhausted); the parent is never held", async () => {
     server.script(
       { match: { ...as("lead"), turn: 1 }, reply: { toolCalls: [subagentCall("explorer", "slow")] } },
-      { match: as("explorer"), reply: { text: "too late", delayMs: 5000 } },
+      { match: as("explorer"), reply: { text: "too late", delayMs: 5000 }, times: 2 },
       { match: { ...as("lead"), turn: 2 }, reply: { text: "went on without it" } },
     );
     const rt = runtime([lead, { ...explorer, budget: { maxWallMs: 300 } }, reviewer]);
@@ -295,13 +295,15 @@ describe("subagents", () => {
     expect(Date.now() - started).toBeLessThan(3000);
     expect(output.result).toBe("went on without it");
     const events = await eventsOf(rt, handle.runId);
-    expect(events.find((e) => e.type === "subagent.finished")?.data).toMatchObject({ reason: "timeout" });
+    expect(events.find((e) => e.type === "subagent.finished")?.data).toMatchObject({
+      reason: "budget_exhausted",
+    });
     const results =
       server.requests
         .at(-1)
         ?.body.messages.filter((m) => m.role === "tool")
         .map((m) => m.content) ?? [];
-    expect(results[0]).toContain("subagent explorer stopped: timeout");
+    expect(results[0]).toContain("subagent explorer stopped: budget_exhausted");
     await rt.close();
   });
 

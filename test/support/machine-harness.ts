@@ -71,6 +71,8 @@ export interface Stubs {
   tools?: (calls: PlannedCall[], signal: AbortSignal) => ToolBatchOutput | Promise<ToolBatchOutput>;
   compact?: (input: CompactionInput, signal: AbortSignal) => CompactionOutput | Promise<CompactionOutput>;
   needsCompaction?: (messages: ChatMessage[]) => boolean;
+  /** What the model call cut off at the hard wall had streamed. */
+  partial?: () => string;
 }
 
 /** What the stub actors saw. */
@@ -126,6 +128,7 @@ export function harness(stubs: Stubs, input: Partial<AgentInput> = {}, snapshot?
           }
         );
       }),
+      partialAnswer: fromPromise(async () => stubs.partial?.() ?? ""),
     },
     guards: {
       needsCompaction: ({ context }) => stubs.needsCompaction?.(context.messages) ?? false,

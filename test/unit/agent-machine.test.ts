@@ -321,6 +321,66 @@ describe("agent machine: budgets", () => {
   });
 });
 
+describe("agent machine: the hard wall", () => {
+  it("gives the final answer a grace of a tenth of maxWallMs, then stops with what the model had streamed", async () => {
+    const { actor, seen, clock } = harness(
+      { model: [(_i, signal) => hang(signal), (_i, signal) => hang(signal)], partial: () => "half an ans" },
+      { budget: { maxWallMs: 1000 } },
+    );
+    actor.start();
+    actor.send({ type: "START", task: "x" });
+    await reach(actor, "callingModel");
+    clock.increment(1000);
+    await reach(actor, "callingModel");
+    expect(seen.modelInputs[1]?.withTools).toBe(false);
+    clock.increment(99);
+    expect(actor.getSnapshot().value).toBe("callingModel");
+    clock.increment(1);
+    const output = await finished(actor);
+    expect(output).toMatchObject({
+      reason: "budget_exhausted",
+      limit: "maxWallMs 1000",
+      result: "half an ans",
+    });
+    expect(seen.signals[1]?.aborted).toBe(true);
+    expect(seen.modelInputs).toHaveLength(2);
+  });
+
+  it("bounds a final answer begun before the wall (another budget spent) the same way", async () => {
+    const { actor, clock } = harness(
+      { model: [calls({ name: "read_file" }), (_i, signal) => hang(signal)] },
+      { budget: { maxTurns: 1, maxWallMs: 1000 } },
+    );
+    actor.start();
+    actor.send({ type: "START", task: "x" });
+    await reach(actor, "executingTools");
+    await reach(actor, "callingModel");
+    clock.increment(1099);
+    expect(actor.getSnapshot().value).toBe("callingModel");
+    clock.increment(1);
+    expect(await finished(actor)).toMatchObject({ reason: "budget_exhausted", limit: "maxWallMs 1000" });
+  });
+
+  it("grants at most 5 s of grace, and cuts tools still running; without streamed text the last said is kept", async () => {
+    const turn = { ...calls({ name: "slow" }) };
+    turn.message = { ...turn.message, content: "Looking into it." };
+    const { actor, seen, clock } = harness(
+      { model: [turn, (_i, signal) => hang(signal)], tools: (_c, signal) => hang(signal) },
+      { budget: { maxWallMs: 60_000 } },
+    );
+    actor.start();
+    actor.send({ type: "START", task: "x" });
+    await reach(actor, "executingTools");
+    clock.increment(60_000);
+    await reach(actor, "callingModel");
+    expect(seen.signals[1]?.aborted).toBe(true);
+    clock.increment(4999);
+    expect(actor.getSnapshot().value).toBe("callingModel");
+    clock.increment(1);
+    expect(await finished(actor)).toMatchObject({ reason: "budget_exhausted", result: "Looking into it." });
+  });
+});
+
 describe("agent machine: loop detection", () => {
   it("nudges after the same call three times, then forces a final answer", async () => {
     const same = () => calls({ name: "read_file", args: { path: "a" } });
