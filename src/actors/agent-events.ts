@@ -79,7 +79,34 @@ export interface AgentEventMap {
   "approval.decided": { callId: string; approved: boolean; reason?: string; by: string };
   /** An answer the host refused; the request stays pending. `by` is who it claimed to be from. */
   "approval.rejected": { callId: string; why: string; by?: string };
-  "context.compacted": { tokensBefore: number; tokensAfter: number; pruned: number; summarized: number };
+  /**
+   * Before each model call: the tokens of the request (its messages and tool specs) against the
+   * model's context window, and the share they fill in whole percent. Estimated without tokenizing
+   * (exact counts where the compaction check made them, which it does as the context fills; else a
+   * quarter of the bytes).
+   */
+  "context.usage": { tokens: number; contextWindow: number; percent: number };
+  /**
+   * The context crossed into a fuller level: `warning` at 60 %, `critical` at 80 % of the window.
+   * Once per crossing; after compaction brings it back down, a new crossing says so again.
+   */
+  "context.warning": {
+    level: "warning" | "critical";
+    tokens: number;
+    contextWindow: number;
+    percent: number;
+  };
+  /**
+   * The conversation was compacted. `usage`: what the summariser's model calls cost (cost from the
+   * price table; zero when pruning was enough), also counted in the agent's own usage.
+   */
+  "context.compacted": {
+    tokensBefore: number;
+    tokensAfter: number;
+    pruned: number;
+    summarized: number;
+    usage: Usage;
+  };
   /** What this agent and its subagents have spent so far; a parent charges its budget from it. */
   "usage.updated": { usage: Usage; toolCalls: number; turns: number };
   /** A subagent was spawned as a child actor with a budget carved out of this agent's. */

@@ -4,11 +4,14 @@ import { ulid } from "../bus/ulid.js";
 import { effectiveBudget } from "../config/budget.js";
 import type { AgentDefinition, ApprovalPolicy, Budget, TroupeConfig } from "../config/schema.js";
 import { type CompactionSettings, overThreshold } from "../context/compaction.js";
+import { ContextLevels, contextPercent } from "../context/context-levels.js";
 import { buildSystemPrompt } from "../context/system-prompt.js";
+import { estimateMessagesTokens } from "../context/tokens.js";
 import type { Logger } from "../log.js";
 import { AGENT_MACHINE_VERSION, failedOutput, totalSpend } from "../machines/agent-machine.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import type { ModelRouter } from "../model/model-router.js";
+import type { ChatMessage } from "../model/types.js";
 import type { Approver } from "../safety/approver.js";
 import type { Redactor } from "../safety/redact.js";
 import { UNTRUSTED_NOTE } from "../safety/untrusted.js";
@@ -238,6 +241,16 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     (calls, signal) => askEach(deps, events, { runId, agentId }, calls, signal),
   );
 
+  // What each request fills of the window: an estimate from counts already made (no tokenizing here).
+  const levels = new ContextLevels();
+  const reportContext = (messages: readonly ChatMessage[], withTools: boolean) => {
+    const tokens = estimateMessagesTokens(messages) + (withTools ? tools().estimate() : 0);
+    const { contextWindow } = compaction;
+    const percent = contextPercent(tokens, contextWindow);
+    events.emit("context.usage", { tokens, contextWindow, percent });
+    const level = levels.next(percent);
+    if (level) events.emit("context.warning", { level, tokens, contextWindow, percent });
+  };
   // The model call in flight and what it has streamed: kept when the call is cut off (its text is the answer).
   let streaming: { text: string } | undefined;
   const hosted: HostedActors = {
@@ -248,11 +261,13 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         model: chain[0] as string,
         messages: input.messages,
       });
+      const messages = next?.messages ?? input.messages;
+      reportContext(messages, input.withTools);
       const current = { text: "" };
       streaming = current;
       const response = await deps.models
         .call(next?.model ? [next.model, ...chain.slice(1)] : chain, {
-          messages: next?.messages ?? input.messages,
+          messages,
           ...(input.withTools ? { tools: tools().specs } : {}),
           signal,
           onDelta: (text) => {

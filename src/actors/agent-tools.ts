@@ -46,14 +46,17 @@ export function toolView(list: readonly string[], registry: ToolRegistry, onlyRe
 /** What the specs cost in the context: at most `maxTokens` (no tokenizing), exactly `tokens()`. */
 function toolsOf(names: string[], specs: ToolSpec[]) {
   let tokens: number | undefined;
+  const maxTokens = maxToolSpecTokens(specs);
   return {
     allowed: new Set(names),
     specs,
-    maxTokens: maxToolSpecTokens(specs),
+    maxTokens,
     tokens: () => {
       tokens ??= countToolSpecTokens(specs);
       return tokens;
     },
+    /** The exact count once made, else a quarter of the bytes (as `estimateMessagesTokens`). */
+    estimate: () => tokens ?? Math.ceil(maxTokens / 4),
   };
 }
 
@@ -164,6 +167,7 @@ export async function compactAndReport(
     tokensAfter: result.tokensAfter,
     pruned: result.pruned,
     summarized: result.summarized,
+    usage: result.usage,
   });
   return { messages: result.messages, usage: result.usage };
 }

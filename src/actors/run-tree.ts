@@ -19,6 +19,8 @@ export interface TreeNode {
   usage: Usage | undefined;
   toolCalls: number;
   turns: number;
+  /** What its last request filled of the model's window (`context.usage`), once known. */
+  context: AgentEventMap["context.usage"] | undefined;
   /** Why it stopped, once it has. */
   reason: string | undefined;
   /** The tool call running now, if any. */
@@ -60,6 +62,7 @@ export class RunTreeBuilder {
         usage: undefined,
         toolCalls: 0,
         turns: 0,
+        context: undefined,
         reason: undefined,
         tool: undefined,
         text: "",
@@ -109,6 +112,21 @@ export class RunTreeBuilder {
       case "approval.decided":
         node.approvals.delete((event.data as AgentEventMap["approval.decided"]).callId);
         break;
+      case "context.usage":
+        node.context = event.data as AgentEventMap["context.usage"];
+        break;
+      case "context.compacted": {
+        const { tokensAfter } = event.data as AgentEventMap["context.compacted"];
+        if (node.context) {
+          const { contextWindow } = node.context;
+          node.context = {
+            tokens: tokensAfter,
+            contextWindow,
+            percent: Math.round((tokensAfter / contextWindow) * 100),
+          };
+        }
+        break;
+      }
       case "usage.updated": {
         const data = event.data as AgentEventMap["usage.updated"];
         node.usage = data.usage;

@@ -1,5 +1,6 @@
 import type { AgentEventMap } from "../actors/agent-events.js";
 import type { LoggedEvent } from "../bus/bus.js";
+import { contextBar } from "./tree-view.js";
 
 const SPINNER = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
@@ -41,6 +42,9 @@ export function humanRenderer(
   let spinner: NodeJS.Timeout | undefined;
   let frame = 0;
   let atLineStart = true;
+  // What the root's last request filled of its window: shown while it thinks.
+  let context: AgentEventMap["context.usage"] | undefined;
+  const thinkingLabel = () => `thinking…${context ? ` · ${contextBar(context.percent, false)}` : ""}`;
   // The subagents at work, by id: what the spinner says while the root waits on them.
   const children = new Map<string, { name: string; state: string; since: number }>();
   const working = () =>
@@ -84,7 +88,7 @@ export function humanRenderer(
           if (!root) break;
           stopSpinner();
           if (to === "callingModel" || to === "compacting")
-            startSpinner(to === "compacting" ? "compacting context…" : "thinking…");
+            startSpinner(to === "compacting" ? "compacting context…" : thinkingLabel);
           else if (to === "executingTools" && children.size > 0) startSpinner(working);
           break;
         }
@@ -149,7 +153,7 @@ export function humanRenderer(
           line(
             `${prefix}· ${error}; retrying (${attempt}/${maxRetries}) in ${(delayMs / 1000).toFixed(1)} s`,
           );
-          if (root) startSpinner("thinking…");
+          if (root) startSpinner(thinkingLabel);
           break;
         }
         case "model.completed": {
@@ -168,9 +172,23 @@ export function humanRenderer(
           line(`${prefix}· skill ${name} ${how} · ${plural(files, "file")}${approved}`);
           break;
         }
+        case "context.usage":
+          if (root) context = envelope.data as AgentEventMap["context.usage"];
+          break;
+        case "context.warning": {
+          const { level, percent, tokens, contextWindow } = envelope.data as AgentEventMap["context.warning"];
+          line(
+            `${prefix}· context ${level}: ${contextBar(percent, false)} (${tokens} of ${contextWindow} tokens)`,
+          );
+          if (root) startSpinner(thinkingLabel);
+          break;
+        }
         case "context.compacted": {
-          const { tokensBefore, tokensAfter } = envelope.data as AgentEventMap["context.compacted"];
-          line(`${prefix}· context compacted: ${tokensBefore} → ${tokensAfter} tokens`);
+          const { tokensBefore, tokensAfter, usage } = envelope.data as AgentEventMap["context.compacted"];
+          const tokens = usage ? usage.inputTokens + usage.outputTokens : 0;
+          const cost = usage && usage.costUsd > 0 ? `, $${usage.costUsd.toFixed(4)}` : "";
+          const summary = tokens > 0 ? ` (the summary took ${plural(tokens, "token")}${cost})` : "";
+          line(`${prefix}· context compacted: ${tokensBefore} → ${tokensAfter} tokens${summary}`);
           break;
         }
         case "subagent.finished": {

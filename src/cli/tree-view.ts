@@ -1,5 +1,6 @@
 import cliTruncate from "cli-truncate";
 import type { RunTreeBuilder, TreeNode } from "../actors/run-tree.js";
+import { contextLevel } from "../context/context-levels.js";
 import type { ApprovalRecord, ApprovalRef } from "../safety/bus-approver.js";
 
 /**
@@ -120,6 +121,7 @@ function agentLine(node: TreeNode, label: string): string {
     `tokens ${bar(tokens, maxTokens)}${`${compact(tokens)}${maxTokens ? `/${compact(maxTokens)}` : ""}`.padEnd(10)}`,
     `$${cost.toFixed(4)}${maxCostUsd ? ` ${bar(cost, maxCostUsd)}` : ""}`,
   ];
+  if (node.context) parts.push(contextBar(node.context.percent));
   if (node.tool) parts.push(`▸ ${node.tool}`);
   return parts.join("  ").trimEnd();
 }
@@ -219,6 +221,14 @@ function bar(value: number, max: number | undefined, width = 10): string {
   return `[${"█".repeat(filled)}${"░".repeat(width - filled)}] `;
 }
 
+/** The context's fill as a bar, yellow from the warning level, red from the critical one. */
+export function contextBar(percent: number, paint = true): string {
+  const text = `ctx ${bar(percent, 100).trimEnd()} ${percent}%`;
+  if (!paint) return text;
+  const level = contextLevel(percent);
+  return level === "critical" ? red(text) : level === "warning" ? yellow(text) : text;
+}
+
 function compact(n: number): string {
   return n >= 10_000 ? `${Math.round(n / 1000)}k` : String(n);
 }
@@ -241,3 +251,4 @@ const bold = sgr("1", "22");
 const dim = sgr("2", "22");
 const inverse = sgr("7", "27");
 const yellow = sgr("33", "39");
+const red = sgr("31", "39");

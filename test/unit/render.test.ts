@@ -86,4 +86,39 @@ describe("troupe run's human output", () => {
       "· skill deploy loaded · 2 files · pre-approves write_file\n[child] · skill notes loaded as asked · 1 file\n",
     );
   });
+
+  it("says when the context crosses a level, what compaction cost, and shows the context while it thinks", async () => {
+    const out = sink(true);
+    const err = sink(true);
+    const renderer = humanRenderer(() => "lead", out.stream, err.stream, false);
+    renderer.event(event("state.changed", { from: "idle", to: "callingModel" }));
+    renderer.event(event("context.usage", { tokens: 3000, contextWindow: 4000, percent: 75 }));
+    renderer.event(
+      event("context.warning", { level: "warning", tokens: 3000, contextWindow: 4000, percent: 75 }),
+    );
+    // The spinner draws on a timer: a frame or two.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(err.text()).toContain("thinking… · ctx [████████░░] 75%");
+    renderer.event(
+      event("context.compacted", {
+        tokensBefore: 3400,
+        tokensAfter: 900,
+        pruned: 1,
+        summarized: 3,
+        usage: { inputTokens: 200, outputTokens: 20, cachedInputTokens: 0, costUsd: 0.00024 },
+      }),
+    );
+    renderer.event(
+      event("context.warning", { level: "critical", tokens: 33, contextWindow: 40, percent: 83 }, "kid"),
+    );
+    renderer.close();
+    expect(out.text()).toBe(
+      [
+        "· context warning: ctx [████████░░] 75% (3000 of 4000 tokens)",
+        "· context compacted: 3400 → 900 tokens (the summary took 220 tokens, $0.0002)",
+        "[kid] · context critical: ctx [████████░░] 83% (33 of 40 tokens)",
+        "",
+      ].join("\n"),
+    );
+  });
 });

@@ -80,4 +80,27 @@ describe("the observer's frame", () => {
       false,
     );
   });
+
+  it("shows each agent's context as a bar, from its events alone, and its fall after compaction", () => {
+    const { builder } = tree(1);
+    builder.apply(event("lead", 2, "context.usage", { tokens: 65_000, contextWindow: 100_000, percent: 65 }));
+    builder.apply(
+      event("child-0", 1, "context.usage", { tokens: 800, contextWindow: 8000, percent: 10 }, "lead"),
+    );
+    const view = { header: "h", selected: undefined, speaker: undefined, status: undefined };
+    const lineOf = (name: string) =>
+      renderFrame(builder, view, { columns: 200, rows: 20 }).find((line) => line.includes(`${name} (`));
+    expect(lineOf("lead")).toContain("ctx [███████░░░] 65%");
+    expect(lineOf("child0")).toContain("ctx [█░░░░░░░░░] 10%");
+    builder.apply(
+      event("lead", 3, "context.compacted", {
+        tokensBefore: 65_000,
+        tokensAfter: 20_000,
+        pruned: 2,
+        summarized: 4,
+        usage: { inputTokens: 900, outputTokens: 100, cachedInputTokens: 0, costUsd: 0.001 },
+      }),
+    );
+    expect(lineOf("lead")).toContain("ctx [██░░░░░░░░] 20%");
+  });
 });
