@@ -84,7 +84,9 @@ describe("troupe run --local: the model's reasoning", () => {
       "The user wants a.txt; read it.It holds alpha.",
     );
     const first = all.indexOf(thoughts[0] as Envelope);
-    expect(all[first - 1]).toMatchObject({ type: "state.changed", data: { to: "callingModel" } });
+    // Between the state change and the reasoning: only what the request fills of the context.
+    expect(all[first - 1]).toMatchObject({ type: "context.usage" });
+    expect(all[first - 2]).toMatchObject({ type: "state.changed", data: { to: "callingModel" } });
     const lastOfTurn = all.findIndex((e) => e.type === "model.delta");
     expect(all.slice(first, lastOfTurn).every((e) => e.type === "model.reasoning")).toBe(true);
   });
