@@ -39,7 +39,7 @@ import {
 import { withOwnCallIds } from "./call-ids.js";
 import { Clearance } from "./clearance.js";
 import { EventPublisher } from "./event-publisher.js";
-import { type HostedActors, hostedActor } from "./hosted-machine.js";
+import { armWall, type HostedActors, hostedActor } from "./hosted-machine.js";
 import { type ChildSpec, type SubagentLimits, subagentTools } from "./subagents.js";
 import { summarizer } from "./summarizer.js";
 
@@ -379,8 +379,10 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
 
   // Commands reach an agent on its control subjects, from its parent or any client (acked by reply).
   const control = deps.controls.serve(runId, agentId, (event) => actor.send(event));
+  let disarmWall = () => {};
   const release = () => {
     control.unsubscribe();
+    disarmWall();
     unhost();
   };
 
@@ -477,6 +479,8 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
   actor.start();
   if (restore) {
     log.info({ state: String(actor.getSnapshot().value) }, "agent resumed from its snapshot");
+    if (actor.getSnapshot().status === "active")
+      disarmWall = armWall(budget.maxWallMs, restore.elapsedMs, (type) => actor.send({ type }));
     if (options.continueWith !== undefined) actor.send({ type: "START", task: options.continueWith });
   } else {
     if (options.skill) skills.loaded(options.skill);

@@ -313,6 +313,9 @@ export const agentMachine = setup({
     ABORT: { target: ".stopped", actions: "stopAborted" },
     CHILD_SPENT: { actions: "chargeChild" },
     FAIL: { target: ".stopped", actions: "stopFailed" },
+    // The wall's two delays, sent by the host of a restored agent (its delays are not in its snapshot).
+    WALL_REACHED: { guard: "hasWallLimit", target: ".nextTurn", actions: "beginWallFinal" },
+    WALL_PASSED: { guard: "wallLimited", target: ".cuttingOff" },
   },
   // The wall is soft first (a last call for the answer), then hard: past its grace the run stops.
   after: {

@@ -111,5 +111,11 @@ export type AgentEvent =
   | { type: "ABORT"; reason?: string }
   /** The host stops the agent as failed (a tool error under `onToolError: stop`). */
   | { type: "FAIL"; error: string }
+  /**
+   * The wall-time budget's two moments, for a restored agent: XState keeps delays out of a persisted
+   * snapshot, so its host arms them from the wall time the agent had used (a fresh agent's are delays).
+   */
+  | { type: "WALL_REACHED" }
+  | { type: "WALL_PASSED" }
   /** A subagent spent this much more (a delta): charged to this agent's budget. */
   | { type: "CHILD_SPENT"; usage: Usage; toolCalls: number };

@@ -58,11 +58,12 @@ const tools: Tool[] = [
 ];
 beforeEach(() => Object.assign(runs, { fast: 0, write: 0, put: 0 }));
 
-async function runtime(extra: Tool[] = []) {
+async function runtime(extra: Tool[] = [], troupe: Record<string, unknown> = {}) {
   const config = testConfig(
     {
       defaultModel: "scripted",
       providers: { openai: { baseURL: server.baseURL, models: { scripted: {} } } },
+      ...troupe,
     },
     [
       {
@@ -124,6 +125,34 @@ it("resumes an agent on another host from its KV snapshot: a read is run again, 
   expect(events.at(-1)?.type).toBe("agent.stopped");
   // A finished agent is not resumed again.
   expect(await second.rt.resume(handle.runId, handle.agentId, { as: "own-record" })).toBeUndefined();
+  await second.rt.close();
+  await second.bus.close();
+});
+
+it("keeps a resumed agent's wall: counting the time it had used, it stops at the wall's grace", async () => {
+  // Every answer is slow: only the wall ends this run.
+  server.script({ reply: { text: "too slow", delayMs: 10_000 }, times: 4 });
+  const wall = { defaults: { budget: { maxWallMs: 1500 } } };
+  const first = await runtime([], wall);
+  const handle = first.rt.start({ task: "Think slowly" });
+  for await (const { envelope } of first.bus.log.read({ runId: handle.runId, follow: true })) {
+    if (envelope.type === "context.usage") break;
+  }
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  handle.detach();
+  await first.rt.close();
+  await first.bus.close();
+
+  const second = await runtime([], wall);
+  const resumedAt = Date.now();
+  const resumed = await second.rt.resume(handle.runId, handle.agentId, { as: "own-record" });
+  if (!resumed) throw new Error("nothing to resume");
+  const output = await resumed.done;
+  // 1500 ms and 150 of grace, less the 300 and more it had used: under 1.35 s; the bound leaves room.
+  expect(Date.now() - resumedAt).toBeLessThan(3000);
+  expect(output).toMatchObject({ reason: "budget_exhausted", limit: "maxWallMs 1500" });
+  // The soft wall came first: the last request asked for an answer without tools.
+  expect(server.requests.at(-1)?.body.tools).toBeUndefined();
   await second.rt.close();
   await second.bus.close();
 });
