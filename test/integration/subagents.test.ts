@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AgentEventMap } from "../../src/actors/agent-events.js";
 import { buildRunTree } from "../../src/actors/run-tree.js";
 import { Runtime } from "../../src/actors/runtime.js";
-import type { Envelope } from "../../src/bus/envelope.js";
+import { type Envelope, makeEnvelope } from "../../src/bus/envelope.js";
 import type { AgentOutput } from "../../src/machines/agent-types.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { tempTree } from "../support/cli.js";
@@ -304,6 +304,30 @@ describe("subagents", () => {
         ?.body.messages.filter((m) => m.role === "tool")
         .map((m) => m.content) ?? [];
     expect(results[0]).toContain("subagent explorer stopped: budget_exhausted");
+    await rt.close();
+  });
+
+  it("call a child nobody hosts a timeout, a second past its wall and grace; the parent goes on", async () => {
+    server.script(
+      { match: { ...as("lead"), turn: 1 }, reply: { toolCalls: [subagentCall("explorer", "lost")] } },
+      { match: { ...as("lead"), turn: 2 }, reply: { text: "went on without it" } },
+    );
+    const rt = runtime([lead, { ...explorer, budget: { maxWallMs: 300 } }, reviewer]);
+    // A worker that takes the child and is gone before it hosts it.
+    const taker = rt.bus.reply(rt.bus.subjects.workSpawn(), (request) =>
+      makeEnvelope({ runId: request.runId, agentId: "lost-worker", seq: 0, type: "spawn.reply", data: {} }),
+    );
+    const started = Date.now();
+    const handle = rt.start({ task: "x", agent: "lead" });
+    const output = await handle.done;
+    taker.unsubscribe();
+    // 300 ms, 30 of grace and a second (the child would have stopped itself by then); then two
+    // more for the abort nobody answers.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(3330);
+    expect(Date.now() - started).toBeLessThan(6000);
+    expect(output.result).toBe("went on without it");
+    const events = await eventsOf(rt, handle.runId);
+    expect(events.find((e) => e.type === "subagent.finished")?.data).toMatchObject({ reason: "timeout" });
     await rt.close();
   });
 
