@@ -243,8 +243,8 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
 
   // What each request fills of the window: an estimate from counts already made (no tokenizing here).
   const levels = new ContextLevels();
-  const reportContext = (messages: readonly ChatMessage[], withTools: boolean) => {
-    const tokens = estimateMessagesTokens(messages) + (withTools ? tools().estimate() : 0);
+  const reportContext = (messages: readonly ChatMessage[], view: ReturnType<typeof tools> | undefined) => {
+    const tokens = estimateMessagesTokens(messages) + (view ? view.estimate() : 0);
     const { contextWindow } = compaction;
     const percent = contextPercent(tokens, contextWindow);
     events.emit("context.usage", { tokens, contextWindow, percent });
@@ -262,13 +262,14 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         messages: input.messages,
       });
       const messages = next?.messages ?? input.messages;
-      reportContext(messages, input.withTools);
+      const view = input.withTools ? tools() : undefined;
+      reportContext(messages, view);
       const current = { text: "" };
       streaming = current;
       const response = await deps.models
         .call(next?.model ? [next.model, ...chain.slice(1)] : chain, {
           messages,
-          ...(input.withTools ? { tools: tools().specs } : {}),
+          ...(view ? { tools: view.specs } : {}),
           signal,
           onDelta: (text) => {
             current.text += text;
