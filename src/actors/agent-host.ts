@@ -3,15 +3,12 @@ import type { Bus } from "../bus/bus.js";
 import { ulid } from "../bus/ulid.js";
 import { effectiveBudget } from "../config/budget.js";
 import type { AgentDefinition, ApprovalPolicy, Budget, TroupeConfig } from "../config/schema.js";
-import { type CompactionSettings, overThreshold } from "../context/compaction.js";
-import { ContextLevels, contextPercent } from "../context/context-levels.js";
+import type { CompactionSettings } from "../context/compaction.js";
 import { buildSystemPrompt } from "../context/system-prompt.js";
-import { estimateMessagesTokens } from "../context/tokens.js";
 import type { Logger } from "../log.js";
 import { AGENT_MACHINE_VERSION, failedOutput, totalSpend } from "../machines/agent-machine.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import type { ModelRouter } from "../model/model-router.js";
-import type { ChatMessage } from "../model/types.js";
 import type { Approver } from "../safety/approver.js";
 import type { Redactor } from "../safety/redact.js";
 import { UNTRUSTED_NOTE } from "../safety/untrusted.js";
@@ -21,27 +18,16 @@ import { ActiveSkills } from "../skills/active-skills.js";
 import { type LoadedSkill, type Skill, withSkill } from "../skills/skills.js";
 import type { Hooks } from "../tools/hooks.js";
 import { planCalls } from "../tools/plan.js";
-import { runBatch } from "../tools/run-batch.js";
 import type { Tool, ToolRegistry } from "../tools/tool.js";
+import { AgentActors } from "./agent-actors.js";
 import { type AgentHooks, toolGate } from "./agent-hooks.js";
 import { AGENT_RECORD_VERSION, type AgentRecord, type AgentStore, type ToolJournal } from "./agent-store.js";
 import { type AgentControls, type AgentEvent, eventsUntilStopped, PLAN_NOTE } from "./agent-stream.js";
-import {
-  askEach,
-  catalogueFor,
-  compactAndReport,
-  requested,
-  skillDirsFor,
-  stopReason,
-  toolEventHooks,
-  toolView,
-} from "./agent-tools.js";
-import { withOwnCallIds } from "./call-ids.js";
+import { askEach, catalogueFor, skillDirsFor, toolView } from "./agent-tools.js";
 import { Clearance } from "./clearance.js";
 import { EventPublisher } from "./event-publisher.js";
-import { armWall, type HostedActors, hostedActor } from "./hosted-machine.js";
+import { armWall, hostedActor } from "./hosted-machine.js";
 import { type ChildSpec, type SubagentLimits, subagentTools } from "./subagents.js";
-import { summarizer } from "./summarizer.js";
 
 /** What every agent of a process shares. */
 export interface AgentDeps {
@@ -173,10 +159,8 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     network: deps.config.sandbox.network,
   };
   const startedAt = Date.now() - (restore?.elapsedMs ?? 0);
-  let turn = restore ? ((restore.snapshot as { context?: { turns?: number } }).context?.turns ?? 0) : 0;
   const gate = toolGate(deps.hooks, deps.agentHooks, { runId, agentId, agent: definition.name });
   const store = deps.persistence?.journal;
-  let firstAfterResume = restore !== undefined;
   // A call that writes or executes starts only once the snapshot holding it is stored: a host that
   // dies while it runs comes back to the call (journaled as started: its outcome is unknown), not to
   // the model call before it, which would ask the model again and might run the same thing twice.
@@ -241,115 +225,27 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     (calls, signal) => askEach(deps, events, { runId, agentId }, calls, signal),
   );
 
-  // What each request fills of the window: an estimate from counts already made (no tokenizing here).
-  const levels = new ContextLevels();
-  const reportContext = (messages: readonly ChatMessage[], view: ReturnType<typeof tools> | undefined) => {
-    const tokens = estimateMessagesTokens(messages) + (view ? view.estimate() : 0);
-    const { contextWindow } = compaction;
-    const percent = contextPercent(tokens, contextWindow);
-    events.emit("context.usage", { tokens, contextWindow, percent });
-    const level = levels.next(percent);
-    if (level) events.emit("context.warning", { level, tokens, contextWindow, percent });
-  };
-  // The model call in flight and what it has streamed: kept when the call is cut off (its text is the answer).
-  let streaming: { text: string } | undefined;
-  const hosted: HostedActors = {
-    callModel: async (input, signal) => {
-      const hookContext = { runId, agentId, agent: definition.name };
-      const next = await deps.agentHooks?.prepareNextTurn?.({
-        ...hookContext,
-        model: chain[0] as string,
-        messages: input.messages,
-      });
-      const messages = next?.messages ?? input.messages;
-      const view = input.withTools ? tools() : undefined;
-      reportContext(messages, view);
-      const current = { text: "" };
-      streaming = current;
-      const response = await deps.models
-        .call(next?.model ? [next.model, ...chain.slice(1)] : chain, {
-          messages,
-          ...(view ? { tools: view.specs } : {}),
-          signal,
-          onDelta: (text) => {
-            current.text += text;
-            events.emit("model.delta", { text });
-          },
-          onReasoning: (text) => events.emit("model.reasoning", { text }),
-          onRetry: (retry) => events.emit("model.retrying", retry),
-        })
-        .finally(() => {
-          // A call cut off (aborted) keeps its text for partialAnswer; any other end leaves none.
-          if (!signal.aborted && streaming === current) streaming = undefined;
-        });
-      turn++;
-      response.message = await withOwnCallIds(
-        response.message,
-        input.messages,
-        async (id) => (await journal?.get(id)) !== undefined,
-      );
-      if (await deps.agentHooks?.shouldStopAfterTurn?.({ ...hookContext, turn, message: response.message })) {
-        // Stopping here: the turn's tool calls are not run, so they leave the history too.
-        const { tool_calls: _dropped, ...message } = response.message;
-        response.message = message;
-      }
-      const toolCalls = response.message.tool_calls ?? [];
-      events.emit("model.completed", {
-        model: response.model,
-        usage: response.usage,
-        finishReason: response.finishReason,
-        toolCalls: toolCalls.length,
-        ...(response.truncatedToolCalls ? { truncatedToolCalls: true as const } : {}),
-      });
-      const plan = clearance.planBatch(toolCalls, input.withTools);
-      for (const call of plan) events.emit("tool.requested", requested(call));
-      return { ...response, plan };
-    },
-    awaitApproval: (input, signal) => clearance.approve(input.calls, signal),
-    runTools: async (input, signal) => {
-      const { run, refused } = await clearance.clear(input.calls, signal);
-      children.beginBatch(run.filter((call) => call.name.startsWith("subagent_")).length);
-      const ran = await runBatch(run, {
-        registry,
-        context: {
-          runId,
-          agentId,
-          workspace: deps.workspace,
-          protectedDirs: deps.protectedDirs,
-          hiddenDirs: deps.hiddenDirs,
-          readHardLinks: deps.config.sandbox.readHardLinks,
-          ...(definition.skills ? { skills: definition.skills } : {}),
-          skillDirs,
-          skillLoaded: (skill) => skills.loaded(skill),
-        },
-        signal,
-        redactor: deps.redactor,
-        ...(journal ? { journal } : {}),
-        ...(gate ? { gate } : {}),
-        hooks: toolEventHooks(events),
-      });
-      // The first batch after a resume may say at its very end what the model is told of calls cut
-      // short (tool.finished, outcome unknown): out before the state change to the model call, so
-      // that change's events still leave ahead of the model request (stateReported).
-      if (firstAfterResume) {
-        firstAfterResume = false;
-        await events.flushed();
-      }
-      const results = { ...refused, ...ran };
-      const reason = stopReason(definition, run, results);
-      if (reason) actor.send({ type: "FAIL", error: reason });
-      return results;
-    },
-    compact: (input, signal) =>
-      compactAndReport(input.messages, compaction, summarizer(deps.models, chain), events, signal),
-    partialAnswer: () => streaming?.text ?? "",
-    sendEvents: events.sendNow,
-    needsCompaction: (messages) => {
-      const view = tools();
-      const overhead = { atMost: view.maxTokens + reply, exactly: () => view.tokens() + reply };
-      return overThreshold(messages, overhead, compaction);
-    },
-  };
+  const hosted = new AgentActors({
+    deps,
+    definition,
+    runId,
+    agentId,
+    events,
+    chain,
+    compaction,
+    reply,
+    registry,
+    tools,
+    clearance,
+    children,
+    skillDirs,
+    skills,
+    ...(journal ? { journal } : {}),
+    ...(gate ? { gate } : {}),
+    turns: restore ? ((restore.snapshot as { context?: { turns?: number } }).context?.turns ?? 0) : 0,
+    resumed: restore !== undefined,
+    fail: (error) => actor.send({ type: "FAIL", error }),
+  });
 
   const { actor, release: unhost } = hostedActor(hosted, {
     input: {

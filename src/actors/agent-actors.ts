@@ -1,0 +1,205 @@
+import type { AgentDefinition } from "../config/schema.js";
+import { type CompactionSettings, overThreshold } from "../context/compaction.js";
+import { ContextLevels, contextPercent } from "../context/context-levels.js";
+import { estimateMessagesTokens } from "../context/tokens.js";
+import type {
+  ApprovalDecision,
+  CompactionInput,
+  CompactionOutput,
+  ModelTurn,
+  ModelTurnInput,
+  ToolBatchOutput,
+} from "../machines/agent-types.js";
+import type { ChatMessage } from "../model/types.js";
+import type { ActiveSkills } from "../skills/active-skills.js";
+import type { PlannedCall } from "../tools/plan.js";
+import { type BatchOptions, runBatch } from "../tools/run-batch.js";
+import type { ToolRegistry } from "../tools/tool.js";
+import type { AgentDeps } from "./agent-host.js";
+import { compactAndReport, requested, stopReason, toolEventHooks, type toolView } from "./agent-tools.js";
+import { withOwnCallIds } from "./call-ids.js";
+import type { Clearance } from "./clearance.js";
+import type { EventPublisher } from "./event-publisher.js";
+import type { HostedActors } from "./hosted-machine.js";
+import { summarizer } from "./summarizer.js";
+
+/** What one agent's actors work with: made once by its host, in `startAgent`. */
+export interface AgentActorsSetup {
+  deps: AgentDeps;
+  definition: AgentDefinition;
+  runId: string;
+  agentId: string;
+  events: EventPublisher;
+  /** The model and its fallbacks. */
+  chain: string[];
+  compaction: CompactionSettings;
+  /** Tokens kept free for the reply when checking whether to compact. */
+  reply: number;
+  /** Every tool the agent may call by name (its subagents' and modules' too). */
+  registry: ToolRegistry;
+  /** The tools it has now. */
+  tools: ReturnType<typeof toolView>;
+  clearance: Clearance;
+  /** Told how many subagent calls a batch holds, so each gets its share of the budget. */
+  children: { beginBatch(calls: number): void };
+  /** The directories of the skills whose files it may read (`skill:NAME/PATH`). */
+  skillDirs: Map<string, string>;
+  /** The skills it has loaded, told of each load. */
+  skills: Pick<ActiveSkills, "loaded">;
+  journal?: BatchOptions["journal"];
+  gate?: BatchOptions["gate"];
+  /** Model calls already made (a resumed agent's). */
+  turns: number;
+  /** Restored from a snapshot: its first batch says at its end what was cut short. */
+  resumed: boolean;
+  /** Stops the agent as failed (a tool error under `onToolError: stop`). */
+  fail(error: string): void;
+}
+
+/**
+ * The actors one agent's machine invokes, one method each (model call, approval wait, tool batch,
+ * compaction, the answer cut off at the wall), with what they keep between calls.
+ */
+export class AgentActors implements HostedActors {
+  #turns: number;
+  #firstAfterResume: boolean;
+  /** The model call in flight and what it has streamed: kept when the call is cut off (its text is the answer). */
+  #streaming: { text: string } | undefined;
+  #levels = new ContextLevels();
+
+  constructor(private readonly setup: AgentActorsSetup) {
+    this.#turns = setup.turns;
+    this.#firstAfterResume = setup.resumed;
+  }
+
+  async callModel(input: ModelTurnInput, signal: AbortSignal): Promise<ModelTurn> {
+    const { deps, definition, runId, agentId, events, chain, clearance } = this.setup;
+    const hookContext = { runId, agentId, agent: definition.name };
+    const next = await deps.agentHooks?.prepareNextTurn?.({
+      ...hookContext,
+      model: chain[0] as string,
+      messages: input.messages,
+    });
+    const messages = next?.messages ?? input.messages;
+    const view = input.withTools ? this.setup.tools() : undefined;
+    this.#reportContext(messages, view);
+    const current = { text: "" };
+    this.#streaming = current;
+    const response = await deps.models
+      .call(next?.model ? [next.model, ...chain.slice(1)] : chain, {
+        messages,
+        ...(view ? { tools: view.specs } : {}),
+        signal,
+        onDelta: (text) => {
+          current.text += text;
+          events.emit("model.delta", { text });
+        },
+        onReasoning: (text) => events.emit("model.reasoning", { text }),
+        onRetry: (retry) => events.emit("model.retrying", retry),
+      })
+      .finally(() => {
+        // A call cut off (aborted) keeps its text for partialAnswer; any other end leaves none.
+        if (!signal.aborted && this.#streaming === current) this.#streaming = undefined;
+      });
+    this.#turns++;
+    const journal = this.setup.journal;
+    response.message = await withOwnCallIds(
+      response.message,
+      input.messages,
+      async (id) => (await journal?.get(id)) !== undefined,
+    );
+    if (
+      await deps.agentHooks?.shouldStopAfterTurn?.({
+        ...hookContext,
+        turn: this.#turns,
+        message: response.message,
+      })
+    ) {
+      // Stopping here: the turn's tool calls are not run, so they leave the history too.
+      const { tool_calls: _dropped, ...message } = response.message;
+      response.message = message;
+    }
+    const toolCalls = response.message.tool_calls ?? [];
+    events.emit("model.completed", {
+      model: response.model,
+      usage: response.usage,
+      finishReason: response.finishReason,
+      toolCalls: toolCalls.length,
+      ...(response.truncatedToolCalls ? { truncatedToolCalls: true as const } : {}),
+    });
+    const plan = clearance.planBatch(toolCalls, input.withTools);
+    for (const call of plan) events.emit("tool.requested", requested(call));
+    return { ...response, plan };
+  }
+
+  awaitApproval(input: { calls: PlannedCall[] }, signal: AbortSignal): Promise<ApprovalDecision[]> {
+    return this.setup.clearance.approve(input.calls, signal);
+  }
+
+  async runTools(input: { calls: PlannedCall[] }, signal: AbortSignal): Promise<ToolBatchOutput> {
+    const { deps, definition, runId, agentId, events, registry, journal, gate } = this.setup;
+    const { run, refused } = await this.setup.clearance.clear(input.calls, signal);
+    this.setup.children.beginBatch(run.filter((call) => call.name.startsWith("subagent_")).length);
+    const ran = await runBatch(run, {
+      registry,
+      context: {
+        runId,
+        agentId,
+        workspace: deps.workspace,
+        protectedDirs: deps.protectedDirs,
+        hiddenDirs: deps.hiddenDirs,
+        readHardLinks: deps.config.sandbox.readHardLinks,
+        ...(definition.skills ? { skills: definition.skills } : {}),
+        skillDirs: this.setup.skillDirs,
+        skillLoaded: (skill) => this.setup.skills.loaded(skill),
+      },
+      signal,
+      redactor: deps.redactor,
+      ...(journal ? { journal } : {}),
+      ...(gate ? { gate } : {}),
+      hooks: toolEventHooks(events),
+    });
+    // The first batch after a resume may say at its very end what the model is told of calls cut
+    // short (tool.finished, outcome unknown): out before the state change to the model call, so
+    // that change's events still leave ahead of the model request (stateReported).
+    if (this.#firstAfterResume) {
+      this.#firstAfterResume = false;
+      await events.flushed();
+    }
+    const results = { ...refused, ...ran };
+    const reason = stopReason(definition, run, results);
+    if (reason) this.setup.fail(reason);
+    return results;
+  }
+
+  compact(input: CompactionInput, signal: AbortSignal): Promise<CompactionOutput> {
+    const { deps, chain, compaction, events } = this.setup;
+    return compactAndReport(input.messages, compaction, summarizer(deps.models, chain), events, signal);
+  }
+
+  partialAnswer(): string {
+    return this.#streaming?.text ?? "";
+  }
+
+  sendEvents(): void {
+    this.setup.events.sendNow();
+  }
+
+  needsCompaction(messages: readonly ChatMessage[]): boolean {
+    const { reply, compaction } = this.setup;
+    const view = this.setup.tools();
+    const overhead = { atMost: view.maxTokens + reply, exactly: () => view.tokens() + reply };
+    return overThreshold(messages, overhead, compaction);
+  }
+
+  /** What the request fills of the window: an estimate from counts already made (no tokenizing here). */
+  #reportContext(messages: readonly ChatMessage[], view: ReturnType<AgentActorsSetup["tools"]> | undefined) {
+    const { events, compaction } = this.setup;
+    const tokens = estimateMessagesTokens(messages) + (view ? view.estimate() : 0);
+    const { contextWindow } = compaction;
+    const percent = contextPercent(tokens, contextWindow);
+    events.emit("context.usage", { tokens, contextWindow, percent });
+    const level = this.#levels.next(percent);
+    if (level) events.emit("context.warning", { level, tokens, contextWindow, percent });
+  }
+}
