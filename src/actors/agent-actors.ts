@@ -91,6 +91,8 @@ export class AgentActors implements HostedActors {
         ...(view ? { tools: view.specs } : {}),
         signal,
         onDelta: (text) => {
+          // Past a cut, nothing more is said: the answer is what had streamed when it came.
+          if (signal.aborted) return;
           current.text += text;
           events.emit("model.delta", { text });
         },
