@@ -12,7 +12,7 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
-import type { AgentHandle } from "../src/actors/agent-host.js";
+import type { AgentHandle } from "../src/actors/agent-deps.js";
 import type { Bus } from "../src/bus/bus.js";
 import { NatsBus } from "../src/bus/nats-bus.js";
 import type { Approver } from "../src/safety/approver.js";

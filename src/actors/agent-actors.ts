@@ -15,7 +15,7 @@ import type { ActiveSkills } from "../skills/active-skills.js";
 import type { PlannedCall } from "../tools/plan.js";
 import { type BatchOptions, runBatch } from "../tools/run-batch.js";
 import type { ToolRegistry } from "../tools/tool.js";
-import type { AgentDeps } from "./agent-host.js";
+import type { AgentDeps } from "./agent-deps.js";
 import { compactAndReport, requested, stopReason, toolEventHooks, type toolView } from "./agent-tools.js";
 import { withOwnCallIds } from "./call-ids.js";
 import type { Clearance } from "./clearance.js";

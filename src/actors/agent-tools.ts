@@ -7,7 +7,7 @@ import { skillCatalogue } from "../skills/skills.js";
 import { type PlannedCall, parseArguments } from "../tools/plan.js";
 import type { BatchHooks } from "../tools/run-batch.js";
 import type { CallPreview, ToolRegistry } from "../tools/tool.js";
-import type { AgentDeps } from "./agent-host.js";
+import type { AgentDeps } from "./agent-deps.js";
 import type { EventPublisher } from "./event-publisher.js";
 
 /* What an agent host derives from its tools: the tools it has now, the skills it may see, what an

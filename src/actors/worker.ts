@@ -2,7 +2,7 @@ import type { Subscription } from "../bus/bus.js";
 import { makeEnvelope } from "../bus/envelope.js";
 import { ulid } from "../bus/ulid.js";
 import type { Logger } from "../log.js";
-import type { AgentHandle } from "./agent-host.js";
+import type { AgentHandle } from "./agent-deps.js";
 import {
   actorKey,
   claim,

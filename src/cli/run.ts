@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import type { AgentHandle } from "../actors/agent-host.js";
+import type { AgentHandle } from "../actors/agent-deps.js";
 import { Runtime, type RuntimeOptions } from "../actors/runtime.js";
 import { FileStore } from "../bus/file-store.js";
 import { LocalBus } from "../bus/local-bus.js";

@@ -1,5 +1,5 @@
 import { statSync } from "node:fs";
-import type { AgentHandle } from "../actors/agent-host.js";
+import type { AgentHandle } from "../actors/agent-deps.js";
 import type { RunGrants, Runtime } from "../actors/runtime.js";
 import { type Bus, RequestRefusedError, type Subscription } from "../bus/bus.js";
 import { type Envelope, makeEnvelope } from "../bus/envelope.js";

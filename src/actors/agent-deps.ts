@@ -1,0 +1,107 @@
+import type { Bus } from "../bus/bus.js";
+import type { AgentDefinition, ApprovalPolicy, Budget, TroupeConfig } from "../config/schema.js";
+import type { Logger } from "../log.js";
+import type { AgentOutput } from "../machines/agent-types.js";
+import type { ModelRouter } from "../model/model-router.js";
+import type { Approver } from "../safety/approver.js";
+import type { Redactor } from "../safety/redact.js";
+import type { SandboxMode } from "../sandbox/plan.js";
+import type { Sandbox } from "../sandbox/sandbox.js";
+import type { LoadedSkill, Skill } from "../skills/skills.js";
+import type { Hooks } from "../tools/hooks.js";
+import type { Tool, ToolRegistry } from "../tools/tool.js";
+import type { AgentHooks } from "./agent-hooks.js";
+import type { AgentRecord, AgentStore, ToolJournal } from "./agent-store.js";
+import type { AgentControls, AgentEvent } from "./agent-stream.js";
+import type { ChildSpec, SubagentLimits } from "./subagents.js";
+
+/*
+ * The types an agent's host and its parts share: what a process gives every agent it hosts, what
+ * one agent is started with, and what its starter gets back.
+ */
+
+/** What every agent of a process shares. */
+export interface AgentDeps {
+  bus: Bus;
+  /** Where the agents of this process take their commands. */
+  controls: AgentControls;
+  models: ModelRouter;
+  tools: ToolRegistry;
+  config: TroupeConfig;
+  approver: Approver;
+  workspace: string;
+  log: Logger;
+  /** Secrets out of events, tool results and approval requests. */
+  redactor: Redactor;
+  /** Directories in the workspace no tool may change (the config dir). */
+  protectedDirs: string[];
+  /** Directories no tool may read or change (the data dir). */
+  hiddenDirs: string[];
+  /** Where commands are confined; without one, every command must be asked for. */
+  sandbox?: Sandbox;
+  /** Every skill there is; an agent's `skills:` picks from them. */
+  skills: ReadonlyMap<string, Skill>;
+  /** Every agent definition, for the subagents an agent lists. */
+  agents: ReadonlyMap<string, AgentDefinition>;
+  limits: SubagentLimits;
+  /** The hooks of troupe.yaml. */
+  hooks?: Hooks;
+  /** Hooks as functions (the library API). */
+  agentHooks?: AgentHooks;
+  /** Tools from the `toolModules` an agent names, by agent name. */
+  moduleTools?: ReadonlyMap<string, Tool[]>;
+  /** Finds a child a resumed parent had started: stopped (with its output), running, or none. */
+  adoptChild?: (
+    runId: string,
+    childId: string,
+  ) => Promise<{ stopped: AgentOutput } | { running: true } | undefined>;
+  /** Hands a subagent to a worker; false when none took it (then this process hosts it). */
+  placeElsewhere?: (runId: string, child: ChildSpec) => Promise<boolean>;
+  /** Snapshots and the tool-call journal in KV; without it nothing survives the process. */
+  persistence?: { agents: AgentStore; journal: ToolJournal };
+}
+
+export interface StartAgentOptions {
+  definition: AgentDefinition;
+  task: string;
+  runId: string;
+  agentId?: string;
+  parentId?: string;
+  /** The run's policy; the agent's own `approval` overrides it. */
+  approval?: ApprovalPolicy;
+  /** 0 for the agent a run starts with; a subagent is one deeper than its parent. */
+  depth?: number;
+  /** The budget carved out for a subagent; the definition's otherwise. */
+  budget?: Budget;
+  /** A skill loaded before the first model call. */
+  skill?: LoadedSkill;
+  /** `plan` for this run (overrides the agent's `mode`). */
+  mode?: "act" | "plan";
+  /** The sandbox mode for this run (overrides the agent's and the config's). */
+  sandbox?: SandboxMode;
+  /** With `restore` of a stopped agent: the instruction it goes on with. */
+  continueWith?: string;
+  /** The seq of its first event: past those an earlier host of this agent logged before it died. Default 0. */
+  firstSeq?: number;
+  /**
+   * Resume this agent from its stored record instead of starting it. Its rights (depth, mode,
+   * policy, sandbox) are the options above, never the record's: see `Runtime.resume`.
+   */
+  restore?: AgentRecord;
+}
+
+/** A running agent: its id, its result when it stops, and the commands it takes. */
+export interface AgentHandle {
+  readonly runId: string;
+  readonly agentId: string;
+  readonly done: Promise<AgentOutput>;
+  steer(text: string): void;
+  followUp(text: string): void;
+  abort(reason?: string): void;
+  /** The machine's persisted snapshot: everything the agent is, as JSON. */
+  snapshot(): unknown;
+  /** Stops hosting the agent here, saving and publishing nothing: another host resumes it. */
+  detach(): void;
+  /** Every event of the run from its start (subagents' too), ending with this agent's `agent.stopped`. */
+  events(): AsyncIterable<AgentEvent>;
+}
