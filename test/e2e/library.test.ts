@@ -89,6 +89,38 @@ describe("the library API", () => {
     await runtime.close();
   });
 
+  it("resumes a run it started: an aborted agent goes on with a follow-up, keeping its conversation", async () => {
+    server.script(
+      {
+        match: { lastUser: "count" },
+        reply: { text: "one two three ".repeat(50), chunks: 50, chunkDelayMs: 20 },
+      },
+      { match: { lastUser: "Go on." }, reply: { text: "four" } },
+    );
+    const runtime = await createRuntime({
+      settings: {
+        defaultModel: "scripted",
+        providers: { openai: { baseURL: server.baseURL, models: { scripted: {} } } },
+      },
+      agents: [{ name: "counter", description: "Counts." }],
+      env: {},
+    });
+    const first = runtime.start({ task: "count" });
+    for await (const event of first.events()) if (event.type === "model.delta") break;
+    first.abort("enough for now");
+    expect((await first.done).reason).toBe("aborted");
+    expect(await runtime.resume(first.runId, { agentId: first.agentId })).toBeUndefined();
+    const again = await runtime.resume(first.runId, { agentId: first.agentId, followUp: "Go on." });
+    expect(await again?.done).toMatchObject({ reason: "done", result: "four" });
+    const users = server.requests
+      .at(-1)
+      ?.body.messages.filter((m) => m.role === "user")
+      .map((m) => m.content);
+    expect(users).toEqual(["count", "Go on."]);
+    expect(runtime.agents().map((agent) => agent.name)).toEqual(["counter"]);
+    await runtime.close();
+  });
+
   it("runs on NATS when given a URL", async () => {
     const url = inject("natsUrl");
     const prefix = uniquePrefix();

@@ -1,0 +1,124 @@
+import type { AgentHandle } from "./actors/agent-deps.js";
+import type { AgentHooks } from "./actors/agent-hooks.js";
+import { type RunOptions, Runtime, type RuntimeOptions } from "./actors/runtime.js";
+import type { Bus } from "./bus/bus.js";
+import { LocalBus } from "./bus/local-bus.js";
+import { NatsBus, type NatsBusOptions } from "./bus/nats-bus.js";
+import { loadConfig } from "./config/load.js";
+import type { AgentDefinition, AgentSettings, ApprovalPolicy, TroupeSettings } from "./config/schema.js";
+import type { Logger } from "./log.js";
+import type { Approver } from "./safety/approver.js";
+import type { SandboxMode } from "./sandbox/plan.js";
+import type { Tool } from "./tools/tool.js";
+
+export interface CreateRuntimeOptions {
+  /** A config directory (or troupe.yaml); default: as the CLI finds it. Ignored when `agents` is given. */
+  config?: string;
+  /** Settings as in troupe.yaml, over the defaults: with `agents`, instead of a config directory. */
+  settings?: TroupeSettings;
+  /** Agent definitions as in agents/*.yaml. */
+  agents?: AgentSettings[];
+  /** A NATS URL (or options) to run on; the in-process bus when absent. */
+  nats?: string | NatsBusOptions;
+  workspace?: string;
+  tools?: Tool[];
+  hooks?: AgentHooks;
+  approver?: Approver;
+  /** Where the environment's variables are read (see docs/library.md); default: `process.env`. */
+  env?: NodeJS.ProcessEnv;
+  log?: Logger;
+}
+
+/** How a stopped or interrupted agent goes on (see `TroupeRuntime.resume`). */
+export interface ResumeOptions {
+  /** The run's agent to resume: the one the run started with (its handle's `agentId`). */
+  agentId: string;
+  /** For an agent that had stopped: what it goes on with. Without it only an unfinished agent resumes. */
+  followUp?: string;
+  /** What it may do, as for `start`; not what its stored record says (anyone on the bus may write one). */
+  approval?: ApprovalPolicy;
+  mode?: "act" | "plan";
+  sandbox?: SandboxMode;
+}
+
+/** What a program holds of Troupe: it starts runs, resumes them, and closes what it opened. */
+export interface TroupeRuntime {
+  /** Starts a run on an agent (the config's default one unless named). */
+  start(options: RunOptions): AgentHandle;
+  /**
+   * Brings a run's agent back from its stored snapshot (its conversation, budget use, state): an
+   * agent cut off (its process gone), or, with `followUp`, one that had stopped. Undefined when
+   * there is no such agent, or it had stopped and no `followUp` is given.
+   */
+  resume(runId: string, options: ResumeOptions): Promise<AgentHandle | undefined>;
+  /** The agents it may start, as their definitions are after defaults. */
+  agents(): AgentDefinition[];
+  /** Stops its MCP servers and closes its bus. */
+  close(): Promise<void>;
+}
+
+/** A runtime ready to start agents: config loaded, bus connected, MCP servers and tool modules up. */
+export async function createRuntime(options: CreateRuntimeOptions = {}): Promise<TroupeRuntime> {
+  if (options.settings && !options.agents)
+    throw new TypeError("createRuntime: settings go with agents; without agents, give a config directory");
+  const config = loadConfig({
+    ...(options.agents
+      ? { inline: { settings: options.settings ?? {}, agents: options.agents } }
+      : { config: options.config }),
+    ...(options.env ? { env: options.env } : {}),
+  });
+  const bus: Bus =
+    options.nats === undefined
+      ? new LocalBus({ prefix: config.troupe.nats.prefix, ...(options.log ? { log: options.log } : {}) })
+      : await NatsBus.connect(
+          typeof options.nats === "string"
+            ? {
+                url: options.nats,
+                prefix: config.troupe.nats.prefix,
+                storage: { stream: config.troupe.nats.stream, kv: config.troupe.nats.kv },
+              }
+            : options.nats,
+        );
+  const runtimeOptions: RuntimeOptions = { config, bus };
+  for (const key of ["workspace", "tools", "hooks", "approver", "env", "log"] as const) {
+    if (options[key] !== undefined) Object.assign(runtimeOptions, { [key]: options[key] });
+  }
+  try {
+    return new LibraryRuntime(await new Runtime(runtimeOptions).open(), bus);
+  } catch (error) {
+    await bus.close();
+    throw error;
+  }
+}
+
+/** The library's runtime: the process's Runtime, and the bus it was given to own. */
+class LibraryRuntime implements TroupeRuntime {
+  readonly #runtime: Runtime;
+  readonly #bus: Bus;
+
+  constructor(runtime: Runtime, bus: Bus) {
+    this.#runtime = runtime;
+    this.#bus = bus;
+  }
+
+  start(options: RunOptions): AgentHandle {
+    return this.#runtime.start(options);
+  }
+
+  resume(runId: string, options: ResumeOptions): Promise<AgentHandle | undefined> {
+    const { agentId, followUp, ...grants } = options;
+    return this.#runtime.resume(runId, agentId, {
+      as: { root: grants },
+      ...(followUp !== undefined ? { reopen: followUp } : {}),
+    });
+  }
+
+  agents(): AgentDefinition[] {
+    return this.#runtime.definitions();
+  }
+
+  async close(): Promise<void> {
+    await this.#runtime.close();
+    await this.#bus.close();
+  }
+}
