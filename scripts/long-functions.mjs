@@ -36,5 +36,7 @@ for (const file of files) {
 }
 long.sort((a, b) => b.lines - a.lines);
 for (const { where, name, lines } of long) process.stdout.write(`${lines} lines: ${name} at ${where}\n`);
-process.stdout.write(`${long.length} function${long.length === 1 ? "" : "s"} over ${limit} lines in ${dir}\n`);
+process.stdout.write(
+  `${long.length} function${long.length === 1 ? "" : "s"} over ${limit} lines in ${dir}\n`,
+);
 process.exit(long.length > 0 ? 1 : 0);
