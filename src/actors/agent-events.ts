@@ -1,135 +1,234 @@
-import type { Budget } from "../config/schema.js";
+import { z } from "zod";
+import type { Envelope } from "../bus/envelope.js";
 import type { AgentOutput } from "../machines/agent-types.js";
-import type { FinishReason, Usage } from "../model/types.js";
-import type { ToolEffect } from "../tools/catalog.js";
+
+/*
+ * Every event an agent publishes, as zod schemas: the source of truth for `AgentEventMap`, and what
+ * an event read from another process (the bus, the log, the local store) is checked against where
+ * it is decoded (src/bus/intake.ts). A payload is checked, never rewritten: keys a newer build adds
+ * are passed on. The shared shapes below are the types they mirror (Usage, Budget, ToolEffect,
+ * FinishReason, AgentOutput), held equal to them by test/unit/agent-events.test.ts.
+ */
+
+const usage = z.object({
+  inputTokens: z.number(),
+  outputTokens: z.number(),
+  cachedInputTokens: z.number(),
+  costUsd: z.number(),
+});
+
+/** An agent's budget as carved and published: the config's keys, without the config's limits. */
+const budget = z.object({
+  maxTurns: z.number().optional(),
+  maxTokens: z.number().optional(),
+  maxToolCalls: z.number().optional(),
+  maxWallMs: z.number().optional(),
+  maxCostUsd: z.number().optional(),
+});
+
+const toolEffect = z.enum(["read", "write", "execute"]);
+const finishReason = z.enum(["stop", "tool_calls", "length", "content_filter", "error", "other"]);
+const stopReason = z.enum(["done", "aborted", "budget_exhausted", "failed", "loop_detected"]);
+
+/** The output of an agent's machine (AgentOutput in src/machines/agent-types.ts). */
+const agentOutput = z.object({
+  reason: stopReason,
+  result: z.string(),
+  usage,
+  turns: z.number(),
+  toolCalls: z.number(),
+  total: z.object({ usage, toolCalls: z.number() }),
+  error: z.string().optional(),
+  limit: z.string().optional(),
+});
 
 /**
- * Every event an agent publishes, by type: the `data` of the envelope on
- * `<p>.evt.<runId>.<agentId>.<type>`. Each agent's events carry a `seq` that starts at 0 and has no gaps.
+ * The `data` of each event, by type: the envelope on `<p>.evt.<runId>.<agentId>.<type>`. Each
+ * agent's events carry a `seq` that starts at 0 and has no gaps.
  */
-export interface AgentEventMap {
+export const agentEventSchemas = {
   /** First event of an agent. */
-  "agent.started": {
-    name: string;
-    model: string;
-    task: string;
-    budget: Budget;
-    depth: number;
-    parentId?: string;
-  };
+  "agent.started": z.object({
+    name: z.string(),
+    model: z.string(),
+    task: z.string(),
+    budget,
+    depth: z.number(),
+    parentId: z.string().optional(),
+  }),
   /** The machine entered a state (transient states are not seen). */
-  "state.changed": { from: string; to: string };
+  "state.changed": z.object({ from: z.string(), to: z.string() }),
   /** Text as the model streams it. */
-  "model.delta": { text: string };
+  "model.delta": z.object({ text: z.string() }),
   /**
    * The model's reasoning as it streams (a server's `reasoning_content` or `reasoning`): one event
    * per delta, as `model.delta`; a non-streamed answer's reasoning in one. Comes between the turn's
    * `callingModel` and its `model.completed`. Shown to people, never sent back to the model.
    */
-  "model.reasoning": { text: string };
+  "model.reasoning": z.object({ text: z.string() }),
   /**
    * One model call finished: what it cost and why it ended. `truncatedToolCalls`: the length limit
    * cut a tool call off, so it was dropped (the model is told). A turn that ends with `length`,
    * `content_filter` or `error` and no call to make stops the agent as `failed`, never `done`.
    */
-  "model.completed": {
-    model: string;
-    usage: Usage;
-    finishReason: FinishReason;
-    toolCalls: number;
-    truncatedToolCalls?: true;
-  };
+  "model.completed": z.object({
+    model: z.string(),
+    usage,
+    finishReason,
+    toolCalls: z.number(),
+    truncatedToolCalls: z.literal(true).optional(),
+  }),
   /** A model call failed and is made again after `delayMs` (`attempt` of `maxRetries`); `error` says what failed. */
-  "model.retrying": { model: string; attempt: number; maxRetries: number; delayMs: number; error: string };
+  "model.retrying": z.object({
+    model: z.string(),
+    attempt: z.number(),
+    maxRetries: z.number(),
+    delayMs: z.number(),
+    error: z.string(),
+  }),
   /** The model asked for a call; `decision` is the policy's, before any approval. */
-  "tool.requested": {
-    callId: string;
-    name: string;
-    arguments: string;
-    effect: ToolEffect;
-    decision: "allow" | "ask" | "deny";
-    error?: string;
-  };
-  "tool.started": { callId: string; name: string };
+  "tool.requested": z.object({
+    callId: z.string(),
+    name: z.string(),
+    arguments: z.string(),
+    effect: toolEffect,
+    decision: z.enum(["allow", "ask", "deny"]),
+    error: z.string().optional(),
+  }),
+  "tool.started": z.object({ callId: z.string(), name: z.string() }),
   /**
    * A call finished. `artifacts`: what it made or changed (a write tool's files, workspace-relative);
    * `nextActions`: the calls it suggests next (a narrower grep). Both as the model read them.
    */
-  "tool.finished": {
-    callId: string;
-    name: string;
-    ok: boolean;
-    durationMs: number;
-    error?: string;
-    artifacts?: string[];
-    nextActions?: string[];
-  };
+  "tool.finished": z.object({
+    callId: z.string(),
+    name: z.string(),
+    ok: z.boolean(),
+    durationMs: z.number(),
+    error: z.string().optional(),
+    artifacts: z.array(z.string()).optional(),
+    nextActions: z.array(z.string()).optional(),
+  }),
   /** A call waits for a person (or the policy's timeout). */
-  "approval.requested": {
-    callId: string;
-    name: string;
-    arguments: string;
-    effect: ToolEffect;
+  "approval.requested": z.object({
+    callId: z.string(),
+    name: z.string(),
+    arguments: z.string(),
+    effect: toolEffect,
     /** The exact command, or the diff of the change. */
-    detail: string;
+    detail: z.string(),
     /** The paths the call touches. */
-    paths: string[];
-  };
+    paths: z.array(z.string()),
+  }),
   /** `by` is the approver whose signed answer decided it, checked by the host (or `timeout`, `policy`). */
-  "approval.decided": { callId: string; approved: boolean; reason?: string; by: string };
+  "approval.decided": z.object({
+    callId: z.string(),
+    approved: z.boolean(),
+    reason: z.string().optional(),
+    by: z.string(),
+  }),
   /** An answer the host refused; the request stays pending. `by` is who it claimed to be from. */
-  "approval.rejected": { callId: string; why: string; by?: string };
+  "approval.rejected": z.object({ callId: z.string(), why: z.string(), by: z.string().optional() }),
   /**
    * Before each model call: the tokens of the request (its messages and tool specs) against the
    * model's context window, and the share they fill in whole percent. Estimated without tokenizing
    * (exact counts where the compaction check made them, which it does as the context fills; else a
    * quarter of the bytes).
    */
-  "context.usage": { tokens: number; contextWindow: number; percent: number };
+  "context.usage": z.object({ tokens: z.number(), contextWindow: z.number(), percent: z.number() }),
   /**
    * The context crossed into a fuller level: `warning` at 60 %, `critical` at 80 % of the window.
    * Once per crossing; after compaction brings it back down, a new crossing says so again.
    */
-  "context.warning": {
-    level: "warning" | "critical";
-    tokens: number;
-    contextWindow: number;
-    percent: number;
-  };
+  "context.warning": z.object({
+    level: z.enum(["warning", "critical"]),
+    tokens: z.number(),
+    contextWindow: z.number(),
+    percent: z.number(),
+  }),
   /**
    * The conversation was compacted. `usage`: what the summariser's model calls cost (cost from the
    * price table; zero when pruning was enough), also counted in the agent's own usage.
    */
-  "context.compacted": {
-    tokensBefore: number;
-    tokensAfter: number;
-    pruned: number;
-    summarized: number;
-    usage: Usage;
-  };
+  "context.compacted": z.object({
+    tokensBefore: z.number(),
+    tokensAfter: z.number(),
+    pruned: z.number(),
+    summarized: z.number(),
+    usage,
+  }),
   /** What this agent and its subagents have spent so far; a parent charges its budget from it. */
-  "usage.updated": { usage: Usage; toolCalls: number; turns: number };
+  "usage.updated": z.object({ usage, toolCalls: z.number(), turns: z.number() }),
   /** A subagent was spawned as a child actor with a budget carved out of this agent's. */
-  "subagent.spawned": { childId: string; name: string; task: string; budget: Budget };
-  /** A subagent stopped; `usage` is what its whole subtree spent. */
-  "subagent.finished": { childId: string; reason: SubagentStopReason; usage: Usage; toolCalls: number };
+  "subagent.spawned": z.object({ childId: z.string(), name: z.string(), task: z.string(), budget }),
+  /** A subagent stopped (for an agent's reasons, or `timeout`); `usage` is what its whole subtree spent. */
+  "subagent.finished": z.object({
+    childId: z.string(),
+    reason: z.enum([...stopReason.options, "timeout"]),
+    usage,
+    toolCalls: z.number(),
+  }),
   /**
    * A skill was loaded: its body put before the task (named by the user, or matched to the task), or
    * returned to the model's load_skill (`model`). `files`: how many other files it listed, readable
    * as `skill:NAME/PATH`. `preApproved`: the tools of this agent its `allowed-tools` pre-approved.
    */
-  "skill.loaded": {
-    name: string;
-    by: "user" | "match" | "model";
-    score?: number;
-    files: number;
-    preApproved?: string[];
-  };
+  "skill.loaded": z.object({
+    name: z.string(),
+    by: z.enum(["user", "match", "model"]),
+    score: z.number().optional(),
+    files: z.number(),
+    preApproved: z.array(z.string()).optional(),
+  }),
   /** Last event of an agent. */
-  "agent.stopped": AgentOutput;
-}
+  "agent.stopped": agentOutput,
+};
+
+type Schemas = typeof agentEventSchemas;
+
+/** Every event's payload by type, inferred from `agentEventSchemas`. */
+export type AgentEventMap = { [T in keyof Schemas]: z.infer<Schemas[T]> };
 
 export type AgentEventType = keyof AgentEventMap;
 
+/** One event of a run (of the types given, or any), typed by its `type`. */
+export type AgentEvent<T extends AgentEventType = AgentEventType> = {
+  [K in T]: Envelope<AgentEventMap[K]> & { type: K };
+}[T];
+
 /** A subagent stops for an agent's reasons, or because it ran past its wall time. */
 export type SubagentStopReason = AgentOutput["reason"] | "timeout";
+
+/**
+ * Narrows an envelope to the event `type`. The payload is trusted as it stands: an event from
+ * another process was checked where it was read (`checkEventData`), one made here was typed when made.
+ */
+export function isEvent<T extends AgentEventType>(envelope: Envelope, type: T): envelope is AgentEvent<T> {
+  return envelope.type === type;
+}
+
+/** Whether the envelope is an agent event of a type this build knows; a `switch` on its `type` then narrows `data`. */
+export function isAgentEvent(envelope: Envelope): envelope is AgentEvent {
+  return Object.hasOwn(agentEventSchemas, envelope.type);
+}
+
+/** Text deltas are most of a run's events: checked by hand, the same check the schema makes. */
+const isText = (data: unknown) =>
+  typeof data === "object" && data !== null && typeof (data as { text?: unknown }).text === "string";
+
+const checks = new Map<string, (data: unknown) => boolean>(
+  Object.entries(agentEventSchemas).map(([type, schema]) => [type, (data) => schema.safeParse(data).success]),
+);
+checks.set("model.delta", isText);
+checks.set("model.reasoning", isText);
+
+/**
+ * Why `data` is not the payload of a `type` event, as `path: what is wrong`; undefined when it is,
+ * and for a type this build does not know (a newer build's event, passed on for its readers).
+ */
+export function checkEventData(type: string, data: unknown): string | undefined {
+  const check = checks.get(type);
+  if (check === undefined || check(data)) return undefined;
+  const issue = agentEventSchemas[type as AgentEventType].safeParse(data).error?.issues[0];
+  return `${issue?.path.length ? `data.${issue.path.join(".")}` : "data"}: ${issue?.message ?? "invalid"}`;
+}

@@ -2,19 +2,18 @@ import { type Bus, RequestRefusedError, type Subscription } from "../bus/bus.js"
 import { type Envelope, makeEnvelope } from "../bus/envelope.js";
 import { MAX_TEXT } from "../daemon/api.js";
 import type { AgentEvent as MachineEvent } from "../machines/agent-types.js";
-import type { AgentEventMap, AgentEventType } from "./agent-events.js";
+import { type AgentEvent, isAgentEvent } from "./agent-events.js";
 
-/** One event of a run, typed by its `type`. */
-export type AgentEvent = { [T in AgentEventType]: Envelope<AgentEventMap[T]> & { type: T } }[AgentEventType];
+export type { AgentEvent } from "./agent-events.js";
 
-/** The run's events from its start, ending with this agent's `agent.stopped`. */
+/** The run's events from its start, ending with this agent's `agent.stopped`; types this build does not know are left out. */
 export async function* eventsUntilStopped(
   bus: Bus,
   runId: string,
   agentId: string,
 ): AsyncIterable<AgentEvent> {
   for await (const { envelope } of bus.log.read({ runId, follow: true })) {
-    yield envelope as AgentEvent;
+    if (isAgentEvent(envelope)) yield envelope;
     if (envelope.type === "agent.stopped" && envelope.agentId === agentId) return;
   }
 }

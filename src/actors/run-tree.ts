@@ -1,7 +1,7 @@
 import type { Envelope } from "../bus/envelope.js";
 import type { Budget } from "../config/schema.js";
 import type { Usage } from "../model/types.js";
-import type { AgentEventMap } from "./agent-events.js";
+import { type AgentEvent, type AgentEventMap, isAgentEvent, isEvent } from "./agent-events.js";
 
 /** One agent of a run as its events describe it. */
 export interface TreeNode {
@@ -47,104 +47,39 @@ export class RunTreeBuilder {
   readonly nodes = new Map<string, TreeNode>();
 
   apply(event: Envelope): TreeNode | undefined {
-    const key = `${event.runId}/${event.agentId}`;
-    if (event.type === "agent.started") {
-      const data = event.data as AgentEventMap["agent.started"];
-      const node: TreeNode = {
-        runId: event.runId,
-        agentId: event.agentId,
-        name: data.name,
-        task: data.task,
-        parentId: event.parentId,
-        depth: data.depth,
-        budget: data.budget,
-        state: "idle",
-        usage: undefined,
-        toolCalls: 0,
-        turns: 0,
-        context: undefined,
-        reason: undefined,
-        tool: undefined,
-        text: "",
-        reasoning: "",
-        approvals: new Map(),
-        transitions: [],
-        children: [],
-      };
-      this.nodes.set(key, node);
-      const parent =
-        event.parentId === undefined ? undefined : this.nodes.get(`${event.runId}/${event.parentId}`);
-      parent?.children.push(node);
-      return node;
-    }
-    const node = this.nodes.get(key);
-    if (!node) return undefined;
-    switch (event.type) {
-      case "state.changed": {
-        const data = event.data as AgentEventMap["state.changed"];
-        node.state = data.to;
-        node.transitions.push({ ...data, at: event.ts });
-        if (data.to === "callingModel") {
-          node.text = "";
-          node.reasoning = "";
-        }
-        break;
-      }
-      case "model.delta":
-        node.text = (node.text + (event.data as AgentEventMap["model.delta"]).text).slice(-TEXT_KEPT);
-        break;
-      case "model.reasoning":
-        node.reasoning = (node.reasoning + (event.data as AgentEventMap["model.reasoning"]).text).slice(
-          -TEXT_KEPT,
-        );
-        break;
-      case "tool.started":
-        node.tool = (event.data as AgentEventMap["tool.started"]).name;
-        break;
-      case "tool.finished":
-        node.tool = undefined;
-        break;
-      case "approval.requested": {
-        const data = event.data as AgentEventMap["approval.requested"];
-        node.approvals.set(data.callId, data);
-        break;
-      }
-      case "approval.decided":
-        node.approvals.delete((event.data as AgentEventMap["approval.decided"]).callId);
-        break;
-      case "context.usage":
-        node.context = event.data as AgentEventMap["context.usage"];
-        break;
-      case "context.compacted": {
-        const { tokensAfter } = event.data as AgentEventMap["context.compacted"];
-        if (node.context) {
-          const { contextWindow } = node.context;
-          node.context = {
-            tokens: tokensAfter,
-            contextWindow,
-            percent: Math.round((tokensAfter / contextWindow) * 100),
-          };
-        }
-        break;
-      }
-      case "usage.updated": {
-        const data = event.data as AgentEventMap["usage.updated"];
-        node.usage = data.usage;
-        node.toolCalls = data.toolCalls;
-        node.turns = data.turns;
-        break;
-      }
-      case "agent.stopped": {
-        const data = event.data as AgentEventMap["agent.stopped"];
-        node.reason = data.reason;
-        node.usage = data.total.usage;
-        node.toolCalls = data.total.toolCalls;
-        node.turns = data.turns;
-        node.tool = undefined;
-        node.approvals.clear();
-        break;
-      }
-    }
+    if (isEvent(event, "agent.started")) return this.#start(event);
+    const node = this.nodes.get(`${event.runId}/${event.agentId}`);
+    if (node && isAgentEvent(event)) update(node, event);
+    return node;
+  }
+
+  #start(event: AgentEvent<"agent.started">): TreeNode {
+    const { data } = event;
+    const node: TreeNode = {
+      runId: event.runId,
+      agentId: event.agentId,
+      name: data.name,
+      task: data.task,
+      parentId: event.parentId,
+      depth: data.depth,
+      budget: data.budget,
+      state: "idle",
+      usage: undefined,
+      toolCalls: 0,
+      turns: 0,
+      context: undefined,
+      reason: undefined,
+      tool: undefined,
+      text: "",
+      reasoning: "",
+      approvals: new Map(),
+      transitions: [],
+      children: [],
+    };
+    this.nodes.set(`${event.runId}/${event.agentId}`, node);
+    const parent =
+      event.parentId === undefined ? undefined : this.nodes.get(`${event.runId}/${event.parentId}`);
+    parent?.children.push(node);
     return node;
   }
 
@@ -153,6 +88,70 @@ export class RunTreeBuilder {
     return [...this.nodes.values()].filter(
       (node) => node.parentId === undefined || !this.nodes.has(`${node.runId}/${node.parentId}`),
     );
+  }
+}
+
+/** What an event of a started agent changes in its node. */
+function update(node: TreeNode, event: AgentEvent): void {
+  switch (event.type) {
+    case "state.changed": {
+      const { data } = event;
+      node.state = data.to;
+      node.transitions.push({ ...data, at: event.ts });
+      if (data.to === "callingModel") {
+        node.text = "";
+        node.reasoning = "";
+      }
+      break;
+    }
+    case "model.delta":
+      node.text = (node.text + event.data.text).slice(-TEXT_KEPT);
+      break;
+    case "model.reasoning":
+      node.reasoning = (node.reasoning + event.data.text).slice(-TEXT_KEPT);
+      break;
+    case "tool.started":
+      node.tool = event.data.name;
+      break;
+    case "tool.finished":
+      node.tool = undefined;
+      break;
+    case "approval.requested":
+      node.approvals.set(event.data.callId, event.data);
+      break;
+    case "approval.decided":
+      node.approvals.delete(event.data.callId);
+      break;
+    case "context.usage":
+      node.context = event.data;
+      break;
+    case "context.compacted": {
+      const { tokensAfter } = event.data;
+      if (node.context) {
+        const { contextWindow } = node.context;
+        node.context = {
+          tokens: tokensAfter,
+          contextWindow,
+          percent: Math.round((tokensAfter / contextWindow) * 100),
+        };
+      }
+      break;
+    }
+    case "usage.updated":
+      node.usage = event.data.usage;
+      node.toolCalls = event.data.toolCalls;
+      node.turns = event.data.turns;
+      break;
+    case "agent.stopped": {
+      const { data } = event;
+      node.reason = data.reason;
+      node.usage = data.total.usage;
+      node.toolCalls = data.total.toolCalls;
+      node.turns = data.turns;
+      node.tool = undefined;
+      node.approvals.clear();
+      break;
+    }
   }
 }
 

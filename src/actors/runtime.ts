@@ -23,6 +23,7 @@ import { type Tool, ToolRegistry } from "../tools/tool.js";
 import { loadToolModules } from "../tools/tool-modules.js";
 import { didYouMean } from "../util/did-you-mean.js";
 import type { AgentDeps, AgentHandle, StartAgentOptions } from "./agent-deps.js";
+import { isEvent } from "./agent-events.js";
 import type { AgentHooks } from "./agent-hooks.js";
 import { startAgent } from "./agent-host.js";
 import { type AgentRecord, AgentStore, ToolJournal } from "./agent-store.js";
@@ -297,8 +298,8 @@ export class Runtime {
       if (output) return { stopped: output };
     }
     for await (const { envelope } of this.bus.log.read({ runId })) {
-      if (envelope.agentId === childId && envelope.type === "agent.stopped")
-        return { stopped: envelope.data as AgentOutput };
+      if (envelope.agentId === childId && isEvent(envelope, "agent.stopped"))
+        return { stopped: envelope.data };
     }
     if (await (await this.bus.kv("actors")).get(actorKey(runId, childId))) return { running: true };
     return (await this.resume(runId, childId, { as: "child" })) ? { running: true } : undefined;

@@ -8,7 +8,7 @@ import type { AgentOutput, Spend } from "../machines/agent-types.js";
 import { addUsage, type Usage, ZERO_USAGE } from "../model/types.js";
 import type { Hooks } from "../tools/hooks.js";
 import { defineTool, type Tool, type ToolResult, toolError } from "../tools/tool.js";
-import type { AgentEventMap, SubagentStopReason } from "./agent-events.js";
+import { isEvent, type SubagentStopReason } from "./agent-events.js";
 import type { EventPublisher } from "./event-publisher.js";
 
 /** A child with no wall-time limit of its own or its parent's still stops after this long. */
@@ -246,11 +246,11 @@ async function runChild(
   const subscription = parent.bus.subscribe(
     parent.bus.subjects.agentEvents(parent.runId, spec.childId),
     (envelope) => {
-      if (envelope.type === "usage.updated") {
-        const data = envelope.data as AgentEventMap["usage.updated"];
+      if (isEvent(envelope, "usage.updated")) {
+        const { data } = envelope;
         chargeUpTo({ usage: data.usage, toolCalls: data.toolCalls });
-      } else if (envelope.type === "agent.stopped") {
-        const data = envelope.data as AgentOutput;
+      } else if (isEvent(envelope, "agent.stopped")) {
+        const { data } = envelope;
         chargeUpTo(data.total);
         settle({
           reason: timedOut ? "timeout" : data.reason,

@@ -1,3 +1,4 @@
+import { checkEventData } from "../actors/agent-events.js";
 import type { Logger } from "../log.js";
 import {
   type BusStats,
@@ -23,6 +24,12 @@ const decoder = new TextDecoder();
  * What both buses do with bytes that arrive: validate them as envelopes (a malformed one is
  * logged, counted and dropped, never a crash), run handlers so that one that throws cannot take
  * the subscription down, and turn requests into replies.
+ *
+ * Every event another process wrote passes here (a subscription, a read of the log or of the local
+ * store), so this is where an agent event's `data` is checked against its type's schema
+ * (src/actors/agent-events.ts), once: one that does not fit is dropped like a malformed envelope,
+ * with one warning line naming the event and what is wrong; consumers then trust the type. An event
+ * of a type this build does not know (a newer build's) is passed on, for consumers to ignore.
  */
 export class Intake {
   constructor(
@@ -31,14 +38,16 @@ export class Intake {
   ) {}
 
   decode(bytes: Uint8Array, subject: string): Envelope | undefined {
+    let envelope: Envelope;
     try {
-      const envelope = decodeEnvelope(bytes);
-      this.stats.delivered++;
-      return envelope;
+      envelope = decodeEnvelope(bytes);
     } catch (error) {
       this.#dropped(subject, error);
       return undefined;
     }
+    if (!this.#fits(envelope, subject)) return undefined;
+    this.stats.delivered++;
+    return envelope;
   }
 
   /** The envelopes of a message that holds one or, as a JSON array, several (an older log's batch). */
@@ -77,9 +86,23 @@ export class Intake {
         this.#dropped(subject, error);
         continue;
       }
+      if (!this.#fits(envelope, subject)) continue;
       this.stats.delivered++;
       each(envelope, single && envelope === item ? text : undefined);
     }
+  }
+
+  /** Whether an agent event's `data` fits its type; one that does not is logged, counted and dropped. */
+  #fits(envelope: Envelope, subject: string): boolean {
+    const why = checkEventData(envelope.type, envelope.data);
+    if (why === undefined) return true;
+    this.stats.malformed++;
+    const { type, runId, agentId, seq } = envelope;
+    this.logger.warn(
+      { subject, type, runId, agentId, seq, why },
+      "dropped an event whose data does not fit its type",
+    );
+    return false;
   }
 
   #dropped(subject: string, error: unknown): void {

@@ -1,14 +1,15 @@
 import { join } from "node:path";
-import type { AgentEventMap } from "../actors/agent-events.js";
+import { type AgentEvent, type AgentEventType, isEvent } from "../actors/agent-events.js";
 import { Runtime } from "../actors/runtime.js";
+import { newStats } from "../bus/bus.js";
 import type { Envelope } from "../bus/envelope.js";
 import { FileStore } from "../bus/file-store.js";
+import { Intake } from "../bus/intake.js";
 import { loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import type { RunRecord } from "../daemon/api.js";
 import { UserError } from "../errors.js";
 import type { Logger } from "../log.js";
-import type { AgentOutput } from "../machines/agent-types.js";
 import { denyingApprover } from "../safety/approver.js";
 import { callApi, connectClient, NoDaemonError } from "./client.js";
 import { humanRenderer, jsonRenderer } from "./render.js";
@@ -35,8 +36,32 @@ export function storeOf(config: ReturnType<typeof loadConfig>): FileStore {
   return new FileStore(join(dataDir(config.troupe.dataDir), "local", config.troupe.nats.prefix));
 }
 
-export function eventsOf(store: FileStore, runId: string): Envelope[] | undefined {
-  return store.loadEvents(runId)?.map((line) => JSON.parse(line) as Envelope);
+/**
+ * A local run's events from the data dir, checked as the bus checks what it reads (src/bus/intake.ts):
+ * a line that is no envelope, or an event whose data does not fit its type, is left out with a warning.
+ */
+export function eventsOf(store: FileStore, runId: string, log: Logger): Envelope[] | undefined {
+  const lines = store.loadEvents(runId);
+  if (!lines) return undefined;
+  const intake = new Intake(newStats(), log);
+  const encoder = new TextEncoder();
+  return lines.flatMap((line) => intake.decodeAll(encoder.encode(line), `store ${runId}`));
+}
+
+/** The first agent of a run: the one no other spawned. */
+function rootOf(events: Envelope[]): AgentEvent<"agent.started"> | undefined {
+  return events.find(
+    (e): e is AgentEvent<"agent.started"> => isEvent(e, "agent.started") && e.parentId === undefined,
+  );
+}
+
+/** The last event of `type` from `agentId`. */
+function lastOf<T extends AgentEventType>(
+  events: Envelope[],
+  type: T,
+  agentId: string,
+): AgentEvent<T> | undefined {
+  return events.findLast((e): e is AgentEvent<T> => isEvent(e, type) && e.agentId === agentId);
 }
 
 /** `troupe runs`: local runs from the data dir, and the daemon's when one answers. */
@@ -49,22 +74,16 @@ export async function runRuns(
   const store = storeOf(config);
   const rows: RunRow[] = [];
   for (const runId of store.runs()) {
-    const events = eventsOf(store, runId) ?? [];
-    const started = events.find((e) => e.type === "agent.started" && e.parentId === undefined);
+    const events = eventsOf(store, runId, log) ?? [];
+    const started = rootOf(events);
     if (!started) continue;
     // A resumed run stops again: its last word counts.
-    const stopped = events.findLast((e) => e.type === "agent.stopped" && e.agentId === started.agentId)
-      ?.data as AgentOutput | undefined;
-    const usage =
-      stopped?.total.usage ??
-      events
-        .filter((e) => e.type === "usage.updated" && e.agentId === started.agentId)
-        .map((e) => (e.data as AgentEventMap["usage.updated"]).usage)
-        .at(-1);
+    const stopped = lastOf(events, "agent.stopped", started.agentId)?.data;
+    const usage = stopped?.total.usage ?? lastOf(events, "usage.updated", started.agentId)?.data.usage;
     rows.push({
       runId,
       where: "local",
-      agent: (started.data as AgentEventMap["agent.started"]).name,
+      agent: started.data.name,
       state: stopped ? stopped.reason : "unfinished",
       tokens: (usage?.inputTokens ?? 0) + (usage?.outputTokens ?? 0),
       costUsd: usage?.costUsd ?? 0,
@@ -127,7 +146,7 @@ export async function runResume(
 ): Promise<number> {
   const config = loadConfig({ config: configPath });
   const store = storeOf(config);
-  const events = eventsOf(store, runId);
+  const events = eventsOf(store, runId, log);
   if (!events) {
     const bus = await connectClient(config, "troupe-resume", log);
     try {
@@ -141,11 +160,9 @@ export async function runResume(
       await bus.close();
     }
   }
-  const root = events.find((e) => e.type === "agent.started" && e.parentId === undefined);
+  const root = rootOf(events);
   if (!root) throw new HistoryError(`run ${runId} has no first agent in its log`);
-  const lastStop = events.findLast((e) => e.type === "agent.stopped" && e.agentId === root.agentId)?.data as
-    | AgentOutput
-    | undefined;
+  const lastStop = lastOf(events, "agent.stopped", root.agentId)?.data;
   if (lastStop?.reason === "done") {
     throw new HistoryError(`run ${runId} is done; nothing to resume (troupe replay ${runId} shows it)`);
   }
@@ -175,7 +192,7 @@ export async function runReplay(
   log: Logger,
 ): Promise<number> {
   const config = loadConfig({ config: configPath });
-  const events = eventsOf(storeOf(config), runId);
+  const events = eventsOf(storeOf(config), runId, log);
   if (events) {
     const renderer =
       flags.json || !process.stdout.isTTY ? jsonRenderer() : humanRenderer(() => events[0]?.agentId);
@@ -215,8 +232,9 @@ async function follow(
     for await (const event of bus.log.read({ runId, follow: true })) {
       if (!isNew(event.envelope)) continue;
       renderer.event(event);
-      if (event.envelope.type === "agent.stopped" && event.envelope.agentId === agentId)
-        return RUN_EXIT[(event.envelope.data as AgentOutput).reason];
+      const { envelope } = event;
+      if (isEvent(envelope, "agent.stopped") && envelope.agentId === agentId)
+        return RUN_EXIT[envelope.data.reason];
     }
     return RUN_EXIT.aborted;
   } finally {

@@ -26,7 +26,7 @@ export async function runInspect(
   log: Logger,
 ): Promise<number> {
   const config = loadConfig({ config: configPath });
-  const local = eventsOf(storeOf(config), runId);
+  const local = eventsOf(storeOf(config), runId, log);
   if (local) {
     const node = agentOf(local, runId, agentId);
     const snapshot = await storedSnapshot(config, log, runId, node.agentId);

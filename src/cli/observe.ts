@@ -1,4 +1,5 @@
 import { emitKeypressEvents } from "node:readline";
+import { isEvent } from "../actors/agent-events.js";
 import { RunTreeBuilder } from "../actors/run-tree.js";
 import { loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
@@ -148,18 +149,14 @@ export async function runObserve(
         const node = builder.apply(envelope);
         if ((envelope.type === "model.delta" || envelope.type === "model.reasoning") && node)
           view.speaker = node;
-        if (envelope.type === "model.retrying" && node) {
-          const { error, attempt, maxRetries } = envelope.data as {
-            error: string;
-            attempt: number;
-            maxRetries: number;
-          };
+        if (isEvent(envelope, "model.retrying") && node) {
+          const { error, attempt, maxRetries } = envelope.data;
           view.status = `${node.name}: ${error}; retrying (${attempt}/${maxRetries})`;
         }
         if (envelope.type === "model.completed" && view.status?.startsWith(`${node?.name}: `))
           view.status = undefined;
-        if (envelope.type === "approval.requested" && !requests.watchOnly)
-          readRequest({ ...envelope, callId: (envelope.data as { callId: string }).callId });
+        if (isEvent(envelope, "approval.requested") && !requests.watchOnly)
+          readRequest({ ...envelope, callId: envelope.data.callId });
         dirty = true;
       } else {
         lines.print(`${json ?? JSON.stringify(envelope)}\n`);

@@ -1,4 +1,4 @@
-import type { AgentEventMap } from "../actors/agent-events.js";
+import { type AgentEventMap, isAgentEvent } from "../actors/agent-events.js";
 import type { LoggedEvent } from "../bus/bus.js";
 import { contextBar } from "./tree-view.js";
 
@@ -78,11 +78,12 @@ export function humanRenderer(
   };
   return {
     event({ envelope }) {
+      if (!isAgentEvent(envelope)) return; // a newer build's event
       const root = envelope.agentId === rootAgentId();
       const prefix = root ? "" : `[${envelope.agentId}] `;
       switch (envelope.type) {
         case "state.changed": {
-          const { to } = envelope.data as AgentEventMap["state.changed"];
+          const { to } = envelope.data;
           const child = children.get(envelope.agentId);
           if (child) child.state = to;
           if (!root) break;
@@ -93,7 +94,7 @@ export function humanRenderer(
           break;
         }
         case "subagent.spawned": {
-          const { childId, name } = envelope.data as AgentEventMap["subagent.spawned"];
+          const { childId, name } = envelope.data;
           children.set(childId, { name, state: "starting", since: envelope.ts });
           if (root) {
             stopSpinner();
@@ -104,7 +105,7 @@ export function humanRenderer(
         case "model.reasoning": {
           if (!root) break;
           stopSpinner();
-          const { text } = envelope.data as AgentEventMap["model.reasoning"];
+          const { text } = envelope.data;
           if (!atLineStart) out.write("\n");
           atLineStart = true;
           err.write(colour ? `\x1b[2m${text}\x1b[22m` : `${thinking ? "" : "thinking: "}${text}`);
@@ -116,18 +117,18 @@ export function humanRenderer(
           if (!root) break;
           stopSpinner();
           endThought();
-          const { text } = envelope.data as AgentEventMap["model.delta"];
+          const { text } = envelope.data;
           out.write(text);
           atLineStart = text.endsWith("\n");
           break;
         }
         case "tool.requested": {
-          const { name, arguments: args, error } = envelope.data as AgentEventMap["tool.requested"];
+          const { name, arguments: args, error } = envelope.data;
           line(`${prefix}▸ ${name} ${short(args)}${error ? `  ✗ ${error}` : ""}`);
           break;
         }
         case "tool.finished": {
-          const { name, ok, error } = envelope.data as AgentEventMap["tool.finished"];
+          const { name, ok, error } = envelope.data;
           if (!ok) line(`${prefix}  ✗ ${name}: ${error ?? "failed"}`);
           break;
         }
@@ -139,17 +140,17 @@ export function humanRenderer(
           atLineStart = true;
           break;
         case "approval.decided": {
-          const { approved, by, reason } = envelope.data as AgentEventMap["approval.decided"];
+          const { approved, by, reason } = envelope.data;
           line(`${prefix}  ${approved ? "✓ allowed" : "✗ denied"} by ${by}${reason ? `: ${reason}` : ""}`);
           break;
         }
         case "approval.rejected": {
-          const { why, by } = envelope.data as AgentEventMap["approval.rejected"];
+          const { why, by } = envelope.data;
           line(`${prefix}  ! an answer${by ? ` claiming to be ${by}'s` : ""} was refused: ${why}`);
           break;
         }
         case "model.retrying": {
-          const { attempt, maxRetries, delayMs, error } = envelope.data as AgentEventMap["model.retrying"];
+          const { attempt, maxRetries, delayMs, error } = envelope.data;
           line(
             `${prefix}· ${error}; retrying (${attempt}/${maxRetries}) in ${(delayMs / 1000).toFixed(1)} s`,
           );
@@ -157,7 +158,7 @@ export function humanRenderer(
           break;
         }
         case "model.completed": {
-          const { truncatedToolCalls } = envelope.data as AgentEventMap["model.completed"];
+          const { truncatedToolCalls } = envelope.data;
           if (truncatedToolCalls)
             line(
               `${prefix}· the answer was cut off by the output length limit: its tool call was not run (the model is told)`,
@@ -165,7 +166,7 @@ export function humanRenderer(
           break;
         }
         case "skill.loaded": {
-          const { name, by, files, preApproved } = envelope.data as AgentEventMap["skill.loaded"];
+          const { name, by, files, preApproved } = envelope.data;
           const how =
             by === "model" ? "loaded" : by === "user" ? "loaded as asked" : "loaded to match the task";
           const approved = preApproved?.length ? ` · pre-approves ${preApproved.join(", ")}` : "";
@@ -173,10 +174,10 @@ export function humanRenderer(
           break;
         }
         case "context.usage":
-          if (root) context = envelope.data as AgentEventMap["context.usage"];
+          if (root) context = envelope.data;
           break;
         case "context.warning": {
-          const { level, percent, tokens, contextWindow } = envelope.data as AgentEventMap["context.warning"];
+          const { level, percent, tokens, contextWindow } = envelope.data;
           line(
             `${prefix}· context ${level}: ${contextBar(percent, false)} (${tokens} of ${contextWindow} tokens)`,
           );
@@ -184,7 +185,7 @@ export function humanRenderer(
           break;
         }
         case "context.compacted": {
-          const { tokensBefore, tokensAfter, usage } = envelope.data as AgentEventMap["context.compacted"];
+          const { tokensBefore, tokensAfter, usage } = envelope.data;
           const tokens = usage ? usage.inputTokens + usage.outputTokens : 0;
           const cost = usage && usage.costUsd > 0 ? `, $${usage.costUsd.toFixed(4)}` : "";
           const summary = tokens > 0 ? ` (the summary took ${plural(tokens, "token")}${cost})` : "";
@@ -192,7 +193,7 @@ export function humanRenderer(
           break;
         }
         case "subagent.finished": {
-          const data = envelope.data as AgentEventMap["subagent.finished"];
+          const data = envelope.data;
           children.delete(data.childId);
           if (children.size === 0) stopSpinner();
           const tokens = data.usage.inputTokens + data.usage.outputTokens;
@@ -204,7 +205,7 @@ export function humanRenderer(
         case "agent.stopped": {
           if (!root) break;
           stopSpinner();
-          const data = envelope.data as AgentEventMap["agent.stopped"];
+          const data = envelope.data;
           endThought();
           if (!atLineStart) out.write("\n");
           atLineStart = true;

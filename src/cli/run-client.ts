@@ -1,9 +1,8 @@
 import { createHash } from "node:crypto";
 import { resolve as resolvePath } from "node:path";
-import type { AgentEventMap } from "../actors/agent-events.js";
+import { type AgentEvent, isEvent } from "../actors/agent-events.js";
 import { newRunId } from "../actors/runtime.js";
 import { RemoteError, RequestTimeoutError } from "../bus/bus.js";
-import type { Envelope } from "../bus/envelope.js";
 import { followRun } from "../bus/follow-run.js";
 import { BusUnavailableError } from "../bus/nats-connect.js";
 import type { LoadedConfig } from "../config/load.js";
@@ -85,8 +84,8 @@ export async function runViaDaemon(
     const asker = process.stdin.isTTY && process.stderr.isTTY ? ttyApprover() : undefined;
     // What is asked is the request its host wrote (the record), not the event that announced it.
     const asked = new Set<string>();
-    const answerHere = async (envelope: Envelope) => {
-      const { callId } = envelope.data as AgentEventMap["approval.requested"];
+    const answerHere = async (envelope: AgentEvent<"approval.requested">) => {
+      const { callId } = envelope.data;
       const shown = await awaitApproval(
         bus,
         { runId: envelope.runId, agentId: envelope.agentId, callId },
@@ -128,13 +127,12 @@ export async function runViaDaemon(
         const envelope = next.value;
         reconnecting = false;
         // Decided anywhere: the question here is withdrawn before the line that says by whom.
-        if (envelope.type === "approval.decided")
-          asker?.cancel((envelope.data as AgentEventMap["approval.decided"]).callId);
+        if (isEvent(envelope, "approval.decided")) asker?.cancel(envelope.data.callId);
         renderer.event({ envelope });
-        if (asker && envelope.type === "approval.requested")
+        if (asker && isEvent(envelope, "approval.requested"))
           void answerHere(envelope).catch((error) => log.warn({ err: error }, "could not answer here"));
-        if (envelope.type === "agent.stopped" && envelope.agentId === started.agentId) {
-          output = envelope.data as AgentOutput;
+        if (isEvent(envelope, "agent.stopped") && envelope.agentId === started.agentId) {
+          output = envelope.data;
           break;
         }
       }

@@ -1,5 +1,6 @@
 import { join } from "node:path";
 import type { AgentHandle } from "../actors/agent-deps.js";
+import { isEvent } from "../actors/agent-events.js";
 import { Runtime, type RuntimeOptions } from "../actors/runtime.js";
 import { FileStore } from "../bus/file-store.js";
 import { LocalBus } from "../bus/local-bus.js";
@@ -95,8 +96,7 @@ export async function runTask(
         signal: reading.signal,
       })) {
         renderer.event(event);
-        if (event.envelope.type === "approval.requested")
-          displayed.fire((event.envelope.data as { callId: string }).callId);
+        if (isEvent(event.envelope, "approval.requested")) displayed.fire(event.envelope.data.callId);
         if (event.envelope.type === "agent.stopped" && event.envelope.agentId === handle.agentId) break;
       }
     })();

@@ -19,7 +19,7 @@ beforeEach(() => {
     seq: 0,
     ts: 1,
     type: "agent.started",
-    data: { name: "\u001b]0;PLANTED\u0007planted-agent", task: "t", depth: 0, budget: {} },
+    data: { name: "\u001b]0;PLANTED\u0007planted-agent", model: "m", task: "t", depth: 0, budget: {} },
   };
   mkdirSync(join(dir, "evil"));
   writeFileSync(join(dir, "evil/events.jsonl"), `${JSON.stringify(planted)}\n`);

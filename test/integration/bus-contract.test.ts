@@ -48,7 +48,10 @@ describe.each(bothBuses)("bus contract: $name", ({ name, open }) => {
     bus.publish(s.event("r1", "a", "tick"), event("r1", "a", 0, "tick"));
     bus.publish(s.event("r1", "b", "tick"), event("r1", "b", 0, "tick"));
     bus.publish(s.event("r2", "a", "tick"), event("r2", "a", 0, "tick"));
-    bus.publish(s.event("r2", "a", "state.changed"), event("r2", "a", 1, "state.changed"));
+    bus.publish(
+      s.event("r2", "a", "state.changed"),
+      event("r2", "a", 1, "state.changed", { from: "idle", to: "callingModel" }),
+    );
     await waitFor("four events on >", () => got.all?.length === 4);
     await bus.flush();
 

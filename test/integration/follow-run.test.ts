@@ -4,8 +4,10 @@ import { type Envelope, makeEnvelope } from "../../src/bus/envelope.js";
 import { followRun } from "../../src/bus/follow-run.js";
 import { bothBuses, busPerTest } from "../support/buses.js";
 
+const usage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, costUsd: 0 };
+const stopped = { reason: "done", result: "", usage, turns: 0, toolCalls: 0, total: { usage, toolCalls: 0 } };
 const event = (agentId: string, seq: number, type = "test.event") =>
-  makeEnvelope({ runId: "run-f", agentId, seq, type, data: { seq } });
+  makeEnvelope({ runId: "run-f", agentId, seq, type, data: type === "agent.stopped" ? stopped : { seq } });
 
 /** Follows run-f until `agentId` says agent.stopped; resolves with every envelope seen. */
 function follow(bus: Bus, quietMs?: number): { seen: Envelope[]; done: Promise<Envelope[]> } {

@@ -31,11 +31,11 @@ it("a worker taking over a subagent whose host died before its first snapshot st
     worker: "worker-dead",
     spawn,
   } satisfies Placement);
-  for (const [seq, type] of [
-    [0, "agent.started"],
-    [1, "state.changed"],
+  for (const [seq, type, data] of [
+    [0, "agent.started", { name: "scout", model: "scripted", task: "Look.", budget: {}, depth: 1 }],
+    [1, "state.changed", { from: "idle", to: "callingModel" }],
   ] as const)
-    await bus.log.append(makeEnvelope({ runId, agentId: childId, parentId: "lead-x", seq, type, data: {} }));
+    await bus.log.append(makeEnvelope({ runId, agentId: childId, parentId: "lead-x", seq, type, data }));
   expect(await (await bus.kv("snapshots")).get(`${runId}.${childId}`)).toBeNull();
 
   const config = testConfig(

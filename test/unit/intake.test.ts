@@ -8,7 +8,13 @@ import { silentLogger } from "../../src/log.js";
 const s = subjects("troupe");
 const stats = (): BusStats => ({ published: 0, delivered: 0, malformed: 0, handlerErrors: 0 });
 const event = (runId: string, agentId: string) =>
-  makeEnvelope({ runId, agentId, seq: 0, type: "agent.started", data: {} });
+  makeEnvelope({
+    runId,
+    agentId,
+    seq: 0,
+    type: "agent.started",
+    data: { name: "lead", model: "scripted", task: "t", budget: {}, depth: 0 },
+  });
 
 describe("Intake", () => {
   it("takes an event on its own run's and agent's subject", () => {
