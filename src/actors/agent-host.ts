@@ -5,7 +5,7 @@ import type { AgentDefinition, Budget } from "../config/schema.js";
 import { buildSystemPrompt } from "../context/system-prompt.js";
 import type { Logger } from "../log.js";
 import { totalSpend } from "../machines/agent-machine.js";
-import type { AgentEvent as AgentCommand } from "../machines/agent-types.js";
+import type { AgentCommand } from "../machines/agent-types.js";
 import { ZERO_USAGE } from "../model/types.js";
 import { UNTRUSTED_NOTE } from "../safety/untrusted.js";
 import { ActiveSkills } from "../skills/active-skills.js";

@@ -1,7 +1,7 @@
 import { type Bus, RequestRefusedError, type Subscription } from "../bus/bus.js";
 import { type Envelope, makeEnvelope } from "../bus/envelope.js";
 import { MAX_TEXT } from "../daemon/api.js";
-import type { AgentEvent as MachineEvent } from "../machines/agent-types.js";
+import type { AgentCommand } from "../machines/agent-types.js";
 import { type AgentEvent, isAgentEvent } from "./agent-events.js";
 
 export type { AgentEvent } from "./agent-events.js";
@@ -30,13 +30,13 @@ export const PLAN_NOTE =
  * each one waiting.
  */
 export class AgentControls {
-  readonly #agents = new Map<string, (event: MachineEvent) => void>();
+  readonly #agents = new Map<string, (command: AgentCommand) => void>();
   #subscription: Subscription | undefined;
 
   constructor(private readonly bus: Bus) {}
 
   /** Routes one agent's commands to `send` until the returned subscription is ended. */
-  serve(runId: string, agentId: string, send: (event: MachineEvent) => void): Subscription {
+  serve(runId: string, agentId: string, send: (command: AgentCommand) => void): Subscription {
     this.#subscription ??= this.bus.reply(this.bus.subjects.allControls(), (request, subject) =>
       this.#answer(request, subject),
     );

@@ -20,8 +20,8 @@ import {
   wallStop,
 } from "./agent-rules.js";
 import type {
+  AgentCommand,
   AgentContext,
-  AgentEvent,
   AgentInput,
   AgentOutput,
   ApprovalDecision,
@@ -54,7 +54,7 @@ const notProvided = (name: string) =>
 export const agentMachine = setup({
   types: {
     context: {} as AgentContext,
-    events: {} as AgentEvent,
+    events: {} as AgentCommand,
     input: {} as AgentInput,
     output: {} as AgentOutput,
   },

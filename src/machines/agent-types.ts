@@ -104,7 +104,12 @@ export interface CompactionOutput {
 
 export type ToolBatchOutput = Record<string, ToolResult>;
 
-export type AgentEvent =
+/**
+ * What the machine is told: the commands a host sends it (a task, steering, a follow-up, an abort), and
+ * what the host heard on its behalf (the wall's moments, a subagent's spending). Not the agent's
+ * published events (`AgentEvent` in src/actors/agent-stream.ts): those are what it says.
+ */
+export type AgentCommand =
   | { type: "START"; task: string }
   | { type: "STEER"; text: string }
   | { type: "FOLLOW_UP"; text: string }
