@@ -1,11 +1,10 @@
-import { and, assign, fromPromise, not, setup } from "xstate";
+import { assign, fromPromise, setup } from "xstate";
 import { repairToolPairs } from "../context/repair.js";
 import { addUsage, type ChatMessage, ZERO_USAGE } from "../model/types.js";
 import type { PlannedCall } from "../tools/plan.js";
 import { deniedResult, resultContent, toolError } from "../tools/tool.js";
 import {
   awaitsDecision,
-  batchOutputOf,
   batchResults,
   exhausted,
   lastText,
@@ -14,7 +13,6 @@ import {
   lostAnswer,
   lostStop,
   stopWith,
-  turnOf,
   userMessage,
   wallGraceMs,
   wallStop,
@@ -39,10 +37,20 @@ export const AGENT_MACHINE_VERSION = 1;
 /** setTimeout's ceiling: a budget with no wall-time limit never fires. */
 const NO_WALL_LIMIT_MS = 2 ** 31 - 1;
 
-const notProvided = (name: string) =>
-  fromPromise<never, unknown>(async () => {
+/** An actor the host provides (`machine.provide`), typed here so the machine's table reads its output typed. */
+const notProvided = <Output, Input>(name: string) =>
+  fromPromise<Output, Input>(async () => {
     throw new Error(`${name} is provided by the agent host (machine.provide)`);
   });
+
+/** A done event's output, typed by XState from the invoked actor: the params of what reads it. */
+const output = <T>({ event }: { event: { output: T } }): T => event.output;
+/** A guard or action of a model call's done event, given the model's turn. */
+const turn = <T extends string>(type: T) => ({ type, params: output<ModelTurn> });
+/** A guard or action of a tool batch's done event, given the batch's results. */
+const batch = <T extends string>(type: T) => ({ type, params: output<ToolBatchOutput> });
+/** An error event's error: what the actor threw. */
+const thrown = ({ event }: { event: { error: unknown } }): unknown => event.error;
 
 /**
  * One agent's lifecycle (DESIGN.md): idle → callingModel ⇄ (awaitingApproval →) executingTools,
@@ -59,40 +67,34 @@ export const agentMachine = setup({
     output: {} as AgentOutput,
   },
   actors: {
-    callModel: notProvided("callModel") as unknown as ReturnType<
-      typeof fromPromise<ModelTurn, ModelTurnInput>
-    >,
-    awaitApproval: notProvided("awaitApproval") as unknown as ReturnType<
-      typeof fromPromise<ApprovalDecision[], { calls: PlannedCall[] }>
-    >,
-    runTools: notProvided("runTools") as unknown as ReturnType<
-      typeof fromPromise<ToolBatchOutput, { calls: PlannedCall[] }>
-    >,
-    compact: notProvided("compact") as unknown as ReturnType<
-      typeof fromPromise<CompactionOutput, CompactionInput>
-    >,
-    partialAnswer: notProvided("partialAnswer") as unknown as ReturnType<typeof fromPromise<string, void>>,
+    callModel: notProvided<ModelTurn, ModelTurnInput>("callModel"),
+    awaitApproval: notProvided<ApprovalDecision[], { calls: PlannedCall[] }>("awaitApproval"),
+    runTools: notProvided<ToolBatchOutput, { calls: PlannedCall[] }>("runTools"),
+    compact: notProvided<CompactionOutput, CompactionInput>("compact"),
+    partialAnswer: notProvided<string, void>("partialAnswer"),
   },
   guards: {
     /** The host provides this from the token count and the model's context window. */
     needsCompaction: () => false,
     mustFinalizeForBudget: ({ context }) => context.finalizing === null && exhausted(context) !== undefined,
     isFinalizing: ({ context }) => context.finalizing !== null,
-    truncatedToolCall: ({ event }) => turnOf(event).truncatedToolCalls,
-    answerLost: ({ event }) => lostAnswer(turnOf(event)) !== undefined,
-    hasToolCalls: ({ event }) => turnOf(event).plan.length > 0,
-    needsApproval: ({ context, event }) => limitBatch(context, turnOf(event).plan).some(awaitsDecision),
+    truncatedToolCall: (_, turn: ModelTurn) => turn.truncatedToolCalls,
+    answerLost: (_, turn: ModelTurn) => lostAnswer(turn) !== undefined,
+    hasToolCalls: (_, turn: ModelTurn) => turn.plan.length > 0,
+    /** Tool calls of which one waits on a person (none when there are no calls). */
+    needsApproval: ({ context }, turn: ModelTurn) => limitBatch(context, turn.plan).some(awaitsDecision),
     hasSteering: ({ context }) => context.steering.length > 0,
     hasFollowUp: ({ context }) => context.followUps.length > 0,
-    allTerminate: ({ context, event }) => {
-      const results = batchResults(context, batchOutputOf(event));
+    allTerminate: ({ context }, batch: ToolBatchOutput) => {
+      const results = batchResults(context, batch);
       return results.length > 0 && results.every((r) => r.result.terminate === true);
     },
-    loopDetected: ({ context, event }) => loopAfter(context, batchOutputOf(event)) !== undefined,
-    alreadyNudged: ({ context }) => context.nudgedForLoop,
-    contextLengthFirstTime: ({ context, event }) =>
-      !context.compactedForError &&
-      (event as { error?: { name?: string } }).error?.name === "ContextLengthExceededError",
+    loopDetected: ({ context }, batch: ToolBatchOutput) => loopAfter(context, batch) !== undefined,
+    /** Still looping after being told so once. */
+    loopAfterNudge: ({ context }, batch: ToolBatchOutput) =>
+      context.nudgedForLoop && loopAfter(context, batch) !== undefined,
+    contextLengthFirstTime: ({ context }, error: unknown) =>
+      !context.compactedForError && error instanceof Error && error.name === "ContextLengthExceededError",
     hasWallLimit: ({ context }) => context.budget.maxWallMs !== undefined && context.finalizing === null,
     wallLimited: ({ context }) => context.budget.maxWallMs !== undefined,
   },
@@ -133,15 +135,12 @@ export const agentMachine = setup({
         : { messages: [...context.messages, userMessage(next)], followUps: rest };
     }),
     repairHistory: assign({ messages: ({ context }) => repairToolPairs(context.messages) as ChatMessage[] }),
-    recordTurn: assign(({ context, event }) => {
-      const turn = turnOf(event);
-      return {
-        messages: [...context.messages, turn.message],
-        usage: addUsage(context.usage, turn.usage),
-        turns: context.turns + 1,
-        compactedForError: false,
-      };
-    }),
+    recordTurn: assign(({ context }, turn: ModelTurn) => ({
+      messages: [...context.messages, turn.message],
+      usage: addUsage(context.usage, turn.usage),
+      turns: context.turns + 1,
+      compactedForError: false,
+    })),
     noteTruncation: assign({
       messages: ({ context }) => [
         ...context.messages,
@@ -150,12 +149,10 @@ export const agentMachine = setup({
         ),
       ],
     }),
-    setBatch: assign({ batch: ({ context, event }) => limitBatch(context, turnOf(event).plan) }),
+    setBatch: assign({ batch: ({ context }, turn: ModelTurn) => limitBatch(context, turn.plan) }),
     applyDecisions: assign({
-      batch: ({ context, event }) => {
-        const decisions = new Map(
-          (event as unknown as { output: ApprovalDecision[] }).output.map((d) => [d.id, d]),
-        );
+      batch: ({ context }, answers: ApprovalDecision[]) => {
+        const decisions = new Map(answers.map((d) => [d.id, d]));
         return context.batch.map((call) => {
           if (!awaitsDecision(call)) return call;
           const decision = decisions.get(call.id);
@@ -179,9 +176,8 @@ export const agentMachine = setup({
             : call,
         ),
     }),
-    recordResults: assign(({ context, event }) => {
-      const output = batchOutputOf(event);
-      const results = batchResults(context, output);
+    recordResults: assign(({ context }, batch: ToolBatchOutput) => {
+      const results = batchResults(context, batch);
       const executed = results.filter((r) => r.executed);
       const wrote = executed.some((r) => r.call.effect !== "read");
       const recentCalls = wrote
@@ -251,37 +247,35 @@ export const agentMachine = setup({
             }
           : context.children,
     }),
-    applyCompaction: assign(({ context, event }) => {
-      const output = (event as unknown as { output: CompactionOutput }).output;
-      return { messages: output.messages, usage: addUsage(context.usage, output.usage) };
-    }),
+    applyCompaction: assign(({ context }, compacted: CompactionOutput) => ({
+      messages: compacted.messages,
+      usage: addUsage(context.usage, compacted.usage),
+    })),
     stopAfterTurn: assign({
-      stop: ({ context, event }) =>
-        stopWith(context, context.finalizing ?? "done", turnOf(event).message.content ?? ""),
+      stop: ({ context }, turn: ModelTurn) =>
+        stopWith(context, context.finalizing ?? "done", turn.message.content ?? ""),
     }),
     stopTerminated: assign({
-      stop: ({ context, event }) => {
-        const results = batchResults(context, batchOutputOf(event));
+      stop: ({ context }, batch: ToolBatchOutput) => {
+        const results = batchResults(context, batch);
         const executed = results.filter((r) => r.executed).length;
         // What the tools said, not the wrapped text the model would have read.
         const text = results.map((r) => r.result.answer ?? r.result.output).join("\n");
         return stopWith({ ...context, toolCalls: context.toolCalls + executed }, "done", text);
       },
     }),
-    stopLost: assign({ stop: ({ context, event }) => lostStop(context, turnOf(event)) }),
+    stopLost: assign({ stop: ({ context }, turn: ModelTurn) => lostStop(context, turn) }),
     stopFailed: assign({
-      stop: ({ context, event }) => {
-        const error = (event as { error?: unknown }).error;
-        return {
-          ...stopWith(context, "failed", ""),
-          error: error instanceof Error ? error.message : String(error),
-        };
-      },
+      stop: ({ context }, error: unknown) => ({
+        ...stopWith(context, "failed", ""),
+        error: error instanceof Error ? error.message : String(error),
+      }),
     }),
     stopAborted: assign({ stop: ({ context }) => stopWith(context, "aborted", lastText(context.messages)) }),
-    stopAtWall: assign(({ context, event }) => ({
+    /** `partial`: the text the call cut off had streamed (none when the actor failed). */
+    stopAtWall: assign(({ context }, partial: string | undefined) => ({
       limit: `maxWallMs ${context.budget.maxWallMs}`,
-      stop: wallStop(context, (event as { output?: unknown }).output),
+      stop: wallStop(context, partial),
     })),
   },
 }).createMachine({
@@ -312,7 +306,10 @@ export const agentMachine = setup({
     FOLLOW_UP: { actions: "queueFollowUp" },
     ABORT: { target: ".stopped", actions: "stopAborted" },
     CHILD_SPENT: { actions: "chargeChild" },
-    FAIL: { target: ".stopped", actions: "stopFailed" },
+    FAIL: {
+      target: ".stopped",
+      actions: { type: "stopFailed", params: ({ event }: { event: { error: string } }) => event.error },
+    },
     // The wall's two delays, sent by the host of a restored agent (its delays are not in its snapshot).
     WALL_REACHED: { guard: "hasWallLimit", target: ".nextTurn", actions: "beginWallFinal" },
     WALL_PASSED: { guard: "wallLimited", target: ".cuttingOff" },
@@ -343,23 +340,39 @@ export const agentMachine = setup({
         src: "callModel",
         input: ({ context }) => ({ messages: context.messages, withTools: context.finalizing === null }),
         onDone: [
-          { guard: "isFinalizing", target: "stopped", actions: ["recordTurn", "stopAfterTurn"] },
-          // Never `done` on an answer that was cut off or failed: what it lost is not known.
-          { guard: "answerLost", target: "stopped", actions: ["recordTurn", "stopLost"] },
-          { guard: "truncatedToolCall", target: "nextTurn", actions: ["recordTurn", "noteTruncation"] },
           {
-            guard: and(["hasToolCalls", "needsApproval"]),
-            target: "awaitingApproval",
-            actions: ["recordTurn", "setBatch"],
+            guard: "isFinalizing",
+            target: "stopped",
+            actions: [turn("recordTurn"), turn("stopAfterTurn")],
           },
-          { guard: "hasToolCalls", target: "executingTools", actions: ["recordTurn", "setBatch"] },
-          { guard: "hasSteering", target: "nextTurn", actions: ["recordTurn", "injectSteering"] },
-          { guard: "hasFollowUp", target: "nextTurn", actions: ["recordTurn", "takeFollowUp"] },
-          { target: "stopped", actions: ["recordTurn", "stopAfterTurn"] },
+          // Never `done` on an answer that was cut off or failed: what it lost is not known.
+          { guard: turn("answerLost"), target: "stopped", actions: [turn("recordTurn"), turn("stopLost")] },
+          {
+            guard: turn("truncatedToolCall"),
+            target: "nextTurn",
+            actions: [turn("recordTurn"), "noteTruncation"],
+          },
+          {
+            guard: turn("needsApproval"),
+            target: "awaitingApproval",
+            actions: [turn("recordTurn"), turn("setBatch")],
+          },
+          {
+            guard: turn("hasToolCalls"),
+            target: "executingTools",
+            actions: [turn("recordTurn"), turn("setBatch")],
+          },
+          { guard: "hasSteering", target: "nextTurn", actions: [turn("recordTurn"), "injectSteering"] },
+          { guard: "hasFollowUp", target: "nextTurn", actions: [turn("recordTurn"), "takeFollowUp"] },
+          { target: "stopped", actions: [turn("recordTurn"), turn("stopAfterTurn")] },
         ],
         onError: [
-          { guard: "contextLengthFirstTime", target: "compacting", actions: "markContextRetry" },
-          { target: "stopped", actions: "stopFailed" },
+          {
+            guard: { type: "contextLengthFirstTime", params: thrown },
+            target: "compacting",
+            actions: "markContextRetry",
+          },
+          { target: "stopped", actions: { type: "stopFailed", params: thrown } },
         ],
       },
     },
@@ -367,7 +380,7 @@ export const agentMachine = setup({
       invoke: {
         src: "awaitApproval",
         input: ({ context }) => ({ calls: context.batch.filter(awaitsDecision) }),
-        onDone: { target: "executingTools", actions: "applyDecisions" },
+        onDone: { target: "executingTools", actions: { type: "applyDecisions", params: output } },
         onError: { target: "executingTools", actions: "denyAllAsked" },
       },
     },
@@ -378,20 +391,24 @@ export const agentMachine = setup({
           calls: context.batch.filter((call) => !call.result && call.decision === "allow"),
         }),
         onDone: [
-          { guard: "allTerminate", target: "stopped", actions: ["stopTerminated", "recordResults"] },
           {
-            guard: and(["loopDetected", "alreadyNudged"]),
-            target: "nextTurn",
-            actions: ["recordResults", "beginLoopFinal"],
+            guard: batch("allTerminate"),
+            target: "stopped",
+            actions: [batch("stopTerminated"), batch("recordResults")],
           },
           {
-            guard: and(["loopDetected", not("alreadyNudged")]),
+            guard: batch("loopAfterNudge"),
             target: "nextTurn",
-            actions: ["recordResults", "nudgeLoop", "injectSteering"],
+            actions: [batch("recordResults"), "beginLoopFinal"],
           },
-          { target: "nextTurn", actions: ["recordResults", "injectSteering"] },
+          {
+            guard: batch("loopDetected"),
+            target: "nextTurn",
+            actions: [batch("recordResults"), "nudgeLoop", "injectSteering"],
+          },
+          { target: "nextTurn", actions: [batch("recordResults"), "injectSteering"] },
         ],
-        onError: { target: "stopped", actions: "stopFailed" },
+        onError: { target: "stopped", actions: { type: "stopFailed", params: thrown } },
       },
     },
     compacting: {
@@ -401,16 +418,16 @@ export const agentMachine = setup({
           messages: context.messages,
           reason: context.compactedForError ? ("context_length" as const) : ("threshold" as const),
         }),
-        onDone: { target: "callingModel", actions: "applyCompaction" },
-        onError: { target: "stopped", actions: "stopFailed" },
+        onDone: { target: "callingModel", actions: { type: "applyCompaction", params: output } },
+        onError: { target: "stopped", actions: { type: "stopFailed", params: thrown } },
       },
     },
     /** Past the wall's grace: whatever was in flight is cut; the text the model had streamed is kept. */
     cuttingOff: {
       invoke: {
         src: "partialAnswer",
-        onDone: { target: "stopped", actions: "stopAtWall" },
-        onError: { target: "stopped", actions: "stopAtWall" },
+        onDone: { target: "stopped", actions: { type: "stopAtWall", params: output } },
+        onError: { target: "stopped", actions: { type: "stopAtWall", params: () => undefined } },
       },
     },
     stopped: {

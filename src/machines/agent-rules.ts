@@ -19,14 +19,6 @@ export function userMessage(content: string): ChatMessage {
   return { role: "user", content };
 }
 
-export function turnOf(event: unknown): ModelTurn {
-  return (event as { output: ModelTurn }).output;
-}
-
-export function batchOutputOf(event: unknown): ToolBatchOutput {
-  return (event as { output: ToolBatchOutput }).output;
-}
-
 export function awaitsDecision(call: PlannedCall): boolean {
   return call.decision === "ask" && call.result === undefined;
 }
