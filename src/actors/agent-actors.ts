@@ -16,7 +16,7 @@ import type { PlannedCall } from "../tools/plan.js";
 import { type BatchOptions, runBatch } from "../tools/run-batch.js";
 import type { ToolRegistry } from "../tools/tool.js";
 import type { AgentDeps } from "./agent-deps.js";
-import { compactAndReport, requested, stopReason, toolEventHooks, type toolView } from "./agent-tools.js";
+import { compactAndReport, requested, toolEventHooks, type toolView } from "./agent-tools.js";
 import { withOwnCallIds } from "./call-ids.js";
 import type { Clearance } from "./clearance.js";
 import type { EventPublisher } from "./event-publisher.js";
@@ -52,8 +52,6 @@ export interface AgentActorsSetup {
   turns: number;
   /** Restored from a snapshot: its first batch says at its end what was cut short. */
   resumed: boolean;
-  /** Stops the agent as failed (a tool error under `onToolError: stop`). */
-  fail(error: string): void;
 }
 
 /**
@@ -168,10 +166,7 @@ export class AgentActors implements HostedActors {
       this.#firstAfterResume = false;
       await events.flushed();
     }
-    const results = { ...refused, ...ran };
-    const reason = stopReason(definition, run, results);
-    if (reason) this.setup.fail(reason);
-    return results;
+    return { results: { ...refused, ...ran }, refused: Object.keys(refused) };
   }
 
   compact(input: CompactionInput, signal: AbortSignal): Promise<CompactionOutput> {

@@ -68,6 +68,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
         ...(settings.mode === "plan" ? [PLAN_NOTE] : []),
       ]),
       budget,
+      onToolError: definition.onToolError,
       elapsedMs: restore?.elapsedMs ?? 0,
     },
     ...(restore ? { snapshot: restore.snapshot as Snapshot<unknown> } : {}),
@@ -171,7 +172,7 @@ function actorsOf(
   },
 ): { actors: AgentActors; skills: ActiveSkills } {
   const { definition, runId, restore } = options;
-  const { agentId, events, send } = agent;
+  const { agentId, events } = agent;
   const children = childrenOf(deps, options, { ...agent, budget: settings.budget, depth: settings.depth });
   const own = [...children.tools, ...(deps.moduleTools?.get(definition.name) ?? [])];
   const registry = own.length > 0 ? deps.tools.with(own) : deps.tools;
@@ -203,7 +204,6 @@ function actorsOf(
     ...(gateOf(deps, runId, agentId, definition.name) ?? {}),
     turns: restore ? ((restore.snapshot as { context?: { turns?: number } }).context?.turns ?? 0) : 0,
     resumed: restore !== undefined,
-    fail: (error) => send({ type: "FAIL", error }),
   });
   return { actors, skills };
 }

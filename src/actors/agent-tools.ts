@@ -188,16 +188,3 @@ export function toolEventHooks(events: EventPublisher): BatchHooks {
       }),
   };
 }
-
-/** With `onToolError: stop`, the reason the run must stop after this batch; otherwise undefined. */
-export function stopReason(
-  definition: AgentDefinition,
-  calls: readonly PlannedCall[],
-  results: Readonly<Record<string, { ok: boolean; error?: string }>>,
-): string | undefined {
-  if (definition.onToolError !== "stop") return undefined;
-  const failed = calls.find((call) => results[call.id]?.ok === false);
-  return failed
-    ? `${failed.name} failed (onToolError: stop): ${results[failed.id]?.error ?? "error"}`
-    : undefined;
-}

@@ -1,4 +1,4 @@
-import type { ApprovalDecision, ToolBatchOutput } from "../machines/agent-types.js";
+import type { ApprovalDecision, ToolResults } from "../machines/agent-types.js";
 import type { ToolCall } from "../model/types.js";
 import type { PlannedCall } from "../tools/plan.js";
 import { deniedResult } from "../tools/tool.js";
@@ -45,10 +45,10 @@ export class Clearance {
   async clear(
     calls: readonly PlannedCall[],
     signal: AbortSignal,
-  ): Promise<{ run: PlannedCall[]; refused: ToolBatchOutput }> {
+  ): Promise<{ run: PlannedCall[]; refused: ToolResults }> {
     const decisions = new Map((await this.approve(calls, signal)).map((d) => [d.id, d]));
     const run: PlannedCall[] = [];
-    const refused: ToolBatchOutput = {};
+    const refused: ToolResults = {};
     for (const call of this.#own(calls)) {
       const decision = decisions.get(call.id);
       if (call.result) refused[call.id] = call.result;

@@ -13,6 +13,7 @@ import {
   lostAnswer,
   lostStop,
   stopWith,
+  toolErrorStop,
   userMessage,
   wallGraceMs,
   wallStop,
@@ -85,6 +86,8 @@ export const agentMachine = setup({
     needsApproval: ({ context }, turn: ModelTurn) => limitBatch(context, turn.plan).some(awaitsDecision),
     hasSteering: ({ context }) => context.steering.length > 0,
     hasFollowUp: ({ context }) => context.followUps.length > 0,
+    /** A call that ran failed, under `onToolError: stop`. */
+    toolErrorStops: ({ context }, batch: ToolBatchOutput) => toolErrorStop(context, batch) !== undefined,
     allTerminate: ({ context }, batch: ToolBatchOutput) => {
       const results = batchResults(context, batch);
       return results.length > 0 && results.every((r) => r.result.terminate === true);
@@ -264,6 +267,13 @@ export const agentMachine = setup({
         return stopWith({ ...context, toolCalls: context.toolCalls + executed }, "done", text);
       },
     }),
+    /** Before the batch is recorded: the messages and tool calls counted are those before it. */
+    stopOnToolError: assign({
+      stop: ({ context }, batch: ToolBatchOutput) => ({
+        ...stopWith(context, "failed", ""),
+        error: toolErrorStop(context, batch),
+      }),
+    }),
     stopLost: assign({ stop: ({ context }, turn: ModelTurn) => lostStop(context, turn) }),
     stopFailed: assign({
       stop: ({ context }, error: unknown) => ({
@@ -285,6 +295,7 @@ export const agentMachine = setup({
     agentId: input.agentId,
     name: input.name,
     budget: input.budget,
+    onToolError: input.onToolError ?? "continue",
     elapsedMs: input.elapsedMs ?? 0,
     messages: [{ role: "system", content: input.systemPrompt }],
     steering: [],
@@ -306,10 +317,6 @@ export const agentMachine = setup({
     FOLLOW_UP: { actions: "queueFollowUp" },
     ABORT: { target: ".stopped", actions: "stopAborted" },
     CHILD_SPENT: { actions: "chargeChild" },
-    FAIL: {
-      target: ".stopped",
-      actions: { type: "stopFailed", params: ({ event }: { event: { error: string } }) => event.error },
-    },
     // The wall's two delays, sent by the host of a restored agent (its delays are not in its snapshot).
     WALL_REACHED: { guard: "hasWallLimit", target: ".nextTurn", actions: "beginWallFinal" },
     WALL_PASSED: { guard: "wallLimited", target: ".cuttingOff" },
@@ -391,6 +398,7 @@ export const agentMachine = setup({
           calls: context.batch.filter((call) => !call.result && call.decision === "allow"),
         }),
         onDone: [
+          { guard: batch("toolErrorStops"), target: "stopped", actions: batch("stopOnToolError") },
           {
             guard: batch("allTerminate"),
             target: "stopped",

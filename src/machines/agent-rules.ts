@@ -45,7 +45,7 @@ export function limitBatch(context: AgentContext, plan: PlannedCall[]): PlannedC
 /** The batch's results in the order the model asked, and which of them ran. */
 export function batchResults(context: AgentContext, output: ToolBatchOutput) {
   return context.batch.map((call) => {
-    const ran = output[call.id];
+    const ran = output.results[call.id];
     const result: ToolResult =
       call.result ??
       ran ??
@@ -61,6 +61,21 @@ export function loopAfter(context: AgentContext, output: ToolBatchOutput): strin
     ...context.recentCalls,
     ...executed.map((r) => callSignature(r.call.name, r.call.arguments)),
   ]);
+}
+
+/**
+ * With `onToolError: stop`, why the agent stops after this batch: the first call that ran and
+ * failed (not one refused or denied). Otherwise undefined.
+ */
+export function toolErrorStop(context: AgentContext, output: ToolBatchOutput): string | undefined {
+  if (context.onToolError !== "stop") return undefined;
+  const refused = new Set(output.refused);
+  const failed = batchResults(context, output).find(
+    (r) => r.executed && !refused.has(r.call.id) && !r.result.ok,
+  );
+  return failed
+    ? `${failed.call.name} failed (onToolError: stop): ${failed.result.error ?? "error"}`
+    : undefined;
 }
 
 /** What an agent and its subagents have spent together. */

@@ -37,12 +37,16 @@ export interface AgentInput {
   /** The whole system prompt; the first message of the conversation. */
   systemPrompt: string;
   budget: Budget;
+  /** `stop`: a tool that fails (a call that ran and returned not ok) stops the agent as failed. Default `continue`. */
+  onToolError?: "stop" | "continue";
   /** Wall time spent before this actor was (re)started, for a restored agent. */
   elapsedMs?: number;
 }
 
 /** Everything the agent is; all of it is JSON, so a snapshot holds the whole agent. */
-export interface AgentContext extends Required<Omit<AgentInput, "systemPrompt">> {
+export interface AgentContext extends Required<Omit<AgentInput, "systemPrompt" | "onToolError">> {
+  /** Absent from a snapshot written before the machine kept it: `continue`. */
+  onToolError?: "stop" | "continue";
   messages: ChatMessage[];
   /** The budget's limit that was reached, once one is. */
   limit?: string | undefined;
@@ -102,7 +106,19 @@ export interface CompactionOutput {
   usage: Usage;
 }
 
-export type ToolBatchOutput = Record<string, ToolResult>;
+/** Each call's result, by call id. */
+export type ToolResults = Record<string, ToolResult>;
+
+/** What a tool batch returns. */
+export interface ToolBatchOutput {
+  /** A result for every call the batch was given. */
+  results: ToolResults;
+  /**
+   * The calls refused when the batch came to run them (a restored call that this host's policy
+   * denies): their results are refusals, not tool errors.
+   */
+  refused: string[];
+}
 
 /**
  * What the machine is told: the commands a host sends it (a task, steering, a follow-up, an abort), and
@@ -114,8 +130,6 @@ export type AgentCommand =
   | { type: "STEER"; text: string }
   | { type: "FOLLOW_UP"; text: string }
   | { type: "ABORT"; reason?: string }
-  /** The host stops the agent as failed (a tool error under `onToolError: stop`). */
-  | { type: "FAIL"; error: string }
   /**
    * The wall-time budget's two moments, for a restored agent: XState keeps delays out of a persisted
    * snapshot, so its host arms them from the wall time the agent had used (a fresh agent's are delays).

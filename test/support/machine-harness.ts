@@ -7,7 +7,7 @@ import type {
   CompactionOutput,
   ModelTurn,
   ModelTurnInput,
-  ToolBatchOutput,
+  ToolResults,
 } from "../../src/machines/agent-types.js";
 import type { ChatMessage } from "../../src/model/types.js";
 import { ZERO_USAGE } from "../../src/model/types.js";
@@ -68,7 +68,10 @@ type Step<I, O> = O | ((input: I, signal: AbortSignal) => O | Promise<O>);
 export interface Stubs {
   model: Array<Step<ModelTurnInput, ModelTurn>>;
   approve?: (calls: PlannedCall[], signal: AbortSignal) => ApprovalDecision[] | Promise<ApprovalDecision[]>;
-  tools?: (calls: PlannedCall[], signal: AbortSignal) => ToolBatchOutput | Promise<ToolBatchOutput>;
+  /** Each call's result. */
+  tools?: (calls: PlannedCall[], signal: AbortSignal) => ToolResults | Promise<ToolResults>;
+  /** The calls the batch says it refused (their results come from `tools`). */
+  refused?: string[];
   compact?: (input: CompactionInput, signal: AbortSignal) => CompactionOutput | Promise<CompactionOutput>;
   needsCompaction?: (messages: ChatMessage[]) => boolean;
   /** What the model call cut off at the hard wall had streamed. */
@@ -84,7 +87,7 @@ export interface Seen {
   signals: AbortSignal[];
 }
 
-export function okResults(calls: PlannedCall[]): ToolBatchOutput {
+export function okResults(calls: PlannedCall[]): ToolResults {
   return Object.fromEntries(calls.map((c) => [c.id, { ok: true, output: `${c.name} ok` }]));
 }
 
@@ -115,7 +118,8 @@ export function harness(stubs: Stubs, input: Partial<AgentInput> = {}, snapshot?
         async ({ input, signal }: { input: { calls: PlannedCall[] }; signal: AbortSignal }) => {
           seen.batches.push(input.calls);
           seen.signals.push(signal);
-          return (stubs.tools ?? okResults)(input.calls, signal);
+          const results = await (stubs.tools ?? okResults)(input.calls, signal);
+          return { results, refused: stubs.refused ?? [] };
         },
       ),
       compact: fromPromise(async ({ input, signal }: { input: CompactionInput; signal: AbortSignal }) => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { ChatMessage } from "../../src/model/types.js";
+import type { PlannedCall } from "../../src/tools/plan.js";
 import { calls, finished, hang, harness, okResults, reach, text } from "../support/machine-harness.js";
 
 const roles = (messages: ChatMessage[]) => messages.map((m) => m.role);
@@ -114,6 +115,59 @@ describe("agent machine: the loop", () => {
     const output = await finished(actor);
     expect(output).toMatchObject({ reason: "done", result: "final word\nfinal word", toolCalls: 2 });
     expect(seen.modelInputs).toHaveLength(1);
+  });
+
+  describe("onToolError", () => {
+    const failing = (batch: PlannedCall[]) =>
+      Object.fromEntries(
+        batch.map((c) =>
+          c.name === "flaky"
+            ? [c.id, { ok: false, output: "", error: "disk full" }]
+            : [c.id, { ok: true, output: "fine" }],
+        ),
+      );
+
+    it("stop: the first call that ran and failed stops the agent as failed, before another model call", async () => {
+      const { actor, seen, states } = harness(
+        { model: [calls({ name: "read_file" }, { name: "flaky" }, { name: "flaky" })], tools: failing },
+        { onToolError: "stop" },
+      );
+      actor.start();
+      actor.send({ type: "START", task: "x" });
+      const output = await finished(actor);
+      expect(output).toMatchObject({
+        reason: "failed",
+        result: "",
+        error: "flaky failed (onToolError: stop): disk full",
+        turns: 1,
+        toolCalls: 0,
+      });
+      expect(states).toEqual(["idle", "callingModel", "executingTools", "stopped"]);
+      expect(seen.modelInputs).toHaveLength(1);
+    });
+
+    it("stop: a call refused at run time is not a tool error", async () => {
+      const turn = calls({ name: "flaky", id: "refused_1" }, { name: "read_file" });
+      const { actor, seen } = harness(
+        { model: [turn, text("went on")], tools: failing, refused: ["refused_1"] },
+        { onToolError: "stop" },
+      );
+      actor.start();
+      actor.send({ type: "START", task: "x" });
+      expect(await finished(actor)).toMatchObject({ reason: "done", result: "went on" });
+      expect(seen.modelInputs).toHaveLength(2);
+    });
+
+    it("continue (the default): the model reads the error and goes on", async () => {
+      const { actor, seen } = harness({
+        model: [calls({ name: "flaky" }), text("recovered")],
+        tools: failing,
+      });
+      actor.start();
+      actor.send({ type: "START", task: "x" });
+      expect(await finished(actor)).toMatchObject({ reason: "done", result: "recovered", toolCalls: 1 });
+      expect(seen.modelInputs[1]?.messages.at(-1)).toMatchObject({ role: "tool" });
+    });
   });
 
   it("goes on when only some results say terminate", async () => {
