@@ -7,6 +7,7 @@ import type { LoadedConfig } from "../config/load.js";
 import type { AgentDefinition, ApprovalPolicy } from "../config/schema.js";
 import { UserError } from "../errors.js";
 import { type Logger, silentLogger } from "../log.js";
+import { reopen } from "../machines/agent-reopen.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import { ModelRouter, type ModelRouterOptions } from "../model/model-router.js";
 import { type Approver, denyingApprover } from "../safety/approver.js";
@@ -356,23 +357,9 @@ export function secretsOf(config: LoadedConfig, env: NodeJS.ProcessEnv): Redacto
   return Redactor.fromEnv({ ...process.env, ...env }, keyVariables).with(literals);
 }
 
-/**
- * A stopped agent's record made ready to go on: the same conversation, budget use and queues, back in
- * `idle` so a new START (the instruction to continue) takes it on from there.
- */
+/** A stopped agent's record made ready to go on: its machine reopened (`reopen`), no longer done. */
 function reopened(record: AgentRecord): AgentRecord {
-  const snapshot = record.snapshot as { context: Record<string, unknown> } & Record<string, unknown>;
-  return {
-    ...record,
-    done: false,
-    snapshot: {
-      ...snapshot,
-      status: "active",
-      value: "idle",
-      output: undefined,
-      context: { ...snapshot.context, stop: null, finalizing: null, batch: [] },
-    },
-  };
+  return { ...record, done: false, snapshot: reopen(record.snapshot) };
 }
 
 export function newRunId(): string {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Snapshot } from "xstate";
+import { NotStoppedError, reopen } from "../../src/machines/agent-reopen.js";
 import { calls, finished, hang, harness, reach, type Stubs, text } from "../support/machine-harness.js";
 
 /** Stubs that hold the machine in `state` until released, and a way to get there. */
@@ -119,5 +120,36 @@ describe("agent machine: snapshots", () => {
     second.actor.start();
     expect(second.actor.getSnapshot().status).toBe("done");
     expect(second.actor.getSnapshot().output).toMatchObject({ reason: "done", result: "the end" });
+  });
+});
+
+describe("agent machine: reopen", () => {
+  it("takes a stopped agent back to idle with its conversation and spend; a START goes on from there", async () => {
+    const first = harness({ model: [text("first answer")] }, { budget: { maxTurns: 10 } });
+    first.actor.start();
+    first.actor.send({ type: "START", task: "begin" });
+    expect(await finished(first.actor)).toMatchObject({ reason: "done", turns: 1 });
+    const stopped = JSON.parse(JSON.stringify(first.actor.getPersistedSnapshot()));
+
+    const reopened = JSON.parse(JSON.stringify(reopen(stopped))) as Snapshot<unknown>;
+    const second = harness({ model: [text("second answer")] }, {}, reopened);
+    second.actor.start();
+    expect(second.actor.getSnapshot()).toMatchObject({ status: "active", value: "idle" });
+    second.actor.send({ type: "START", task: "go on" });
+    const output = await finished(second.actor);
+    expect(output).toMatchObject({ reason: "done", result: "second answer", turns: 2 });
+    expect(second.seen.modelInputs[0]?.messages.map((m) => m.content)).toEqual([
+      "You test.",
+      "begin",
+      "first answer",
+      "go on",
+    ]);
+    expect(second.actor.getSnapshot().context.budget).toEqual({ maxTurns: 10 });
+  });
+
+  it("refuses a snapshot of an agent that has not stopped", () => {
+    const { actor } = harness({ model: [] });
+    actor.start();
+    expect(() => reopen(actor.getPersistedSnapshot())).toThrow(NotStoppedError);
   });
 });
