@@ -79,8 +79,8 @@ export interface StartAgentOptions {
   mode?: "act" | "plan";
   /** The sandbox mode for this run (overrides the agent's and the config's). */
   sandbox?: SandboxMode;
-  /** With `restore` of a stopped agent: the instruction it goes on with. */
-  continueWith?: string;
+  /** With `restore` of a stopped agent (reopened): the follow-up it goes on with. */
+  followUp?: string;
   /** The seq of its first event: past those an earlier host of this agent logged before it died. Default 0. */
   firstSeq?: number;
   /**

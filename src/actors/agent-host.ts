@@ -141,7 +141,8 @@ function begin(
       actor.getSnapshot().status === "active"
         ? armWall(settings.budget.maxWallMs, restore.elapsedMs, (type) => actor.send({ type }))
         : () => {};
-    if (options.continueWith !== undefined) actor.send({ type: "START", task: options.continueWith });
+    // A reopened agent waits in idle: its follow-up is the task it starts again with.
+    if (options.followUp !== undefined) actor.send({ type: "START", task: options.followUp });
     return disarm;
   }
   events.emit("agent.started", {

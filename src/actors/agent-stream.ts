@@ -24,7 +24,7 @@ export const PLAN_NOTE =
 
 /**
  * Answers the commands sent to the agents hosted here, on `<p>.ctl.<runId>.<agentId>.<command>`
- * (abort, steer, follow_up): one subscription for all of them, made when the first is hosted. A
+ * (abort, steer, followUp): one subscription for all of them, made when the first is hosted. A
  * command to an agent hosted elsewhere gets no answer from here, so its own host answers it. A
  * subscription per agent cost two writes to the server per agent and an interest on the server for
  * each one waiting.
@@ -64,7 +64,7 @@ export class AgentControls {
       throw new RequestRefusedError(`${command}: at most ${MAX_TEXT} characters`);
     if (command === "abort") send({ type: "ABORT", reason: String(data.reason ?? "") });
     else if (command === "steer") send({ type: "STEER", text: String(data.text ?? "") });
-    else if (command === "follow_up") send({ type: "FOLLOW_UP", text: String(data.text ?? "") });
+    else if (command === "followUp") send({ type: "FOLLOW_UP", text: String(data.text ?? "") });
     else throw new Error(`unknown command "${command}"`);
     return makeEnvelope({ runId, agentId, seq: 0, type: "ack", data: { command } });
   }

@@ -202,20 +202,21 @@ export class Runtime {
 
   /**
    * Brings an unfinished agent back from its stored snapshot: its conversation, budget use, queues
-   * and machine state. A tool call that had finished is not run again. Needs `open()` first. What
-   * it may do comes from `as`, not from the snapshot, which any host on the bus can write.
+   * and machine state. A tool call that had finished is not run again. A stopped agent is brought
+   * back only with a `followUp`: reopened, it goes on with it. Needs `open()` first. What it may do
+   * comes from `as`, not from the snapshot, which any host on the bus can write.
    */
   async resume(
     runId: string,
     agentId: string,
-    options: { as: ResumeAs; reopen?: string },
+    options: { as: ResumeAs; followUp?: string },
   ): Promise<AgentHandle | undefined> {
     if (!this.#persistence) throw new Error("resume needs an opened runtime");
     let record = await this.#persistence.agents.load(runId, agentId);
     if (!record) return undefined;
     const stopped = record.done;
     if (stopped) {
-      if (options.reopen === undefined) return undefined;
+      if (options.followUp === undefined) return undefined;
       record = reopened(record);
     }
     const definition = this.agent(record.name);
@@ -232,7 +233,7 @@ export class Runtime {
       ...(record.parentId ? { parentId: record.parentId } : {}),
       restore: { ...record, nextSeq },
       ...rightsOf(record, options.as),
-      ...(stopped && options.reopen !== undefined ? { continueWith: options.reopen } : {}),
+      ...(stopped && options.followUp !== undefined ? { followUp: options.followUp } : {}),
     });
   }
 

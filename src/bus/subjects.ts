@@ -48,7 +48,7 @@ export function assertPrefix(prefix: string): string {
   return prefix;
 }
 
-export type ControlCommand = "steer" | "follow_up" | "abort";
+export type ControlCommand = "steer" | "followUp" | "abort";
 
 export interface Subjects {
   readonly prefix: string;

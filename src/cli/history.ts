@@ -174,7 +174,7 @@ export async function runResume(
     approver: denyingApprover("no terminal to ask for approval in a resumed run"),
   }).open();
   try {
-    const handle = await runtime.resume(runId, root.agentId, { as: "own-record", reopen: CONTINUE });
+    const handle = await runtime.resume(runId, root.agentId, { as: "own-record", followUp: CONTINUE });
     if (!handle) throw new HistoryError(`run ${runId} has no snapshot to resume from`);
     const before = new Set(events.map((e) => e.id));
     return await follow(bus, handle.agentId, runId, flags, (e) => !before.has(e.id));

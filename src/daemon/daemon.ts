@@ -182,7 +182,7 @@ export class Daemon {
           .then((runtime) =>
             runtime.resume(found.runId, found.agentId, {
               as: { root: grantsOf(found) },
-              reopen: "Continue the task where you left off.",
+              followUp: "Continue the task where you left off.",
             }),
           )
           .catch((error) => {
@@ -208,7 +208,7 @@ export class Daemon {
         // A run that is over has no host to take the command: say so now rather than time out.
         if (found.status !== "running")
           throw new RequestRefusedError(`run ${data.runId} is ${found.status}; it takes no commands`);
-        const command = verb === "runs.abort" ? "abort" : verb === "runs.steer" ? "steer" : "follow_up";
+        const command = verb === "runs.abort" ? "abort" : verb === "runs.steer" ? "steer" : "followUp";
         const envelope = makeEnvelope({
           runId: found.runId,
           agentId: "daemon",
