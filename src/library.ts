@@ -109,7 +109,7 @@ class LibraryRuntime implements TroupeRuntime {
     const { agentId, followUp, ...grants } = options;
     return this.#runtime.resume(runId, agentId, {
       as: { root: grants },
-      ...(followUp !== undefined ? { reopen: followUp } : {}),
+      ...(followUp !== undefined ? { followUp } : {}),
     });
   }
 
