@@ -19,7 +19,7 @@ import type { Confinement } from "../src/sandbox/plan.js";
 import { runCommand } from "../src/sandbox/run-command.js";
 import { detectSandbox } from "../src/sandbox/sandbox.js";
 import { shellTool } from "../src/tools/builtin/shell.js";
-import { Hooks } from "../src/tools/hooks.js";
+import { CommandHooks } from "../src/tools/command-hooks.js";
 import type { PlannedCall } from "../src/tools/plan.js";
 import { measureApart, whenRunAsScript } from "./processes.js";
 
@@ -44,7 +44,7 @@ export interface SandboxResult {
    * the large tree (cache warm), the large tree's plan alone, and its first plan (a planner of its own).
    */
   plan: Timing[];
-  /** A hook of `true`: through `Hooks.beforeTool`, then bash with its payload, hermetic and plain. */
+  /** A hook of `true`: through `CommandHooks.beforeTool`, then bash with its payload, hermetic and plain. */
   hooks: Timing[];
 }
 
@@ -176,7 +176,7 @@ export async function measureSandbox(calls: number, warmUp: number): Promise<San
       warmUp,
     );
 
-    const hooks = new Hooks(
+    const hooks = new CommandHooks(
       {
         beforeTool: [{ match: "*", command: "true", timeoutMs: 10_000, failClosed: false }],
         afterTool: [],
@@ -219,7 +219,7 @@ export async function measureSandbox(calls: number, warmUp: number): Promise<San
     const hookTimings = await interleave(
       [
         {
-          name: "Hooks.beforeTool",
+          name: "CommandHooks.beforeTool",
           once: async () => {
             if (await hooks.beforeTool(planned, context)) throw new Error("the hook blocked the call");
           },
@@ -311,8 +311,8 @@ export function sandboxRows(result: SandboxResult): SandboxRow[] {
       unit: "ms",
     },
     {
-      name: "hook: a `beforeTool` hook `true` through `Hooks`",
-      value: pick(result.hooks, "Hooks.beforeTool").medianMs,
+      name: "hook: a `beforeTool` hook `true` through `CommandHooks`",
+      value: pick(result.hooks, "CommandHooks.beforeTool").medianMs,
       unit: "ms",
     },
     { name: "hook: `bash --noprofile --norc -c true`, its payload on stdin", value: hermetic, unit: "ms" },

@@ -16,7 +16,7 @@ import type { PlannedCall } from "../tools/plan.js";
 import { type BatchOptions, runBatch } from "../tools/run-batch.js";
 import type { ToolRegistry } from "../tools/tool.js";
 import type { AgentDeps } from "./agent-deps.js";
-import { compactAndReport, requested, toolEventHooks, type toolView } from "./agent-tools.js";
+import { compactAndReport, requested, toolEventObserver, type toolView } from "./agent-tools.js";
 import { withOwnCallIds } from "./call-ids.js";
 import type { Clearance } from "./clearance.js";
 import type { EventPublisher } from "./event-publisher.js";
@@ -157,7 +157,7 @@ export class AgentActors implements HostedActors {
       redactor: deps.redactor,
       ...(journal ? { journal } : {}),
       ...(gate ? { gate } : {}),
-      hooks: toolEventHooks(events),
+      observer: toolEventObserver(events),
     });
     // The first batch after a resume may say at its very end what the model is told of calls cut
     // short (tool.finished, outcome unknown): out before the state change to the model call, so

@@ -8,7 +8,7 @@ import type { Redactor } from "../safety/redact.js";
 import type { SandboxMode } from "../sandbox/plan.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import type { LoadedSkill, Skill } from "../skills/skills.js";
-import type { Hooks } from "../tools/hooks.js";
+import type { CommandHooks } from "../tools/command-hooks.js";
 import type { Tool, ToolRegistry } from "../tools/tool.js";
 import type { AgentHooks } from "./agent-hooks.js";
 import type { AgentRecord, AgentStore, ToolJournal } from "./agent-store.js";
@@ -45,7 +45,7 @@ export interface AgentDeps {
   agents: ReadonlyMap<string, AgentDefinition>;
   limits: SubagentLimits;
   /** The hooks of troupe.yaml. */
-  hooks?: Hooks;
+  commandHooks?: CommandHooks;
   /** Hooks as functions (the library API). */
   agentHooks?: AgentHooks;
   /** Tools from the `toolModules` an agent names, by agent name. */

@@ -1,5 +1,5 @@
 import type { AssistantMessage, ChatMessage } from "../model/types.js";
-import type { Hooks } from "../tools/hooks.js";
+import type { CommandHooks } from "../tools/command-hooks.js";
 import type { PlannedCall } from "../tools/plan.js";
 import { type ToolResult, toolError } from "../tools/tool.js";
 
@@ -43,7 +43,7 @@ export interface NextTurn {
 
 /** The batch gate of one agent: troupe.yaml's command hooks first, then the function hooks. */
 export function toolGate(
-  commands: Hooks | undefined,
+  commands: CommandHooks | undefined,
   functions: AgentHooks | undefined,
   context: HookContext,
 ) {

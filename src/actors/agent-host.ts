@@ -93,7 +93,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
   const done = reportSnapshots(actor, {
     events,
     log,
-    hooks: deps.hooks,
+    commandHooks: deps.commandHooks,
     agent: { runId, agentId, name: definition.name },
     changed: () => writer.save(),
     stopped: (reason) => {
@@ -242,7 +242,7 @@ function childrenOf(
       spent: () => (agent.link.actor ? totalSpend(agent.link.actor.getSnapshot().context) : NOTHING_SPENT),
       charge: (delta) => agent.send({ type: "CHILD_SPENT", ...delta }),
       adopt: async (childId) => (deps.adoptChild ? deps.adoptChild(runId, childId) : undefined),
-      hooks: deps.hooks,
+      commandHooks: deps.commandHooks,
       spawn: async (child) => {
         // A worker takes it when one is attached; otherwise this process hosts it.
         if (await deps.placeElsewhere?.(runId, child)) return;
@@ -312,7 +312,7 @@ function gateOf(
   agentId: string,
   agent: string,
 ): { gate: NonNullable<AgentActorsSetup["gate"]> } | undefined {
-  const gate = toolGate(deps.hooks, deps.agentHooks, { runId, agentId, agent });
+  const gate = toolGate(deps.commandHooks, deps.agentHooks, { runId, agentId, agent });
   return gate ? { gate } : undefined;
 }
 

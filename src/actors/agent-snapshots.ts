@@ -2,7 +2,7 @@ import type { Logger } from "../log.js";
 import { AGENT_MACHINE_VERSION, failedOutput, totalSpend } from "../machines/agent-machine.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import type { Redactor } from "../safety/redact.js";
-import type { Hooks } from "../tools/hooks.js";
+import type { CommandHooks } from "../tools/command-hooks.js";
 import { AGENT_RECORD_VERSION, type AgentRecord, type AgentStore } from "./agent-store.js";
 import type { EventPublisher } from "./event-publisher.js";
 import type { hostedActor } from "./hosted-machine.js";
@@ -81,7 +81,7 @@ export function reportSnapshots(
   parts: {
     events: EventPublisher;
     log: Logger;
-    hooks: Hooks | undefined;
+    commandHooks: CommandHooks | undefined;
     agent: { runId: string; agentId: string; name: string };
     changed: () => void;
     stopped: (reason: string) => Promise<void>;
@@ -118,7 +118,7 @@ export function reportSnapshots(
         if (snapshot.status === "done" && snapshot.output) {
           const output = snapshot.output;
           finish(output);
-          void parts.hooks?.notify("agentStop", agent.name, {
+          void parts.commandHooks?.notify("agentStop", agent.name, {
             runId: agent.runId,
             agentId: agent.agentId,
             reason: output.reason,

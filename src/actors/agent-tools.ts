@@ -5,7 +5,7 @@ import type { ApprovalDecision } from "../machines/agent-types.js";
 import type { ChatMessage, ToolSpec, Usage } from "../model/types.js";
 import { skillCatalogue } from "../skills/skills.js";
 import { type PlannedCall, parseArguments } from "../tools/plan.js";
-import type { BatchHooks } from "../tools/run-batch.js";
+import type { BatchObserver } from "../tools/run-batch.js";
 import type { CallPreview, ToolRegistry } from "../tools/tool.js";
 import type { AgentDeps } from "./agent-deps.js";
 import type { EventPublisher } from "./event-publisher.js";
@@ -173,7 +173,7 @@ export async function compactAndReport(
 }
 
 /** Batch hooks that report each call's start and finish on the agent's event stream. */
-export function toolEventHooks(events: EventPublisher): BatchHooks {
+export function toolEventObserver(events: EventPublisher): BatchObserver {
   return {
     onStart: (call) => events.emit("tool.started", { callId: call.id, name: call.name }),
     onFinish: (call, result, durationMs) =>

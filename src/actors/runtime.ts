@@ -18,7 +18,7 @@ import { mcpConfinement, sandboxScope } from "../sandbox/scope.js";
 import { discoverSkills, loadSkill, matchSkill, type Skill, skillCommand } from "../skills/skills.js";
 import { builtinTools } from "../tools/builtin/index.js";
 import { loadSkillTool } from "../tools/builtin/load-skill.js";
-import { Hooks } from "../tools/hooks.js";
+import { CommandHooks } from "../tools/command-hooks.js";
 import { McpManager } from "../tools/mcp/mcp-manager.js";
 import { type Tool, ToolRegistry } from "../tools/tool.js";
 import { loadToolModules } from "../tools/tool-modules.js";
@@ -96,7 +96,7 @@ export class Runtime {
   readonly #approver: Approver;
   readonly #ownsBus: boolean;
   #persistence: { agents: AgentStore; journal: ToolJournal } | undefined;
-  readonly #hooks: Hooks;
+  readonly #commandHooks: CommandHooks;
   readonly #controls: AgentControls;
   readonly #agentHooks: AgentHooks | undefined;
   #moduleTools = new Map<string, Tool[]>();
@@ -141,7 +141,7 @@ export class Runtime {
     ]);
     this.#agentHooks = options.hooks;
     this.#controls = new AgentControls(this.bus);
-    this.#hooks = new Hooks(
+    this.#commandHooks = new CommandHooks(
       options.config.troupe.hooks,
       this.workspace,
       this.redactor,
@@ -326,7 +326,7 @@ export class Runtime {
       limits: this.#config.troupe.subagents,
       placeElsewhere: workerPlacement(this.bus, this.#log),
       adoptChild: (runId, childId) => this.adoptChild(runId, childId),
-      hooks: this.#hooks,
+      commandHooks: this.#commandHooks,
       ...(this.#agentHooks ? { agentHooks: this.#agentHooks } : {}),
       moduleTools: this.#moduleTools,
       ...(this.#persistence ? { persistence: this.#persistence } : {}),

@@ -6,7 +6,7 @@ import type { AgentDefinition, Budget } from "../config/schema.js";
 import { wallGraceMs } from "../machines/agent-rules.js";
 import type { AgentOutput, Spend } from "../machines/agent-types.js";
 import { addUsage, type Usage, ZERO_USAGE } from "../model/types.js";
-import type { Hooks } from "../tools/hooks.js";
+import type { CommandHooks } from "../tools/command-hooks.js";
 import { defineTool, type Tool, type ToolResult, toolError } from "../tools/tool.js";
 import { isEvent, type SubagentStopReason } from "./agent-events.js";
 import type { EventPublisher } from "./event-publisher.js";
@@ -44,7 +44,7 @@ export interface ParentSide {
    */
   adopt(childId: string): Promise<{ stopped: AgentOutput } | { running: true } | undefined>;
   /** The subagentStart / subagentStop hooks. */
-  hooks?: Hooks | undefined;
+  commandHooks?: CommandHooks | undefined;
 }
 
 export interface ChildSpec {
@@ -124,7 +124,7 @@ export function subagentTools(
               reservation,
               signal,
             );
-            await parent.hooks?.notify("subagentStop", child.name, {
+            await parent.commandHooks?.notify("subagentStop", child.name, {
               runId: parent.runId,
               parentId: parent.agentId,
               childId,
@@ -298,7 +298,7 @@ async function runChild(
       return { reason, result, ...(error ? { error } : {}) };
     }
     if (!existing) {
-      await parent.hooks?.notify("subagentStart", spec.definition.name, {
+      await parent.commandHooks?.notify("subagentStart", spec.definition.name, {
         runId: parent.runId,
         parentId: parent.agentId,
         childId: spec.childId,

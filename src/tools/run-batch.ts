@@ -7,7 +7,7 @@ import { resultExtras, type ToolContext, type ToolRegistry, type ToolResult, too
 /** Artifacts, and next actions, a result may carry to the model and into events. */
 const MAX_EXTRAS = 50;
 
-export interface BatchHooks {
+export interface BatchObserver {
   onStart?(call: PlannedCall): void;
   onFinish?(call: PlannedCall, result: ToolResult, durationMs: number): void;
 }
@@ -16,7 +16,7 @@ export interface BatchOptions {
   registry: ToolRegistry;
   context: Omit<ToolContext, "callId" | "signal">;
   signal: AbortSignal;
-  hooks?: BatchHooks;
+  observer?: BatchObserver;
   defaultTimeoutMs?: number;
   /** Secrets come out of every output and error. */
   redactor?: Redactor;
@@ -94,7 +94,7 @@ async function runOne(
       "check whether it took effect (read the files it touches) before you run it again",
     );
     // Its host died before saying it finished: said here, so observers see what the model is told.
-    options.hooks?.onFinish?.(call, unknown, 0);
+    options.observer?.onFinish?.(call, unknown, 0);
     return unknown;
   }
   await options.journal?.started(call);
@@ -110,13 +110,13 @@ async function execute(
 ): Promise<ToolResult> {
   const tool = options.registry.get(call.name);
   if (!tool) return toolError(`unknown tool "${call.name}"`, "call one of the tools available");
-  options.hooks?.onStart?.(call);
+  options.observer?.onStart?.(call);
   const started = performance.now();
   const gated = await options.gate?.before(call);
   if (gated?.call) call = gated.call;
   if (gated?.blocked) {
     const result = finish(gated.blocked, tool.source ?? tool.name, tool.readMore, options);
-    options.hooks?.onFinish?.(call, result, performance.now() - started);
+    options.observer?.onFinish?.(call, result, performance.now() - started);
     return result;
   }
   const timeoutMs = tool.timeoutMs ?? options.defaultTimeoutMs ?? 120_000;
@@ -162,7 +162,7 @@ async function execute(
   }
   if (options.gate) result = await options.gate.after(call, result);
   result = finish(result, tool.source ?? tool.name, tool.readMore, options);
-  options.hooks?.onFinish?.(call, result, performance.now() - started);
+  options.observer?.onFinish?.(call, result, performance.now() - started);
   return result;
 }
 

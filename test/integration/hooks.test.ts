@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Runtime } from "../../src/actors/runtime.js";
 import { memoryLogger } from "../../src/log.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
-import { globMatches } from "../../src/tools/hooks.js";
+import { globMatches } from "../../src/tools/command-hooks.js";
 import { tempTree } from "../support/cli.js";
 import { testConfig } from "../support/config.js";
 

@@ -156,7 +156,7 @@ describe("runBatch", () => {
       registry,
       context,
       signal: new AbortController().signal,
-      hooks: {
+      observer: {
         onStart: (c) => events.push(`start ${c.name}`),
         onFinish: (c, r) => events.push(`finish ${c.name} ${r.ok}`),
       },

@@ -20,7 +20,7 @@ interface HookOutcome {
  * the call and its stderr is the reason the model reads; an `afterTool` hook may replace the result by
  * printing JSON. A hook that crashes or times out is logged and, unless `failClosed`, blocks nothing.
  */
-export class Hooks {
+export class CommandHooks {
   constructor(
     private readonly hooks: TroupeConfig["hooks"],
     private readonly workspace: string,
