@@ -256,7 +256,7 @@ async function durableFloor(
   const serving = hostBus.reply(hostBus.subjects.api("floor.start"), async (request) => {
     const runId = request.runId;
     const append = (turn: number, last: boolean) =>
-      hostBus.log
+      hostBus.eventLog
         .append(
           makeEnvelope({ runId, agentId: "a", seq: turn, type: last ? "agent.stopped" : "turn", data: {} }),
         )

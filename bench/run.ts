@@ -98,7 +98,7 @@ async function appendRate(bus: Bus, count: number): Promise<number> {
     const batch: Array<Promise<unknown>> = [];
     for (let seq = start; seq < Math.min(count, start + window); seq++) {
       batch.push(
-        bus.log.append(
+        bus.eventLog.append(
           makeEnvelope({ runId, agentId: "a", seq, type: "model.delta", data: { text: "hello" } }),
         ),
       );
@@ -113,14 +113,14 @@ async function replayRate(bus: Bus, count: number): Promise<number> {
   const runId = `bench${Math.random().toString(36).slice(2, 8)}`;
   await Promise.all(
     Array.from({ length: count }, (_, seq) =>
-      bus.log.append(
+      bus.eventLog.append(
         makeEnvelope({ runId, agentId: "a", seq, type: "model.delta", data: { text: "hello" } }),
       ),
     ),
   );
   const started = performance.now();
   let seen = 0;
-  for await (const _ of bus.log.read({ runId })) seen++;
+  for await (const _ of bus.eventLog.read({ runId })) seen++;
   if (seen !== count) throw new Error(`replayed ${seen} of ${count}`);
   return count / ((performance.now() - started) / 1000);
 }
@@ -159,7 +159,7 @@ async function measureBus(label: string, open: () => Promise<Bus>): Promise<void
       unit: "events/s",
     });
     add({
-      name: `${label}: log.read replay`,
+      name: `${label}: eventLog.read replay`,
       value: await repeat(() => replayRate(bus, n)),
       unit: "events/s",
     });

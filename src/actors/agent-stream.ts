@@ -12,7 +12,7 @@ export async function* eventsUntilStopped(
   runId: string,
   agentId: string,
 ): AsyncIterable<AgentEvent> {
-  for await (const { envelope } of bus.log.read({ runId, follow: true })) {
+  for await (const { envelope } of bus.eventLog.read({ runId, follow: true })) {
     if (isAgentEvent(envelope)) yield envelope;
     if (envelope.type === "agent.stopped" && envelope.agentId === agentId) return;
   }

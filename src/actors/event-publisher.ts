@@ -78,7 +78,7 @@ export class EventPublisher {
     while (this.#queue.length > 0) {
       const batch = this.#queue.splice(0, MAX_BATCH);
       try {
-        await this.bus.log.appendAll(batch);
+        await this.bus.eventLog.appendAll(batch);
       } catch (error) {
         const { type, seq } = batch[0] as Envelope;
         this.log.error({ err: error, type, seq, events: batch.length }, "could not publish events");

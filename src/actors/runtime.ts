@@ -222,7 +222,7 @@ export class Runtime {
     const definition = this.agent(record.name);
     // Events made after the last snapshot are in the log already: carry on after them, without a gap.
     let nextSeq = record.nextSeq;
-    for await (const { envelope } of this.bus.log.read({ runId })) {
+    for await (const { envelope } of this.bus.eventLog.read({ runId })) {
       if (envelope.agentId === agentId && envelope.seq >= nextSeq) nextSeq = envelope.seq + 1;
     }
     return startAgent(this.#deps(), {
@@ -299,7 +299,7 @@ export class Runtime {
       const output = (record.snapshot as { output?: AgentOutput }).output;
       if (output) return { stopped: output };
     }
-    for await (const { envelope } of this.bus.log.read({ runId })) {
+    for await (const { envelope } of this.bus.eventLog.read({ runId })) {
       if (envelope.agentId === childId && isEvent(envelope, "agent.stopped"))
         return { stopped: envelope.data };
     }

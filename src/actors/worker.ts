@@ -149,7 +149,7 @@ function splitKey(key: string): [string, string] {
 /** The seq after the last event of an agent in the log (0 when it has none). */
 async function nextSeqOf(bus: Runtime["bus"], runId: string, agentId: string): Promise<number> {
   let next = 0;
-  for await (const { envelope } of bus.log.read({ runId }))
+  for await (const { envelope } of bus.eventLog.read({ runId }))
     if (envelope.agentId === agentId) next = Math.max(next, envelope.seq + 1);
   return next;
 }

@@ -20,7 +20,7 @@ export interface Bus {
   /** Answers requests on `pattern`. A responder that throws sends an `error` reply; the requester gets `RemoteError`. */
   reply(pattern: string, responder: Responder, options?: SubscribeOptions): Subscription;
   /** The durable, ordered log of every event of every run. */
-  readonly log: EventLog;
+  readonly eventLog: EventLog;
   /** A KV bucket of this bus's prefix, created if absent. */
   kv(name: string): Promise<KvStore>;
   /** Resolves when everything published so far has left this process (NATS) or been delivered (local). */

@@ -53,7 +53,11 @@ export async function* followRun(
   let delay = 250;
   while (!signal?.aborted) {
     try {
-      for await (const { envelope } of bus.log.read({ runId, follow: true, ...(signal ? { signal } : {}) })) {
+      for await (const { envelope } of bus.eventLog.read({
+        runId,
+        follow: true,
+        ...(signal ? { signal } : {}),
+      })) {
         delay = 250;
         if (!seqs.add(envelope)) continue;
         yield envelope;

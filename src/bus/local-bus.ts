@@ -57,7 +57,7 @@ export interface LocalBusOptions {
 export class LocalBus implements Bus {
   readonly subjects: Subjects;
   readonly stats: BusStats = newStats();
-  readonly log: EventLog;
+  readonly eventLog: EventLog;
   readonly intake: Intake;
   readonly #logger: Logger;
   /** Subscriptions by the literal head of their pattern (the tokens before its first wildcard). */
@@ -71,7 +71,7 @@ export class LocalBus implements Bus {
     this.subjects = subjects(options.prefix ?? DEFAULT_PREFIX);
     this.#logger = (options.log ?? silentLogger).child({ component: "bus", bus: "local" });
     this.intake = new Intake(this.stats, this.#logger);
-    this.log = new LocalEventLog(this, this.#logger, options.store);
+    this.eventLog = new LocalEventLog(this, this.#logger, options.store);
     this.#store = options.store;
   }
 

@@ -41,7 +41,7 @@ export interface NatsBusOptions extends NatsConnectOptions {
 /** The bus on a real NATS server: core subjects, JetStream for the event log, KV for state. */
 export class NatsBus implements Bus {
   readonly stats: BusStats = newStats();
-  readonly log: EventLog;
+  readonly eventLog: EventLog;
   readonly intake: Intake;
   #closed = false;
   #buckets = new Map<string, Promise<KvStore>>();
@@ -59,7 +59,7 @@ export class NatsBus implements Bus {
     this.intake = new Intake(this.stats, logger);
     this.#publisher = new AckedPublisher(connection, inboxPrefix);
     const reader = { connection, jsm, subjects, intake: this.intake, logger, inboxPrefix };
-    this.log = new NatsEventLog(this, reader, this.#publisher, appendTimeoutMs, logger);
+    this.eventLog = new NatsEventLog(this, reader, this.#publisher, appendTimeoutMs, logger);
   }
 
   /** Connects, then creates the event stream if it is missing. */

@@ -206,7 +206,7 @@ export async function runReplay(
   const renderer = flags.json || !process.stdout.isTTY ? jsonRenderer() : humanRenderer(() => root);
   try {
     let seen = 0;
-    for await (const event of bus.log.read({ runId })) {
+    for await (const event of bus.eventLog.read({ runId })) {
       root ??= event.envelope.agentId;
       renderer.event(event);
       seen++;
@@ -221,7 +221,7 @@ export async function runReplay(
 
 /** Shows a resumed run from the start of its log, skipping what came before the resume. */
 async function follow(
-  bus: { log: Runtime["bus"]["log"] },
+  bus: { eventLog: Runtime["bus"]["eventLog"] },
   agentId: string,
   runId: string,
   flags: { json?: boolean },
@@ -229,7 +229,7 @@ async function follow(
 ): Promise<number> {
   const renderer = flags.json ? jsonRenderer() : humanRenderer(() => agentId);
   try {
-    for await (const event of bus.log.read({ runId, follow: true })) {
+    for await (const event of bus.eventLog.read({ runId, follow: true })) {
       if (!isNew(event.envelope)) continue;
       renderer.event(event);
       const { envelope } = event;

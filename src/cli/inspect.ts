@@ -36,7 +36,7 @@ export async function runInspect(
   const bus = await connectClient(config, "troupe-inspect", log);
   try {
     const events = [];
-    for await (const { envelope } of bus.log.read({ runId })) events.push(envelope);
+    for await (const { envelope } of bus.eventLog.read({ runId })) events.push(envelope);
     if (events.length === 0)
       throw new InspectError(`no events for run ${runId}; troupe status lists the runs`);
     process.stdout.write(`${describe(agentOf(events, runId, agentId), runId).join("\n")}\n`);

@@ -144,7 +144,7 @@ export async function runObserve(
       follow: true,
       signal: reading.signal,
     };
-    for await (const { envelope, json } of bus.log.read(options)) {
+    for await (const { envelope, json } of bus.eventLog.read(options)) {
       if (live) {
         const node = builder.apply(envelope);
         if ((envelope.type === "model.delta" || envelope.type === "model.reasoning") && node)

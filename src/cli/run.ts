@@ -90,7 +90,7 @@ export async function runTask(
     });
     const reading = new AbortController();
     const shown = (async () => {
-      for await (const event of runtime.bus.log.read({
+      for await (const event of runtime.bus.eventLog.read({
         runId: handle.runId,
         follow: true,
         signal: reading.signal,

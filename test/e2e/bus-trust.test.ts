@@ -194,7 +194,7 @@ describe("the embedded default", () => {
     const observer = await s.as("observer");
     cleanups.push(() => observer.close());
     const seen: string[] = [];
-    for await (const { envelope } of observer.log.read({ runId })) seen.push(envelope.type);
+    for await (const { envelope } of observer.eventLog.read({ runId })) seen.push(envelope.type);
     expect(seen).toContain("agent.stopped");
     const start = await observer
       .request(
@@ -343,8 +343,8 @@ describe("the embedded default", () => {
           paths: [],
         },
       });
-    await worker.log.append(fake("call_fake", 900));
-    await worker.log.append(fake("call_one", 901));
+    await worker.eventLog.append(fake("call_fake", 900));
+    await worker.eventLog.append(fake("call_one", 901));
     await new Promise((resolve) => setTimeout(resolve, 1000));
     run.child.stdin.write("y\n");
     await waitFor("the file", () => existsSync(join(s.dir, "one.txt")), 10_000);

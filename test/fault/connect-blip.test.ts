@@ -60,6 +60,8 @@ it("connecting waits out a server that goes away just after the connect, as its 
   const bus = await NatsBus.connect({ url: relay.url, prefix: "blip" });
   cleanups.push(() => bus.close());
   expect(relay.drops()).toBe(1);
-  const ack = await bus.log.append(makeEnvelope({ runId: "r", agentId: "a", seq: 0, type: "t", data: {} }));
+  const ack = await bus.eventLog.append(
+    makeEnvelope({ runId: "r", agentId: "a", seq: 0, type: "t", data: {} }),
+  );
   expect(ack.seq).toBe(1);
 }, 60_000);

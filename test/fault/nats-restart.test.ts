@@ -27,7 +27,7 @@ it("survives nats-server killed with SIGKILL and restarted under a live connecti
   const watching = new AbortController();
   const observed: Envelope[] = [];
   const observer = (async () => {
-    for await (const e of bus.log.read({ runId: "crash", follow: true, signal: watching.signal })) {
+    for await (const e of bus.eventLog.read({ runId: "crash", follow: true, signal: watching.signal })) {
       observed.push(e.envelope);
     }
   })();
@@ -45,7 +45,7 @@ it("survives nats-server killed with SIGKILL and restarted under a live connecti
         type: "tick",
         data: { n: seq },
       });
-      await bus.log.append(envelope);
+      await bus.eventLog.append(envelope);
       acked.push(envelope);
       await new Promise((resolve) => setTimeout(resolve, 2));
     }
@@ -74,7 +74,7 @@ it("survives nats-server killed with SIGKILL and restarted under a live connecti
   await waitFor("a core message after the restart", () => pings.length === 1);
 
   // Nothing acknowledged was lost, nothing is stored twice, and the order holds.
-  const replayed = (await collect(bus.log.read({ runId: "crash" })))
+  const replayed = (await collect(bus.eventLog.read({ runId: "crash" })))
     .map((e) => e.envelope)
     .filter((e) => e.agentId === "a");
   expect(replayed.map((e) => e.id)).toEqual(acked.map((e) => e.id));

@@ -90,7 +90,7 @@ it("spawns subagents on attached workers; a worker killed with SIGKILL mid-run h
 
   // Wait for the explorer to be in its slow second model call on some worker, then kill that worker.
   let childId = "";
-  for await (const { envelope } of bus.log.read({ runId: handle.runId, follow: true })) {
+  for await (const { envelope } of bus.eventLog.read({ runId: handle.runId, follow: true })) {
     if (envelope.type === "subagent.spawned") childId = (envelope.data as { childId: string }).childId;
     if (envelope.agentId === childId && envelope.type === "tool.finished") break;
     if (envelope.agentId === handle.agentId && envelope.type === "agent.stopped")
@@ -105,7 +105,9 @@ it("spawns subagents on attached workers; a worker killed with SIGKILL mid-run h
 
   const output = await handle.done;
   expect(output).toMatchObject({ reason: "done", result: "42, says the explorer." });
-  const events: Envelope[] = (await collect(bus.log.read({ runId: handle.runId }))).map((e) => e.envelope);
+  const events: Envelope[] = (await collect(bus.eventLog.read({ runId: handle.runId }))).map(
+    (e) => e.envelope,
+  );
   const explorer = events.filter((e) => e.agentId === childId);
   // One explorer, resumed, its events without a gap. Reads are not journaled: when the snapshot
   // the new worker resumes from was taken before the read's result, the read runs once more.

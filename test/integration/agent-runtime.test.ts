@@ -49,7 +49,7 @@ function runtime(agent: Record<string, unknown>, options: { contextWindow?: numb
 }
 
 async function eventsOf(rt: Runtime, runId: string): Promise<Envelope[]> {
-  return (await collect(rt.bus.log.read({ runId }))).map((e) => e.envelope);
+  return (await collect(rt.bus.eventLog.read({ runId }))).map((e) => e.envelope);
 }
 
 describe("agent runtime on LocalBus with the scripted model over HTTP", () => {
@@ -279,7 +279,7 @@ describe("agent runtime on LocalBus with the scripted model over HTTP", () => {
     const rt = runtime({ tools: ["wait"] }, { tools: [wait] });
     const handle = rt.start({ task: "Wait" });
     const toolRunning = (async () => {
-      for await (const e of rt.bus.log.read({ runId: handle.runId, follow: true }))
+      for await (const e of rt.bus.eventLog.read({ runId: handle.runId, follow: true }))
         if (e.envelope.type === "tool.started") return;
     })();
     await toolRunning;

@@ -72,7 +72,7 @@ describe("approval requests", () => {
     expect(asked[1]?.detail).toBe("API_TOKEN=[REDACTED:openai-key] npm test > out/log.txt");
     expect(asked[1]?.paths).toEqual(["out/log.txt"]);
 
-    const events = (await collect(rt.bus.log.read({ runId: handle.runId }))).map((e) => e.envelope);
+    const events = (await collect(rt.bus.eventLog.read({ runId: handle.runId }))).map((e) => e.envelope);
     const requested = events
       .filter((e) => e.type === "approval.requested")
       .map((e) => e.data as AgentEventMap["approval.requested"]);

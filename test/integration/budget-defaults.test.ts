@@ -31,7 +31,7 @@ function runtime(agents: Array<Record<string, unknown>>, troupe: Record<string, 
 }
 
 async function eventsOf(rt: Runtime, runId: string): Promise<Envelope[]> {
-  return (await collect(rt.bus.log.read({ runId }))).map((e) => e.envelope);
+  return (await collect(rt.bus.eventLog.read({ runId }))).map((e) => e.envelope);
 }
 
 const startedBudget = async (rt: Runtime, runId: string) => {

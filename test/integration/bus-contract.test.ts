@@ -155,13 +155,13 @@ describe.each(bothBuses)("bus contract: $name", ({ name, open }) => {
     for (let start = 0; start < total; start += batch) {
       const appends: Array<Promise<unknown>> = [];
       for (let seq = start; seq < start + batch; seq++) {
-        appends.push(bus.log.append(event("long", "a", seq)));
-        if (seq % 100 === 0) appends.push(bus.log.append(event("other", "b", seq)));
+        appends.push(bus.eventLog.append(event("long", "a", seq)));
+        if (seq % 100 === 0) appends.push(bus.eventLog.append(event("other", "b", seq)));
       }
       // Appends of one agent are awaited in order by their producer; a batch in flight may land in any order.
       await Promise.all(appends);
     }
-    const replayed = await collect(bus.log.read({ runId: "long" }));
+    const replayed = await collect(bus.eventLog.read({ runId: "long" }));
     expect(replayed).toHaveLength(total);
     const seqs = replayed.map((e) => e.envelope.seq).sort((a, b) => a - b);
     expect(seqs).toEqual(Array.from({ length: total }, (_, i) => i));
@@ -171,19 +171,19 @@ describe.each(bothBuses)("bus contract: $name", ({ name, open }) => {
   }, 120_000);
 
   it("keeps replay order equal to append order", async () => {
-    for (let seq = 0; seq < 50; seq++) await bus.log.append(event("ordered", "a", seq, "tick"));
-    const replayed = await collect(bus.log.read({ runId: "ordered" }));
+    for (let seq = 0; seq < 50; seq++) await bus.eventLog.append(event("ordered", "a", seq, "tick"));
+    const replayed = await collect(bus.eventLog.read({ runId: "ordered" }));
     expect(replayed.map((e) => e.envelope.seq)).toEqual(Array.from({ length: 50 }, (_, i) => i));
   });
 
   it("stores a retried append once", async () => {
     const envelope = event("dedup", "a", 0);
-    const first = await bus.log.append(envelope);
-    const again = await bus.log.append(envelope);
+    const first = await bus.eventLog.append(envelope);
+    const again = await bus.eventLog.append(envelope);
     expect(first.duplicate).toBe(false);
     expect(again).toEqual({ seq: first.seq, duplicate: true });
-    await bus.log.append(event("dedup", "a", 1));
-    const replayed = await collect(bus.log.read({ runId: "dedup" }));
+    await bus.eventLog.append(event("dedup", "a", 1));
+    const replayed = await collect(bus.eventLog.read({ runId: "dedup" }));
     expect(replayed.map((e) => e.envelope.id)).toEqual([envelope.id, replayed[1]?.envelope.id]);
     expect(replayed).toHaveLength(2);
   });
@@ -195,40 +195,43 @@ describe.each(bothBuses)("bus contract: $name", ({ name, open }) => {
     // Each event is on its own subject, `<p>.evt.<runId>.<agentId>.<type>`, also inside a batch.
     bus.subscribe(`${bus.subjects.prefix}.evt.*.*.model.delta`, (e) => void byType.push(e.seq));
     await bus.flush();
-    await bus.log.append(event("many", "a", 0));
+    await bus.eventLog.append(event("many", "a", 0));
     // Big enough to need more than one message on NATS (256 KB each), small events around it.
     const big = "x".repeat(100_000);
     const batch = Array.from({ length: 8 }, (_, i) =>
       event("many", "a", i + 1, "model.delta", { text: i === 3 || i === 4 || i === 5 ? big : `d${i}` }),
     );
-    const ack = await bus.log.appendAll(batch);
+    const ack = await bus.eventLog.appendAll(batch);
     expect(ack.duplicate).toBe(false);
-    await bus.log.appendAll([event("many", "a", 9)]);
+    await bus.eventLog.appendAll([event("many", "a", 9)]);
     await waitFor("every event at the subscriber", () => seen.length >= 10 && byType.length >= 8);
     expect(seen).toEqual(Array.from({ length: 10 }, (_, i) => i));
     expect(byType).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
     // Retried (a subscriber may see it again; the log keeps it once).
-    const again = await bus.log.appendAll(batch);
+    const again = await bus.eventLog.appendAll(batch);
     expect(again.duplicate).toBe(true);
-    const replayed = await collect(bus.log.read({ runId: "many" }));
+    const replayed = await collect(bus.eventLog.read({ runId: "many" }));
     expect(replayed.map((e) => e.envelope.seq)).toEqual(Array.from({ length: 10 }, (_, i) => i));
     expect(replayed.map((e) => e.envelope.id).slice(1, 9)).toEqual(batch.map((e) => e.id));
     expect(replayed[4]?.envelope.data).toEqual({ text: big });
   });
 
   it("replays, then follows live; from now sees only new events", async () => {
-    await bus.log.append(event("live", "a", 0));
-    await bus.log.append(event("live", "a", 1));
+    await bus.eventLog.append(event("live", "a", 0));
+    await bus.eventLog.append(event("live", "a", 1));
     const controller = new AbortController();
-    const fromStart = collect(bus.log.read({ runId: "live", follow: true, signal: controller.signal }), 4);
+    const fromStart = collect(
+      bus.eventLog.read({ runId: "live", follow: true, signal: controller.signal }),
+      4,
+    );
     const fromNow = collect(
-      bus.log.read({ runId: "live", from: "now", follow: true, signal: controller.signal }),
+      bus.eventLog.read({ runId: "live", from: "now", follow: true, signal: controller.signal }),
       2,
     );
     await new Promise((resolve) => setTimeout(resolve, 200));
-    await bus.log.append(event("live", "a", 2));
-    await bus.log.append(event("elsewhere", "a", 0));
-    await bus.log.append(event("live", "a", 3));
+    await bus.eventLog.append(event("live", "a", 2));
+    await bus.eventLog.append(event("elsewhere", "a", 0));
+    await bus.eventLog.append(event("live", "a", 3));
 
     expect((await fromStart).map((e) => e.envelope.seq)).toEqual([0, 1, 2, 3]);
     expect((await fromNow).map((e) => e.envelope.seq)).toEqual([2, 3]);
@@ -236,10 +239,10 @@ describe.each(bothBuses)("bus contract: $name", ({ name, open }) => {
   });
 
   it("ends a replay of an unknown run at once, and a follow when its signal aborts", async () => {
-    expect(await collect(bus.log.read({ runId: "nothing-here" }))).toEqual([]);
+    expect(await collect(bus.eventLog.read({ runId: "nothing-here" }))).toEqual([]);
     const controller = new AbortController();
     const following = collect(
-      bus.log.read({ runId: "nothing-here", follow: true, signal: controller.signal }),
+      bus.eventLog.read({ runId: "nothing-here", follow: true, signal: controller.signal }),
     );
     setTimeout(() => controller.abort(), 100);
     expect(await following).toEqual([]);
@@ -249,7 +252,7 @@ describe.each(bothBuses)("bus contract: $name", ({ name, open }) => {
     const seen: number[] = [];
     bus.subscribe(bus.subjects.events("sub"), (e) => void seen.push(e.seq));
     await bus.flush();
-    await bus.log.append(event("sub", "a", 0));
+    await bus.eventLog.append(event("sub", "a", 0));
     await waitFor("the appended event", () => seen.length === 1);
   });
 

@@ -76,7 +76,7 @@ it("keeps a planted secret off the bus, out of the logs, out of stored state and
   const output = await handle.done;
   expect(output).toMatchObject({ reason: "done", toolCalls: 3 });
 
-  const events = JSON.stringify(await collect(runtime.bus.log.read({ runId: handle.runId })));
+  const events = JSON.stringify(await collect(runtime.bus.eventLog.read({ runId: handle.runId })));
   const state = JSON.stringify(handle.snapshot());
   const requests = JSON.stringify(server.requests.map((r) => r.body));
   // The tools really did see it: the outputs went through redaction.
@@ -143,7 +143,7 @@ it("on NATS, as the daemon hosts it: a canary in its environment and beside the 
     }).open();
     const handle = runtime.start({ task: "Look around.", approval: "auto-edit" });
     expect(await handle.done).toMatchObject({ reason: "done", toolCalls: transforms.length });
-    const events = JSON.stringify(await collect(runtime.bus.log.read({ runId: handle.runId })));
+    const events = JSON.stringify(await collect(runtime.bus.eventLog.read({ runId: handle.runId })));
     const stored = JSON.stringify(
       await (await runtime.bus.kv("snapshots")).get(`${handle.runId}.${handle.agentId}`),
     );

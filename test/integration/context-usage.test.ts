@@ -68,7 +68,7 @@ describe("context use, turn by turn", () => {
     const rt = runtime();
     const handle = rt.start({ task: "Fill the context.", agent: "worker" });
     expect(await handle.done).toMatchObject({ reason: "done", result: "Filled." });
-    const events: Envelope[] = (await collect(rt.bus.log.read({ runId: handle.runId }))).map(
+    const events: Envelope[] = (await collect(rt.bus.eventLog.read({ runId: handle.runId }))).map(
       (e) => e.envelope,
     );
     const of = <T extends keyof AgentEventMap>(type: T) =>

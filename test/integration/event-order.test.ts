@@ -95,7 +95,7 @@ it("does so too when a resumed agent goes from its tools to its model with nothi
   );
   const first = await runtime();
   const handle = first.rt.start({ task: "write", approval: "yolo" });
-  for await (const { envelope } of first.bus.log.read({ runId: handle.runId, follow: true }))
+  for await (const { envelope } of first.bus.eventLog.read({ runId: handle.runId, follow: true }))
     if (envelope.type === "tool.started") break;
   handle.detach();
   await first.close();

@@ -32,33 +32,33 @@ describe.each(bothBuses)("following a run on $name", ({ open }) => {
     const { bus } = under();
     const following = follow(bus);
     await sleep(50);
-    await bus.log.append(event("root", 0));
+    await bus.eventLog.append(event("root", 0));
     const retried = event("child", 0);
-    await bus.log.appendAll([retried, event("child", 1)]);
-    await bus.log.append(retried); // a retry: subscribers may see it again
-    await bus.log.appendAll([event("root", 1), event("root", 2, "agent.stopped")]);
+    await bus.eventLog.appendAll([retried, event("child", 1)]);
+    await bus.eventLog.append(retried); // a retry: subscribers may see it again
+    await bus.eventLog.appendAll([event("root", 1), event("root", 2, "agent.stopped")]);
     expect(order(await following.done)).toEqual(["root:0", "child:0", "child:1", "root:1", "root:2"]);
   });
 
   it("reads the log when it joined late: what came before is replayed, nothing twice", async () => {
     const { bus } = under();
-    await bus.log.appendAll([event("root", 0), event("root", 1)]);
+    await bus.eventLog.appendAll([event("root", 0), event("root", 1)]);
     const following = follow(bus);
     await sleep(50);
-    await bus.log.append(event("root", 2));
-    await bus.log.append(event("root", 3, "agent.stopped"));
+    await bus.eventLog.append(event("root", 2));
+    await bus.eventLog.append(event("root", 3, "agent.stopped"));
     expect(order(await following.done)).toEqual(["root:0", "root:1", "root:2", "root:3"]);
   });
 
   it("takes an event the log holds after later ones of its agent (an append retried), once", async () => {
     const { bus } = under();
     const late = event("root", 1);
-    await bus.log.appendAll([event("root", 0), event("root", 2)]);
-    await bus.log.append(late);
+    await bus.eventLog.appendAll([event("root", 0), event("root", 2)]);
+    await bus.eventLog.append(late);
     const following = follow(bus);
     await sleep(50);
-    await bus.log.append(late); // retried once more: stored once, maybe seen again live
-    await bus.log.append(event("root", 3, "agent.stopped"));
+    await bus.eventLog.append(late); // retried once more: stored once, maybe seen again live
+    await bus.eventLog.append(event("root", 3, "agent.stopped"));
     expect(order(await following.done).sort()).toEqual(["root:0", "root:1", "root:2", "root:3"]);
   });
 
@@ -66,10 +66,10 @@ describe.each(bothBuses)("following a run on $name", ({ open }) => {
     const { bus } = under();
     const following = follow(bus, 100);
     await sleep(50);
-    await bus.log.append(event("root", 0));
+    await bus.eventLog.append(event("root", 0));
     await sleep(400); // quiet: the log takes over
-    await bus.log.append(event("root", 1));
-    await bus.log.append(event("root", 2, "agent.stopped"));
+    await bus.eventLog.append(event("root", 1));
+    await bus.eventLog.append(event("root", 2, "agent.stopped"));
     expect(order(await following.done)).toEqual(["root:0", "root:1", "root:2"]);
   });
 });

@@ -85,7 +85,7 @@ it("a foreign client subscribed by type gets every tool.requested and agent.stop
   const rt = await new Runtime({ config, workspace: ws, env: {}, bus }).open();
   const handle = rt.start({ task: "look around", agent: "lead" });
   expect((await handle.done).reason).toBe("done");
-  const logged = (await collect(rt.bus.log.read({ runId: handle.runId }))).map((e) => e.envelope);
+  const logged = (await collect(rt.bus.eventLog.read({ runId: handle.runId }))).map((e) => e.envelope);
   await rt.close();
   await bus.close();
 

@@ -63,7 +63,7 @@ describe("the hard wall (maxWallMs) over real HTTP", () => {
     expect(output).toMatchObject({ reason: "budget_exhausted", limit: `maxWallMs ${WALL}` });
     expect(took).toBeLessThan(BOUND);
     // What it stopped with is what the final call had streamed: a part of the answer, never more.
-    const deltas = (await collect(rt.bus.log.read({ runId: handle.runId })))
+    const deltas = (await collect(rt.bus.eventLog.read({ runId: handle.runId })))
       .filter((e) => e.envelope.type === "model.delta")
       .map((e) => (e.envelope.data as AgentEventMap["model.delta"]).text)
       .join("");
@@ -91,7 +91,7 @@ describe("the hard wall (maxWallMs) over real HTTP", () => {
       limit: `maxWallMs ${WALL}`,
       result: "Starting the slow part.",
     });
-    const events = (await collect(rt.bus.log.read({ runId: handle.runId }))).map((e) => e.envelope);
+    const events = (await collect(rt.bus.eventLog.read({ runId: handle.runId }))).map((e) => e.envelope);
     expect(events.find((e) => e.type === "tool.finished")?.data).toMatchObject({ name: "slow", ok: false });
     await rt.close();
   });

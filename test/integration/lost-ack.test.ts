@@ -33,10 +33,10 @@ it("events whose acks are lost on the way back are sent again, and each is store
   under = await natsBus({ url: relay.url, prefix, appendTimeoutMs: 1000 });
   const events = [event(0), event(1), event(2)];
   relay.drop(3);
-  await under.bus.log.appendAll(events);
+  await under.bus.eventLog.appendAll(events);
   expect(relay.dropped()).toBe(3);
   expect(await stored(prefix)).toBe(3);
   const read: string[] = [];
-  for await (const { envelope } of under.bus.log.read({ runId: "run-1" })) read.push(envelope.id);
+  for await (const { envelope } of under.bus.eventLog.read({ runId: "run-1" })) read.push(envelope.id);
   expect(read).toEqual(events.map((e) => e.id));
 });

@@ -41,7 +41,7 @@ it("connects with a user and a password read from the variable troupe.yaml names
   const options = natsOptionsFromConfig(nats, dir, { TEST_NATS_PASSWORD: "s3cret-pass" });
   expect(options).toMatchObject({ user: "daemon", password: "s3cret-pass", prefix: "authok" });
   const bus = await NatsBus.connect(options);
-  const ack = await bus.log.append({
+  const ack = await bus.eventLog.append({
     v: 1,
     id: "x1",
     ts: 1,
@@ -95,7 +95,7 @@ describe("other credentials from troupe.yaml", () => {
         natsOptionsFromConfig(nats, dir, { TEST_NATS_TOKEN: "s3cret-token-value" }),
       );
       expect(
-        (await bus.log.append(makeEnvelope({ runId: "r", agentId: "a", seq: 0, type: "t", data: null })))
+        (await bus.eventLog.append(makeEnvelope({ runId: "r", agentId: "a", seq: 0, type: "t", data: null })))
           .duplicate,
       ).toBe(false);
       await bus.close();
@@ -124,7 +124,7 @@ describe("other credentials from troupe.yaml", () => {
       const nats = natsConfigSchema.parse({ url: nkeyServer.url, nkeySeedFile: "user.nk", prefix: "nk" });
       const bus = await NatsBus.connect(natsOptionsFromConfig(nats, dir, {}));
       expect(
-        (await bus.log.append(makeEnvelope({ runId: "r", agentId: "a", seq: 0, type: "t", data: null })))
+        (await bus.eventLog.append(makeEnvelope({ runId: "r", agentId: "a", seq: 0, type: "t", data: null })))
           .duplicate,
       ).toBe(false);
       await bus.close();
@@ -172,7 +172,7 @@ describe("TLS from troupe.yaml", () => {
       });
       const bus = await NatsBus.connect(natsOptionsFromConfig(nats, dir, {}));
       expect(
-        (await bus.log.append(makeEnvelope({ runId: "r", agentId: "a", seq: 0, type: "t", data: null })))
+        (await bus.eventLog.append(makeEnvelope({ runId: "r", agentId: "a", seq: 0, type: "t", data: null })))
           .duplicate,
       ).toBe(false);
       await bus.close();

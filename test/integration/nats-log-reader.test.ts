@@ -11,7 +11,7 @@ const event = (runId: string, seq: number) =>
 
 async function appendRange(bus: Bus, runId: string, from: number, to: number): Promise<void> {
   const events = Array.from({ length: to - from }, (_, i) => event(runId, from + i));
-  for (let at = 0; at < events.length; at += 512) await bus.log.appendAll(events.slice(at, at + 512));
+  for (let at = 0; at < events.length; at += 512) await bus.eventLog.appendAll(events.slice(at, at + 512));
 }
 
 describe("the event log read on NATS", () => {
@@ -23,7 +23,7 @@ describe("the event log read on NATS", () => {
     const seen: number[] = [];
     const controller = new AbortController();
     const reading = (async () => {
-      for await (const { envelope } of bus.log.read({
+      for await (const { envelope } of bus.eventLog.read({
         runId: "gone",
         follow: true,
         signal: controller.signal,
@@ -55,7 +55,7 @@ describe("the event log read on NATS", () => {
     };
     let expected = 0;
     let heldAt = 0;
-    for await (const { envelope } of bus.log.read({ runId: "slow" })) {
+    for await (const { envelope } of bus.eventLog.read({ runId: "slow" })) {
       expect(envelope.seq).toBe(expected++);
       if (expected === 1) {
         // The reader takes nothing for a while: the server is held at a flow-control check.

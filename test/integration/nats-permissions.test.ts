@@ -101,8 +101,8 @@ function violations(bus: NatsBus): string[] {
 describe("NATS roles", () => {
   it("let an observer read the event log and the run list, and nothing else", async () => {
     const daemon = await as("daemon");
-    await daemon.log.append(event(0));
-    await daemon.log.append(event(1));
+    await daemon.eventLog.append(event(0));
+    await daemon.eventLog.append(event(1));
     const heard: string[] = [];
     for (const pattern of [`${prefix}.ctl.>`, `${prefix}.work.>`])
       daemon.subscribe(pattern, (_e, subject) => void heard.push(subject));
@@ -114,7 +114,7 @@ describe("NATS roles", () => {
 
     const observer = await as("observer");
     const errors = violations(observer);
-    const seen = await collect(observer.log.read({ runId: "r1" }));
+    const seen = await collect(observer.eventLog.read({ runId: "r1" }));
     expect(seen.map((e) => e.envelope.seq)).toEqual([0, 1]);
     expect((await observer.request(observer.subjects.api("runs.list"), event(9))).type).toBe(
       "runs.list.reply",
@@ -131,7 +131,7 @@ describe("NATS roles", () => {
     for (const bucket of ["approvals", "answers", "runs", "snapshots"])
       await expect((await daemon.kv(bucket)).get("x")).resolves.toBeNull();
     await expect(observer.kv("approvals")).rejects.toThrow(/Permissions Violation/);
-    await expect(observer.log.append(event(5))).rejects.toThrow(
+    await expect(observer.eventLog.append(event(5))).rejects.toThrow(
       /not allowed to append tick.*Permissions Violation/,
     );
     await observer.flush();
@@ -165,7 +165,7 @@ describe("NATS roles", () => {
         deliver_subject: daemon.subjects.control("r1", "a1", command),
         ack_policy: "none" as never,
       });
-    await daemon.log.append(event(7));
+    await daemon.eventLog.append(event(7));
     // …where the daemon's bus drops each one, as it arrives, before any handler.
     await waitFor("the redirected deliveries dropped", () => daemon.stats.malformed >= 4);
     await new Promise((resolve) => setTimeout(resolve, 200));
@@ -271,7 +271,7 @@ describe("NATS roles", () => {
     const handle = runtime.start({ task: "go", agent: "lead" });
     const events: string[] = [];
     void (async () => {
-      for await (const { envelope } of daemon.log.read({ runId: handle.runId, follow: true }))
+      for await (const { envelope } of daemon.eventLog.read({ runId: handle.runId, follow: true }))
         events.push(`${envelope.agentId}:${envelope.type}`);
     })();
     expect(await handle.done).toMatchObject({ reason: "done", result: "done with help" });
@@ -334,7 +334,7 @@ describe("NATS roles", () => {
     expect(Object.keys(info.state.subjects ?? {})).toEqual([
       daemon.subjects.event("r3", "a", "approval.requested"),
     ]);
-    expect(await collect(daemon.log.read({ runId: "r3" }))).toEqual([]);
+    expect(await collect(daemon.eventLog.read({ runId: "r3" }))).toEqual([]);
     expect(heard).toEqual([]);
     await approver.close();
     await daemon.close();

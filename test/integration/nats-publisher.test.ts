@@ -116,7 +116,7 @@ describe("the NATS event log on a closed bus", () => {
     try {
       await bus.close();
       const event = makeEnvelope({ runId: "r1", agentId: "a1", seq: 0, type: "tick", data: {} });
-      await expect(bus.log.append(event)).rejects.toBeInstanceOf(BusClosedError);
+      await expect(bus.eventLog.append(event)).rejects.toBeInstanceOf(BusClosedError);
     } finally {
       await removePrefix(inject("natsUrl"), prefix);
     }

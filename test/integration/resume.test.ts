@@ -95,7 +95,7 @@ it("resumes an agent on another host from its KV snapshot: a read is run again, 
   );
   const first = await runtime();
   const handle = first.rt.start({ task: "Count, then write", approval: "yolo" });
-  for await (const { envelope } of first.bus.log.read({ runId: handle.runId, follow: true })) {
+  for await (const { envelope } of first.bus.eventLog.read({ runId: handle.runId, follow: true })) {
     if (envelope.type === "tool.started" && (envelope.data as { name: string }).name === "slow_write") break;
   }
   // The first host goes away in the middle of the write.
@@ -117,7 +117,7 @@ it("resumes an agent on another host from its KV snapshot: a read is run again, 
   expect(toolResults[1]).toContain("slow_write was running when its host stopped; its outcome is unknown");
 
   // One agent, one gap-free sequence of events across both hosts.
-  const events: Envelope[] = (await collect(second.bus.log.read({ runId: handle.runId }))).map(
+  const events: Envelope[] = (await collect(second.bus.eventLog.read({ runId: handle.runId }))).map(
     (e) => e.envelope,
   );
   expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i));
@@ -135,7 +135,7 @@ it("keeps a resumed agent's wall: counting the time it had used, it stops at the
   const wall = { defaults: { budget: { maxWallMs: 1500 } } };
   const first = await runtime([], wall);
   const handle = first.rt.start({ task: "Think slowly" });
-  for await (const { envelope } of first.bus.log.read({ runId: handle.runId, follow: true })) {
+  for await (const { envelope } of first.bus.eventLog.read({ runId: handle.runId, follow: true })) {
     if (envelope.type === "context.usage") break;
   }
   await new Promise((resolve) => setTimeout(resolve, 300));
@@ -164,7 +164,7 @@ it("runs an interrupted call again when its tool declares itself idempotent", as
   );
   const first = await runtime();
   const handle = first.rt.start({ task: "Put", approval: "yolo" });
-  for await (const { envelope } of first.bus.log.read({ runId: handle.runId, follow: true }))
+  for await (const { envelope } of first.bus.eventLog.read({ runId: handle.runId, follow: true }))
     if (envelope.type === "tool.started") break;
   handle.detach();
   await first.rt.close();

@@ -116,7 +116,7 @@ it("removes a finished run's snapshots and journal after daemon.keepFinished, ma
 
   const record = await api<RunRecord>(under.bus, "runs.get", { runId });
   expect(record).toMatchObject({ status: "done", result: "wrote it" });
-  const events = await collect(under.bus.log.read({ runId }));
+  const events = await collect(under.bus.eventLog.read({ runId }));
   expect(events.map((e) => e.envelope.type)).toContain("agent.stopped");
   const listed = await api<{ runs: RunRecord[] }>(under.bus, "runs.list", {});
   expect(listed.runs.map((run) => run.runId)).toEqual([runId]);
@@ -181,6 +181,6 @@ it("removes a finished run's record after nats.kv.ttl, its events staying; a dae
   expect(await (await under.bus.kv("runs")).keys()).toEqual(["index.held"]);
   await expect(api(under.bus, "runs.get", { runId })).rejects.toThrow(/no run/i);
   expect((await api<{ runs: RunRecord[] }>(under.bus, "runs.list", {})).runs).toEqual([]);
-  const events = await collect(under.bus.log.read({ runId }));
+  const events = await collect(under.bus.eventLog.read({ runId }));
   expect(events.map((e) => e.envelope.type)).toContain("agent.stopped");
 });

@@ -65,7 +65,7 @@ async function run(rt: Runtime, turns: Array<Array<ReturnType<typeof call>>>) {
   });
   const handle = rt.start({ task: "go" });
   const output = await handle.done;
-  const events = (await collect(rt.bus.log.read({ runId: handle.runId }))).map((e) => e.envelope);
+  const events = (await collect(rt.bus.eventLog.read({ runId: handle.runId }))).map((e) => e.envelope);
   const last = server.requests.at(-1)?.body.messages ?? [];
   const results = last.filter((m) => m.role === "tool").map((m) => String(m.content));
   await rt.close();

@@ -47,7 +47,7 @@ async function firstUserMessage(rt: Runtime, options: Parameters<Runtime["start"
   server.script({ reply: { text: "ok" } });
   const handle = rt.start(options);
   await handle.done;
-  const events = (await collect(rt.bus.log.read({ runId: handle.runId }))).map((e) => e.envelope);
+  const events = (await collect(rt.bus.eventLog.read({ runId: handle.runId }))).map((e) => e.envelope);
   const request = server.requests.at(-1)?.body;
   return {
     user: request?.messages.find((m) => m.role === "user")?.content ?? "",

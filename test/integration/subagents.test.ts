@@ -54,7 +54,7 @@ function runtime(agents: Array<Record<string, unknown>>, troupe: Record<string, 
 }
 
 async function eventsOf(rt: Runtime, runId: string): Promise<Envelope[]> {
-  return (await collect(rt.bus.log.read({ runId }))).map((e) => e.envelope);
+  return (await collect(rt.bus.eventLog.read({ runId }))).map((e) => e.envelope);
 }
 
 const subagentCall = (name: string, task: string) => ({ name: `subagent_${name}`, arguments: { task } });
@@ -340,7 +340,7 @@ describe("subagents", () => {
     );
     const rt = runtime([lead, nested, reviewer]);
     const handle = rt.start({ task: "x", agent: "lead" });
-    for await (const e of rt.bus.log.read({ runId: handle.runId, follow: true })) {
+    for await (const e of rt.bus.eventLog.read({ runId: handle.runId, follow: true })) {
       if (
         e.envelope.type === "model.delta" &&
         e.envelope.parentId !== undefined &&

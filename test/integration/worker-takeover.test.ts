@@ -35,7 +35,7 @@ it("a worker taking over a subagent whose host died before its first snapshot st
     [0, "agent.started", { name: "scout", model: "scripted", task: "Look.", budget: {}, depth: 1 }],
     [1, "state.changed", { from: "idle", to: "callingModel" }],
   ] as const)
-    await bus.log.append(makeEnvelope({ runId, agentId: childId, parentId: "lead-x", seq, type, data }));
+    await bus.eventLog.append(makeEnvelope({ runId, agentId: childId, parentId: "lead-x", seq, type, data }));
   expect(await (await bus.kv("snapshots")).get(`${runId}.${childId}`)).toBeNull();
 
   const config = testConfig(
@@ -50,16 +50,16 @@ it("a worker taking over a subagent whose host died before its first snapshot st
   await worker.start();
   try {
     const stopped = async () =>
-      (await collect(bus.log.read({ runId }))).some(
+      (await collect(bus.eventLog.read({ runId }))).some(
         ({ envelope }) => envelope.agentId === childId && envelope.type === "agent.stopped",
       );
     await waitFor("the child to stop", stopped, 10_000);
-    const seqs = (await collect(bus.log.read({ runId })))
+    const seqs = (await collect(bus.eventLog.read({ runId })))
       .filter(({ envelope }) => envelope.agentId === childId)
       .map(({ envelope }) => envelope.seq);
     // One gap-free sequence across both hosts.
     expect(seqs).toEqual(seqs.map((_, i) => i));
-    const last = (await collect(bus.log.read({ runId }))).at(-1)?.envelope;
+    const last = (await collect(bus.eventLog.read({ runId }))).at(-1)?.envelope;
     expect(last).toMatchObject({ type: "agent.stopped", data: { reason: "done", result: "scouted" } });
   } finally {
     await worker.stop();

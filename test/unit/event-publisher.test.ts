@@ -8,11 +8,11 @@ import { silentLogger } from "../../src/log.js";
 /** A LocalBus whose appends are recorded, each held until `release` when `hold` is set. */
 function recordingBus() {
   const bus = new LocalBus({ prefix: "pubtest" });
-  const appendAll = bus.log.appendAll.bind(bus.log);
+  const appendAll = bus.eventLog.appendAll.bind(bus.eventLog);
   const appends: string[][] = [];
   const held: Array<() => void> = [];
   let hold = false;
-  bus.log.appendAll = async (envelopes: readonly Envelope[]): Promise<AppendAck> => {
+  bus.eventLog.appendAll = async (envelopes: readonly Envelope[]): Promise<AppendAck> => {
     appends.push(envelopes.map((envelope) => envelope.type));
     if (hold) await new Promise<void>((resolve) => held.push(resolve));
     return appendAll(envelopes);
@@ -58,7 +58,7 @@ describe("EventPublisher", () => {
     expect(flushed).toBe(true);
     expect(appends).toEqual([["state.changed"], ["model.delta", "model.delta"]]);
     const logged: Array<[number, string]> = [];
-    for await (const { envelope } of bus.log.read({ runId: "r1" }))
+    for await (const { envelope } of bus.eventLog.read({ runId: "r1" }))
       logged.push([envelope.seq, envelope.type]);
     expect(logged).toEqual([
       [0, "state.changed"],
