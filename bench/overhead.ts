@@ -258,7 +258,7 @@ async function durableFloor(
     const append = (turn: number, last: boolean) =>
       hostBus.eventLog
         .append(
-          makeEnvelope({ runId, agentId: "a", seq: turn, type: last ? "agent.stopped" : "turn", data: {} }),
+          makeEnvelope({ runId, agentId: "a", seq: turn, type: last ? "floor.stopped" : "turn", data: {} }),
         )
         .then(() => undefined);
     const loop = rawLoop(baseURL, { afterTurn: append })();
@@ -273,7 +273,7 @@ async function durableFloor(
     let stopped: () => void = () => {};
     const finished = new Promise<void>((resolve) => (stopped = resolve));
     const sub = clientBus.subscribe(clientBus.subjects.events(runId), (envelope) => {
-      if (envelope.type === "agent.stopped") stopped();
+      if (envelope.type === "floor.stopped") stopped();
     });
     await clientBus.request(
       clientBus.subjects.api("floor.start"),

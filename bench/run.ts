@@ -154,7 +154,7 @@ async function measureBus(label: string, open: () => Promise<Bus>): Promise<void
   const n = quick ? 2000 : 10_000;
   try {
     add({
-      name: `${label}: log.append (64 in flight)`,
+      name: `${label}: eventLog.append (64 in flight)`,
       value: await repeat(() => appendRate(bus, n)),
       unit: "events/s",
     });
