@@ -1,0 +1,110 @@
+import { spawn } from "node:child_process";
+import { join } from "node:path";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
+import { afterEach, expect, it } from "vitest";
+import { subjects, uniquePrefix } from "../../src/bus/subjects.js";
+import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { TROUPE_BIN, tempTree } from "../support/cli.js";
+import { startCluster } from "../support/nats-cluster.js";
+import { waitFor } from "../support/wait.js";
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/*
+ * Troupe on a three-node NATS cluster with JetStream, on loopback: its stream and buckets have three
+ * replicas because troupe.yaml says so, and a run goes on when the node its daemon is connected to is
+ * killed with SIGKILL: the daemon reconnects to another node (the cluster told it of them), the stream
+ * keeps a leader, and the client, on another node, sees every event in order.
+ */
+it("on a three-node cluster: R3 from troupe.yaml, and a run finishes after kill -9 of the daemon's node", async () => {
+  const prefix = uniquePrefix("cl");
+  const { dir, dispose } = tempTree({
+    "config/troupe.yaml": [
+      "defaultAgent: worker",
+      "defaultModel: scripted",
+      "nats:",
+      `  prefix: ${prefix}`,
+      "  embedded: false",
+      "  stream: { replicas: 3 }",
+      "  kv: { replicas: 3 }",
+      "",
+    ].join("\n"),
+    "config/agents/worker.yaml": "name: worker\ndescription: Works.\ntools: [read_file]\n",
+    "notes.txt": "survives\n",
+  });
+  cleanups.push(dispose);
+  const cluster = await startCluster(join(dir, "cluster"));
+  cleanups.push(() => cluster.stop());
+  const model = await ScriptedModelServer.start([
+    {
+      match: { turn: 1 },
+      reply: { text: "Reading.", toolCalls: [{ name: "read_file", arguments: { path: "notes.txt" } }] },
+    },
+    {
+      match: { turn: 2 },
+      reply: { text: `It says: survives. ${"More. ".repeat(40)}`, chunks: 40, chunkDelayMs: 100 },
+    },
+  ]);
+  cleanups.push(() => model.close());
+  const [nodeA, , nodeC] = cluster.urls as [string, string, string];
+  const env = (url: string) => ({
+    ...process.env,
+    NATS_URL: url,
+    OPENAI_BASE_URL: model.baseURL,
+    OPENAI_API_KEY: "",
+    TROUPE_DATA_DIR: join(dir, ".data"),
+  });
+  const daemon = spawn(process.execPath, [TROUPE_BIN, "--config", join(dir, "config"), "daemon"], {
+    cwd: dir,
+    env: env(nodeA),
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  cleanups.push(() => void daemon.kill("SIGKILL"));
+  let daemonErr = "";
+  daemon.stderr.on("data", (chunk) => (daemonErr += chunk));
+  await waitFor("the daemon", () => daemonErr.includes("troupe daemon ready"), 30_000);
+
+  // What JetStream says of the stream and a bucket the daemon made: three replicas, one of them leader.
+  const nc = await connect({ servers: nodeC });
+  cleanups.push(() => nc.close());
+  const jsm = await jetstreamManager(nc);
+  const stream = await jsm.streams.info(subjects(prefix).eventStream);
+  expect(stream.config.num_replicas).toBe(3);
+  expect(stream.cluster?.leader).toMatch(/^troupe-[123]$/);
+  expect(stream.cluster?.replicas).toHaveLength(2);
+  const bucket = await jsm.streams.info(`KV_${prefix}_snapshots`);
+  expect(bucket.config.num_replicas).toBe(3);
+
+  const client = spawn(
+    process.execPath,
+    [TROUPE_BIN, "--config", join(dir, "config"), "run", "--json", "What do the notes say?"],
+    { cwd: dir, env: env(nodeC), stdio: ["ignore", "pipe", "pipe"] },
+  );
+  cleanups.push(() => void client.kill("SIGKILL"));
+  const clientExit = new Promise<number | null>((resolve) => client.once("exit", resolve));
+  let stdout = "";
+  client.stdout.on("data", (chunk) => (stdout += chunk));
+  let stderr = "";
+  client.stderr.on("data", (chunk) => (stderr += chunk));
+  await waitFor("the second answer to stream", () => stdout.split('"model.delta"').length > 6, 20_000);
+
+  await cluster.kill(0);
+
+  expect(await clientExit, stderr).toBe(0);
+  const events = stdout
+    .trim()
+    .split("\n")
+    .map((line) => JSON.parse(line) as { seq: number; type: string; data: { text?: string } });
+  expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i));
+  expect(events.at(-1)).toMatchObject({ type: "agent.stopped", data: { reason: "done" } });
+  const streamed = events
+    .filter((e) => e.type === "model.delta")
+    .map((e) => e.data.text)
+    .join("");
+  expect(streamed).toBe(`Reading.It says: survives. ${"More. ".repeat(40)}`);
+  expect(daemon.exitCode).toBeNull();
+}, 120_000);
