@@ -33,7 +33,16 @@ export interface Heartbeat {
   pid: number;
   host: string;
   beats: number;
+  /** When it was sent, by the worker's clock (ms since the epoch). */
+  at?: number;
+  /** The agents it hosts (`<runId>.<agentId>`), the first `MAX_LISTED` of them. */
+  agents?: string[];
+  /** How many agents it hosts. */
+  agentCount?: number;
 }
+
+/** A heartbeat names at most this many of its worker's agents (it goes out every second). */
+const MAX_LISTED = 50;
 
 export const actorKey = (runId: string, agentId: string) => `${runId}.${agentId}`;
 
@@ -96,6 +105,13 @@ export async function claim(
   }
 }
 
-export function heartbeat(beats: number): Heartbeat {
-  return { pid: process.pid, host: hostname(), beats };
+export function heartbeat(beats: number, agents: readonly string[] = []): Heartbeat {
+  return {
+    pid: process.pid,
+    host: hostname(),
+    beats,
+    at: Date.now(),
+    agents: agents.slice(0, MAX_LISTED),
+    agentCount: agents.length,
+  };
 }

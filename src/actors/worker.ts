@@ -97,7 +97,7 @@ export class Worker {
 
   async #beat(): Promise<void> {
     const workers = await this.runtime.bus.kv("workers");
-    await workers.put(this.id, heartbeat(++this.#beats) satisfies Heartbeat);
+    await workers.put(this.id, heartbeat(++this.#beats, this.hosted) satisfies Heartbeat);
   }
 
   /** Workers whose heartbeat stopped changing are dead: claim and resume each of their actors. */

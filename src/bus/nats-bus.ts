@@ -180,6 +180,34 @@ export class NatsBus implements Bus {
   }
 
   /** Waits out NATS being away (up to the append timeout), as appends and KV writes do. */
+  /**
+   * Where this connection is and how the event stream is kept, as NATS reports them: the server
+   * and its cluster, and the stream's replicas (its leader, and whether each other one is current).
+   * Without the stream's info (a role that may not ask for it) only the server is said.
+   */
+  async clusterInfo(): Promise<ClusterInfo> {
+    const server = this.connection.info;
+    const here = { server: server?.server_name, cluster: server?.cluster };
+    try {
+      const info = await this.jsm.streams.info(this.subjects.eventStream);
+      return {
+        ...here,
+        stream: {
+          name: info.config.name,
+          replicas: info.config.num_replicas,
+          leader: info.cluster?.leader,
+          followers: (info.cluster?.replicas ?? []).map((peer) => ({
+            name: peer.name,
+            current: peer.current,
+            lag: peer.lag ?? 0,
+          })),
+        },
+      };
+    } catch {
+      return here;
+    }
+  }
+
   async flush(): Promise<void> {
     this.#ensureOpen();
     const deadline = Date.now() + this.appendTimeoutMs;
@@ -257,4 +285,17 @@ function inboxRefused(error: unknown, inboxPrefix: string | undefined): BusUnava
     `these credentials may not receive replies at ${inboxPrefix}: set nats.role in troupe.yaml to the role they are of (troupe credentials ROLE printed them)`,
     { cause: error },
   );
+}
+
+/** See `NatsBus.clusterInfo`. */
+export interface ClusterInfo {
+  /** The server this connection is on (its `server_name`). */
+  server: string | undefined;
+  cluster: string | undefined;
+  stream?: {
+    name: string;
+    replicas: number;
+    leader: string | undefined;
+    followers: Array<{ name: string; current: boolean; lag: number }>;
+  };
 }

@@ -1,4 +1,5 @@
 import type { Heartbeat } from "../actors/placement.js";
+import { type ClusterInfo, NatsBus } from "../bus/nats-bus.js";
 import { answersAnonymously } from "../bus/nats-connect.js";
 import { loadConfig } from "../config/load.js";
 import type { ApiRequest, RunRecord } from "../daemon/api.js";
@@ -48,10 +49,11 @@ export async function runStatus(
     const waiting = await listApprovals(bus)
       .then((records) => records.filter((record) => record.status === "pending"))
       .catch(() => undefined);
+    const nats = bus instanceof NatsBus ? await bus.clusterInfo() : undefined;
     if (flags.json) {
       const approvals = waiting?.map(({ request, createdAt }) => ({ ...request, createdAt }));
       process.stdout.write(
-        `${JSON.stringify({ daemon: { nats: url, prefix }, bus: { open }, workers, runs, ...(approvals ? { approvals } : {}) })}\n`,
+        `${JSON.stringify({ daemon: { nats: url, prefix }, bus: { open }, ...(nats ? { cluster: nats } : {}), workers, runs, ...(approvals ? { approvals } : {}) })}\n`,
       );
       return 0;
     }
@@ -62,9 +64,10 @@ export async function runStatus(
         ? `bus: open to anyone who reaches ${url} (see docs/nats-permissions.md)\n`
         : "bus: credentials required\n",
     );
-    process.stdout.write(
-      `workers: ${workers.length ? workers.map((w) => `${w.id} (pid ${w.pid} on ${w.host})`).join(", ") : "none"}\n\n`,
-    );
+    if (nats) process.stdout.write(`${clusterLines(nats).join("\n")}\n`);
+    process.stdout.write(`workers: ${workers.length ? "" : "none"}\n`);
+    for (const worker of workers) process.stdout.write(`  ${workerLine(worker, now)}\n`);
+    process.stdout.write("\n");
     const rows = runs.map((run) => [
       run.runId,
       run.agent,
@@ -81,6 +84,33 @@ export async function runStatus(
   } finally {
     await bus.close();
   }
+}
+
+/** Where the connection is, and the event stream's replicas as NATS reports them. */
+function clusterLines(info: ClusterInfo): string[] {
+  const where = info.cluster
+    ? `nats: on ${info.server ?? "a server"} of cluster ${info.cluster}`
+    : `nats: on ${info.server ?? "a server"} (no cluster)`;
+  const { stream } = info;
+  if (!stream) return [where];
+  const followers = stream.followers.map(
+    (peer) =>
+      `${peer.name} (${peer.current ? "current" : "behind"}${peer.lag ? `, ${peer.lag} behind` : ""})`,
+  );
+  return [
+    where,
+    `stream ${stream.name}: ${stream.replicas} replica${stream.replicas === 1 ? "" : "s"}, leader ${stream.leader ?? "none"}${followers.length ? `; ${followers.join(", ")}` : ""}`,
+  ];
+}
+
+/** A worker: where it runs, what it hosts, and how long ago it last said so (by its own clock). */
+function workerLine(worker: { id: string } & Heartbeat, now: number): string {
+  const agents = worker.agentCount ?? worker.agents?.length ?? 0;
+  const listed = worker.agents?.length
+    ? `: ${worker.agents.join(", ")}${agents > worker.agents.length ? ", …" : ""}`
+    : "";
+  const beat = worker.at === undefined ? "" : `, last heartbeat ${age(Math.max(0, now - worker.at))} ago`;
+  return `${worker.id} on ${worker.host} (pid ${worker.pid}${beat}), ${agents} agent${agents === 1 ? "" : "s"}${listed}`;
 }
 
 function age(ms: number): string {

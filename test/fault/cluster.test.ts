@@ -3,9 +3,10 @@ import { join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { afterEach, expect, it } from "vitest";
+import type { ClusterInfo } from "../../src/bus/nats-bus.js";
 import { subjects, uniquePrefix } from "../../src/bus/subjects.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
-import { TROUPE_BIN, tempTree } from "../support/cli.js";
+import { runTroupe, TROUPE_BIN, tempTree } from "../support/cli.js";
 import { startCluster } from "../support/nats-cluster.js";
 import { waitFor } from "../support/wait.js";
 
@@ -107,4 +108,18 @@ it("on a three-node cluster: R3 from troupe.yaml, and a run finishes after kill 
     .join("");
   expect(streamed).toBe(`Reading.It says: survives. ${"More. ".repeat(40)}`);
   expect(daemon.exitCode).toBeNull();
+
+  // troupe status, from node C, says where it is and how the stream is kept, as NATS reports them.
+  const status = await runTroupe(["--config", join(dir, "config"), "status", "--json"], {
+    cwd: dir,
+    env: env(nodeC),
+  });
+  expect(status.code, status.stderr).toBe(0);
+  const { cluster: reported } = JSON.parse(status.stdout) as { cluster: ClusterInfo };
+  expect(reported).toMatchObject({ server: "troupe-3", cluster: "troupe", stream: { replicas: 3 } });
+  const peers = [reported.stream?.leader, ...(reported.stream?.followers ?? []).map((peer) => peer.name)];
+  expect(peers.sort()).toEqual(["troupe-1", "troupe-2", "troupe-3"]);
+  const text = await runTroupe(["--config", join(dir, "config"), "status"], { cwd: dir, env: env(nodeC) });
+  expect(text.stdout).toContain("nats: on troupe-3 of cluster troupe\n");
+  expect(text.stdout).toMatch(/^stream \S+: 3 replicas, leader troupe-[123]; troupe-\d \(\w+/m);
 }, 120_000);
