@@ -22,7 +22,14 @@ export default async function setup(project: TestProject): Promise<() => Promise
   // The safety tests run commands under the real sandbox: say at once, in one line, when it is missing.
   const sandbox = detectSandbox();
   if (sandbox.unavailable) throw new Error(`no command sandbox for the tests: ${sandbox.unavailable}`);
-  const tools = { git: "git", rg: "ripgrep", openssl: "openssl", tmux: "tmux", script: "util-linux" };
+  const tools = {
+    git: "git",
+    rg: "ripgrep",
+    openssl: "openssl",
+    tmux: "tmux",
+    script: "util-linux",
+    ip: "iproute2",
+  };
   const missing = Object.entries(tools).filter(([command]) => !onPath(command));
   if (missing.length > 0)
     throw new Error(
