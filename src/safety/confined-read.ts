@@ -53,10 +53,7 @@ export async function openConfined(
   try {
     handle = await open(real, READ_FLAGS);
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === "ELOOP") return { refused: "outside" };
-    if (code === "ENOENT") return { refused: "missing" };
-    throw error;
+    return openRefusal(error);
   }
   try {
     const refusal = await judge(root, real, handle, options);
@@ -133,10 +130,7 @@ export function readConfinedSync(
   try {
     fd = openSync(real, READ_FLAGS);
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === "ELOOP") return { refused: "outside" };
-    if (code === "ENOENT") return { refused: "missing" };
-    throw error;
+    return openRefusal(error);
   }
   try {
     const info = fstatSync(fd);
@@ -175,4 +169,12 @@ function heldPathSync(real: string, fd: number, info: { dev: number; ino: number
       return undefined;
     }
   }
+}
+
+/** A failed open of a checked path: a link met on the way leads outside, a file gone is missing; else thrown. */
+function openRefusal(error: unknown): ReadRefusal {
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === "ELOOP") return { refused: "outside" };
+  if (code === "ENOENT") return { refused: "missing" };
+  throw error;
 }
