@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
@@ -6,7 +5,7 @@ import { afterEach, expect, it } from "vitest";
 import type { ClusterInfo } from "../../src/bus/nats-bus.js";
 import { subjects, uniquePrefix } from "../../src/bus/subjects.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
-import { runTroupe, TROUPE_BIN, tempTree } from "../support/cli.js";
+import { runTroupe, spawnTroupe, tempTree } from "../support/cli.js";
 import { startCluster } from "../support/nats-cluster.js";
 import { waitFor } from "../support/wait.js";
 
@@ -59,15 +58,13 @@ it("on a three-node cluster: R3 from troupe.yaml, and a run finishes after kill 
     OPENAI_API_KEY: "",
     TROUPE_DATA_DIR: join(dir, ".data"),
   });
-  const daemon = spawn(process.execPath, [TROUPE_BIN, "--config", join(dir, "config"), "daemon"], {
-    cwd: dir,
-    env: env(nodeA),
-    stdio: ["ignore", "ignore", "pipe"],
-  });
-  cleanups.push(() => void daemon.kill("SIGKILL"));
-  let daemonErr = "";
-  daemon.stderr.on("data", (chunk) => (daemonErr += chunk));
-  await waitFor("the daemon", () => daemonErr.includes("troupe daemon ready"), 30_000);
+  const troupe = (args: string[], url: string) => {
+    const running = spawnTroupe(["--config", join(dir, "config"), ...args], { cwd: dir, env: env(url) });
+    cleanups.push(() => void running.child.kill("SIGKILL"));
+    return running;
+  };
+  const daemon = troupe(["daemon"], nodeA);
+  await waitFor("the daemon", () => daemon.stderr().includes("troupe daemon ready"), 30_000);
 
   // What JetStream says of the stream and a bucket the daemon made: three replicas, one of them leader.
   const nc = await connect({ servers: nodeC });
@@ -79,35 +76,6 @@ it("on a three-node cluster: R3 from troupe.yaml, and a run finishes after kill 
   expect(stream.cluster?.replicas).toHaveLength(2);
   const bucket = await jsm.streams.info(`KV_${prefix}_snapshots`);
   expect(bucket.config.num_replicas).toBe(3);
-
-  const client = spawn(
-    process.execPath,
-    [TROUPE_BIN, "--config", join(dir, "config"), "run", "--json", "What do the notes say?"],
-    { cwd: dir, env: env(nodeC), stdio: ["ignore", "pipe", "pipe"] },
-  );
-  cleanups.push(() => void client.kill("SIGKILL"));
-  const clientExit = new Promise<number | null>((resolve) => client.once("exit", resolve));
-  let stdout = "";
-  client.stdout.on("data", (chunk) => (stdout += chunk));
-  let stderr = "";
-  client.stderr.on("data", (chunk) => (stderr += chunk));
-  await waitFor("the second answer to stream", () => stdout.split('"model.delta"').length > 6, 20_000);
-
-  await cluster.kill(0);
-
-  expect(await clientExit, stderr).toBe(0);
-  const events = stdout
-    .trim()
-    .split("\n")
-    .map((line) => JSON.parse(line) as { seq: number; type: string; data: { text?: string } });
-  expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i));
-  expect(events.at(-1)).toMatchObject({ type: "agent.stopped", data: { reason: "done" } });
-  const streamed = events
-    .filter((e) => e.type === "model.delta")
-    .map((e) => e.data.text)
-    .join("");
-  expect(streamed).toBe(`Reading.It says: survives. ${"More. ".repeat(40)}`);
-  expect(daemon.exitCode).toBeNull();
 
   // troupe status, from node C, says where it is and how the stream is kept, as NATS reports them.
   const status = await runTroupe(["--config", join(dir, "config"), "status", "--json"], {
@@ -122,4 +90,28 @@ it("on a three-node cluster: R3 from troupe.yaml, and a run finishes after kill 
   const text = await runTroupe(["--config", join(dir, "config"), "status"], { cwd: dir, env: env(nodeC) });
   expect(text.stdout).toContain("nats: on troupe-3 of cluster troupe\n");
   expect(text.stdout).toMatch(/^stream \S+: 3 replicas, leader troupe-[123]; troupe-\d \(\w+/m);
+
+  const client = troupe(["run", "--json", "What do the notes say?"], nodeC);
+  await waitFor(
+    "the second answer to stream",
+    () => client.stdout().split('"model.delta"').length > 6,
+    20_000,
+  );
+
+  await cluster.kill(0);
+
+  expect(await client.exit, client.stderr()).toBe(0);
+  const events = client
+    .stdout()
+    .trim()
+    .split("\n")
+    .map((line) => JSON.parse(line) as { seq: number; type: string; data: { text?: string } });
+  expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i));
+  expect(events.at(-1)).toMatchObject({ type: "agent.stopped", data: { reason: "done" } });
+  const streamed = events
+    .filter((e) => e.type === "model.delta")
+    .map((e) => e.data.text)
+    .join("");
+  expect(streamed).toBe(`Reading.It says: survives. ${"More. ".repeat(40)}`);
+  expect(daemon.child.exitCode).toBeNull();
 }, 120_000);
