@@ -29,6 +29,7 @@ export interface WorkerOptions {
 export class Worker {
   readonly id = `worker-${ulid().slice(-10).toLowerCase()}`;
   #beats = 0;
+  #stopped = false;
   #timer: NodeJS.Timeout | undefined;
   #serving: Subscription | undefined;
   #hosted = new Map<string, AgentHandle>();
@@ -81,18 +82,27 @@ export class Worker {
 
   /** Stops taking work; what it hosts is left to its snapshots (another worker takes over). */
   async stop(): Promise<void> {
+    this.#stopped = true;
     clearInterval(this.#timer);
     this.#serving?.unsubscribe();
     const workers = await this.runtime.bus.kv("workers");
     await workers.delete(this.id).catch(() => {});
   }
 
+  /** Hosts an agent; the worker beats at once, so `troupe status` names it without waiting a beat. */
   #host(key: string, handle: AgentHandle): void {
     this.#hosted.set(key, handle);
+    this.#beatNow();
     void handle.done.then(async () => {
       this.#hosted.delete(key);
       await (await this.runtime.bus.kv("actors")).delete(key).catch(() => {});
+      this.#beatNow();
     });
+  }
+
+  #beatNow(): void {
+    if (this.#stopped) return;
+    void this.#beat().catch((error) => this.log.warn({ err: error }, "heartbeat failed"));
   }
 
   async #beat(): Promise<void> {
