@@ -93,17 +93,22 @@ export class ScriptedModelServer {
     });
   }
 
-  static async start(rules: ScriptRule[] = []): Promise<ScriptedModelServer> {
+  /** Listens on loopback, or on `options.host` (an address other hosts reach it at). */
+  static async start(
+    rules: ScriptRule[] = [],
+    options: { host?: string } = {},
+  ): Promise<ScriptedModelServer> {
     const server = new ScriptedModelServer();
     server.script(...rules);
-    await new Promise<void>((resolve) => server.#server.listen(0, "127.0.0.1", resolve));
+    const host = options.host ?? "127.0.0.1";
+    await new Promise<void>((resolve) => server.#server.listen(0, host, resolve));
     return server;
   }
 
-  /** The base URL to give the SDK (`…/v1`). */
+  /** The base URL to give the SDK (`…/v1`), at the address it listens on. */
   get baseURL(): string {
-    const { port } = this.#server.address() as AddressInfo;
-    return `http://127.0.0.1:${port}/v1`;
+    const { address, port } = this.#server.address() as AddressInfo;
+    return `http://${address.includes(":") ? `[${address}]` : address}:${port}/v1`;
   }
 
   /** Adds rules; earlier rules win when several match. */

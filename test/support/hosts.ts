@@ -29,10 +29,12 @@ export function hostsUnavailable(): string | undefined {
 }
 
 /**
- * Makes one namespace per host, each with one address on `10.88.0.0/24` as `addresses` says (the
- * last octet), joined by a bridge at 10.88.0.1. Throws, saying what is missing, when it can't.
+ * Makes one namespace per host, each with one address on `<subnet>.0/24` as `addresses` says (the
+ * last octet), joined by a bridge at `<subnet>.1`. Throws, saying what is missing, when it can't.
+ * The subnet is 10.88.0 by default, the one deploy/nats/cluster.conf routes over; tests that make
+ * hosts at the same time take subnets of their own.
  */
-export function makeHosts(addresses: Record<string, number>): Hosts {
+export function makeHosts(addresses: Record<string, number>, subnet = "10.88.0"): Hosts {
   const missing = hostsUnavailable();
   if (missing) throw new Error(missing);
   const tag = randomBytes(3).toString("hex");
@@ -41,7 +43,7 @@ export function makeHosts(addresses: Record<string, number>): Hosts {
   const links = new Map<string, string>();
   const ip = (...args: string[]) => execFileSync("ip", args, { stdio: ["ignore", "ignore", "pipe"] });
   const hosts: Hosts = {
-    address: { bridge: "10.88.0.1" },
+    address: { bridge: `${subnet}.1` },
     spawn: (host, command, args, options = {}) => {
       const ns = namespaces.get(host);
       if (!ns) throw new Error(`no host ${host}`);
@@ -65,7 +67,7 @@ export function makeHosts(addresses: Record<string, number>): Hosts {
   };
   try {
     ip("link", "add", bridge, "type", "bridge");
-    ip("addr", "add", "10.88.0.1/24", "dev", bridge);
+    ip("addr", "add", `${subnet}.1/24`, "dev", bridge);
     ip("link", "set", bridge, "up");
     let i = 0;
     for (const [host, octet] of Object.entries(addresses)) {
@@ -79,11 +81,11 @@ export function makeHosts(addresses: Record<string, number>): Hosts {
       ip("link", "set", outside, "master", bridge);
       ip("link", "set", outside, "up");
       ip("link", "set", inside, "netns", ns);
-      ip("-n", ns, "addr", "add", `10.88.0.${octet}/24`, "dev", inside);
+      ip("-n", ns, "addr", "add", `${subnet}.${octet}/24`, "dev", inside);
       ip("-n", ns, "link", "set", inside, "up");
       ip("-n", ns, "link", "set", "lo", "up");
       links.set(host, outside);
-      hosts.address[host] = `10.88.0.${octet}`;
+      hosts.address[host] = `${subnet}.${octet}`;
     }
   } catch (error) {
     hosts.remove();
