@@ -194,9 +194,9 @@ export class ToolJournal {
   }
 
   /**
-   * The journal of one agent, as a tool batch uses it. Reads are not journaled at all: one cut
-   * short, or finished but not yet in a snapshot, is simply run again (only what writes or executes
-   * must not happen twice). A `fresh` agent (started here, not resumed) has no entries but the ones
+   * The journal of one agent, as a tool batch uses it. Local reads are not journaled at all: one cut
+   * short, or finished but not yet in a snapshot, is simply run again (only what writes or executes,
+   * or is a remote program's call, must not happen twice). A `fresh` agent (started here, not resumed) has no entries but the ones
    * written here, so it looks them up in memory instead of asking the bucket.
    */
   forAgent(
@@ -212,13 +212,13 @@ export class ToolJournal {
     return {
       get: async (callId) => (written ? written.get(callId) : this.get(runId, agentId, callId)),
       started: async (call) => {
-        if (call.effect === "read") return;
+        if (!isJournaled(call)) return;
         await options.beforeStart?.();
         written?.set(call.id, { status: "started", name: call.name, effect: call.effect });
         await this.started(runId, agentId, call.id, call.name, call.effect);
       },
       finished: async (call, result) => {
-        if (call.effect === "read") return;
+        if (!isJournaled(call)) return;
         written?.set(call.id, { status: "finished", name: call.name, effect: call.effect, result });
         await this.finished(runId, agentId, call.id, call.name, call.effect, result);
       },
@@ -267,6 +267,11 @@ export class ToolJournal {
       result,
     } satisfies JournalEntry);
   }
+}
+
+/** What writes or executes, and whatever leaves the process (an MCP call): at most once, so journaled. */
+function isJournaled(call: { effect: ToolEffect; remote?: boolean }): boolean {
+  return call.effect !== "read" || call.remote === true;
 }
 
 /** Call ids come from model servers: as one key token each, one to one (as approvals have them). */

@@ -14,6 +14,8 @@ export interface PlannedCall {
   arguments: string;
   /** Unknown tools count as `execute`. */
   effect: ToolEffect;
+  /** The tool's calls leave this process (`Tool.remote`): journaled even when they only read. */
+  remote?: boolean;
   decision: PolicyDecision;
   /** Set when the call will not run: unknown tool, invalid arguments, or denied. */
   result?: ToolResult;
@@ -127,6 +129,7 @@ export function planCalls(
     const planned: PlannedCall = {
       ...base,
       effect: tool.effect,
+      ...(tool.remote ? { remote: true } : {}),
       decision,
       ...(confinement ? { sandbox: confinement } : {}),
       ...(decision === "ask" && reason ? { askBecause: reason } : {}),

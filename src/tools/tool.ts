@@ -72,9 +72,16 @@ export interface Tool<Args = unknown> {
    * The same call run twice leaves the world as once (write_file: the whole content, to one path).
    * A call of such a tool cut short by a crash is run again when its run resumes; one of any other
    * tool that writes or executes is reported to the model as of unknown outcome instead, and never
-   * run twice. Reads are always run again.
+   * run twice. Reads are always run again, but for a remote tool's.
    */
   idempotent?: boolean;
+  /**
+   * Its calls are carried out by another program (an MCP server), which may count, bill or log each
+   * one even when it only reads. Such calls are journaled whatever their effect: one that finished is
+   * never made again when its agent resumes on another host, and one cut short is reported as of
+   * unknown outcome (unless `idempotent`): at most once, as a write is.
+   */
+  remote?: boolean;
   /** A zod schema (zod 4, or zod 3.25 and later; the program's own zod or Troupe's). */
   parameters: ToolSchema<Args>;
   /** Default 120000. */
@@ -109,6 +116,7 @@ export function defineTool<S extends ToolSchema>(tool: {
   description: string;
   effect: ToolEffect;
   idempotent?: boolean;
+  remote?: boolean;
   parameters: S;
   timeoutMs?: number;
   readMore?: string;

@@ -25,7 +25,7 @@ afterEach(async () => {
   await removePrefix(inject("natsUrl"), prefix);
 });
 
-const runs = { fast: 0, write: 0, put: 0 };
+const runs = { fast: 0, write: 0, put: 0, lookup: 0, search: 0 };
 /** Resolves in 30 s, or at once from the second call on: the first is the one a crash cuts short. */
 const slowFirstTime = (count: number, signal: AbortSignal, output: string) =>
   new Promise<{ ok: true; output: string }>((resolve) => {
@@ -55,8 +55,25 @@ const tools: Tool[] = [
     parameters: z.object({}),
     execute: (_args, { signal }) => slowFirstTime(++runs.put, signal, `put, call ${runs.put}`),
   }) as Tool,
+  // Reads that another program carries out (as an MCP server's are), counting each call it gets.
+  defineTool({
+    name: "remote_lookup",
+    description: "Looks up, remotely.",
+    effect: "read",
+    remote: true,
+    parameters: z.object({}),
+    execute: () => ({ ok: true, output: `looked up ${++runs.lookup}` }),
+  }) as Tool,
+  defineTool({
+    name: "remote_search",
+    description: "Searches slowly, remotely.",
+    effect: "read",
+    remote: true,
+    parameters: z.object({}),
+    execute: (_args, { signal }) => slowFirstTime(++runs.search, signal, `searched ${runs.search}`),
+  }) as Tool,
 ];
-beforeEach(() => Object.assign(runs, { fast: 0, write: 0, put: 0 }));
+beforeEach(() => Object.assign(runs, { fast: 0, write: 0, put: 0, lookup: 0, search: 0 }));
 
 async function runtime(extra: Tool[] = [], troupe: Record<string, unknown> = {}) {
   const config = testConfig(
@@ -69,7 +86,14 @@ async function runtime(extra: Tool[] = [], troupe: Record<string, unknown> = {})
       {
         name: "worker",
         description: "Works.",
-        tools: ["count_fast", "slow_write", "slow_put", ...extra.map((tool) => tool.name)],
+        tools: [
+          "count_fast",
+          "slow_write",
+          "slow_put",
+          "remote_lookup",
+          "remote_search",
+          ...extra.map((tool) => tool.name),
+        ],
       },
     ],
   );
@@ -102,7 +126,7 @@ it("resumes an agent on another host from its KV snapshot: a read is run again, 
   handle.detach();
   await first.rt.close();
   await first.bus.close();
-  expect(runs).toEqual({ fast: 1, write: 1, put: 0 });
+  expect(runs).toEqual({ fast: 1, write: 1, put: 0, lookup: 0, search: 0 });
 
   const second = await runtime();
   const resumed = await second.rt.resume(handle.runId, handle.agentId, { as: "own-record" });
@@ -110,7 +134,7 @@ it("resumes an agent on another host from its KV snapshot: a read is run again, 
   const output = await resumed.done;
   expect(output).toMatchObject({ reason: "done", result: "carried on after the move", turns: 2 });
   // Reads are not journaled: the batch's read runs again, the write does not.
-  expect(runs).toEqual({ fast: 2, write: 1, put: 0 });
+  expect(runs).toEqual({ fast: 2, write: 1, put: 0, lookup: 0, search: 0 });
   const toolResults =
     server.requests[1]?.body.messages.filter((m) => m.role === "tool").map((m) => m.content) ?? [];
   expect(toolResults[0]).toContain("counted 2");
@@ -125,6 +149,48 @@ it("resumes an agent on another host from its KV snapshot: a read is run again, 
   expect(events.at(-1)?.type).toBe("agent.stopped");
   // A finished agent is not resumed again.
   expect(await second.rt.resume(handle.runId, handle.agentId, { as: "own-record" })).toBeUndefined();
+  await second.rt.close();
+  await second.bus.close();
+});
+
+it("makes a remote read at most once across hosts: one finished is not made again, one cut short is of unknown outcome", async () => {
+  server.script(
+    {
+      match: { turn: 1 },
+      reply: {
+        toolCalls: [
+          { name: "count_fast", arguments: {} },
+          { name: "remote_lookup", arguments: {} },
+          { name: "remote_search", arguments: {} },
+        ],
+      },
+    },
+    { match: { turn: 2 }, reply: { text: "carried on after the move" } },
+  );
+  const first = await runtime();
+  const handle = first.rt.start({ task: "Count, look up, search" });
+  const finished = new Set<string>();
+  for await (const { envelope } of first.bus.eventLog.read({ runId: handle.runId, follow: true })) {
+    if (envelope.type === "tool.finished") finished.add((envelope.data as { name: string }).name);
+    if (finished.has("count_fast") && finished.has("remote_lookup")) break;
+  }
+  // The first host goes away while the search is still out.
+  handle.detach();
+  await first.rt.close();
+  await first.bus.close();
+  expect(runs).toMatchObject({ fast: 1, lookup: 1, search: 1 });
+
+  const second = await runtime();
+  const resumed = await second.rt.resume(handle.runId, handle.agentId, { as: "own-record" });
+  if (!resumed) throw new Error("nothing to resume");
+  expect(await resumed.done).toMatchObject({ reason: "done", result: "carried on after the move" });
+  // The local read runs again; the remote program is asked nothing more.
+  expect(runs).toMatchObject({ fast: 2, lookup: 1, search: 1 });
+  const toolResults =
+    server.requests[1]?.body.messages.filter((m) => m.role === "tool").map((m) => m.content) ?? [];
+  expect(toolResults[0]).toContain("counted 2");
+  expect(toolResults[1]).toContain("looked up 1");
+  expect(toolResults[2]).toContain("remote_search was running when its host stopped; its outcome is unknown");
   await second.rt.close();
   await second.bus.close();
 });

@@ -203,6 +203,34 @@ describe("runBatch", () => {
     expect(results["store__append-{}"]?.error).toMatch(/outcome is unknown/);
   });
 
+  it("holds an MCP tool that only reads to at most once: journaled as remote, a started call not made again", async () => {
+    const calls: string[] = [];
+    const server = {
+      server: "meter",
+      config: mcpServerSchema.parse({ command: "meter", timeoutMs: 1000, readOnly: true }),
+      call: async (name: string) => {
+        calls.push(name);
+        return { content: [{ type: "text", text: `${name} done` }] };
+      },
+    };
+    const mcp = new ToolRegistry([mcpTool(server, { name: "quote", inputSchema: {} }, "/tmp")]);
+    const planned = planCalls([call("meter__quote", {})], mcp, new Set(mcp.names()), "never-ask");
+    expect(planned[0]).toMatchObject({ effect: "read", remote: true, decision: "allow" });
+    const journal: BatchJournal = {
+      get: async () => ({ status: "started" }),
+      started: async () => {},
+      finished: async () => {},
+    };
+    const results = await runBatch(planned, {
+      registry: mcp,
+      context,
+      signal: new AbortController().signal,
+      journal,
+    });
+    expect(calls).toEqual([]);
+    expect(results["meter__quote-{}"]?.error).toMatch(/outcome is unknown/);
+  });
+
   it("aborts running tools through their signal", async () => {
     const controller = new AbortController();
     const planned = planCalls([call("slow", {})], registry, all, "yolo");

@@ -61,6 +61,8 @@ export function mcpTool(caller: McpCaller, info: McpToolInfo, workspace: string)
     name: mcpToolName(caller.server, info.name),
     description: info.description ?? `${info.name} from the ${caller.server} MCP server`,
     effect,
+    // Another program's call: at most once, even a read (the server may count or bill it).
+    remote: true,
     // The server's word, as for readOnlyHint: the operator chose the server.
     ...(info.annotations?.idempotentHint === true ? { idempotent: true } : {}),
     // Cline's `autoApprove`: the operator allowed these calls in advance, applied where the policy decides.
