@@ -100,10 +100,14 @@ it("spawns subagents on attached workers; a worker killed with SIGKILL mid-run h
   const host = placement?.value.worker ?? "";
   // What `troupe status` shows of a worker: the agents it hosts, and when it last said so.
   let beat = await heartbeats.get<Heartbeat>(host);
-  await waitFor("the worker's heartbeat to name its child", async () => {
-    beat = await heartbeats.get<Heartbeat>(host);
-    return beat?.value.agents?.includes(`${handle.runId}.${childId}`) === true;
-  }, 3000);
+  await waitFor(
+    "the worker's heartbeat to name its child",
+    async () => {
+      beat = await heartbeats.get<Heartbeat>(host);
+      return beat?.value.agents?.includes(`${handle.runId}.${childId}`) === true;
+    },
+    3000,
+  );
   expect(beat?.value).toMatchObject({ agents: [`${handle.runId}.${childId}`], agentCount: 1 });
   expect(Date.now() - (beat?.value.at ?? 0)).toBeLessThan(5000);
   const victim = workers.find((w) => w.pid === beat?.value.pid);
