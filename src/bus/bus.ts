@@ -93,7 +93,10 @@ export interface EventLog {
    * Appending the same events again stores them once.
    */
   appendAll(envelopes: readonly Envelope[]): Promise<AppendAck>;
-  /** Events in log order. Invalid envelopes in the log are skipped and counted as malformed. */
+  /**
+   * Events in log order. Invalid envelopes in the log are skipped and counted as malformed; an
+   * agent's event of a seq already read, or of an older epoch than one read, is skipped (`EventFilter`).
+   */
   read(options?: ReadOptions): AsyncIterable<LoggedEvent>;
 }
 

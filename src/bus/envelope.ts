@@ -23,6 +23,11 @@ export const envelopeSchema = z.object({
   seq: z.number().int().nonnegative(),
   /** Dotted event or message type, e.g. `state.changed`. */
   type: z.string().min(1),
+  /**
+   * Which placement of the agent made it (absent: 0). A worker that takes an agent over stamps a
+   * higher one, so readers drop what the host it took over from still sends (see `EventFilter`).
+   */
+  epoch: z.number().int().nonnegative().optional(),
   data: z.unknown(),
 });
 
@@ -34,6 +39,8 @@ export interface EnvelopeInit<T> {
   parentId?: string | undefined;
   seq: number;
   type: string;
+  /** Left out when 0 (an agent no worker took over). */
+  epoch?: number | undefined;
   data: T;
 }
 
@@ -49,6 +56,7 @@ export function makeEnvelope<T>(init: EnvelopeInit<T>, now: number = Date.now())
     data: init.data,
   };
   if (init.parentId !== undefined) envelope.parentId = init.parentId;
+  if (init.epoch) envelope.epoch = init.epoch;
   return envelope;
 }
 
@@ -101,6 +109,7 @@ function isWellFormed(json: unknown): json is Envelope {
     text(e.agentId) &&
     (e.parentId === undefined || text(e.parentId)) &&
     count(e.seq) &&
+    (e.epoch === undefined || count(e.epoch)) &&
     text(e.type) &&
     "data" in e
   );

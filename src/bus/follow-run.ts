@@ -1,6 +1,7 @@
 import { AsyncQueue } from "./async-queue.js";
 import { type Bus, BusClosedError } from "./bus.js";
 import type { Envelope } from "./envelope.js";
+import { EventFilter } from "./event-filter.js";
 
 export interface FollowOptions {
   signal?: AbortSignal;
@@ -18,7 +19,8 @@ export interface FollowOptions {
  * started before the subscription), or a quiet spell (a lost last event looks like one). A
  * subscription costs the server nothing to set up; a consumer on the log costs JetStream API calls
  * and work on the server, which a short run would feel. Retried appends reach subscribers twice:
- * an event is yielded once per agent and seq.
+ * an event is yielded once per agent and seq, and none a host sent after it lost its agent to
+ * another (see `EventFilter`).
  */
 export async function* followRun(
   bus: Bus,
@@ -26,7 +28,7 @@ export async function* followRun(
   options: FollowOptions = {},
 ): AsyncIterable<Envelope> {
   const { signal, quietMs = 1000 } = options;
-  const seqs = new SeqsSeen();
+  const seqs = new EventFilter();
 
   const live = new AsyncQueue<Envelope>(signal);
   let lastAt = Date.now();
@@ -40,8 +42,8 @@ export async function* followRun(
   try {
     await bus.flush();
     for await (const envelope of live) {
-      if (envelope.seq > seqs.next(envelope.agentId)) break;
-      if (!seqs.add(envelope)) continue;
+      if (envelope.seq > seqs.next(runId, envelope.agentId)) break;
+      if (!seqs.accept(envelope)) continue;
       yield envelope;
     }
   } finally {
@@ -59,7 +61,7 @@ export async function* followRun(
         ...(signal ? { signal } : {}),
       })) {
         delay = 250;
-        if (!seqs.add(envelope)) continue;
+        if (!seqs.accept(envelope)) continue;
         yield envelope;
       }
       return;
@@ -69,37 +71,6 @@ export async function* followRun(
       await new Promise((resolve) => setTimeout(resolve, delay));
       delay = Math.min(delay * 2, 2000);
     }
-  }
-}
-
-/**
- * The (agent, seq) pairs yielded so far: below each agent's `next` all of them, and the few above
- * it. An event whose append was retried may be stored after later ones of its agent; it is still
- * new when it comes.
- */
-class SeqsSeen {
-  readonly #next = new Map<string, number>();
-  readonly #above = new Map<string, Set<number>>();
-
-  /** The lowest seq of the agent not yet seen. */
-  next(agentId: string): number {
-    return this.#next.get(agentId) ?? 0;
-  }
-
-  /** False when it was seen already. */
-  add({ agentId, seq }: Envelope): boolean {
-    let next = this.next(agentId);
-    const above = this.#above.get(agentId);
-    if (seq < next || above?.has(seq)) return false;
-    if (seq > next) {
-      if (above) above.add(seq);
-      else this.#above.set(agentId, new Set([seq]));
-      return true;
-    }
-    next++;
-    while (above?.delete(next)) next++;
-    this.#next.set(agentId, next);
-    return true;
   }
 }
 

@@ -19,6 +19,7 @@ import {
   type Subscription,
 } from "./bus.js";
 import { type Envelope, encodeEnvelope } from "./envelope.js";
+import { EventFilter } from "./event-filter.js";
 import type { FileStore } from "./file-store.js";
 import { Intake } from "./intake.js";
 import { LocalKv } from "./local-kv.js";
@@ -299,19 +300,20 @@ class LocalEventLog implements EventLog {
     if (follower) this.#followers.add(follower);
     const end = backlog.length;
     let lastSeq = 0;
+    const filter = new EventFilter(from === "start");
     try {
       for (let i = 0; i < end; i++) {
         if (signal?.aborted) return;
         const stored = backlog[i] as StoredEvent;
         lastSeq = stored.seq;
         const event = this.#toLogged(stored);
-        if (event) yield event;
+        if (event && filter.accept(event.envelope)) yield event;
       }
       if (!follower) return;
       for await (const stored of follower.queue) {
         if (stored.seq <= lastSeq) continue;
         const event = this.#toLogged(stored);
-        if (event) yield event;
+        if (event && filter.accept(event.envelope)) yield event;
       }
     } finally {
       follower?.queue.end();

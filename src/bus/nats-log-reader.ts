@@ -9,6 +9,7 @@ import { createInbox, Empty, type Msg, type NatsConnection, nanos, nuid } from "
 import type { Logger } from "../log.js";
 import { AsyncQueue } from "./async-queue.js";
 import type { LoggedEvent, ReadOptions } from "./bus.js";
+import { EventFilter } from "./event-filter.js";
 import type { Intake } from "./intake.js";
 import { fromAStream } from "./server-sent.js";
 import type { Subjects } from "./subjects.js";
@@ -42,7 +43,8 @@ export interface LogReaderParts {
  * it is gap-free: a delivery out of sequence, a deleted consumer or a silence longer than two
  * heartbeats (the server restarted, the connection came back) makes the consumer again from the
  * message after the last one read. Without `follow` it ends at the message the server says has none
- * pending after it.
+ * pending after it. Events pass an `EventFilter`: each agent's seq once, none from a host that lost
+ * its agent to another.
  */
 export function readLog(parts: LogReaderParts, options: ReadOptions = {}): AsyncIterable<LoggedEvent> {
   return { [Symbol.asyncIterator]: () => new LogCursor(parts, options) };
@@ -55,6 +57,7 @@ export function readLog(parts: LogReaderParts, options: ReadOptions = {}): Async
  */
 class LogCursor implements AsyncIterator<LoggedEvent> {
   readonly #events: AsyncQueue<LoggedEvent>;
+  readonly #filter: EventFilter;
   /** The first consumer being made; its failure (NATS away, not allowed) is the read's first `next()`. */
   #opening: Promise<void> | undefined;
   #inbox = "";
@@ -76,6 +79,7 @@ class LogCursor implements AsyncIterator<LoggedEvent> {
     private readonly parts: LogReaderParts,
     private readonly options: ReadOptions,
   ) {
+    this.#filter = new EventFilter(options.from !== "now");
     this.#events = new AsyncQueue<LoggedEvent>(
       options.signal,
       () => this.#close(),
@@ -189,6 +193,7 @@ class LogCursor implements AsyncIterator<LoggedEvent> {
       this.parts.intake.decodeEach(data, msg.subject, (envelope, json) => {
         // Another run's event: a consumer of another's, aimed at this inbox under this one's name.
         if (this.options.runId !== undefined && envelope.runId !== this.options.runId) return;
+        if (!this.#filter.accept(envelope)) return;
         this.#events.push(
           json === undefined
             ? { seq: delivery.streamSeq, subject: msg.subject, envelope }
