@@ -84,6 +84,11 @@ export interface StartAgentOptions {
   /** The seq of its first event: past those an earlier host of this agent logged before it died. Default 0. */
   firstSeq?: number;
   /**
+   * The revision of its placement on a worker, stamped on its events (see `Envelope.epoch`); a
+   * resumed agent with one was taken over from another worker, and says so (`agent.resumed`).
+   */
+  epoch?: number;
+  /**
    * Resume this agent from its stored record instead of starting it. Its rights (depth, mode,
    * policy, sandbox) are the options above, never the record's: see `Runtime.resume`.
    */
@@ -102,6 +107,11 @@ export interface AgentHandle {
   snapshot(): unknown;
   /** Stops hosting the agent here, saving and publishing nothing: another host resumes it. */
   detach(): void;
+  /**
+   * Resolves when the agent was let go because another host took it over (a snapshot write
+   * conflicted): it was stopped here without another event, and `done` never resolves.
+   */
+  readonly moved: Promise<void>;
   /** Every event of the run from its start (subagents' too), ending with this agent's `agent.stopped`. */
   events(): AsyncIterable<AgentEvent>;
 }

@@ -56,6 +56,11 @@ export const agentEventSchemas = {
     depth: z.number(),
     parentId: z.string().optional(),
   }),
+  /**
+   * A worker took the agent over from one that went silent, and goes on from its snapshot in
+   * `state`. Its epoch is higher than the old host's: readers drop what that host still sends.
+   */
+  "agent.resumed": z.object({ state: z.string() }),
   /** The machine entered a state (transient states are not seen). */
   "state.changed": z.object({ from: z.string(), to: z.string() }),
   /** Text as the model streams it. */

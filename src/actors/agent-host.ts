@@ -42,15 +42,10 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     deps.sandbox ? deps.sandbox.unavailable : "there is no sandbox in this runtime",
   );
   const { budget } = settings;
-  const events = new EventPublisher(
-    deps.bus,
-    runId,
-    agentId,
-    options.parentId,
-    log,
-    deps.redactor,
-    restore?.nextSeq ?? options.firstSeq ?? 0,
-  );
+  const events = new EventPublisher(deps.bus, runId, agentId, options.parentId, log, deps.redactor, {
+    nextSeq: restore?.nextSeq ?? options.firstSeq ?? 0,
+    epoch: options.epoch ?? 0,
+  });
   const startedAt = Date.now() - (restore?.elapsedMs ?? 0);
   // The agent's parts are made before its actor (the actor runs them); they reach it through this.
   const link: { actor?: AgentActor } = {};
@@ -83,12 +78,27 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     disarmWall();
     unhost();
   };
+  let letGo = () => {};
+  const moved = new Promise<void>((resolve) => {
+    letGo = () => {
+      writer.detach();
+      events.silence();
+      release();
+      actor.stop();
+      resolve();
+    };
+  });
   const writer = new SnapshotWriter(actor, {
     store: deps.persistence?.agents,
     events,
     redactor: deps.redactor,
     facts: recordFacts(options, settings, agentId),
     startedAt,
+    moved: () => {
+      if (writer.detached) return;
+      log.warn("another host took this agent over: let go of it here, saying nothing more");
+      letGo();
+    },
   });
   const done = reportSnapshots(actor, {
     events,
@@ -119,6 +129,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       release();
       actor.stop();
     },
+    moved,
   };
 }
 
@@ -136,7 +147,11 @@ function begin(
   const { settings, events, log } = parts;
   if (restore) {
     actor.start();
-    log.info({ state: String(actor.getSnapshot().value) }, "agent resumed from its snapshot");
+    const state = String(actor.getSnapshot().value);
+    log.info({ state }, "agent resumed from its snapshot");
+    // Taken over from a worker that went silent: readers learn the new epoch before anything that
+    // worker still sends when its link comes back, and drop that.
+    if (options.epoch) events.emit("agent.resumed", { state });
     const disarm =
       actor.getSnapshot().status === "active"
         ? armWall(settings.budget.maxWallMs, restore.elapsedMs, (type) => actor.send({ type }))

@@ -34,23 +34,33 @@ export class SnapshotWriter {
       facts: RecordFacts;
       /** When the agent started, counting the time it had used before a resume. */
       startedAt: number;
+      /** Told when a write conflicted: another host took the agent over. */
+      moved: () => void;
     },
   ) {}
 
   save(): void {
     const { store, events, facts } = this.parts;
     if (!store || this.#detached) return;
-    void store.save(facts.runId, facts.agentId, async () => {
-      if (this.#detached) return undefined;
-      const record = this.#record();
-      await events.flushed();
-      return record;
-    });
+    void store
+      .save(facts.runId, facts.agentId, async () => {
+        if (this.#detached) return undefined;
+        const record = this.#record();
+        await events.flushed();
+        return record;
+      })
+      .then((owned) => {
+        if (!owned) this.parts.moved();
+      });
   }
 
   /** Another host takes the agent over: nothing more is written from here. */
   detach(): void {
     this.#detached = true;
+  }
+
+  get detached(): boolean {
+    return this.#detached;
   }
 
   /** The machine's persisted snapshot, redacted like everything else that leaves the process. */

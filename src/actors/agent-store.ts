@@ -45,6 +45,11 @@ export class IncompatibleRecordError extends TroupeError {
   override name = "IncompatibleRecordError";
 }
 
+/** Another host took the agent over (its record moved on past what this host wrote): stop here. */
+export class AgentMovedError extends TroupeError {
+  override name = "AgentMovedError";
+}
+
 /** Keys are `<runId>.<agentId>`: both are subject tokens, so they are valid KV keys. */
 const keyOf = (runId: string, agentId: string) => `${runId}.${agentId}`;
 
@@ -53,7 +58,8 @@ export type TakeRecord = () => Promise<AgentRecord | undefined>;
 
 interface Writer {
   next: TakeRecord | undefined;
-  waiting: Array<() => void>;
+  /** Told whether the agent is still this host's once the save is done. */
+  waiting: Array<(owned: boolean) => void>;
   /** Told when nothing is left to write. */
   idle: Array<() => void>;
 }
@@ -64,6 +70,8 @@ interface Writer {
  */
 export class AgentStore {
   #revisions = new Map<string, number>();
+  /** Agents another host took over (a write conflicted): nothing more is written of them from here. */
+  #moved = new Set<string>();
   #writers = new Map<string, Writer>();
 
   private constructor(
@@ -79,11 +87,13 @@ export class AgentStore {
    * Saves an agent, one write per agent at a time. `take` makes the record when its turn comes, so
    * of the saves asked for while one is being written only the latest is taken and written (a record
    * is the whole agent: only the latest counts); `undefined` writes nothing. Resolves once this save,
-   * or a later one, is done. A conflict (another host owns the agent now) is logged, not thrown.
+   * or a later one, is done: false when another host owns the agent now (a write conflicted, from
+   * here or before), and nothing more is written of it unless it is loaded again.
    */
-  save(runId: string, agentId: string, take: TakeRecord): Promise<void> {
+  save(runId: string, agentId: string, take: TakeRecord): Promise<boolean> {
     const key = keyOf(runId, agentId);
-    return new Promise<void>((resolve) => {
+    if (this.#moved.has(key)) return Promise.resolve(false);
+    return new Promise<boolean>((resolve) => {
       const writer = this.#writers.get(key);
       if (writer) {
         writer.next = take;
@@ -103,17 +113,23 @@ export class AgentStore {
       writer.waiting = [];
       const record = await take();
       if (record) await this.#put(key, record);
-      for (const resolve of waiting) resolve();
+      const owned = !this.#moved.has(key);
+      if (!owned) writer.next = undefined;
+      for (const resolve of waiting) resolve(owned);
     }
     this.#writers.delete(key);
     for (const resolve of writer.idle) resolve();
   }
 
-  /** Resolves once every save asked for so far (and any asked for meanwhile) is written. */
-  settled(runId: string, agentId: string): Promise<void> {
-    const writer = this.#writers.get(keyOf(runId, agentId));
-    if (!writer) return Promise.resolve();
-    return new Promise((resolve) => writer.idle.push(resolve));
+  /**
+   * Resolves once every save asked for so far (and any asked for meanwhile) is written; rejects with
+   * `AgentMovedError` when another host owns the agent now. What writes or executes waits for this.
+   */
+  async settled(runId: string, agentId: string): Promise<void> {
+    const key = keyOf(runId, agentId);
+    const writer = this.#writers.get(key);
+    if (writer) await new Promise<void>((resolve) => writer.idle.push(resolve));
+    if (this.#moved.has(key)) throw new AgentMovedError(`another host took ${agentId} over`);
   }
 
   async #put(key: string, record: AgentRecord, overJunk = true): Promise<void> {
@@ -143,7 +159,9 @@ export class AgentStore {
         await this.#put(key, record, false);
         return;
       }
-      this.log.warn({ key }, "snapshot not saved: another host has moved this agent on");
+      this.log.debug({ key }, "snapshot not saved: another host has moved this agent on");
+      this.#moved.add(key);
+      this.#revisions.delete(key);
     }
   }
 
@@ -159,7 +177,31 @@ export class AgentStore {
       );
     }
     this.#revisions.set(key, entry.revision);
+    this.#moved.delete(key);
     return agentRecordSchema.parse(entry.value);
+  }
+
+  /**
+   * Takes an agent over from a host that went silent: loads its record and writes it back at once
+   * over the revision read, so that host, should it come back, conflicts at its next write and lets
+   * the agent go. When that host wrote in between, the newer record is loaded and written instead.
+   */
+  async takeOver(runId: string, agentId: string): Promise<AgentRecord | undefined> {
+    const key = keyOf(runId, agentId);
+    for (;;) {
+      const record = await this.load(runId, agentId);
+      if (!record) return undefined;
+      try {
+        this.#revisions.set(
+          key,
+          await this.kv.put(key, record, { expectedRevision: this.#revisions.get(key) }),
+        );
+        return record;
+      } catch (error) {
+        if (!(error instanceof KvConflictError)) throw error;
+        this.log.info({ key }, "the snapshot moved on while it was taken over: reading it again");
+      }
+    }
   }
 }
 

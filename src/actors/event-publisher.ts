@@ -27,6 +27,9 @@ export class EventPublisher {
   #made = 0;
   #settled = 0;
   #waiters: Array<{ upTo: number; resolve: () => void }> = [];
+  /** Another host owns the agent now: nothing more is published from here. */
+  #silenced = false;
+  readonly #epoch: number;
 
   constructor(
     private readonly bus: Bus,
@@ -35,9 +38,11 @@ export class EventPublisher {
     private readonly parentId: string | undefined,
     private readonly log: Logger,
     private readonly redactor: Redactor | undefined,
-    nextSeq = 0,
+    /** `nextSeq`: the seq of its first event; `epoch`: its placement's (see `Envelope.epoch`). */
+    start: { nextSeq?: number; epoch?: number } = {},
   ) {
-    this.#seq = nextSeq;
+    this.#seq = start.nextSeq ?? 0;
+    this.#epoch = start.epoch ?? 0;
   }
 
   /** The seq the next event will get. */
@@ -47,6 +52,7 @@ export class EventPublisher {
 
   /** Every string in the data is redacted before it leaves the process. */
   emit<T extends AgentEventType>(type: T, data: AgentEventMap[T]): void {
+    if (this.#silenced) return;
     this.#queue.push(
       makeEnvelope({
         runId: this.runId,
@@ -54,6 +60,7 @@ export class EventPublisher {
         parentId: this.parentId,
         seq: this.#seq++,
         type,
+        epoch: this.#epoch,
         data: this.redactor ? this.redactor.redactDeep(data) : data,
       }),
     );
@@ -91,6 +98,17 @@ export class EventPublisher {
       });
     }
     this.#sending = false;
+  }
+
+  /**
+   * Another host took the agent over: what waits to be sent is dropped, and nothing made from now on
+   * is sent (an append already in flight can't be called back: readers drop it by its epoch).
+   */
+  silence(): void {
+    this.#silenced = true;
+    this.#queue = [];
+    this.#settled = this.#made;
+    for (const waiter of this.#waiters.splice(0)) waiter.resolve();
   }
 
   /** Resolves when every event emitted so far is in the log (or could not be put there, logged). */

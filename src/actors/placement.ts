@@ -85,22 +85,25 @@ export function workerPlacement(bus: Bus, log: Logger) {
   };
 }
 
-/** Claims an actor for a worker; false when another got there first. */
+/**
+ * Claims an actor for a worker: the revision of its placement record, or undefined when another got
+ * there first. Revisions only grow, so a worker taking an actor over gets a higher one than its
+ * earlier host: it is the epoch its events are stamped with.
+ */
 export async function claim(
   bus: Bus,
   key: string,
   worker: string,
   spawn: SpawnRequest | undefined,
   expectedRevision?: number,
-): Promise<boolean> {
+): Promise<number | undefined> {
   const actors = await bus.kv("actors");
   const placement: Placement = { worker, ...(spawn ? { spawn } : {}) };
   try {
-    if (expectedRevision === undefined) await actors.create(key, placement);
-    else await actors.put(key, placement, { expectedRevision });
-    return true;
+    if (expectedRevision === undefined) return await actors.create(key, placement);
+    return await actors.put(key, placement, { expectedRevision });
   } catch (error) {
-    if (error instanceof KvConflictError) return false;
+    if (error instanceof KvConflictError) return undefined;
     throw error;
   }
 }

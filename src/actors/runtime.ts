@@ -204,15 +204,18 @@ export class Runtime {
    * Brings an unfinished agent back from its stored snapshot: its conversation, budget use, queues
    * and machine state. A tool call that had finished is not run again. A stopped agent is brought
    * back only with a `followUp`: reopened, it goes on with it. Needs `open()` first. What it may do
-   * comes from `as`, not from the snapshot, which any host on the bus can write.
+   * comes from `as`, not from the snapshot, which any host on the bus can write. With an `epoch` (a
+   * worker's placement taken over from another), the record is written back at once
+   * (`AgentStore.takeOver`): the host it was taken from stops at its next write.
    */
   async resume(
     runId: string,
     agentId: string,
-    options: { as: ResumeAs; followUp?: string },
+    options: { as: ResumeAs; followUp?: string; epoch?: number },
   ): Promise<AgentHandle | undefined> {
     if (!this.#persistence) throw new Error("resume needs an opened runtime");
-    let record = await this.#persistence.agents.load(runId, agentId);
+    const { agents } = this.#persistence;
+    let record = await (options.epoch ? agents.takeOver(runId, agentId) : agents.load(runId, agentId));
     if (!record) return undefined;
     const stopped = record.done;
     if (stopped) {
@@ -232,6 +235,7 @@ export class Runtime {
       agentId,
       ...(record.parentId ? { parentId: record.parentId } : {}),
       restore: { ...record, nextSeq },
+      ...(options.epoch ? { epoch: options.epoch } : {}),
       ...rightsOf(record, options.as),
       ...(stopped && options.followUp !== undefined ? { followUp: options.followUp } : {}),
     });
@@ -267,14 +271,15 @@ export class Runtime {
     return { task, skill: loadSkill(match.skill, "match", Math.round(match.score * 100) / 100) };
   }
 
-  /** Hosts a subagent a parent placed here (a worker's side of placement). */
   /**
-   * Hosts a subagent a parent placed here. `firstSeq`: for one started again from its request (its
-   * host died before its first snapshot was stored), the seq after those already in the log.
+   * Hosts a subagent a parent placed here (a worker's side of placement). `firstSeq`: for one started
+   * again from its request (its host died before its first snapshot was stored), the seq after those
+   * already in the log; `epoch`: its placement's revision, stamped on its events.
    */
-  spawnChild(request: SpawnRequest, firstSeq?: number): AgentHandle {
+  spawnChild(request: SpawnRequest, start: { firstSeq?: number; epoch?: number } = {}): AgentHandle {
     return startAgent(this.#deps(), {
-      ...(firstSeq ? { firstSeq } : {}),
+      ...(start.firstSeq ? { firstSeq: start.firstSeq } : {}),
+      ...(start.epoch ? { epoch: start.epoch } : {}),
       definition: this.agent(request.name),
       task: request.task,
       runId: request.runId,

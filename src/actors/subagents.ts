@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { z } from "zod";
 import type { Bus } from "../bus/bus.js";
 import { makeEnvelope } from "../bus/envelope.js";
+import { EventFilter } from "../bus/event-filter.js";
 import type { AgentDefinition, Budget } from "../config/schema.js";
 import { wallGraceMs } from "../machines/agent-rules.js";
 import type { AgentOutput, Spend } from "../machines/agent-types.js";
@@ -243,9 +244,12 @@ async function runChild(
     reservation.spent = total;
     parent.charge(delta);
   };
+  // What a worker that lost the child to another still sends is not the child's (see EventFilter).
+  const current = new EventFilter(false);
   const subscription = parent.bus.subscribe(
     parent.bus.subjects.agentEvents(parent.runId, spec.childId),
     (envelope) => {
+      if (!current.accept(envelope)) return;
       if (isEvent(envelope, "usage.updated")) {
         const { data } = envelope;
         chargeUpTo({ usage: data.usage, toolCalls: data.toolCalls });

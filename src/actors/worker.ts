@@ -59,9 +59,9 @@ export class Worker {
       async (request) => {
         const spec = spawnRequestSchema.parse(request.data);
         const key = actorKey(spec.runId, spec.childId);
-        if (!(await claim(bus, key, this.id, spec))) throw new Error(`${spec.childId} is already placed`);
-        const handle = this.runtime.spawnChild(spec);
-        this.#host(key, handle);
+        const epoch = await claim(bus, key, this.id, spec);
+        if (epoch === undefined) throw new Error(`${spec.childId} is already placed`);
+        this.#host(key, this.runtime.spawnChild(spec, { epoch }), epoch);
         return makeEnvelope({
           runId: spec.runId,
           agentId: spec.childId,
@@ -89,14 +89,26 @@ export class Worker {
     await workers.delete(this.id).catch(() => {});
   }
 
-  /** Hosts an agent; the worker beats at once, so `troupe status` names it without waiting a beat. */
-  #host(key: string, handle: AgentHandle): void {
+  /**
+   * Hosts an agent placed here at revision `placed` of its placement record; the worker beats at
+   * once, so `troupe status` names it without waiting a beat. Once it stops its placement goes, if
+   * it is still this worker's: one taken over meanwhile is the new host's. One taken over (`moved`)
+   * is let go of, and its placement left alone.
+   */
+  #host(key: string, handle: AgentHandle, placed: number): void {
     this.#hosted.set(key, handle);
     this.#beatNow();
-    void handle.done.then(async () => {
+    const letGo = () => {
+      if (this.#hosted.get(key) !== handle) return false;
       this.#hosted.delete(key);
-      await (await this.runtime.bus.kv("actors")).delete(key).catch(() => {});
       this.#beatNow();
+      return true;
+    };
+    void handle.moved.then(letGo);
+    void handle.done.then(async () => {
+      if (!letGo()) return;
+      const actors = await this.runtime.bus.kv("actors");
+      await actors.delete(key, { expectedRevision: placed }).catch(() => {});
     });
   }
 
@@ -131,18 +143,19 @@ export class Worker {
       const entry = await actors.get<Placement>(key);
       if (!entry || !dead.includes(entry.value.worker)) continue;
       const spawn = spawnRequestSchema.safeParse(entry.value.spawn).data;
-      if (!(await claim(bus, key, this.id, spawn, entry.revision))) continue;
+      const epoch = await claim(bus, key, this.id, spawn, entry.revision);
+      if (epoch === undefined) continue;
       const [runId, agentId] = splitKey(key);
       this.log.warn({ agentId, from: entry.value.worker }, "taking over an actor from a dead worker");
       const handle =
-        (await this.runtime.resume(runId, agentId, { as: "child" })) ??
+        (await this.runtime.resume(runId, agentId, { as: "child", epoch })) ??
         // It died before its first snapshot was stored: started again from its request, its events
         // going on after those the dead worker logged. Its parent is still waiting for it.
         (spawn?.runId === runId && spawn.childId === agentId
-          ? this.runtime.spawnChild(spawn, await nextSeqOf(bus, runId, agentId))
+          ? this.runtime.spawnChild(spawn, { firstSeq: await nextSeqOf(bus, runId, agentId), epoch })
           : undefined);
-      if (handle) this.#host(key, handle);
-      else await actors.delete(key).catch(() => {});
+      if (handle) this.#host(key, handle, epoch);
+      else await actors.delete(key, { expectedRevision: epoch }).catch(() => {});
     }
     for (const id of dead) {
       this.#seen.delete(id);
