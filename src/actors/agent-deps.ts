@@ -109,7 +109,8 @@ export interface AgentHandle {
   detach(): void;
   /**
    * Resolves when the agent was let go because another host took it over (a snapshot write
-   * conflicted): it was stopped here without another event, and `done` never resolves.
+   * conflicted): it was stopped here without another event, and `done`, if it had not resolved
+   * yet, never does.
    */
   readonly moved: Promise<void>;
   /** Every event of the run from its start (subagents' too), ending with this agent's `agent.stopped`. */
