@@ -1,6 +1,6 @@
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { jetstreamManager } from "@nats-io/jetstream";
+import { type JetStreamManager, jetstreamManager, StorageType } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { freePort, NatsServerProcess } from "../../src/bus/embedded-nats.js";
 import { waitFor } from "./wait.js";
@@ -23,7 +23,8 @@ export interface NatsCluster {
 
 /**
  * Starts a cluster of `size` nodes (`troupe-1` …) in `dir` and waits until JetStream answers on every
- * one (a meta leader elected), so a stream with `size` replicas can be made at once.
+ * one (a meta leader elected) and a stream with `size` replicas can be placed, so one can be made at
+ * once.
  */
 export async function startCluster(dir: string, size = 3): Promise<NatsCluster> {
   const clientPorts = await Promise.all(Array.from({ length: size }, () => freePort()));
@@ -81,6 +82,9 @@ export async function startCluster(dir: string, size = 3): Promise<NatsCluster> 
   try {
     await Promise.all(nodes.map((_, i) => startNode(i)));
     for (const url of urls) await waitFor(`JetStream on ${url}`, () => jetStreamAnswers(url), 30_000);
+    // JetStream answers before the meta leader knows every peer: until then R`size` finds "no
+    // suitable peers for placement".
+    await waitFor(`room for ${size} replicas`, () => placesReplicas(cluster.url, size), 30_000);
   } catch (error) {
     await cluster.stop();
     throw error;
@@ -89,11 +93,25 @@ export async function startCluster(dir: string, size = 3): Promise<NatsCluster> 
 }
 
 /** Whether JetStream answers its account info at `url` (in a cluster: once a meta leader is elected). */
-async function jetStreamAnswers(url: string): Promise<boolean> {
+const jetStreamAnswers = (url: string) => jetStreamDoes(url, (jsm) => jsm.getAccountInfo());
+
+/** Whether a stream with `replicas` replicas can be made at `url` (it is made in memory, then deleted). */
+const placesReplicas = (url: string, replicas: number) =>
+  jetStreamDoes(url, async (jsm) => {
+    const name = "troupe_cluster_probe";
+    await jsm.streams.add({ name, subjects: [name], num_replicas: replicas, storage: StorageType.Memory });
+    await jsm.streams.delete(name);
+  });
+
+/** Whether `step` succeeds with JetStream at `url`, on a connection of its own. */
+async function jetStreamDoes(
+  url: string,
+  step: (jsm: JetStreamManager) => Promise<unknown>,
+): Promise<boolean> {
   const nc = await connect({ servers: url, timeout: 1000 }).catch(() => undefined);
   if (!nc) return false;
   try {
-    await (await jetstreamManager(nc, { timeout: 1000 })).getAccountInfo();
+    await step(await jetstreamManager(nc, { timeout: 2000 }));
     return true;
   } catch {
     return false;
