@@ -3,7 +3,8 @@ import { createServer, type Server, Socket } from "node:net";
 /**
  * A TCP relay to a real nats-server that reads what the server sends its client and, while armed,
  * drops JetStream publish acknowledgements (`{"stream":…,"seq":…}` on an inbox): the message is
- * stored, but its ack is lost on the way back, as on a connection that broke just then.
+ * stored, but its ack is lost on the way back, as on a connection that broke just then. Cut, it
+ * forwards nothing either way.
  */
 export interface AckDroppingRelay {
   url: string;
@@ -11,6 +12,11 @@ export interface AckDroppingRelay {
   drop(count: number): void;
   /** How many acks it has dropped. */
   dropped(): number;
+  /**
+   * Stops forwarding either way for good, its sockets left open: a link gone dead, not closed, so
+   * neither end hears of it until its own timeouts say so.
+   */
+  cut(): void;
   close(): Promise<void>;
 }
 
@@ -18,6 +24,7 @@ export async function ackDroppingRelay(upstream: string): Promise<AckDroppingRel
   const { hostname, port } = new URL(upstream);
   let armed = 0;
   let dropped = 0;
+  let cut = false;
   const sockets = new Set<Socket>();
   const relay: Server = createServer((client) => {
     const server = new Socket();
@@ -27,9 +34,12 @@ export async function ackDroppingRelay(upstream: string): Promise<AckDroppingRel
       socket.on("error", () => {});
       socket.on("close", () => sockets.delete(socket));
     }
-    client.on("data", (chunk: Buffer) => server.write(chunk));
+    client.on("data", (chunk: Buffer) => {
+      if (!cut) server.write(chunk);
+    });
     let pending = Buffer.alloc(0);
     server.on("data", (chunk: Buffer) => {
+      if (cut) return;
       pending = Buffer.concat([pending, chunk]);
       for (;;) {
         const frame = nextFrame(pending);
@@ -55,6 +65,9 @@ export async function ackDroppingRelay(upstream: string): Promise<AckDroppingRel
       armed += count;
     },
     dropped: () => dropped,
+    cut: () => {
+      cut = true;
+    },
     close: () => {
       for (const socket of sockets) socket.destroy();
       return new Promise<void>((resolve) => relay.close(() => resolve()));
