@@ -18,11 +18,14 @@ const toolTurns = (messages: ReadonlyArray<{ role: string }>) =>
 /** Subagents a lead spawns at once in the "lead-and-workers-20ms" scenario. */
 export const WORKERS_PER_LEAD = 100;
 
-/** Two tool calls, then an answer; each reply after 20 ms. */
-const threeTurns: ScriptRule[] = [
+/** A tool call, as the scripted model makes one. */
+type ToolCall = { name: string; arguments: Record<string, unknown> };
+
+/** Two calls of `call`, then an answer; each reply after 20 ms. */
+const threeTurns = (call: ToolCall): ScriptRule[] => [
   {
     match: { where: (r) => toolTurns(r.messages) < 2 },
-    reply: { toolCalls: [{ name: "echo", arguments: { text: "hello" } }], chunks: 1, delayMs: 20 },
+    reply: { toolCalls: [call], chunks: 1, delayMs: 20 },
     times: Number.POSITIVE_INFINITY,
   },
   {
@@ -32,36 +35,46 @@ const threeTurns: ScriptRule[] = [
   },
 ];
 
+const echoCall: ToolCall = { name: "echo", arguments: { text: "hello" } };
+
 const offersWorkers = (r: ChatRequest) =>
   r.tools?.some((tool) => tool.function.name === "subagent_worker") ?? false;
 
+/**
+ * A lead (offered `subagent_worker`) spawns `WORKERS_PER_LEAD` workers in one reply, then answers;
+ * each worker does three turns calling `call`. Every reply after 20 ms.
+ */
+const leadAndWorkers = (call: ToolCall): ScriptRule[] => [
+  {
+    match: { where: (r) => offersWorkers(r) && toolTurns(r.messages) === 0 },
+    reply: {
+      toolCalls: Array.from({ length: WORKERS_PER_LEAD }, (_, i) => ({
+        name: "subagent_worker",
+        arguments: { task: `call ${call.name}, twice (${i})` },
+      })),
+      chunks: 1,
+      delayMs: 20,
+    },
+    times: Number.POSITIVE_INFINITY,
+  },
+  {
+    match: { where: (r) => offersWorkers(r) && toolTurns(r.messages) > 0 },
+    reply: { text: "done", chunks: 1, delayMs: 20 },
+    times: Number.POSITIVE_INFINITY,
+  },
+  ...threeTurns(call),
+];
+
 /** Scenarios by name: rules with functions cannot cross a process boundary, names can. */
 const scenarios: Record<string, ScriptRule[]> = {
-  "three-turns-20ms": threeTurns,
+  "three-turns-20ms": threeTurns(echoCall),
+  /** Leads of `WORKERS_PER_LEAD` workers, each of which echoes twice, then answers. */
+  "lead-and-workers-20ms": leadAndWorkers(echoCall),
   /**
-   * A lead (offered `subagent_worker`) spawns `WORKERS_PER_LEAD` workers in one reply, then answers;
-   * each worker does the three turns above. Every reply after 20 ms.
+   * The same with workers that read `notes.txt`: a tool every `troupe worker` has, for workers
+   * placed on other processes (bench/cluster.ts), where the bench's own echo tool is not.
    */
-  "lead-and-workers-20ms": [
-    {
-      match: { where: (r) => offersWorkers(r) && toolTurns(r.messages) === 0 },
-      reply: {
-        toolCalls: Array.from({ length: WORKERS_PER_LEAD }, (_, i) => ({
-          name: "subagent_worker",
-          arguments: { task: `echo hello, twice (${i})` },
-        })),
-        chunks: 1,
-        delayMs: 20,
-      },
-      times: Number.POSITIVE_INFINITY,
-    },
-    {
-      match: { where: (r) => offersWorkers(r) && toolTurns(r.messages) > 0 },
-      reply: { text: "done", chunks: 1, delayMs: 20 },
-      times: Number.POSITIVE_INFINITY,
-    },
-    ...threeTurns,
-  ],
+  "lead-and-readers-20ms": leadAndWorkers({ name: "read_file", arguments: { path: "notes.txt" } }),
   /** A tool call after 10 s: agents wait in their model call long enough to be measured there. */
   "slow-tool-call": [
     {

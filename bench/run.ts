@@ -20,6 +20,7 @@ import { measureOverhead } from "./overhead.js";
 import { stopChild } from "./processes.js";
 import { measureReadFile } from "./read-file.js";
 import { measureRecovery, type Recovery } from "./recovery.js";
+import { format, median, sectionsOf } from "./report.js";
 import { measureSandboxApart, sandboxRows } from "./sandbox.js";
 import { measureScaleApart } from "./scale.js";
 
@@ -43,11 +44,6 @@ function add(row: Row): void {
   rows.push(row);
   const seconds = ((performance.now() - benchStarted) / 1000).toFixed(1);
   process.stderr.write(`${seconds.padStart(5)} s  ${row.name}: ${format(row.value)} ${row.unit}\n`);
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
 }
 
 async function repeat(fn: () => Promise<number> | number): Promise<number> {
@@ -377,9 +373,11 @@ async function main(): Promise<void> {
     "| --- | --- | --- |",
     ...rows.map((r) => `| ${r.name} | ${format(r.value)} ${r.unit} | ${r.target ?? ""} |`),
   ].join("\n");
+  // The sections other bench scripts wrote (`npm run bench:cluster`'s) stay.
+  const others = sectionsOf(join(root, "docs/bench.md"));
   writeFileSync(
     join(root, "docs/bench.md"),
-    `# Benchmarks\n\n\`npm run bench${quick ? " -- --quick" : ""}\` on ${results.date.slice(0, 10)}, Node ${process.version}, medians of ${reps} runs.\n\n${table}\n`,
+    `# Benchmarks\n\n\`npm run bench${quick ? " -- --quick" : ""}\` on ${results.date.slice(0, 10)}, Node ${process.version}, medians of ${reps} runs.\n\n${table}\n${others}`,
   );
   // Written as the formatter would write them, so a fresh table can be committed as it is.
   spawnSync(
@@ -391,11 +389,6 @@ async function main(): Promise<void> {
     },
   );
   console.log(table);
-}
-
-function format(value: number): string {
-  if (value >= 100) return Math.round(value).toLocaleString("en-US");
-  return value >= 1 ? value.toFixed(1) : value.toFixed(3);
 }
 
 await main();

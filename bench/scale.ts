@@ -9,6 +9,7 @@
  */
 import type { Bus } from "../src/bus/bus.js";
 import { NatsBus } from "../src/bus/nats-bus.js";
+import type { AgentOutput } from "../src/machines/agent-types.js";
 import { startModelProcess, WORKERS_PER_LEAD } from "./model-process.js";
 import { benchRuntime, echoTool, openaiAgents, rawLoop } from "./overhead.js";
 import { measureApart, whenRunAsScript } from "./processes.js";
@@ -35,9 +36,17 @@ interface Runner {
 }
 
 /**
- * Troupe: a run is a lead spawning `WORKERS_PER_LEAD` read-only workers (a worker's two tool calls
- * show it did its three turns: the lead's spend counts its subtree's). The peer and the SDK loop: a
- * run is one three-turn agent.
+ * The agents of a lead's run that did their three turns: the lead, when done, and its workers (a
+ * worker's two tool calls show it did its three turns: the lead's spend counts its subtree's).
+ */
+export function agentsDone(output: AgentOutput): number {
+  if (output.reason !== "done") return 0;
+  return 1 + Math.min(WORKERS_PER_LEAD, (output.total.toolCalls - output.toolCalls) / 2);
+}
+
+/**
+ * Troupe: a run is a lead spawning `WORKERS_PER_LEAD` read-only workers. The peer and the SDK loop:
+ * a run is one three-turn agent.
  */
 async function runner(kind: ScaleKind, baseURL: string, bus: Bus | undefined): Promise<Runner> {
   if (kind === "troupe") {
@@ -50,11 +59,7 @@ async function runner(kind: ScaleKind, baseURL: string, bus: Bus | undefined): P
     await runtime.open();
     return {
       perRun: WORKERS_PER_LEAD + 1,
-      once: async () => {
-        const output = await runtime.start({ task: "have the workers echo" }).done;
-        if (output.reason !== "done") return 0;
-        return 1 + Math.min(WORKERS_PER_LEAD, (output.total.toolCalls - output.toolCalls) / 2);
-      },
+      once: async () => agentsDone(await runtime.start({ task: "have the workers echo" }).done),
       close: () => runtime.close(),
     };
   }
