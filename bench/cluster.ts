@@ -87,7 +87,9 @@ async function main(): Promise<void> {
     `\`npm run bench:cluster${quick ? " -- --quick" : ""}\` on ${results.date.slice(0, 10)}, Node ${process.version}, ` +
       "on loopback: a nats-server, or three in a cluster with Troupe's stream and buckets at R3 " +
       "(troupe.yaml's `nats.stream.replicas` and `nats.kv.replicas`), each started by the bench; " +
-      "real `troupe daemon`, `troupe worker` and `troupe run` processes; the scripted model over HTTP.",
+      "real `troupe daemon`, `troupe worker` and `troupe run` processes; the scripted model over HTTP. " +
+      "To rerun: `npm run bench:cluster` (about 9 minutes; `-- --quick` takes one round and two samples of each fault), " +
+      "with `nats-server` on the PATH; no root, no namespaces. The raw results go to bench/cluster-results.json.",
     "",
     throughputTable(throughput),
     "",
@@ -144,16 +146,19 @@ function recoveryTable(samples: RecoverySample[]): string {
     const setting = timing
       ? `, --dead-after-ms ${timing.deadAfterMs} (--heartbeat-ms ${timing.heartbeatMs})`
       : "";
-    return `| ${faultNames[fault]}${setting} | ${spread(mine.map((s) => s.clientMs))} | ${spread(mine.map((s) => s.logMs))} |`;
+    const each = mine.map((s) => `${format(s.clientMs)} / ${format(s.logMs)}`).join(", ");
+    return `| ${faultNames[fault]}${setting} | ${spread(mine.map((s) => s.clientMs))} | ${spread(mine.map((s) => s.logMs))} | ${each} |`;
   });
   return [
     `Recovery on the cluster, median / max of ${reps}: from the fault, mid-answer, to the first event made after it ` +
       "(its `ts` later than the fault's end) of the agent that was streaming (the lead for a node, the subagent for a worker), " +
-      "as the `troupe run` client printed it (it hears events live, then from the log once it may have missed one) and as a " +
-      "reader of the event log with follow (JetStream) got it. The agent streams a chunk every 20 ms.",
+      "as the `troupe run` client printed it and as a reader of the event log with follow (JetStream) got it. " +
+      "The client hears events on a plain subscription and reads the log once it may have missed one: its figure is the " +
+      "live path's when it missed nothing, the log's otherwise. The agent streams a chunk every 20 ms. " +
+      "Fresh processes and a fresh cluster for each sample; the client is on a node that is not killed.",
     "",
-    "| fault | next event at the client | next event in the log |",
-    "| --- | --- | --- |",
+    "| fault | next event at the client | next event in the log | each sample, client / log (ms) |",
+    "| --- | --- | --- | --- |",
     ...rows,
   ].join("\n");
 }
