@@ -73,7 +73,7 @@ export class AckedPublisher {
         if (!error) this.#answer(msg);
       },
     });
-    void this.#watchPermissions();
+    void this.#watchStatus();
   }
 
   publish(subject: string, payload: Uint8Array, options: PublishOptions = {}): Promise<PubAck> {
@@ -168,10 +168,24 @@ export class AckedPublisher {
         this.#settle(token, pending, new PublishTimeoutError(`no ack for a publish to ${pending.subject}`));
   }
 
-  /** The server refuses a publish with an error on the connection, not an answer: it is matched by subject. */
-  async #watchPermissions(): Promise<void> {
+  /**
+   * The server refuses a publish with an error on the connection, not an answer: it is matched by
+   * subject. A reconnect fails every publish still waiting: it or its ack went with the connection
+   * lost (a node killed), and waiting out its deadline would hold the caller for seconds; the caller
+   * sends it again at once, and its `Nats-Msg-Id` keeps it stored once.
+   */
+  async #watchStatus(): Promise<void> {
     for await (const status of this.nc.status()) {
       if (this.#closed) return;
+      if (status.type === "reconnect") {
+        for (const [token, pending] of this.#pending)
+          this.#settle(
+            token,
+            pending,
+            new PublishTimeoutError(`the connection was lost under a publish to ${pending.subject}`),
+          );
+        continue;
+      }
       if (status.type !== "error") continue;
       const error = status.error;
       if (!(error instanceof errors.PermissionViolationError) || error.operation !== "publish") continue;
