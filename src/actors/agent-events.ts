@@ -104,6 +104,7 @@ export const agentEventSchemas = {
   /**
    * A call finished. `artifacts`: what it made or changed (a write tool's files, workspace-relative);
    * `nextActions`: the calls it suggests next (a narrower grep). Both as the model read them.
+   * `preview`: the first 2000 characters of its output.
    */
   "tool.finished": z.object({
     callId: z.string(),
@@ -113,6 +114,8 @@ export const agentEventSchemas = {
     error: z.string().optional(),
     artifacts: z.array(z.string()).optional(),
     nextActions: z.array(z.string()).optional(),
+    /** The start of the output as the model read it (secrets redacted), for people watching. */
+    preview: z.string().optional(),
   }),
   /** A call waits for a person (or the policy's timeout). */
   "approval.requested": z.object({

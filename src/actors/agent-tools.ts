@@ -172,6 +172,9 @@ export async function compactAndReport(
   return { messages: result.messages, usage: result.usage };
 }
 
+/** How much of a call's output its `tool.finished` carries, for people watching (the web console). */
+export const TOOL_PREVIEW_CHARS = 2000;
+
 /** Batch hooks that report each call's start and finish on the agent's event stream. */
 export function toolEventObserver(events: EventPublisher): BatchObserver {
   return {
@@ -185,6 +188,7 @@ export function toolEventObserver(events: EventPublisher): BatchObserver {
         ...(result.error ? { error: result.error } : {}),
         ...(result.artifacts?.length ? { artifacts: result.artifacts } : {}),
         ...(result.nextActions?.length ? { nextActions: result.nextActions } : {}),
+        ...(result.output ? { preview: result.output.slice(0, TOOL_PREVIEW_CHARS) } : {}),
       }),
   };
 }

@@ -1,5 +1,6 @@
 import { readFileSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { Runtime } from "../actors/runtime.js";
 import { answersNats, findNatsServer, NATS_INSTALL_HINT, NatsServerProcess } from "../bus/embedded-nats.js";
 import { natsOptionsFromConfig } from "../bus/from-config.js";
@@ -12,10 +13,12 @@ import { Daemon } from "../daemon/daemon.js";
 import { UserError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { BusApprover } from "../safety/bus-approver.js";
-import { ApproverTrust } from "../trust/approvers.js";
+import { ApproverTrust, localIdentity } from "../trust/approvers.js";
 import { RecordSeal } from "../trust/record-seal.js";
 import { ensureRoleCredentials } from "../trust/role-credentials.js";
 import { privateDir, writePrivateFile } from "../trust/secret-files.js";
+import { parseListen, WebConsole } from "../web/web-console.js";
+import { webLoginFile } from "../web/web-login.js";
 import { stopSignal } from "./stop-signal.js";
 
 export class NoNatsError extends UserError {
@@ -31,6 +34,7 @@ export async function runDaemon(
   configPath: string | undefined,
   natsUrl: string | undefined,
   log: Logger,
+  web?: string | true,
 ): Promise<number> {
   const stopped = stopSignal();
   const config = loadConfig({ config: configPath });
@@ -63,12 +67,14 @@ export async function runDaemon(
   process.stderr.write(
     `troupe daemon ready on ${nats.url} (prefix ${nats.prefix}${embedded ? `, nats-server pid ${embedded.pid}${embedded.adopted ? " adopted" : ""}` : ""})\n`,
   );
+  const webConsole = await serveWeb(web ?? config.troupe.web?.listen, { daemon, bus, data, log });
   if (await answersAnonymously(nats.url, bus.subjects.api("runs.start")))
     process.stderr.write(
       `troupe: warning: bus: open to anyone who reaches ${nats.url} (no credentials needed to start runs); see docs/nats-permissions.md\n`,
     );
   await stopped;
   log.info("stopping: no new runs, then drain");
+  await webConsole?.close();
   await daemon.stop();
   await daemon.close();
   await runtime.close();
@@ -76,6 +82,36 @@ export async function runDaemon(
   await embedded?.stop();
   process.stderr.write("troupe daemon stopped\n");
   return 0;
+}
+
+/**
+ * Starts the web console when asked (`--web`, or `web:` in troupe.yaml) and says where in the ready
+ * output: a login URL, good once. `troupe web` finds another in the data dir, remade after each use.
+ */
+async function serveWeb(
+  listen: string | true | undefined,
+  parts: { daemon: Daemon; bus: NatsBus; data: string; log: Logger },
+): Promise<{ close(): Promise<void> } | undefined> {
+  if (listen === undefined) return undefined;
+  const web = await WebConsole.start({
+    ...(listen === true ? {} : parseListen(listen)),
+    daemon: parts.daemon,
+    bus: parts.bus,
+    identity: localIdentity(parts.data),
+    assets: fileURLToPath(new URL("../web/", import.meta.url)),
+    log: parts.log,
+  });
+  const loginFile = webLoginFile(parts.data);
+  const keepLogin = () => writePrivateFile(loginFile, `${web.loginUrl()}\n`);
+  web.auth.onLogin = keepLogin;
+  keepLogin();
+  process.stderr.write(`troupe web console: ${web.loginUrl()}\n`);
+  return {
+    close: async () => {
+      rmSync(loginFile, { force: true });
+      await web.close();
+    },
+  };
 }
 
 /**

@@ -140,9 +140,20 @@ export async function main(argv: string[]): Promise<number> {
     .command("daemon")
     .description("serve the API and host runs on NATS (starts a nats-server child when none answers)")
     .option("--nats <url>", "NATS server URL (default: the config's, or NATS_URL)")
-    .action(async (flags: { nats?: string }) => {
+    .option(
+      "--web [host:port]",
+      "serve the web console (default: troupe.yaml's web.listen, else 127.0.0.1 and a free port)",
+    )
+    .action(async (flags: { nats?: string; web?: string | true }) => {
       const { runDaemon } = await import("./daemon.js");
-      exitCode = await runDaemon(globals().config, flags.nats, log("daemon"));
+      exitCode = await runDaemon(globals().config, flags.nats, log("daemon"), flags.web);
+    });
+  program
+    .command("web")
+    .description("print a login URL for the web console of the running daemon (each is good once)")
+    .action(async () => {
+      const { printWebLogin } = await import("./web.js");
+      exitCode = printWebLogin(globals().config);
     });
   program
     .command("steer")

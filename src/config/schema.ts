@@ -353,6 +353,18 @@ export const troupeConfigSchema = z.strictObject({
       keepFinished: durationSchema.default(7 * DURATION_UNITS.d),
     })
     .default({ maxApproval: "auto-edit", workspaces: [], keepFinished: 7 * DURATION_UNITS.d }),
+  /**
+   * The web console `troupe daemon` serves (also with `--web`): where it listens, `HOST:PORT`
+   * (port 0: a free one). Every page needs the login `troupe web` prints.
+   */
+  web: z
+    .strictObject({
+      listen: z
+        .string()
+        .regex(/^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, "must be HOST:PORT, e.g. 127.0.0.1:7480")
+        .default("127.0.0.1:0"),
+    })
+    .optional(),
   /** Commands run on events, in the spirit of Claude Code's hooks. */
   hooks: z
     .strictObject(

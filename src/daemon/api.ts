@@ -60,6 +60,15 @@ export const runRecordSchema = z.object({
   startedAt: z.number(),
   stoppedAt: z.number().optional(),
   result: z.string().optional(),
+  /** What the run spent in all, its subagents' too, once it has stopped. */
+  usage: z
+    .object({
+      inputTokens: z.number(),
+      outputTokens: z.number(),
+      cachedInputTokens: z.number(),
+      costUsd: z.number(),
+    })
+    .optional(),
   /** What the run was started with: a resumed run gets these back, whatever its snapshot says. */
   approval: z.enum(APPROVAL_POLICIES).optional(),
   mode: z.enum(["act", "plan"]).optional(),

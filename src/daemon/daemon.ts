@@ -111,15 +111,23 @@ export class Daemon {
   }
 
   async #answer(verb: ApiVerb, request: Envelope): Promise<Envelope> {
-    const parsed = apiRequests[verb].safeParse(request.data ?? {});
+    const data = await this.request(verb, request.data ?? {});
+    return makeEnvelope({ runId: request.runId, agentId: "daemon", seq: 0, type: `${verb}.reply`, data });
+  }
+
+  /**
+   * One API request as the bus brings it, from inside the daemon's process (the web console): checked
+   * against its schema, then done. Throws `RequestRefusedError`, saying why, when it is refused.
+   */
+  async request(verb: ApiVerb, data: unknown): Promise<unknown> {
+    const parsed = apiRequests[verb].safeParse(data);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
       throw new RequestRefusedError(
         `invalid ${verb} request: ${issue?.path.join(".") || "data"}: ${issue?.message}`,
       );
     }
-    const data = await this.#handle(verb, parsed.data as never);
-    return makeEnvelope({ runId: request.runId, agentId: "daemon", seq: 0, type: `${verb}.reply`, data });
+    return this.#handle(verb, parsed.data as never);
   }
 
   async #handle(verb: ApiVerb, data: Record<string, string | undefined>): Promise<unknown> {
@@ -246,6 +254,7 @@ export class Daemon {
         status: output.reason,
         stoppedAt: Date.now(),
         result: output.result,
+        usage: output.total.usage,
       };
       await this.#index?.put(finished);
       this.#retention?.schedule(finished);

@@ -29,6 +29,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     tmux: "tmux",
     script: "util-linux",
     ip: "iproute2",
+    chromium: "chromium",
   };
   const missing = Object.entries(tools).filter(([command]) => !onPath(command));
   if (missing.length > 0)

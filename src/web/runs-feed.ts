@@ -1,0 +1,106 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { isEvent } from "../actors/agent-events.js";
+import type { Bus } from "../bus/bus.js";
+import type { RunRecord } from "../daemon/api.js";
+import type { Daemon } from "../daemon/daemon.js";
+import type { Logger } from "../log.js";
+import type { Usage } from "../model/types.js";
+import { listApprovals } from "../safety/answer-approval.js";
+import { type EventStream, openEventStream } from "./server-events.js";
+
+/** One line of the runs list: the run's record, what it has spent, and who waits on a person. */
+export type RunSummary = Omit<RunRecord, "result"> & {
+  result?: string;
+  usage?: Usage;
+  pendingApprovals: number;
+};
+
+/** The list is sent again at most this often, however busy the runs are. */
+const COALESCE_MS = 200;
+
+/**
+ * The runs list, live: sent whole to each page when it opens and whenever a run's record, its
+ * spend or its approvals change (coalesced). Spend comes from the run's record once it has stopped,
+ * and from its top agent's `usage.updated` while it runs.
+ */
+export class RunsFeed {
+  #pages = new Set<EventStream>();
+  #usage = new Map<string, Usage>();
+  #pending = new Map<string, number>();
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly daemon: Daemon,
+    private readonly bus: Bus,
+    private readonly log: Logger,
+    private readonly closing: AbortSignal,
+  ) {}
+
+  start(): void {
+    const watch = async (what: string, loop: () => Promise<void>) => {
+      await loop().catch((error) => {
+        if (!this.closing.aborted) this.log.warn({ err: error }, `web console: ${what} no longer followed`);
+      });
+    };
+    void watch("runs", async () => {
+      for await (const _ of (await this.bus.kv("runs")).watch({ signal: this.closing })) this.#changed();
+    });
+    void watch("approvals", async () => {
+      await this.#countApprovals();
+      for await (const _ of (await this.bus.kv("approvals")).watch({ signal: this.closing })) {
+        await this.#countApprovals();
+        this.#changed();
+      }
+    });
+    void watch("spend", async () => {
+      for await (const { envelope } of this.bus.eventLog.read({
+        from: "now",
+        follow: true,
+        signal: this.closing,
+      })) {
+        if (envelope.parentId === undefined && isEvent(envelope, "usage.updated")) {
+          this.#usage.set(envelope.runId, envelope.data.usage);
+          this.#changed();
+        }
+      }
+    });
+  }
+
+  async serve(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const page = openEventStream(request, response, this.closing);
+    this.#pages.add(page);
+    page.closed.addEventListener("abort", () => this.#pages.delete(page), { once: true });
+    page.send("runs", await this.#list());
+  }
+
+  #changed(): void {
+    if (this.#timer || this.#pages.size === 0) return;
+    this.#timer = setTimeout(async () => {
+      this.#timer = undefined;
+      const runs = await this.#list().catch((error) => {
+        this.log.warn({ err: error }, "web console: runs not listed");
+        return undefined;
+      });
+      if (runs) for (const page of this.#pages) page.send("runs", runs);
+    }, COALESCE_MS);
+  }
+
+  async #countApprovals(): Promise<void> {
+    this.#pending.clear();
+    for (const record of await listApprovals(this.bus))
+      if (record.status === "pending")
+        this.#pending.set(record.request.runId, (this.#pending.get(record.request.runId) ?? 0) + 1);
+  }
+
+  async #list(): Promise<RunSummary[]> {
+    const { runs } = (await this.daemon.request("runs.list", {})) as {
+      runs: Array<RunRecord & { usage?: Usage }>;
+    };
+    return runs
+      .map((run) => {
+        const usage = run.usage ?? this.#usage.get(run.runId);
+        return { ...run, ...(usage ? { usage } : {}), pendingApprovals: this.#pending.get(run.runId) ?? 0 };
+      })
+      .sort((a, b) => b.startedAt - a.startedAt);
+  }
+}

@@ -1,0 +1,221 @@
+import { readFile } from "node:fs/promises";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { extname, join } from "node:path";
+import { z } from "zod";
+import { type Bus, RequestRefusedError } from "../bus/bus.js";
+import type { Daemon } from "../daemon/daemon.js";
+import { UserError } from "../errors.js";
+import type { Logger } from "../log.js";
+import { agentMachine } from "../machines/agent-machine.js";
+import { machineGraph } from "../machines/diagram.js";
+import { answerApproval, listApprovals } from "../safety/answer-approval.js";
+import type { ApprovalRecord } from "../safety/bus-approver.js";
+import type { Identity } from "../trust/approvers.js";
+import { RunsFeed } from "./runs-feed.js";
+import { crossSite, SESSION_COOKIE, WebAuth } from "./web-auth.js";
+import { streamEvents } from "./web-events.js";
+
+export interface WebConsoleOptions {
+  /** The address to listen on (default 127.0.0.1) and port (0: a free one). */
+  host?: string;
+  port?: number;
+  daemon: Daemon;
+  bus: Bus;
+  /** Whose signature the page's approval answers carry: the daemon's local user. */
+  identity: Identity;
+  /** The built front end: index.html, app.js, app.css. */
+  assets: string;
+  log: Logger;
+}
+
+/** `HOST:PORT` (an IPv6 host in brackets) as the console listens on it; a user's error when it is not one. */
+export function parseListen(listen: string): { host: string; port: number } {
+  const match = /^(?:\[([0-9a-fA-F:]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/.exec(listen);
+  const port = Number(match?.[3]);
+  if (!match || port > 65535)
+    throw new UserError(`web console: "${listen}" is not HOST:PORT; give one such as 127.0.0.1:7480`);
+  return { host: (match[1] ?? match[2]) as string, port };
+}
+
+const TYPES: Record<string, string> = {
+  ".html": "text/html; charset=utf-8",
+  ".js": "text/javascript; charset=utf-8",
+  ".css": "text/css; charset=utf-8",
+};
+
+/** Nothing but the console's own files, and no framing by another site. */
+const SECURITY_HEADERS = {
+  "content-security-policy":
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+  "cache-control": "no-store",
+};
+
+const answerRequest = z.strictObject({
+  runId: z.string().min(1),
+  agentId: z.string().min(1),
+  callId: z.string().min(1),
+  requestId: z.string().min(1),
+  approved: z.boolean(),
+  reason: z.string().max(2000).optional(),
+});
+
+/**
+ * The web console a daemon serves (`troupe daemon --web`): its pages, a JSON API of what an observer
+ * may see, live updates over Server-Sent Events read from the bus, and the few things a person
+ * does (answer an approval, steer, follow up, abort), each as the daemon's API would take it.
+ */
+export class WebConsole {
+  readonly auth = new WebAuth();
+  #server: Server;
+  #feed: RunsFeed;
+  #closing = new AbortController();
+
+  private constructor(private readonly options: WebConsoleOptions) {
+    this.#feed = new RunsFeed(options.daemon, options.bus, options.log, this.#closing.signal);
+    this.#server = createServer((request, response) => {
+      this.#route(request, response).catch((error) => {
+        options.log.error({ err: error, url: request.url }, "web console request failed");
+        if (!response.headersSent) json(response, 500, { error: "internal error" });
+        else response.end();
+      });
+    });
+  }
+
+  static async start(options: WebConsoleOptions): Promise<WebConsole> {
+    const console = new WebConsole(options);
+    await new Promise<void>((resolve, reject) => {
+      console.#server.once("error", reject);
+      console.#server.listen(options.port ?? 0, options.host ?? "127.0.0.1", resolve);
+    });
+    console.#feed.start();
+    return console;
+  }
+
+  /** Where the console is, without a token. */
+  get origin(): string {
+    const { address, port } = this.#server.address() as AddressInfo;
+    return `http://${address.includes(":") ? `[${address}]` : address}:${port}`;
+  }
+
+  /** A URL that logs one browser in, once. */
+  loginUrl(): string {
+    return `${this.origin}/login?token=${this.auth.newLogin()}`;
+  }
+
+  async close(): Promise<void> {
+    this.#closing.abort();
+    this.#server.closeAllConnections();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
+  async #route(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const url = new URL(request.url ?? "/", "http://console");
+    if (request.method === "GET" && url.pathname === "/login") return this.#login(url, response);
+    if (!this.auth.allows(request))
+      return json(response, 401, { error: "log in with the URL troupe web prints" });
+    if (request.method === "POST") {
+      const refused = crossSite(request);
+      if (refused) return json(response, 403, { error: `refused: ${refused}` });
+      return this.#act(url.pathname, request, response);
+    }
+    if (request.method !== "GET") return json(response, 405, { error: "GET or POST" });
+    const run = /^\/api\/runs\/([^/]+)\/(events|approvals)$/.exec(url.pathname);
+    if (run?.[2] === "events") return streamEvents(this.options.bus, run[1] as string, request, response);
+    if (run?.[2] === "approvals")
+      return json(response, 200, { approvals: (await listApprovals(this.options.bus, run[1])).map(shown) });
+    if (url.pathname === "/api/runs/live") return this.#feed.serve(request, response);
+    if (url.pathname === "/api/machine") return json(response, 200, machineGraph(agentMachine));
+    if (url.pathname === "/api/whoami") return json(response, 200, { name: this.options.identity.name });
+    return this.#asset(url.pathname, response);
+  }
+
+  #login(url: URL, response: ServerResponse): void {
+    const session = this.auth.login(url.searchParams.get("token") ?? "");
+    if (!session) {
+      json(response, 401, { error: "this login link was used already, or is not one" });
+      return;
+    }
+    response.writeHead(303, {
+      ...SECURITY_HEADERS,
+      location: "/",
+      "set-cookie": `${SESSION_COOKIE}=${session}; HttpOnly; SameSite=Strict; Path=/`,
+    });
+    response.end();
+  }
+
+  async #act(path: string, request: IncomingMessage, response: ServerResponse): Promise<void> {
+    try {
+      const input = await body(request);
+      if (path === "/api/approvals/answer") return json(response, 200, await this.#answer(input));
+      const command = /^\/api\/runs\/([^/]+)\/(abort|steer|followUp)$/.exec(path);
+      if (!command) return json(response, 404, { error: `no ${path}` });
+      const verb = `runs.${command[2]}` as "runs.abort" | "runs.steer" | "runs.followUp";
+      const fields = typeof input === "object" && input !== null ? input : {};
+      return json(response, 200, await this.options.daemon.request(verb, { ...fields, runId: command[1] }));
+    } catch (error) {
+      if (error instanceof RequestRefusedError || error instanceof z.ZodError)
+        return json(response, 400, { error: error.message });
+      throw error;
+    }
+  }
+
+  async #answer(input: unknown): Promise<unknown> {
+    const asked = answerRequest.parse(input);
+    const shownRecord = (await listApprovals(this.options.bus, asked.runId)).find(
+      (record) => record.request.callId === asked.callId && record.request.agentId === asked.agentId,
+    );
+    if (!shownRecord || shownRecord.requestId !== asked.requestId)
+      throw new RequestRefusedError("that request has changed or is gone: look again");
+    const { outcome, record, why } = await answerApproval(
+      this.options.bus,
+      this.options.identity,
+      shownRecord,
+      {
+        approved: asked.approved,
+        ...(asked.reason ? { reason: asked.reason } : {}),
+        via: "web",
+      },
+    );
+    return { outcome, ...(why ? { why } : {}), ...(record ? { approval: shown(record) } : {}) };
+  }
+
+  async #asset(path: string, response: ServerResponse): Promise<void> {
+    const name = path === "/" ? "index.html" : path.slice(1);
+    if (!/^[a-z-]+\.(html|js|css)$/.test(name)) return json(response, 404, { error: `no ${path}` });
+    const content = await readFile(join(this.options.assets, name)).catch(() => undefined);
+    if (!content) return json(response, 404, { error: `no ${path}` });
+    response.writeHead(200, { ...SECURITY_HEADERS, "content-type": TYPES[extname(name)] ?? "text/plain" });
+    response.end(content);
+  }
+}
+
+/** What the page is shown of an approval: the request as its host wrote it, and how it was decided. */
+function shown(record: ApprovalRecord) {
+  const { request, requestId, status, createdAt, expiresAt, reason, by } = record;
+  return { request, requestId, status, createdAt, expiresAt, reason, by };
+}
+
+export function json(response: ServerResponse, status: number, value: unknown): void {
+  response.writeHead(status, { ...SECURITY_HEADERS, "content-type": "application/json" });
+  response.end(JSON.stringify(value));
+}
+
+const MAX_BODY = 64 * 1024;
+
+async function body(request: IncomingMessage): Promise<unknown> {
+  let size = 0;
+  const chunks: Buffer[] = [];
+  for await (const chunk of request as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > MAX_BODY) throw new RequestRefusedError("request too large");
+    chunks.push(chunk);
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString("utf8") || "{}");
+  } catch {
+    throw new RequestRefusedError("the body is not JSON");
+  }
+}

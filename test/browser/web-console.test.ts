@@ -1,0 +1,236 @@
+import { existsSync, readFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import type { Browser } from "playwright-core";
+import { afterAll, beforeAll, expect, inject, it } from "vitest";
+import { uniquePrefix } from "../../src/bus/subjects.js";
+import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { launchChromium } from "../support/browser.js";
+import { removePrefix } from "../support/buses.js";
+import { runTroupe, tempTree } from "../support/cli.js";
+import { daemonProcesses } from "../support/daemon-process.js";
+import { waitFor } from "../support/wait.js";
+
+const { cleanups, follow } = daemonProcesses();
+let browser: Browser;
+beforeAll(async () => {
+  browser = await launchChromium();
+});
+afterAll(async () => {
+  await browser?.close();
+});
+
+const as = (name: string, turn: number) => ({ system: `"${name}"`, turn });
+
+/** A daemon serving the console on a free port, its project, and the login URL its ready output gave. */
+async function consoleDaemon() {
+  const url = inject("natsUrl");
+  const prefix = uniquePrefix();
+  cleanups.push(() => removePrefix(url, prefix));
+  const model = await ScriptedModelServer.start([
+    {
+      match: as("lead", 1),
+      reply: {
+        toolCalls: [
+          { name: "subagent_scout", arguments: { task: "Read the notes" } },
+          { name: "subagent_scout", arguments: { task: "Read the notes again" } },
+        ],
+      },
+    },
+    {
+      match: as("scout", 1),
+      reply: { toolCalls: [{ name: "read_file", arguments: { path: "notes.txt" } }], delayMs: 700 },
+      times: 2,
+    },
+    { match: as("scout", 2), reply: { text: "The notes say hello.", delayMs: 700 }, times: 2 },
+    {
+      match: as("lead", 2),
+      reply: {
+        toolCalls: [{ name: "write_file", arguments: { path: "out.txt", content: "written once\n" } }],
+      },
+    },
+    { match: as("lead", 3), reply: { text: "All done." } },
+  ]);
+  cleanups.push(() => model.close());
+  const { dir, dispose } = tempTree({
+    "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: lead\ndefaultModel: scripted\n`,
+    "config/agents/lead.yaml": "name: lead\ndescription: Leads.\ntools: [write_file]\nsubagents: [scout]\n",
+    "config/agents/scout.yaml": "name: scout\ndescription: Scouts.\ntools: [read_file]\n",
+    "notes.txt": "hello\n",
+  });
+  cleanups.push(dispose);
+  const env = {
+    NATS_URL: url,
+    OPENAI_BASE_URL: model.baseURL,
+    OPENAI_API_KEY: "",
+    TROUPE_DATA_DIR: join(dir, ".data"),
+  };
+  const daemon = follow(["--config", join(dir, "config"), "daemon", "--web", "127.0.0.1:0"], dir, env);
+  await waitFor("the web console's login URL", () => /web console: (\S+)/.test(daemon.stderr()), 15_000);
+  const login = /web console: (\S+)/.exec(daemon.stderr())?.[1] as string;
+  return { dir, env, login, origin: new URL(login).origin, config: ["--config", join(dir, "config")] };
+}
+
+it("shows a run live: its tree, states and statechart; an approval allowed from the page lets it go on, once", async () => {
+  const { dir, env, login, origin, config } = await consoleDaemon();
+  // Without a login, nothing is served: the page, the API, the live streams.
+  for (const path of ["/", "/api/runs/live", "/api/machine", "/app.js"])
+    expect((await fetch(origin + path)).status, path).toBe(401);
+
+  const page = await browser.newPage();
+  await page.goto(login);
+  expect(new URL(page.url()).pathname).toBe("/");
+  await page.getByText("No runs yet").waitFor({ timeout: 5000 });
+  // The login link was good once.
+  expect((await fetch(login, { redirect: "manual" })).status).toBe(401);
+
+  const client = follow(
+    [...config, "run", "--json", "--approval", "ask", "Read the notes, then write"],
+    dir,
+    env,
+  );
+  await waitFor("the run to start", () => client.stdout().includes('"agent.started"'), 15_000);
+  // It appears on the page, pushed: within a second of its start.
+  const row = page.locator('[data-testid="run-row"]');
+  await row.first().waitFor({ timeout: 1000 });
+  await row.first().locator("a").click();
+
+  // The tree: the lead and its two scouts, their states changing as they work.
+  const scouts = page.locator('[data-testid="agent"][data-agent="scout"]');
+  await expect.poll(() => scouts.count(), { timeout: 10_000 }).toBe(2);
+  const seen = new Set<string>();
+  await expect
+    .poll(
+      async () => {
+        for (const state of await scouts.evaluateAll((nodes) =>
+          nodes.map((n) => n.getAttribute("data-state")),
+        ))
+          if (state) seen.add(state);
+        return seen.has("callingModel") && seen.has("stopped");
+      },
+      { timeout: 15_000, interval: 50 },
+    )
+    .toBe(true);
+  expect(seen.size).toBeGreaterThan(2);
+
+  // The approval: shown on the page as `troupe approvals` lists it.
+  const approval = page.locator('[data-testid="approval"][data-status="pending"]');
+  await approval.waitFor({ timeout: 15_000 });
+  const callId = (await approval.getAttribute("data-call")) as string;
+  const listed = await runTroupe([...config, "approvals"], { cwd: dir, env });
+  expect(listed.stdout).toContain(callId);
+  expect(existsSync(join(dir, "out.txt"))).toBe(false);
+
+  // The lead waits on it: the statechart lights the state the tree shows.
+  await page.locator('[data-testid="agent"][data-agent="lead"]').click();
+  const lit = page.locator('[data-testid="statechart"] [data-current="true"]');
+  await expect.poll(() => lit.getAttribute("data-state"), { timeout: 5000 }).toBe("awaitingApproval");
+  expect(await page.locator('[data-testid="agent"][data-agent="lead"]').getAttribute("data-state")).toBe(
+    "awaitingApproval",
+  );
+
+  await approval.getByTestId("allow").click();
+  expect(await client.exit).toBe(0);
+  expect(readFileSync(join(dir, "out.txt"), "utf8")).toBe("written once\n");
+  const events = client
+    .stdout()
+    .trim()
+    .split("\n")
+    .map((line) => JSON.parse(line) as { type: string; data: { approved?: boolean; by?: string } });
+  const decided = events.filter((e) => e.type === "approval.decided");
+  expect(decided).toHaveLength(1);
+  expect(decided[0]?.data).toMatchObject({ approved: true, by: "root (web)" });
+  expect(
+    events.filter((e) => e.type === "tool.started" && (e.data as { name?: string }).name === "write_file"),
+  ).toHaveLength(1);
+  expect((await runTroupe([...config, "approvals"], { cwd: dir, env })).stdout).not.toContain(callId);
+  await page
+    .locator('[data-testid="decided"]')
+    .getByText("approved by root (web)")
+    .waitFor({ timeout: 5000 });
+  await page.locator('[data-testid="run-status"]').getByText("done").waitFor({ timeout: 5000 });
+  await page.close();
+}, 90_000);
+
+it("refuses a POST from another site, and one with no session", async () => {
+  const { dir, env, login, origin, config } = await consoleDaemon();
+  const page = await browser.newPage();
+  await page.goto(login);
+  const client = follow(
+    [...config, "run", "--json", "--approval", "ask", "Read the notes, then write"],
+    dir,
+    env,
+  );
+  await waitFor("the approval request", () => client.stdout().includes('"approval.requested"'), 20_000);
+  const runId = (JSON.parse(client.stdout().split("\n")[0] as string) as { runId: string }).runId;
+
+  // Another site's page, opened in the same browser (the console's cookie in it), posts an abort
+  // as a form can (text/plain) and as a script can (no-cors).
+  const attacker = createServer((_, response) => {
+    response.writeHead(200, { "content-type": "text/html" });
+    response.end(`<form id=f method=POST action="${origin}/api/runs/${runId}/abort" enctype="text/plain"><input name='{"reason":"x","a":"' value='"}'></form>
+      <script>fetch("${origin}/api/runs/${runId}/abort", { method: "POST", mode: "no-cors", credentials: "include", body: "{}" }).finally(() => document.getElementById("f").submit());</script>`);
+  });
+  await new Promise<void>((resolve) => attacker.listen(0, "127.0.0.2", resolve));
+  cleanups.push(() => new Promise<void>((resolve) => attacker.close(() => resolve())));
+  const attackerPage = await browser.newPage();
+  const responses: number[] = [];
+  attackerPage.on("response", (response) => {
+    if (response.url().includes("/abort")) responses.push(response.status());
+  });
+  await attackerPage.goto(`http://127.0.0.2:${(attacker.address() as AddressInfo).port}/`);
+  await expect.poll(() => responses.length, { timeout: 5000 }).toBeGreaterThanOrEqual(1);
+  for (const status of responses) expect([401, 403]).toContain(status);
+
+  // With the session itself but from another origin, or not as JSON: refused all the same.
+  const cookie = (await page.context().cookies()).map((c) => `${c.name}=${c.value}`).join("; ");
+  const abort = (headers: Record<string, string>) =>
+    fetch(`${origin}/api/runs/${runId}/abort`, {
+      method: "POST",
+      headers: { cookie, ...headers },
+      body: "{}",
+    });
+  expect((await abort({ origin: "http://evil.example", "content-type": "application/json" })).status).toBe(
+    403,
+  );
+  expect((await abort({ "content-type": "text/plain" })).status).toBe(403);
+  expect((await abort({ "sec-fetch-site": "cross-site", "content-type": "application/json" })).status).toBe(
+    403,
+  );
+
+  // The run was not aborted: it still waits, and goes on once allowed.
+  const answer = await runTroupe([...config, "approve", "--allow"], { cwd: dir, env });
+  expect(answer.code, answer.stderr).toBe(0);
+  expect(await client.exit).toBe(0);
+  expect(client.stdout()).toContain('"reason":"done"');
+  await attackerPage.close();
+  await page.close();
+}, 90_000);
+
+it("prints a fresh login with troupe web, each good once, and says so in one line when no console runs", async () => {
+  const { dir, env, origin, config } = await consoleDaemon();
+  const first = await runTroupe([...config, "web"], { cwd: dir, env });
+  expect(first.code).toBe(0);
+  const url = first.stdout.trim();
+  expect(url.startsWith(`${origin}/login?token=`)).toBe(true);
+  const used = await fetch(url, { redirect: "manual" });
+  expect(used.status).toBe(303);
+  expect(used.headers.get("set-cookie")).toMatch(
+    /^troupe_session=[^;]+; HttpOnly; SameSite=Strict; Path=\/$/,
+  );
+  expect((await fetch(url, { redirect: "manual" })).status).toBe(401);
+  const second = (await runTroupe([...config, "web"], { cwd: dir, env })).stdout.trim();
+  expect(second).not.toBe(url);
+  expect((await fetch(second, { redirect: "manual" })).status).toBe(303);
+
+  const { dir: other, dispose } = tempTree({ "config/troupe.yaml": "defaultModel: scripted\n" });
+  cleanups.push(dispose);
+  const none = await runTroupe(["--config", join(other, "config"), "web"], {
+    cwd: other,
+    env: { ...env, TROUPE_DATA_DIR: join(other, ".data") },
+  });
+  expect(none.code).toBe(1);
+  expect(none.stderr.trim().split("\n")).toHaveLength(1);
+  expect(none.stderr).toMatch(/no web console is running for this data dir .*troupe daemon --web/);
+});

@@ -1,0 +1,53 @@
+/** The console's API, from the page: the session cookie goes with every request. */
+
+export async function post<T = unknown>(path: string, body: unknown): Promise<T> {
+  const response = await fetch(path, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  const value = (await response.json()) as T & { error?: string };
+  if (!response.ok) throw new Error(value.error ?? `${response.status}`);
+  return value;
+}
+
+export async function get<T = unknown>(path: string): Promise<T> {
+  const response = await fetch(path);
+  if (!response.ok) throw new Error(`${path}: ${response.status}`);
+  return (await response.json()) as T;
+}
+
+/**
+ * Follows a Server-Sent Events stream; `on` gets the data of each event, parsed. Those that come
+ * within one animation frame are handed over together, so a burst costs one render, not hundreds.
+ */
+export function follow<T>(path: string, event: string, on: (items: T[]) => void): () => void {
+  const source = new EventSource(path);
+  let pending: T[] = [];
+  let frame: number | undefined;
+  source.addEventListener(event, (message) => {
+    pending.push(JSON.parse((message as MessageEvent<string>).data) as T);
+    frame ??= requestAnimationFrame(() => {
+      frame = undefined;
+      const items = pending;
+      pending = [];
+      on(items);
+    });
+  });
+  return () => {
+    source.close();
+    if (frame !== undefined) cancelAnimationFrame(frame);
+  };
+}
+
+export function formatTokens(n: number): string {
+  return n >= 1_000_000 ? `${(n / 1_000_000).toFixed(1)}M` : n >= 1000 ? `${(n / 1000).toFixed(1)}k` : `${n}`;
+}
+
+export function formatAge(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
+  if (s < 86_400) return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+  return `${Math.floor(s / 86_400)}d`;
+}

@@ -1,0 +1,71 @@
+import { useState } from "preact/hooks";
+import type { Item } from "./run-model.js";
+
+const FOLDED_LINES = 6;
+
+/** An agent's conversation: the task, streamed text, reasoning (dimmed), tool calls and results. */
+export function Conversation(props: { items: Item[] }) {
+  return (
+    <ol class="conversation" data-testid="conversation">
+      {props.items.map((item) => (
+        <li class={`item ${item.kind}`}>
+          <ItemBody item={item} />
+        </li>
+      ))}
+    </ol>
+  );
+}
+
+function ItemBody(props: { item: Item }) {
+  const { item } = props;
+  switch (item.kind) {
+    case "task":
+      return <p class="task">{item.text}</p>;
+    case "text":
+    case "reasoning":
+      return <p class={item.open ? "streaming" : ""}>{item.text}</p>;
+    case "tool":
+      return (
+        <div class={`tool ${item.status}`} data-testid="tool-call">
+          <div class="call">
+            <span class="tool-name">{item.name}</span> <code>{item.args}</code>{" "}
+            <span class="tool-status">{item.status}</span>
+            {item.durationMs !== undefined && <span class="quiet"> {item.durationMs} ms</span>}
+          </div>
+          {item.error && <p class="error">{item.error}</p>}
+          {item.preview && <Folded text={item.preview} />}
+        </div>
+      );
+    case "approval":
+      return (
+        <p class="decision">
+          {item.approved ? "Allowed" : "Denied"} by {item.by}
+          {item.reason ? `: ${item.reason}` : ""}
+        </p>
+      );
+    case "stopped":
+      return (
+        <div class="stopped">
+          <strong>{item.reason}</strong>
+          <p>{item.result}</p>
+        </div>
+      );
+  }
+}
+
+/** Text past a few lines is folded, and opens on a click. */
+export function Folded(props: { text: string }) {
+  const [open, setOpen] = useState(false);
+  const lines = props.text.split("\n");
+  const long = lines.length > FOLDED_LINES;
+  return (
+    <div class="folded">
+      <pre>{open || !long ? props.text : lines.slice(0, FOLDED_LINES).join("\n")}</pre>
+      {long && (
+        <button type="button" class="link" onClick={() => setOpen(!open)}>
+          {open ? "fold" : `${lines.length - FOLDED_LINES} more lines`}
+        </button>
+      )}
+    </div>
+  );
+}
