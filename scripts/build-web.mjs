@@ -1,11 +1,11 @@
-// Builds the web console the daemon serves (web/ → dist/web/): one bundle, no network at run time.
+// Builds the web console the daemon serves (web/ → dist/console/): one bundle, no network at run time.
 import { copyFileSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-const out = join(root, "dist/web");
+const out = join(root, "dist/console");
 mkdirSync(out, { recursive: true });
 await build({
   entryPoints: [join(root, "web/src/main.tsx")],

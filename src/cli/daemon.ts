@@ -1,6 +1,5 @@
 import { readFileSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import { Runtime } from "../actors/runtime.js";
 import { answersNats, findNatsServer, NATS_INSTALL_HINT, NatsServerProcess } from "../bus/embedded-nats.js";
 import { natsOptionsFromConfig } from "../bus/from-config.js";
@@ -17,7 +16,7 @@ import { ApproverTrust, localIdentity } from "../trust/approvers.js";
 import { RecordSeal } from "../trust/record-seal.js";
 import { ensureRoleCredentials } from "../trust/role-credentials.js";
 import { privateDir, writePrivateFile } from "../trust/secret-files.js";
-import { parseListen, WebConsole } from "../web/web-console.js";
+import { consoleAssets, parseListen, WebConsole } from "../web/web-console.js";
 import { webLoginFile } from "../web/web-login.js";
 import { stopSignal } from "./stop-signal.js";
 
@@ -98,7 +97,7 @@ async function serveWeb(
     daemon: parts.daemon,
     bus: parts.bus,
     identity: localIdentity(parts.data),
-    assets: fileURLToPath(new URL("../web/", import.meta.url)),
+    assets: consoleAssets(),
     log: parts.log,
   });
   const loginFile = webLoginFile(parts.data);

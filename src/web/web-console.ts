@@ -1,7 +1,9 @@
 import { readFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { extname, join } from "node:path";
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { type Bus, RequestRefusedError } from "../bus/bus.js";
 import type { Daemon } from "../daemon/daemon.js";
@@ -24,7 +26,7 @@ export interface WebConsoleOptions {
   bus: Bus;
   /** Whose signature the page's approval answers carry: the daemon's local user. */
   identity: Identity;
-  /** The built front end: index.html, app.js, app.css. */
+  /** The built front end: index.html, app.js, app.css (`consoleAssets()`). */
   assets: string;
   log: Logger;
 }
@@ -38,11 +40,19 @@ export function parseListen(listen: string): { host: string; port: number } {
   return { host: (match[1] ?? match[2]) as string, port };
 }
 
-const TYPES: Record<string, string> = {
-  ".html": "text/html; charset=utf-8",
-  ".js": "text/javascript; charset=utf-8",
-  ".css": "text/css; charset=utf-8",
+/** The front end's files (npm run build puts them in dist/console), by the path a page asks for. */
+const ASSETS: Record<string, { file: string; type: string }> = {
+  "/": { file: "index.html", type: "text/html; charset=utf-8" },
+  "/app.js": { file: "app.js", type: "text/javascript; charset=utf-8" },
+  "/app.css": { file: "app.css", type: "text/css; charset=utf-8" },
 };
+
+/** dist/console of the package this module is part of (run from dist/, or from a bench build beside it). */
+export function consoleAssets(): string {
+  for (let dir = dirname(fileURLToPath(import.meta.url)); dir !== dirname(dir); dir = dirname(dir))
+    if (existsSync(join(dir, "package.json"))) return join(dir, "dist/console");
+  throw new Error("the web console's files are not where the package is: run npm run build");
+}
 
 /** Nothing but the console's own files, and no framing by another site. */
 const SECURITY_HEADERS = {
@@ -183,11 +193,10 @@ export class WebConsole {
   }
 
   async #asset(path: string, response: ServerResponse): Promise<void> {
-    const name = path === "/" ? "index.html" : path.slice(1);
-    if (!/^[a-z-]+\.(html|js|css)$/.test(name)) return json(response, 404, { error: `no ${path}` });
-    const content = await readFile(join(this.options.assets, name)).catch(() => undefined);
-    if (!content) return json(response, 404, { error: `no ${path}` });
-    response.writeHead(200, { ...SECURITY_HEADERS, "content-type": TYPES[extname(name)] ?? "text/plain" });
+    const asset = ASSETS[path];
+    const content = asset && (await readFile(join(this.options.assets, asset.file)).catch(() => undefined));
+    if (!asset || !content) return json(response, 404, { error: `no ${path}` });
+    response.writeHead(200, { ...SECURITY_HEADERS, "content-type": asset.type });
     response.end(content);
   }
 }

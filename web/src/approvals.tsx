@@ -13,7 +13,8 @@ interface Shown {
 /** The run's approvals: pending ones to allow or deny (with a reason), decided ones with who decided. */
 export function Approvals(props: { runId: string; version: number }) {
   const [approvals, setApprovals] = useState<Shown[]>([]);
-  // Asked again as the run's events come: an approval's events are in the log before and after its record changes.
+  // Asked again when an approval event of the run comes (`version` counts them): an approval's events
+  // are in the log before and after its record changes.
   useEffect(() => {
     void get<{ approvals: Shown[] }>(`/api/runs/${props.runId}/approvals`).then((r) =>
       setApprovals(r.approvals),
@@ -95,14 +96,13 @@ function Detail(props: { text: string }) {
   return (
     <pre class="detail diff">
       {lines.map((line) => (
-        <div
-          class={
-            line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : line.startsWith("@@") ? "hunk" : ""
-          }
-        >
-          {line || " "}
-        </div>
+        <div class={diffClass(line)}>{line || " "}</div>
       ))}
     </pre>
   );
+}
+
+function diffClass(line: string): string {
+  if (/^(\+\+\+|---|@@|===)/.test(line)) return "hunk";
+  return line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "";
 }

@@ -3,11 +3,27 @@ import type { Item } from "./run-model.js";
 
 const FOLDED_LINES = 6;
 
-/** An agent's conversation: the task, streamed text, reasoning (dimmed), tool calls and results. */
+/** Items drawn at once; earlier ones on request, so a long run's page stays small. */
+const WINDOW = 200;
+
+/**
+ * An agent's conversation: the task, streamed text, reasoning (dimmed), tool calls and results. Only
+ * the latest items are drawn (a window that grows on request): the page's size stays bounded
+ * however long the run.
+ */
 export function Conversation(props: { items: Item[] }) {
+  const [window, setWindow] = useState(WINDOW);
+  const hidden = Math.max(0, props.items.length - window);
   return (
     <ol class="conversation" data-testid="conversation">
-      {props.items.map((item) => (
+      {hidden > 0 && (
+        <li class="item earlier">
+          <button type="button" class="link" onClick={() => setWindow(window + WINDOW)}>
+            {hidden} earlier items
+          </button>
+        </li>
+      )}
+      {props.items.slice(hidden).map((item) => (
         <li class={`item ${item.kind}`}>
           <ItemBody item={item} />
         </li>

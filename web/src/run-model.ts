@@ -38,6 +38,8 @@ export class RunModel {
   readonly spans: Span[] = [];
   /** Events applied, and the time of the first and last. */
   count = 0;
+  /** Approval events applied: the page asks for the run's approvals again when this changes. */
+  approvalEvents = 0;
   first: number | undefined;
   last: number | undefined;
   #open = new Map<string, Span>();
@@ -48,6 +50,7 @@ export class RunModel {
     this.last = event.ts;
     this.tree.apply(event);
     if (!isAgentEvent(event)) return;
+    if (event.type.startsWith("approval.")) this.approvalEvents++;
     const items = this.#items(event.agentId);
     switch (event.type) {
       case "agent.started":

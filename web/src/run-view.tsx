@@ -48,7 +48,8 @@ export function RunView(props: { runId: string }) {
   const agents = flatten(model.roots());
   const root = agents[0];
   const agent = agents.find((a) => a.agentId === selected) ?? root;
-  const stopped = root?.state === "stopped";
+  // Whether the run is over is the live run's say, whatever point the replay shows.
+  const stopped = live.current.roots()[0]?.reason !== undefined;
   return (
     <main class="run">
       <header class="bar">
@@ -73,7 +74,7 @@ export function RunView(props: { runId: string }) {
           {agent && <Conversation items={model.conversations.get(agent.agentId) ?? []} />}
         </section>
         <aside class="side">
-          <Approvals runId={props.runId} version={version} />
+          <Approvals runId={props.runId} version={live.current.approvalEvents} />
           {graph && agent && (
             <>
               <h2>

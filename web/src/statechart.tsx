@@ -12,10 +12,10 @@ interface Layout {
   edges: Array<{ from: string; to: string; label: string; points: Array<{ x: number; y: number }> }>;
 }
 
-/** Lays the machine out once (dagre, left to right); self-transitions are left out of the drawing. */
+/** Lays the machine out once (dagre, top to bottom); self-transitions are left out of the drawing. */
 function layout(graph: MachineGraph): Layout {
   const g = new dagre.graphlib.Graph();
-  g.setGraph({ rankdir: "LR", nodesep: 24, ranksep: 56, marginx: 8, marginy: 8 });
+  g.setGraph({ rankdir: "TB", nodesep: 20, ranksep: 36, marginx: 8, marginy: 8 });
   g.setDefaultEdgeLabel(() => ({}));
   for (const state of graph.states) g.setNode(state.key, { width: NODE_W, height: NODE_H });
   for (const edge of graph.edges)
