@@ -25,13 +25,30 @@ const model = await ScriptedModelServer.start([
     },
     times: Number.POSITIVE_INFINITY,
   },
-  { match: as("scout", 1), reply: { toolCalls: [{ name: "read_file", arguments: { path: "NOTES.md" } }], delayMs: 900 }, times: Number.POSITIVE_INFINITY },
-  { match: as("scout", 2), reply: { text: "The notes list two fixes and one new command.", delayMs: 1200 }, times: Number.POSITIVE_INFINITY },
+  {
+    match: as("scout", 1),
+    reply: { toolCalls: [{ name: "read_file", arguments: { path: "NOTES.md" } }], delayMs: 900 },
+    times: Number.POSITIVE_INFINITY,
+  },
+  {
+    match: as("scout", 2),
+    reply: { text: "The notes list two fixes and one new command.", delayMs: 1200 },
+    times: Number.POSITIVE_INFINITY,
+  },
   {
     match: as("lead", 2),
     reply: {
       text: "Both scouts are back. Writing the changelog entry.",
-      toolCalls: [{ name: "edit_file", arguments: { path: "CHANGELOG.md", old_string: "## Unreleased\n", new_string: "## Unreleased\n\n- Two fixes and `troupe web`.\n" } }],
+      toolCalls: [
+        {
+          name: "edit_file",
+          arguments: {
+            path: "CHANGELOG.md",
+            old_string: "## Unreleased\n",
+            new_string: "## Unreleased\n\n- Two fixes and `troupe web`.\n",
+          },
+        },
+      ],
     },
     times: Number.POSITIVE_INFINITY,
   },
@@ -40,9 +57,12 @@ const model = await ScriptedModelServer.start([
 const dir = mkdtempSync(join(tmpdir(), "troupe-screens-"));
 const files = {
   "config/troupe.yaml": `nats:\n  prefix: screens${Date.now()}\ndefaultAgent: lead\ndefaultModel: scripted\n`,
-  "config/agents/lead.yaml": "name: lead\ndescription: Leads the release.\ntools: [read_file, edit_file]\nsubagents: [scout]\nbudget: { maxTurns: 12, maxTokens: 40000 }\n",
-  "config/agents/scout.yaml": "name: scout\ndescription: Reads and reports.\ntools: [read_file]\nbudget: { maxTurns: 6 }\n",
-  "NOTES.md": "# Notes\n\n- fix: resume after a crash\n- fix: approvals from any terminal\n- new: troupe web\n",
+  "config/agents/lead.yaml":
+    "name: lead\ndescription: Leads the release.\ntools: [read_file, edit_file]\nsubagents: [scout]\nbudget: { maxTurns: 12, maxTokens: 40000 }\n",
+  "config/agents/scout.yaml":
+    "name: scout\ndescription: Reads and reports.\ntools: [read_file]\nbudget: { maxTurns: 6 }\n",
+  "NOTES.md":
+    "# Notes\n\n- fix: resume after a crash\n- fix: approvals from any terminal\n- new: troupe web\n",
   "CHANGELOG.md": "# Changelog\n\n## Unreleased\n",
 };
 for (const [path, content] of Object.entries(files)) {
@@ -56,13 +76,25 @@ const env = {
   OPENAI_API_KEY: "",
   TROUPE_DATA_DIR: join(dir, ".data"),
 };
-const troupe = (args) => spawn(process.execPath, [bin, "--config", join(dir, "config"), ...args], { cwd: dir, env, stdio: ["ignore", "pipe", "pipe"] });
+const troupe = (args) =>
+  spawn(process.execPath, [bin, "--config", join(dir, "config"), ...args], {
+    cwd: dir,
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
 const daemon = troupe(["daemon", "--web", "127.0.0.1:0"]);
 let stderr = "";
 daemon.stderr.on("data", (chunk) => (stderr += chunk));
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM_PATH ?? "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  args: [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+  ],
 });
 try {
   const started = Date.now();
@@ -73,9 +105,19 @@ try {
   const login = /web console: (\S+)/.exec(stderr)[1];
   const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
   await page.goto(login);
-  const finished = troupe(["run", "--approval", "auto-edit", "Look at the release notes and add a changelog entry"]);
+  const finished = troupe([
+    "run",
+    "--approval",
+    "auto-edit",
+    "Look at the release notes and add a changelog entry",
+  ]);
   await new Promise((resolve) => finished.once("exit", resolve));
-  const client = troupe(["run", "--approval", "ask", "Look at the release notes again and add a changelog entry"]);
+  const client = troupe([
+    "run",
+    "--approval",
+    "ask",
+    "Look at the release notes again and add a changelog entry",
+  ]);
   await page.locator('[data-testid="run-row"]').nth(1).waitFor();
   mkdirSync(out, { recursive: true });
   await page.locator('[data-testid="run-row"]').first().locator("a").click();
@@ -85,7 +127,7 @@ try {
   await page.locator('[data-testid="pending-approvals"]').waitFor();
   await page.screenshot({ path: join(out, "runs.png") });
   client.kill("SIGINT");
-  console.log(`saved ${join(out, "runs.png")} and ${join(out, "run.png")}`);
+  process.stdout.write(`saved ${join(out, "runs.png")} and ${join(out, "run.png")}\n`);
 } finally {
   await browser.close();
   daemon.kill("SIGTERM");
