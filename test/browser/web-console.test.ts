@@ -242,9 +242,14 @@ it("refuses a POST from another site, and one with no session", async () => {
     403,
   );
 
-  // The run was not aborted: it still waits, and goes on once allowed.
+  // The run was not aborted: it still waits, and goes on once allowed, from a terminal; the page open
+  // on it shows the approval decided there, and by whom.
+  await page.goto(`${origin}/#/runs/${runId}`);
+  await page.locator('[data-testid="approval"][data-status="pending"]').waitFor({ timeout: 10_000 });
   const answer = await runTroupe([...config, "approve", "--allow"], { cwd: dir, env });
   expect(answer.code, answer.stderr).toBe(0);
+  await page.getByTestId("decided").getByText("approved by root").waitFor({ timeout: 10_000 });
+  expect(await page.getByTestId("allow").count()).toBe(0);
   expect(await client.exit).toBe(0);
   expect(client.stdout()).toContain('"reason":"done"');
   await attackerPage.close();
