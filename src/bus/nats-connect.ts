@@ -13,7 +13,7 @@ import { BusError } from "./bus.js";
 
 /** How to reach and authenticate to NATS; mirrors `nats:` in troupe.yaml. */
 export interface NatsConnectOptions {
-  /** One URL, or several separated by commas. */
+  /** One URL, or several separated by commas, tried in that order. */
   url: string;
   /** Shown in the server's connection list. */
   name?: string;
@@ -71,6 +71,9 @@ function toNodeOptions(options: NatsConnectOptions): NodeConnectionOptions {
   const result: NodeConnectionOptions = {
     servers: options.url.split(",").map((server) => server.trim()),
     name: options.name ?? "troupe",
+    // In the operator's order, not shuffled: each host lists the node it should use first, and the
+    // others for when that one is lost (docs/deploy.md).
+    noRandomize: true,
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
     timeout: 2000,

@@ -181,7 +181,7 @@ export const mcpServerSchema = z
 export type McpServerConfig = z.infer<typeof mcpServerSchema>;
 
 export const natsConfigSchema = z.strictObject({
-  /** One URL or several, comma-separated. */
+  /** One URL or several, comma-separated: the first is used while it answers, the next when it does not. */
   url: z.string().min(1).default("nats://127.0.0.1:4222"),
   /** Prefix of every subject, stream and bucket; lets several Troupes share one server. */
   prefix: z
