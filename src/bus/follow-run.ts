@@ -74,12 +74,16 @@ export async function* followRun(
   }
 }
 
-/** A fault of the connection (NATS away, a request that timed out), not of the request. */
+/**
+ * A fault of the connection (NATS away, a request that timed out), not of the request; or of a
+ * cluster between leaders (JetStream "temporarily unavailable" while a node that was lost comes back).
+ */
 function isTransient(error: unknown): boolean {
   if (error instanceof BusClosedError) return false;
   const text = `${(error as Error)?.name} ${(error as Error)?.message} ${String((error as Error)?.cause ?? "")}`;
   return (
-    /timeout|timed out|disconnect|connection|no responders|reconnect|503/i.test(text) &&
-    !/Permission/i.test(text)
+    /timeout|timed out|disconnect|connection|no responders|reconnect|503|temporarily unavailable/i.test(
+      text,
+    ) && !/Permission/i.test(text)
   );
 }

@@ -1,3 +1,4 @@
+import { JetStreamApiError } from "@nats-io/jetstream";
 import { describe, expect, it } from "vitest";
 import type { Bus } from "../../src/bus/bus.js";
 import { type Envelope, makeEnvelope } from "../../src/bus/envelope.js";
@@ -72,4 +73,49 @@ describe.each(bothBuses)("following a run on $name", ({ open }) => {
     await bus.eventLog.append(event("root", 2, "agent.stopped"));
     expect(order(await following.done)).toEqual(["root:0", "root:1", "root:2"]);
   });
+
+  it("reads the log again when JetStream answers it is temporarily unavailable (a cluster node coming back)", async () => {
+    const { bus } = under();
+    const flaky = refusingOneRead(bus, new JetStreamApiError(UNAVAILABLE));
+    const seen: Envelope[] = [];
+    const done = (async () => {
+      for await (const envelope of followRun(flaky, "run-f", { quietMs: 100 })) {
+        seen.push(envelope);
+        if (envelope.type === "agent.stopped") break;
+      }
+    })();
+    await sleep(50);
+    await bus.eventLog.append(event("root", 0));
+    await sleep(400); // quiet: the log takes over, and its first read is refused
+    await bus.eventLog.append(event("root", 1));
+    await bus.eventLog.append(event("root", 2, "agent.stopped"));
+    await done;
+    expect(order(seen)).toEqual(["root:0", "root:1", "root:2"]);
+  });
 });
+
+/** What JetStream answers while a stream of a cluster has no leader (code 503, 10008). */
+const UNAVAILABLE = { code: 503, err_code: 10008, description: "JetStream system temporarily unavailable" };
+
+/** The bus, but the first read of its event log fails with `error`, as a JetStream API call would. */
+function refusingOneRead(bus: Bus, error: Error): Bus {
+  let refused = false;
+  const bound = <T extends object>(target: T, key: string | symbol) => {
+    const value = Reflect.get(target, key);
+    return typeof value === "function" ? value.bind(target) : value;
+  };
+  const eventLog = new Proxy(bus.eventLog, {
+    get: (target, key) =>
+      key === "read"
+        ? (options: Parameters<Bus["eventLog"]["read"]>[0]) => {
+            if (refused) return target.read(options);
+            refused = true;
+            return (async function* () {
+              yield* [];
+              throw error;
+            })();
+          }
+        : bound(target, key),
+  });
+  return new Proxy(bus, { get: (target, key) => (key === "eventLog" ? eventLog : bound(target, key)) });
+}
