@@ -1,4 +1,5 @@
 import type { Heartbeat } from "../actors/placement.js";
+import type { Bus } from "../bus/bus.js";
 import { type ClusterInfo, NatsBus } from "../bus/nats-bus.js";
 import { answersAnonymously } from "../bus/nats-connect.js";
 import { loadConfig } from "../config/load.js";
@@ -37,15 +38,10 @@ export async function runStatus(
   const bus = await connectClient(config, "troupe-status", log);
   try {
     const { runs } = (await callApi(bus, config, "runs.list", {})) as { runs: RunRecord[] };
-    const workersKv = await bus.kv("workers");
-    const workers: Array<{ id: string } & Heartbeat> = [];
-    for (const id of await workersKv.keys()) {
-      const entry = await workersKv.get<Heartbeat>(id);
-      if (entry) workers.push({ id, ...entry.value });
-    }
     const { url, prefix } = config.troupe.nats;
     const open = await answersAnonymously(url, bus.subjects.api("runs.start"));
-    // An observer's credentials may not read them: then they are left out.
+    // An observer's credentials may not read these: then they are left out.
+    const workers = await readHeartbeats(bus).catch(() => undefined);
     const waiting = await listApprovals(bus)
       .then((records) => records.filter((record) => record.status === "pending"))
       .catch(() => undefined);
@@ -53,7 +49,7 @@ export async function runStatus(
     if (flags.json) {
       const approvals = waiting?.map(({ request, createdAt }) => ({ ...request, createdAt }));
       process.stdout.write(
-        `${JSON.stringify({ daemon: { nats: url, prefix }, bus: { open }, ...(nats ? { cluster: nats } : {}), workers, runs, ...(approvals ? { approvals } : {}) })}\n`,
+        `${JSON.stringify({ daemon: { nats: url, prefix }, bus: { open }, ...(nats ? { cluster: nats } : {}), ...(workers ? { workers } : {}), runs, ...(approvals ? { approvals } : {}) })}\n`,
       );
       return 0;
     }
@@ -65,8 +61,10 @@ export async function runStatus(
         : "bus: credentials required\n",
     );
     if (nats) process.stdout.write(`${clusterLines(nats).join("\n")}\n`);
-    process.stdout.write(`workers: ${workers.length ? "" : "none"}\n`);
-    for (const worker of workers) process.stdout.write(`  ${workerLine(worker, now)}\n`);
+    process.stdout.write(
+      `workers: ${workers === undefined ? "not readable with these credentials" : workers.length ? "" : "none"}\n`,
+    );
+    for (const worker of workers ?? []) process.stdout.write(`  ${workerLine(worker, now)}\n`);
     process.stdout.write("\n");
     const rows = runs.map((run) => [
       run.runId,
@@ -84,6 +82,17 @@ export async function runStatus(
   } finally {
     await bus.close();
   }
+}
+
+/** Each worker's last heartbeat, by worker id. */
+async function readHeartbeats(bus: Bus): Promise<Array<{ id: string } & Heartbeat>> {
+  const kv = await bus.kv("workers");
+  const workers: Array<{ id: string } & Heartbeat> = [];
+  for (const id of await kv.keys()) {
+    const entry = await kv.get<Heartbeat>(id);
+    if (entry) workers.push({ id, ...entry.value });
+  }
+  return workers;
 }
 
 /** Where the connection is, and the event stream's replicas as NATS reports them. */
