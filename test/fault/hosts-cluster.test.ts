@@ -1,12 +1,11 @@
-import type { ChildProcess } from "node:child_process";
-import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, expect, it } from "vitest";
-import { findNatsServer } from "../../src/bus/embedded-nats.js";
 import { roleSeedFile } from "../../src/trust/role-credentials.js";
-import { exited, runTroupe, tempTree } from "../support/cli.js";
+import { runTroupe, tempTree } from "../support/cli.js";
 import { makeHosts } from "../support/hosts.js";
+import { NODE_HOSTS, NODE_NAMES, startHostedNodes } from "../support/hosts-nats.js";
 import { waitFor } from "../support/wait.js";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -27,7 +26,7 @@ it("the cluster of docs/deploy.md forms across hosts from deploy/nats/cluster.co
     "config/agents/a.yaml": "name: a\ndescription: A.\n",
   });
   cleanups.push(dispose);
-  const hosts = makeHosts({ "nats-1": 11, "nats-2": 12, "nats-3": 13, observer: 24 });
+  const hosts = makeHosts({ ...NODE_HOSTS, observer: 24 });
   cleanups.push(() => hosts.remove());
   const data = join(dir, ".data");
   const env = { ...process.env, TROUPE_DATA_DIR: data };
@@ -37,34 +36,10 @@ it("the cluster of docs/deploy.md forms across hosts from deploy/nats/cluster.co
   });
   expect(auth.code, auth.stderr).toBe(0);
 
-  const nodes: ChildProcess[] = [];
-  for (const node of ["nats-1", "nats-2", "nats-3"]) {
-    const confDir = join(dir, node);
-    mkdirSync(join(confDir, "store"), { recursive: true });
-    copyFileSync(join(ROOT, "deploy/nats/cluster.conf"), join(confDir, "cluster.conf"));
-    writeFileSync(join(confDir, "auth.conf"), auth.stdout);
-    const server = hosts.spawn(
-      node,
-      findNatsServer() ?? "nats-server",
-      ["-c", join(confDir, "cluster.conf")],
-      {
-        env: { ...process.env, NATS_NODE: node, NATS_STORE: join(confDir, "store") },
-        stdio: ["ignore", "ignore", "pipe"],
-      },
-    );
-    let log = "";
-    server.stderr?.on("data", (chunk) => (log += chunk));
-    cleanups.push(async () => {
-      server.kill("SIGKILL");
-      await exited(server);
-    });
-    nodes.push(server);
-    cleanups.push(() => {
-      if (server.exitCode !== null) throw new Error(`${node} exited: ${log.slice(-2000)}`);
-    });
-  }
+  const nodes = startHostedNodes(hosts, dir, auth.stdout);
+  cleanups.push(() => nodes.stop());
 
-  const urls = ["11", "12", "13"].map((octet) => `nats://10.88.0.${octet}:4222`);
+  const urls = NODE_NAMES.map((node) => nodes.url[node]);
   const probe = (script: string, extra: Record<string, string> = {}) =>
     new Promise<{ code: number | null; out: string }>((done) => {
       const child = hosts.spawn("observer", process.execPath, ["--input-type=module", "-e", script], {
@@ -101,5 +76,4 @@ it("the cluster of docs/deploy.md forms across hosts from deploy/nats/cluster.co
     try { await connect({ servers: ${JSON.stringify(urls[0])}, timeout: 2000 }); console.log("let in"); }
     catch (e) { console.log("refused: " + e.message); }`);
   expect(anonymous.out).toMatch(/^refused: .*(Authorization|authentication)/im);
-  for (const node of nodes) expect(node.exitCode).toBeNull();
 }, 120_000);

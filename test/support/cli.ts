@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, type SpawnOptions, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -71,9 +71,19 @@ export interface RunningTroupe {
   stderr(): string;
 }
 
-/** Starts `troupe ARGS` in `cwd` with exactly `env`; the caller ends it. */
-export function spawnTroupe(args: string[], options: { cwd: string; env: NodeJS.ProcessEnv }): RunningTroupe {
-  const child = spawn(process.execPath, [TROUPE_BIN, ...args], {
+/** Starts a command as child_process.spawn does, perhaps elsewhere; the pid is the command's own. */
+export type Launch = (command: string, args: string[], options: SpawnOptions) => ChildProcess;
+
+/**
+ * Starts `troupe ARGS` in `cwd` with exactly `env`; the caller ends it. `launch` starts it elsewhere
+ * (on a host of test/support/hosts.ts); it must keep the pid the process's own.
+ */
+export function spawnTroupe(
+  args: string[],
+  options: { cwd: string; env: NodeJS.ProcessEnv; launch?: Launch },
+): RunningTroupe {
+  const launch = options.launch ?? spawn;
+  const child = launch(process.execPath, [TROUPE_BIN, ...args], {
     cwd: options.cwd,
     env: options.env,
     stdio: ["ignore", "pipe", "pipe"],

@@ -1,0 +1,78 @@
+import type { ChildProcess } from "node:child_process";
+import { copyFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { findNatsServer } from "../../src/bus/embedded-nats.js";
+import { exited } from "./cli.js";
+import type { Hosts } from "./hosts.js";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+
+/** The nodes of docs/deploy.md's cluster: their hosts, at the addresses deploy/nats/cluster.conf routes to. */
+export const NODE_HOSTS = { "nats-1": 11, "nats-2": 12, "nats-3": 13 } as const;
+export type NodeName = keyof typeof NODE_HOSTS;
+export const NODE_NAMES = Object.keys(NODE_HOSTS) as NodeName[];
+
+/** Three nats-server nodes, each on its host, run from deploy/nats/cluster.conf as docs/deploy.md says. */
+export interface HostedNodes {
+  /** Each node's client URL. */
+  url: Record<NodeName, string>;
+  /** Kills a node with SIGKILL, by pid, and waits until it is gone. */
+  kill(node: NodeName): Promise<void>;
+  /** Starts a node again; with `emptyStore`, its JetStream directory removed first (a lost disk). */
+  start(node: NodeName, options?: { emptyStore?: boolean }): void;
+  /** What a node (its latest run) has said on stderr lately. */
+  log(node: NodeName): string;
+  /** Kills every node still running; throws, with its log, for one that exited by itself. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the three nodes on `hosts` (which has the hosts of NODE_HOSTS), each with a copy of
+ * deploy/nats/cluster.conf and `authConf` (what `troupe credentials --server-config` prints) beside it
+ * in `dir/<node>`, its store in `dir/<node>/store`.
+ */
+export function startHostedNodes(hosts: Hosts, dir: string, authConf: string): HostedNodes {
+  const running = new Map<NodeName, { server: ChildProcess; log: () => string }>();
+  const died: string[] = [];
+  const storeOf = (node: NodeName) => join(dir, node, "store");
+  const start = (node: NodeName, options: { emptyStore?: boolean } = {}) => {
+    if (options.emptyStore) rmSync(storeOf(node), { recursive: true, force: true });
+    mkdirSync(storeOf(node), { recursive: true });
+    const conf = join(dir, node, "cluster.conf");
+    copyFileSync(join(ROOT, "deploy/nats/cluster.conf"), conf);
+    writeFileSync(join(dir, node, "auth.conf"), authConf);
+    const server = hosts.spawn(node, findNatsServer() ?? "nats-server", ["-c", conf], {
+      env: { ...process.env, NATS_NODE: node, NATS_STORE: storeOf(node) },
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    let log = "";
+    server.stderr?.on("data", (chunk) => (log = (log + chunk).slice(-20_000)));
+    server.once("exit", (code, signal) => {
+      if (signal !== "SIGKILL") died.push(`${node} exited (${code ?? signal}): ${log}`);
+    });
+    running.set(node, { server, log: () => log });
+  };
+  for (const node of NODE_NAMES) start(node);
+  const kill = async (node: NodeName) => {
+    const entry = running.get(node);
+    running.delete(node);
+    if (!entry || entry.server.exitCode !== null) return;
+    const gone = exited(entry.server);
+    entry.server.kill("SIGKILL");
+    await gone;
+  };
+  return {
+    url: Object.fromEntries(NODE_NAMES.map((node) => [node, `nats://${hosts.address[node]}:4222`])) as Record<
+      NodeName,
+      string
+    >,
+    kill,
+    start,
+    log: (node) => running.get(node)?.log() ?? "",
+    async stop() {
+      for (const node of NODE_NAMES) await kill(node);
+      if (died.length > 0) throw new Error(died.join("\n"));
+    },
+  };
+}
