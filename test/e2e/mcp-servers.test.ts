@@ -90,14 +90,14 @@ describe("an MCP server that does not start", () => {
     const broken =
       'mcp broken: did not start: it exited as it started; its stderr ended: "boom: BROKEN_TOKEN is not set"';
     expect(validate.stdout.split("\n").slice(1)).toEqual([
-      "ok   mcp fixture: 3 tools over stdio",
+      "ok   mcp fixture: 4 tools over stdio",
       `fail ${broken}`,
       "",
     ]);
     expect(validate.code).toBe(1);
 
     const doctor = await runTroupe(["doctor"], { cwd, env: env() });
-    expect(doctor.stdout).toMatch(/^ok {3}mcp fixture +3 tools over stdio$/m);
+    expect(doctor.stdout).toMatch(/^ok {3}mcp fixture +4 tools over stdio$/m);
     expect(doctor.stdout).toMatch(
       /^fix {2}mcp broken +did not start: it exited as it started; its stderr ended: "boom: BROKEN_TOKEN is not set"$/m,
     );
