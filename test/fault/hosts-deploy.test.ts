@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterEach, expect, it } from "vitest";
 import type { Heartbeat } from "../../src/actors/placement.js";
 import type { ClusterInfo } from "../../src/bus/nats-bus.js";
@@ -14,8 +15,10 @@ import { type RunningTroupe, runTroupe, spawnTroupe, tempTree } from "../support
 import { type Hosts, makeHosts } from "../support/hosts.js";
 import { type HostedNodes, NODE_HOSTS, type NodeName, startHostedNodes } from "../support/hosts-nats.js";
 import { FIXTURE } from "../support/mcp-servers.js";
+import { unitCommand } from "../support/systemd-unit.js";
 import { waitFor } from "../support/wait.js";
 
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
@@ -191,22 +194,35 @@ async function deploy(pace: Pace): Promise<Deployment> {
     );
   };
   const envOf = (host: Exclude<Host, NodeName>): NodeJS.ProcessEnv => {
-    const { NATS_URL: _shared, TROUPE_CONFIG: _config, ...env } = process.env;
+    // Without CI's NATS_URL: each host's troupe.yaml names the cluster.
+    const { NATS_URL: _shared, ...env } = process.env;
     return {
       ...env,
+      TROUPE_CONFIG: configOf(host),
       TROUPE_DATA_DIR: dataOf(host),
       OPENAI_BASE_URL: model.baseURL,
       OPENAI_API_KEY: "",
     };
   };
-  const troupe = (host: Exclude<Host, NodeName>, args: string[]) => {
-    const running = spawnTroupe(["--config", configOf(host), ...args], {
-      cwd: workspace,
+  const troupe = (host: Exclude<Host, NodeName>, args: string[], cwd = workspace) => {
+    const running = spawnTroupe(args, {
+      cwd,
       env: envOf(host),
       launch: (command, commandArgs, options) => hosts.spawn(host, command, commandArgs, options),
     });
     cleanups.push(() => void running.child.kill("SIGKILL"));
     return running;
+  };
+  // What a unit of deploy/systemd starts there, its paths moved into the test's (the host's config
+  // and data dirs are already the environment's).
+  const service = (host: Exclude<Host, NodeName>, unit: "troupe-daemon" | "troupe-worker") => {
+    const started = unitCommand(join(ROOT, "deploy/systemd", `${unit}.service`), {
+      "/etc/troupe": configOf(host),
+      "/var/lib/troupe": dataOf(host),
+      "/srv/troupe/workspace": workspace,
+    });
+    expect(started.env).toEqual({ TROUPE_CONFIG: configOf(host), TROUPE_DATA_DIR: dataOf(host) });
+    return troupe(host, started.args, started.cwd);
   };
 
   // On the daemon's host: its config, the roles' seeds, and the nodes' authorization block from them.
@@ -226,15 +242,15 @@ async function deploy(pace: Pace): Promise<Deployment> {
 
   const nodes = startHostedNodes(hosts, join(dir, "nodes"), auth.stdout);
   cleanups.push(() => nodes.stop());
-  const daemon = troupe("daemon", ["daemon"]);
+  const daemon = service("daemon", "troupe-daemon");
   await waitFor("the daemon", () => daemon.stderr().includes("troupe daemon ready"), 60_000).catch(
     (error) => {
       throw new Error(`${error.message}: ${daemon.stderr().slice(-2000)}`);
     },
   );
   const workers = {
-    "worker-1": troupe("worker-1", ["worker", "--heartbeat-ms", "200", "--dead-after-ms", "1000"]),
-    "worker-2": troupe("worker-2", ["worker", "--heartbeat-ms", "200", "--dead-after-ms", "1000"]),
+    "worker-1": service("worker-1", "troupe-worker"),
+    "worker-2": service("worker-2", "troupe-worker"),
   };
   const status = async (host: Exclude<Host, NodeName>) => {
     const shown = troupe(host, ["status", "--json"]);

@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { findNatsServer } from "../../src/bus/embedded-nats.js";
 import { exited } from "./cli.js";
 import type { Hosts } from "./hosts.js";
+import { unitCommand } from "./systemd-unit.js";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 
@@ -13,7 +14,10 @@ export const NODE_HOSTS = { "nats-1": 11, "nats-2": 12, "nats-3": 13 } as const;
 export type NodeName = keyof typeof NODE_HOSTS;
 export const NODE_NAMES = Object.keys(NODE_HOSTS) as NodeName[];
 
-/** Three nats-server nodes, each on its host, run from deploy/nats/cluster.conf as docs/deploy.md says. */
+/**
+ * Three nats-server nodes, each on its host, started as docs/deploy.md says: by the command of
+ * deploy/systemd/nats-troupe.service, from deploy/nats/cluster.conf.
+ */
 export interface HostedNodes {
   /** Each node's client URL. */
   url: Record<NodeName, string>;
@@ -39,11 +43,20 @@ export function startHostedNodes(hosts: Hosts, dir: string, authConf: string): H
   const start = (node: NodeName, options: { emptyStore?: boolean } = {}) => {
     if (options.emptyStore) rmSync(storeOf(node), { recursive: true, force: true });
     mkdirSync(storeOf(node), { recursive: true });
-    const conf = join(dir, node, "cluster.conf");
-    copyFileSync(join(ROOT, "deploy/nats/cluster.conf"), conf);
+    copyFileSync(join(ROOT, "deploy/nats/cluster.conf"), join(dir, node, "cluster.conf"));
     writeFileSync(join(dir, node, "auth.conf"), authConf);
-    const server = hosts.spawn(node, findNatsServer() ?? "nats-server", ["-c", conf], {
-      env: { ...process.env, NATS_NODE: node, NATS_STORE: storeOf(node) },
+    // What deploy/systemd/nats-troupe.service starts, with its node's drop-in.
+    const unit = unitCommand(
+      join(ROOT, "deploy/systemd/nats-troupe.service"),
+      {
+        "/usr/sbin/nats-server": findNatsServer() ?? "nats-server",
+        "/etc/nats": join(dir, node),
+        "/var/lib/nats/jetstream": storeOf(node),
+      },
+      { NATS_NODE: node },
+    );
+    const server = hosts.spawn(node, unit.command, unit.args, {
+      env: { ...process.env, ...unit.env },
       stdio: ["ignore", "ignore", "pipe"],
     });
     let log = "";
