@@ -242,6 +242,9 @@ async function deploy(pace: Pace): Promise<Deployment> {
 
   const nodes = startHostedNodes(hosts, join(dir, "nodes"), auth.stdout);
   cleanups.push(() => nodes.stop());
+  // The daemon makes R3 streams: started before the three nodes have formed, it would exit (and
+  // systemd start it again: the unit says Restart=always).
+  await nodes.formed(readFileSync(roleSeedFile(dataOf("daemon"), "daemon"), "utf8").trim());
   const daemon = service("daemon", "troupe-daemon");
   await waitFor("the daemon", () => daemon.stderr().includes("troupe daemon ready"), 60_000).catch(
     (error) => {

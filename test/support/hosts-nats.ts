@@ -2,9 +2,12 @@ import type { ChildProcess } from "node:child_process";
 import { copyFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { nkeyAuthenticator } from "@nats-io/transport-node";
 import { findNatsServer } from "../../src/bus/embedded-nats.js";
+import { roleInbox } from "../../src/bus/permissions.js";
 import { exited } from "./cli.js";
 import type { Hosts } from "./hosts.js";
+import { clusterFormed } from "./nats-cluster.js";
 import { unitCommand } from "./systemd-unit.js";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -25,6 +28,11 @@ export interface HostedNodes {
   kill(node: NodeName): Promise<void>;
   /** Starts a node again; with `emptyStore`, its JetStream directory removed first (a lost disk). */
   start(node: NodeName, options?: { emptyStore?: boolean }): void;
+  /**
+   * Waits until the three have formed (a stream of three replicas can be placed), asked from the
+   * bridge with the daemon's seed: only the daemon may make streams.
+   */
+  formed(daemonSeed: string): Promise<void>;
   /** What a node (its latest run) has said on stderr lately. */
   log(node: NodeName): string;
   /** Kills every node still running; throws, with its log, for one that exited by itself. */
@@ -75,14 +83,19 @@ export function startHostedNodes(hosts: Hosts, dir: string, authConf: string): H
     entry.server.kill("SIGKILL");
     await gone;
   };
+  const url = Object.fromEntries(
+    NODE_NAMES.map((node) => [node, `nats://${hosts.address[node]}:4222`]),
+  ) as Record<NodeName, string>;
   return {
-    url: Object.fromEntries(NODE_NAMES.map((node) => [node, `nats://${hosts.address[node]}:4222`])) as Record<
-      NodeName,
-      string
-    >,
+    url,
     kill,
     start,
     log: (node) => running.get(node)?.log() ?? "",
+    formed: (daemonSeed) =>
+      clusterFormed(Object.values(url), {
+        authenticator: nkeyAuthenticator(new TextEncoder().encode(daemonSeed)),
+        inboxPrefix: roleInbox("troupe", "daemon"),
+      }),
     async stop() {
       for (const node of NODE_NAMES) await kill(node);
       if (died.length > 0) throw new Error(died.join("\n"));

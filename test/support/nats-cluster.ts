@@ -1,7 +1,7 @@
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type JetStreamManager, jetstreamManager, StorageType } from "@nats-io/jetstream";
-import { connect } from "@nats-io/transport-node";
+import { type ConnectionOptions, connect } from "@nats-io/transport-node";
 import { freePort, NatsServerProcess } from "../../src/bus/embedded-nats.js";
 import { waitFor } from "./wait.js";
 
@@ -81,10 +81,7 @@ export async function startCluster(dir: string, size = 3): Promise<NatsCluster> 
   };
   try {
     await Promise.all(nodes.map((_, i) => startNode(i)));
-    for (const url of urls) await waitFor(`JetStream on ${url}`, () => jetStreamAnswers(url), 30_000);
-    // JetStream answers before the meta leader knows every peer: until then R`size` finds "no
-    // suitable peers for placement".
-    await waitFor(`room for ${size} replicas`, () => placesReplicas(cluster.url, size), 30_000);
+    await clusterFormed(urls);
   } catch (error) {
     await cluster.stop();
     throw error;
@@ -92,12 +89,28 @@ export async function startCluster(dir: string, size = 3): Promise<NatsCluster> 
   return cluster;
 }
 
+/**
+ * Waits until JetStream answers on every node of `urls` and a stream with a replica on each can be
+ * made, connecting with `options` (a role's credentials, which must be allowed to make streams).
+ */
+export async function clusterFormed(urls: string[], options: ConnectionOptions = {}): Promise<void> {
+  for (const url of urls) await waitFor(`JetStream on ${url}`, () => jetStreamAnswers(url, options), 30_000);
+  // JetStream answers before the meta leader knows every peer: until then a stream with a replica
+  // on each node finds "no suitable peers for placement".
+  await waitFor(
+    `room for ${urls.length} replicas`,
+    () => placesReplicas(urls.join(","), urls.length, options),
+    30_000,
+  );
+}
+
 /** Whether JetStream answers its account info at `url` (in a cluster: once a meta leader is elected). */
-const jetStreamAnswers = (url: string) => jetStreamDoes(url, (jsm) => jsm.getAccountInfo());
+const jetStreamAnswers = (url: string, options: ConnectionOptions) =>
+  jetStreamDoes(url, options, (jsm) => jsm.getAccountInfo());
 
 /** Whether a stream with `replicas` replicas can be made at `url` (it is made in memory, then deleted). */
-const placesReplicas = (url: string, replicas: number) =>
-  jetStreamDoes(url, async (jsm) => {
+const placesReplicas = (url: string, replicas: number, options: ConnectionOptions) =>
+  jetStreamDoes(url, options, async (jsm) => {
     const name = "troupe_cluster_probe";
     await jsm.streams.add({ name, subjects: [name], num_replicas: replicas, storage: StorageType.Memory });
     await jsm.streams.delete(name);
@@ -106,9 +119,10 @@ const placesReplicas = (url: string, replicas: number) =>
 /** Whether `step` succeeds with JetStream at `url`, on a connection of its own. */
 async function jetStreamDoes(
   url: string,
+  options: ConnectionOptions,
   step: (jsm: JetStreamManager) => Promise<unknown>,
 ): Promise<boolean> {
-  const nc = await connect({ servers: url, timeout: 1000 }).catch(() => undefined);
+  const nc = await connect({ ...options, servers: url.split(","), timeout: 1000 }).catch(() => undefined);
   if (!nc) return false;
   try {
     await step(await jetstreamManager(nc, { timeout: 2000 }));
