@@ -41,9 +41,11 @@ afterEach(async () => {
 
 const HOSTS = { ...NODE_HOSTS, daemon: 21, "worker-1": 22, "worker-2": 23, observer: 24 };
 type Host = keyof typeof HOSTS;
+/** A host that runs troupe (not a node). */
+type TroupeHost = Exclude<Host, NodeName>;
 
 /** The node each Troupe host lists first: where it connects while that node is up. */
-const FIRST_NODE: Record<Exclude<Host, NodeName>, NodeName> = {
+const FIRST_NODE: Record<TroupeHost, NodeName> = {
   daemon: "nats-1",
   "worker-1": "nats-2",
   "worker-2": "nats-3",
@@ -51,7 +53,7 @@ const FIRST_NODE: Record<Exclude<Host, NodeName>, NodeName> = {
 };
 
 /** What each host's processes connect as; the daemon's host runs the daemon and the client, with the data dir's seeds. */
-const ROLE: Record<Exclude<Host, NodeName | "daemon">, Role> = {
+const ROLE: Record<Exclude<TroupeHost, "daemon">, Role> = {
   "worker-1": "worker",
   "worker-2": "worker",
   observer: "observer",
@@ -97,9 +99,9 @@ interface Deployment {
   workspace: string;
   workers: Record<"worker-1" | "worker-2", RunningTroupe>;
   /** `troupe ARGS` on `host`, with that host's config; the deployment ends it. */
-  troupe(host: Exclude<Host, NodeName>, args: string[]): RunningTroupe;
+  troupe(host: TroupeHost, args: string[]): RunningTroupe;
   /** `troupe status --json` from `host`. */
-  status(host: Exclude<Host, NodeName>): Promise<Status>;
+  status(host: TroupeHost): Promise<Status>;
   /** The lines of effects.txt, sorted. */
   effects(): string[];
 }
@@ -164,12 +166,12 @@ async function deploy(pace: Pace): Promise<Deployment> {
   const model = await ScriptedModelServer.start(script(effectsFile, pace), { host: hosts.address.bridge });
   cleanups.push(() => model.close());
 
-  const configOf = (host: Exclude<Host, NodeName>) => join(dir, host, "config");
-  const dataOf = (host: Exclude<Host, NodeName>) => join(dir, host, "data");
+  const configOf = (host: TroupeHost) => join(dir, host, "config");
+  const dataOf = (host: TroupeHost) => join(dir, host, "data");
   const nodeUrl = (node: NodeName) => `nats://${hosts.address[node]}:4222`;
   const urlsFrom = (first: NodeName) =>
     [first, ...(Object.keys(NODE_HOSTS) as NodeName[]).filter((node) => node !== first)].map(nodeUrl);
-  const writeConfig = (host: Exclude<Host, NodeName>, credentials: string[]) => {
+  const writeConfig = (host: TroupeHost, credentials: string[]) => {
     mkdirSync(configOf(host), { recursive: true });
     writeFileSync(
       join(configOf(host), "troupe.yaml"),
@@ -193,7 +195,7 @@ async function deploy(pace: Pace): Promise<Deployment> {
       ].join("\n"),
     );
   };
-  const envOf = (host: Exclude<Host, NodeName>): NodeJS.ProcessEnv => {
+  const envOf = (host: TroupeHost): NodeJS.ProcessEnv => {
     // Without CI's NATS_URL: each host's troupe.yaml names the cluster.
     const { NATS_URL: _shared, ...env } = process.env;
     return {
@@ -204,7 +206,7 @@ async function deploy(pace: Pace): Promise<Deployment> {
       OPENAI_API_KEY: "",
     };
   };
-  const troupe = (host: Exclude<Host, NodeName>, args: string[], cwd = workspace) => {
+  const troupe = (host: TroupeHost, args: string[], cwd = workspace) => {
     const running = spawnTroupe(args, {
       cwd,
       env: envOf(host),
@@ -215,7 +217,7 @@ async function deploy(pace: Pace): Promise<Deployment> {
   };
   // What a unit of deploy/systemd starts there, its paths moved into the test's (the host's config
   // and data dirs are already the environment's).
-  const service = (host: Exclude<Host, NodeName>, unit: "troupe-daemon" | "troupe-worker") => {
+  const service = (host: TroupeHost, unit: "troupe-daemon" | "troupe-worker") => {
     const started = unitCommand(join(ROOT, "deploy/systemd", `${unit}.service`), {
       "/etc/troupe": configOf(host),
       "/var/lib/troupe": dataOf(host),
@@ -255,7 +257,7 @@ async function deploy(pace: Pace): Promise<Deployment> {
     "worker-1": service("worker-1", "troupe-worker"),
     "worker-2": service("worker-2", "troupe-worker"),
   };
-  const status = async (host: Exclude<Host, NodeName>) => {
+  const status = async (host: TroupeHost) => {
     const shown = troupe(host, ["status", "--json"]);
     const code = await shown.exit;
     if (code !== 0) throw new Error(`troupe status on ${host} exited ${code}: ${shown.stderr()}`);
@@ -360,7 +362,7 @@ it("kill -9 of a worker whose explorer is in the middle of a call: the other wor
   }
 }, 120_000);
 
-it("a node lost with its disk mid-run comes back empty, catches up, and nothing acknowledged is lost", async () => {
+it("the observer's node lost with its disk mid-run comes back empty and catches up; the observer goes on through another, and nothing acknowledged is lost", async () => {
   const deployment = await deploy({ replyMs: 600, holdMs: 200 });
   const run = await startRun(deployment);
   await waitFor(
@@ -368,15 +370,16 @@ it("a node lost with its disk mid-run comes back empty, catches up, and nothing 
     () => deployment.effects().some((line) => /^child-.*-1$/.test(line)),
     30_000,
   );
-  await deployment.nodes.kill("nats-2");
-  deployment.nodes.start("nats-2", { emptyStore: true });
+  await deployment.nodes.kill("nats-3");
+  deployment.nodes.start("nats-3", { emptyStore: true });
   const seen = await expectRunWhole(deployment, run);
 
-  // The node is a current replica of the stream again, as troupe status says.
+  // The node is a current replica of the stream again, as troupe status says (asked again when it
+  // times out: the daemon's API waits for buckets whose leader was lost, docs/deploy.md).
   await waitFor(
-    "nats-2 to catch up",
+    "nats-3 to catch up",
     async () => {
-      const { stream } = (await deployment.status("daemon")).cluster;
+      const stream = (await deployment.status("daemon").catch(() => undefined))?.cluster.stream;
       return (
         stream?.replicas === 3 &&
         [stream.leader, ...stream.followers.map((peer) => peer.name)].sort().join() ===
@@ -384,9 +387,9 @@ it("a node lost with its disk mid-run comes back empty, catches up, and nothing 
         stream.followers.every((peer) => peer.current && !peer.lag)
       );
     },
-    30_000,
+    60_000,
   );
-  // And the run, read again from its start, is all there.
+  // And the run, read again from its start through that node, is all there.
   const late = deployment.troupe("observer", ["observe", run.runId, "--json"]);
   expect(await late.exit, late.stderr()).toBe(0);
   expect(events(late.stdout()).map((event) => event.id)).toEqual(seen.map((event) => event.id));
