@@ -118,9 +118,11 @@ function script(effectsFile: string, pace: Pace): ScriptRule[] {
     toolCalls: [{ name: "shell", arguments: { command: `echo ${line} >> effects.txt` } }],
     delayMs: pace.replyMs,
   });
+  // An explorer taken over in the middle of a model call asks for the same turn again.
   const explorer = (child: string, turn: number, reply: ScriptRule["reply"]): ScriptRule => ({
     match: { system: '"explorer"', turn, where: (request) => firstUser(request).includes(`child ${child}`) },
     reply,
+    times: 2,
   });
   return [
     lead(1, shell("lead-1")),
@@ -361,6 +363,48 @@ it("kill -9 of a worker whose explorer is in the middle of a call: the other wor
     expect(own.at(-1)).toMatchObject({ type: "agent.stopped", data: { reason: "done" } });
   }
 }, 120_000);
+
+it("a worker's host cut off past dead-after while its explorer waits on the model: the other worker takes the explorer over, and the cut-off one, back, lets it go at its first write", async () => {
+  const deployment = await deploy({ replyMs: 2500, holdMs: 200 });
+  const run = await startRun(deployment);
+  // An explorer's first call is done: it is between calls, asking the model for its next.
+  let childId = "";
+  await waitFor(
+    "an explorer's first call to finish",
+    () => {
+      const finished = events(run.observer.stdout()).find(
+        (event) => event.type === "tool.finished" && event.data.name === "fixture__append",
+      );
+      childId = finished?.agentId ?? "";
+      return finished !== undefined;
+    },
+    60_000,
+  );
+  const workers = (await deployment.status("daemon")).workers ?? [];
+  const host = workers.find((worker) => worker.agents?.includes(`${run.runId}.${childId}`));
+  const [name, cutOff] =
+    Object.entries(deployment.workers).find(([, worker]) => worker.child.pid === host?.pid) ?? [];
+  expect(cutOff, JSON.stringify(workers)).toBeDefined();
+  // Cut for longer than the units' dead-after (5 s), then mended.
+  deployment.hosts.link(name as string, "down");
+  await new Promise((resolve) => setTimeout(resolve, 9000));
+  deployment.hosts.link(name as string, "up");
+
+  const seen = await expectRunWhole(deployment, run);
+  const own = seen.filter((event) => event.agentId === childId);
+  expect(own.filter((event) => event.type === "agent.started")).toHaveLength(1);
+  expect(own.filter((event) => event.type === "agent.resumed")).toHaveLength(1);
+  expect(own.at(-1)).toMatchObject({ type: "agent.stopped", data: { reason: "done" } });
+  // The cut-off worker, back, let the explorer go rather than go on with its stale copy.
+  await waitFor(
+    "the cut-off worker to let its explorer go",
+    () => cutOff?.stderr().includes("another host took this agent over") === true,
+    30_000,
+  ).catch((error) => {
+    throw new Error(`${error.message}: ${cutOff?.stderr().slice(-2000)}`);
+  });
+  expect(deployment.effects()).toEqual(EXPECTED_LINES);
+}, 150_000);
 
 it("the observer's node lost with its disk mid-run comes back empty and catches up; the observer goes on through another, and nothing acknowledged is lost", async () => {
   const deployment = await deploy({ replyMs: 600, holdMs: 200 });
