@@ -3,6 +3,7 @@ import {
   JetStreamApiCodes,
   JetStreamApiError,
   type JetStreamManager,
+  jetstream,
 } from "@nats-io/jetstream";
 import { type KV, Kvm, type KvWatchEntry, KvWatchInclude } from "@nats-io/kv";
 import { errors, type NatsConnection, type QueuedIterator } from "@nats-io/transport-node";
@@ -23,6 +24,9 @@ import { ensureBucketStream, type StorageSettings } from "./nats-streams.js";
 
 const encoder = new TextEncoder();
 
+/** How long one KV read waits for its answer before it is asked again. */
+const KV_ATTEMPT_MS = 2000;
+
 export async function openNatsKv(
   nc: NatsConnection,
   jsm: JetStreamManager,
@@ -33,8 +37,11 @@ export async function openNatsKv(
   retryMs = 30_000,
 ): Promise<KvStore> {
   await ensureBucketStream(jsm, bucket, storage, log);
-  // `create` binds to an existing bucket of the same name, so concurrent openers agree.
-  const kv = await new Kvm(nc).create(bucket, { history: 1 });
+  // `create` binds to an existing bucket of the same name, so concurrent openers agree. Each read
+  // waits at most KV_ATTEMPT_MS before it is asked again (retryMs in all): one asked while the
+  // bucket's leader is being elected again (its node lost) is lost, and the library's default of
+  // 5 s on top of the election held `troupe status` past its own 10 s.
+  const kv = await new Kvm(jetstream(nc, { timeout: KV_ATTEMPT_MS })).create(bucket, { history: 1 });
   return new NatsKv(bucket, kv, jsm, publisher, retryMs);
 }
 
