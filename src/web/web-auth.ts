@@ -1,13 +1,12 @@
 import { randomBytes, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 
-/** The cookie a login sets: the session, for this origin's pages only. */
-export const SESSION_COOKIE = "troupe_session";
-
 /**
- * Who may use the web console. A login token is good once: it is exchanged for a session, carried
- * by a cookie (HttpOnly, SameSite=Strict) or, for scripts, an `Authorization: Bearer` header. The
- * daemon prints one at start and keeps one in its data dir for `troupe web`; each use makes another.
+ * Who may use the web console. A login token is good once: it is exchanged for a session, which the
+ * page keeps in its own storage and sends as an `Authorization: Bearer` header (scripts do the same).
+ * Never in a cookie: a browser sends 127.0.0.1's cookies to every port of it, SameSite=Strict or not,
+ * so a server another user runs on a port beside the console would be handed the session. The daemon
+ * prints a login at start and keeps one in its data dir for `troupe web`; each use makes another.
  */
 export class WebAuth {
   #logins = new Set<string>();
@@ -33,17 +32,20 @@ export class WebAuth {
     return session;
   }
 
-  /** Whether the request carries a session this console made. */
-  allows(request: IncomingMessage): boolean {
-    const presented = bearer(request) ?? cookie(request, SESSION_COOKIE);
-    return presented !== undefined && [...this.#sessions].some((session) => same(session, presented));
+  /**
+   * Whether the request carries a session this console made: as a Bearer header, or, for a GET,
+   * in the `session` parameter (a page's EventSource can send no header; a GET changes nothing).
+   */
+  allows(request: IncomingMessage, url: URL): boolean {
+    const presented = bearer(request) ?? (request.method === "GET" ? url.searchParams.get("session") : null);
+    return presented !== null && [...this.#sessions].some((session) => same(session, presented));
   }
 }
 
 /**
- * Why a request that changes something is refused as cross-site, or undefined. A page of another
- * site cannot send the session cookie (SameSite=Strict), nor JSON without a preflight this console
- * never answers; the browser's own word (`Sec-Fetch-Site`, `Origin`) is checked as well.
+ * Why a request that changes something is refused as cross-site, or undefined. Another site's page
+ * has no session to send, nor can it send JSON without a preflight this console never answers; the
+ * browser's own word (`Sec-Fetch-Site`, `Origin`) is checked as well.
  */
 export function crossSite(request: IncomingMessage): string | undefined {
   const site = request.headers["sec-fetch-site"];
@@ -65,15 +67,7 @@ function same(a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y);
 }
 
-function bearer(request: IncomingMessage): string | undefined {
+function bearer(request: IncomingMessage): string | null {
   const header = request.headers.authorization;
-  return header?.startsWith("Bearer ") ? header.slice("Bearer ".length) : undefined;
-}
-
-function cookie(request: IncomingMessage, name: string): string | undefined {
-  for (const part of (request.headers.cookie ?? "").split(";")) {
-    const [key, ...value] = part.trim().split("=");
-    if (key === name) return value.join("=");
-  }
-  return undefined;
+  return header?.startsWith("Bearer ") ? header.slice("Bearer ".length) : null;
 }

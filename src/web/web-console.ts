@@ -15,7 +15,7 @@ import { answerApproval, listApprovals } from "../safety/answer-approval.js";
 import type { ApprovalRecord } from "../safety/bus-approver.js";
 import type { Identity } from "../trust/approvers.js";
 import { RunsFeed } from "./runs-feed.js";
-import { crossSite, SESSION_COOKIE, WebAuth } from "./web-auth.js";
+import { crossSite, WebAuth } from "./web-auth.js";
 import { streamEvents } from "./web-events.js";
 
 export interface WebConsoleOptions {
@@ -46,6 +46,9 @@ const ASSETS: Record<string, { file: string; type: string }> = {
   "/app.js": { file: "app.js", type: "text/javascript; charset=utf-8" },
   "/app.css": { file: "app.css", type: "text/css; charset=utf-8" },
 };
+
+/** Where index.html takes the session a login gives (web/src/api.ts reads it from there). */
+const sessionMeta = (session: string) => `<meta name="troupe-session" content="${session}" />`;
 
 /** dist/console of the package this module is part of (run from dist/, or from a bench build beside it). */
 export function consoleAssets(): string {
@@ -87,7 +90,9 @@ export class WebConsole {
     this.#feed = new RunsFeed(options.daemon, options.bus, options.log, this.#closing.signal);
     this.#server = createServer((request, response) => {
       this.#route(request, response).catch((error) => {
-        options.log.error({ err: error, url: request.url }, "web console request failed");
+        // The path only: a page's EventSource carries its session in the query.
+        const path = request.url?.split("?")[0];
+        options.log.error({ err: error, path }, "web console request failed");
         if (!response.headersSent) json(response, 500, { error: "internal error" });
         else response.end();
       });
@@ -124,7 +129,10 @@ export class WebConsole {
   async #route(request: IncomingMessage, response: ServerResponse): Promise<void> {
     const url = new URL(request.url ?? "/", "http://console");
     if (request.method === "GET" && url.pathname === "/login") return this.#login(url, response);
-    if (!this.auth.allows(request))
+    // The page's own files hold nothing of the runs: they are what a login loads, before it has a session.
+    const asset = Object.hasOwn(ASSETS, url.pathname) ? ASSETS[url.pathname] : undefined;
+    if (request.method === "GET" && asset) return this.#asset(asset, url.pathname, response);
+    if (!this.auth.allows(request, url))
       return json(response, 401, { error: "log in with the URL troupe web prints" });
     if (request.method === "POST") {
       const refused = crossSite(request);
@@ -139,21 +147,16 @@ export class WebConsole {
     if (url.pathname === "/api/runs/live") return this.#feed.serve(request, response);
     if (url.pathname === "/api/machine") return json(response, 200, machineGraph(agentMachine));
     if (url.pathname === "/api/whoami") return json(response, 200, { name: this.options.identity.name });
-    return this.#asset(url.pathname, response);
+    return json(response, 404, { error: `no ${url.pathname}` });
   }
 
-  #login(url: URL, response: ServerResponse): void {
+  /** A login answers with the page itself, the session in it: the page keeps it in its origin's storage. */
+  async #login(url: URL, response: ServerResponse): Promise<void> {
     const session = this.auth.login(url.searchParams.get("token") ?? "");
-    if (!session) {
-      json(response, 401, { error: "this login link was used already, or is not one" });
-      return;
-    }
-    response.writeHead(303, {
-      ...SECURITY_HEADERS,
-      location: "/",
-      "set-cookie": `${SESSION_COOKIE}=${session}; HttpOnly; SameSite=Strict; Path=/`,
-    });
-    response.end();
+    if (!session) return json(response, 401, { error: "this login link was used already, or is not one" });
+    const page = await readFile(join(this.options.assets, "index.html"), "utf8");
+    response.writeHead(200, { ...SECURITY_HEADERS, "content-type": "text/html; charset=utf-8" });
+    response.end(page.replace(sessionMeta(""), sessionMeta(session)));
   }
 
   async #act(path: string, request: IncomingMessage, response: ServerResponse): Promise<void> {
@@ -192,10 +195,9 @@ export class WebConsole {
     return { outcome, ...(why ? { why } : {}), ...(record ? { approval: shown(record) } : {}) };
   }
 
-  async #asset(path: string, response: ServerResponse): Promise<void> {
-    const asset = ASSETS[path];
-    const content = asset && (await readFile(join(this.options.assets, asset.file)).catch(() => undefined));
-    if (!asset || !content) return json(response, 404, { error: `no ${path}` });
+  async #asset(asset: { file: string; type: string }, path: string, response: ServerResponse): Promise<void> {
+    const content = await readFile(join(this.options.assets, asset.file)).catch(() => undefined);
+    if (!content) return json(response, 404, { error: `no ${path}` });
     response.writeHead(200, { ...SECURITY_HEADERS, "content-type": asset.type });
     response.end(content);
   }

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import type { Browser } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, inject, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { uniquePrefix } from "../../src/bus/subjects.js";
@@ -24,6 +24,9 @@ afterAll(async () => {
 });
 
 const as = (name: string, turn: number) => ({ system: `"${name}"`, turn });
+
+/** The session a login left in the page's storage. */
+const sessionOf = (page: Page) => page.evaluate<string | null>('localStorage.getItem("troupe-session")');
 
 /** A daemon serving the console on a free port, its project, and the login URL its ready output gave. */
 async function consoleDaemon() {
@@ -83,13 +86,14 @@ async function consoleDaemon() {
 
 it("shows a run live: its tree, states and statechart; an approval allowed from the page lets it go on, once", async () => {
   const { dir, env, login, origin, config } = await consoleDaemon();
-  // Without a login, nothing is served: the page, the API, the live streams.
-  for (const path of ["/", "/api/runs/live", "/api/machine", "/app.js"])
+  // Without a login, nothing of the runs is served: the API, the live streams.
+  for (const path of ["/api/runs/live", "/api/machine", "/api/runs/run-1/events", "/api/whoami"])
     expect((await fetch(origin + path)).status, path).toBe(401);
 
   const page = await browser.newPage();
   await page.goto(login);
-  expect(new URL(page.url()).pathname).toBe("/");
+  // The login's URL, its token used up, is gone from the address bar.
+  expect(page.url()).toBe(`${origin}/`);
   await page.getByText("No runs yet").waitFor({ timeout: 5000 });
   // The login link was good once.
   expect((await fetch(login, { redirect: "manual" })).status).toBe(401);
@@ -198,7 +202,8 @@ it("keeps a page of a run of 10,000 events small: a conversation draws its lates
 
 it("refuses a POST from another site, and one with no session", async () => {
   const { dir, env, login, origin, config } = await consoleDaemon();
-  const page = await browser.newPage();
+  const context = await browser.newContext();
+  const page = await context.newPage();
   await page.goto(login);
   const client = follow(
     [...config, "run", "--json", "--approval", "ask", "Read the notes, then write"],
@@ -208,7 +213,7 @@ it("refuses a POST from another site, and one with no session", async () => {
   await waitFor("the approval request", () => client.stdout().includes('"approval.requested"'), 20_000);
   const runId = (JSON.parse(client.stdout().split("\n")[0] as string) as { runId: string }).runId;
 
-  // Another site's page, opened in the same browser (the console's cookie in it), posts an abort
+  // Another site's page, opened in the same browser as the console's, posts an abort
   // as a form can (text/plain) and as a script can (no-cors).
   const attacker = createServer((_, response) => {
     response.writeHead(200, { "content-type": "text/html" });
@@ -217,7 +222,7 @@ it("refuses a POST from another site, and one with no session", async () => {
   });
   await new Promise<void>((resolve) => attacker.listen(0, "127.0.0.2", resolve));
   cleanups.push(() => new Promise<void>((resolve) => attacker.close(() => resolve())));
-  const attackerPage = await browser.newPage();
+  const attackerPage = await context.newPage();
   const responses: number[] = [];
   attackerPage.on("response", (response) => {
     if (response.url().includes("/abort")) responses.push(response.status());
@@ -227,11 +232,11 @@ it("refuses a POST from another site, and one with no session", async () => {
   for (const status of responses) expect([401, 403]).toContain(status);
 
   // With the session itself but from another origin, or not as JSON: refused all the same.
-  const cookie = (await page.context().cookies()).map((c) => `${c.name}=${c.value}`).join("; ");
+  const session = await sessionOf(page);
   const abort = (headers: Record<string, string>) =>
     fetch(`${origin}/api/runs/${runId}/abort`, {
       method: "POST",
-      headers: { cookie, ...headers },
+      headers: { authorization: `Bearer ${session}`, ...headers },
       body: "{}",
     });
   expect((await abort({ origin: "http://evil.example", "content-type": "application/json" })).status).toBe(
@@ -252,9 +257,47 @@ it("refuses a POST from another site, and one with no session", async () => {
   expect(await page.getByTestId("allow").count()).toBe(0);
   expect(await client.exit).toBe(0);
   expect(client.stdout()).toContain('"reason":"done"');
-  await attackerPage.close();
-  await page.close();
+  await context.close();
 }, 90_000);
+
+it("gives a server on another port of the console's host, opened in the same browser, nothing that works on the console", async () => {
+  const { login, origin } = await consoleDaemon();
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  await page.goto(login);
+  await page.getByText("No runs yet").waitFor({ timeout: 5000 });
+  const session = await sessionOf(page);
+  expect(session).toBeTruthy();
+
+  // Another user's server on the same 127.0.0.1 (same site, another origin): what the browser
+  // sends it, on the page's load and on the page's own requests, is what it could use.
+  const received: Array<Record<string, string | string[] | undefined>> = [];
+  const attacker = createServer((request, response) => {
+    received.push(request.headers);
+    response.writeHead(200, { "content-type": "text/html" });
+    response.end(`<img src="/img"><script>fetch("/steal", { credentials: "include" })</script>`);
+  });
+  await new Promise<void>((resolve) => attacker.listen(0, "127.0.0.1", resolve));
+  cleanups.push(() => new Promise<void>((resolve) => attacker.close(() => resolve())));
+  const attackerPage = await context.newPage();
+  const stolen = new URL(`http://127.0.0.1:${(attacker.address() as AddressInfo).port}/steal`).href;
+  const asked = attackerPage.waitForRequest(stolen);
+  await attackerPage.goto(`http://127.0.0.1:${(attacker.address() as AddressInfo).port}/`);
+  await asked;
+  await expect.poll(() => received.length, { timeout: 5000 }).toBeGreaterThanOrEqual(3);
+  expect(JSON.stringify(received)).not.toContain(session);
+  // Whatever cookies it got, replayed as they came and as a Bearer, open nothing.
+  for (const cookie of received.map((headers) => headers.cookie).filter((c) => c !== undefined)) {
+    const value = String(cookie).split("=").slice(1).join("=");
+    const replays: Array<Record<string, string>> = [
+      { cookie: String(cookie) },
+      { authorization: `Bearer ${value}` },
+    ];
+    for (const headers of replays)
+      expect((await fetch(`${origin}/api/whoami`, { headers })).status).toBe(401);
+  }
+  await context.close();
+}, 60_000);
 
 it("prints a fresh login with troupe web, each good once, and says so in one line when no console runs", async () => {
   const { dir, env, origin, config } = await consoleDaemon();
@@ -262,15 +305,17 @@ it("prints a fresh login with troupe web, each good once, and says so in one lin
   expect(first.code).toBe(0);
   const url = first.stdout.trim();
   expect(url.startsWith(`${origin}/login?token=`)).toBe(true);
-  const used = await fetch(url, { redirect: "manual" });
-  expect(used.status).toBe(303);
-  expect(used.headers.get("set-cookie")).toMatch(
-    /^troupe_session=[^;]+; HttpOnly; SameSite=Strict; Path=\/$/,
-  );
-  expect((await fetch(url, { redirect: "manual" })).status).toBe(401);
+  // The login answers with the page, the session in it (no cookie); a script sends it as a Bearer.
+  const used = await fetch(url);
+  expect(used.status).toBe(200);
+  expect(used.headers.get("set-cookie")).toBeNull();
+  const session = /<meta name="troupe-session" content="([^"]+)"/.exec(await used.text())?.[1];
+  const whoami = await fetch(`${origin}/api/whoami`, { headers: { authorization: `Bearer ${session}` } });
+  expect(await whoami.json()).toEqual({ name: expect.any(String) });
+  expect((await fetch(url)).status).toBe(401);
   const second = (await runTroupe([...config, "web"], { cwd: dir, env })).stdout.trim();
   expect(second).not.toBe(url);
-  expect((await fetch(second, { redirect: "manual" })).status).toBe(303);
+  expect((await fetch(second)).status).toBe(200);
 
   const { dir: other, dispose } = tempTree({ "config/troupe.yaml": "defaultModel: scripted\n" });
   cleanups.push(dispose);

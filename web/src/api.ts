@@ -1,9 +1,31 @@
-/** The console's API, from the page: the session cookie goes with every request. */
+/**
+ * The console's API, from the page: each request carries the session a login put in the page, kept
+ * in this origin's storage (a cookie would go to every port of the console's host, not just its own).
+ */
+
+const SESSION_KEY = "troupe-session";
+
+/**
+ * Takes the session a login page carries into this origin's storage, and the login URL (its token
+ * used up) out of the address bar. Whether the page has a session.
+ */
+export function takeSession(): boolean {
+  const given = document.querySelector('meta[name="troupe-session"]')?.getAttribute("content");
+  if (given) {
+    localStorage.setItem(SESSION_KEY, given);
+    history.replaceState(null, "", "/");
+  }
+  return localStorage.getItem(SESSION_KEY) !== null;
+}
+
+function session(): string {
+  return localStorage.getItem(SESSION_KEY) ?? "";
+}
 
 export async function post<T = unknown>(path: string, body: unknown): Promise<T> {
   const response = await fetch(path, {
     method: "POST",
-    headers: { "content-type": "application/json" },
+    headers: { "content-type": "application/json", authorization: `Bearer ${session()}` },
     body: JSON.stringify(body),
   });
   const value = (await response.json()) as T & { error?: string };
@@ -12,7 +34,7 @@ export async function post<T = unknown>(path: string, body: unknown): Promise<T>
 }
 
 export async function get<T = unknown>(path: string): Promise<T> {
-  const response = await fetch(path);
+  const response = await fetch(path, { headers: { authorization: `Bearer ${session()}` } });
   if (!response.ok) throw new Error(`${path}: ${response.status}`);
   return (await response.json()) as T;
 }
@@ -22,7 +44,8 @@ export async function get<T = unknown>(path: string): Promise<T> {
  * within one animation frame are handed over together, so a burst costs one render, not hundreds.
  */
 export function follow<T>(path: string, event: string, on: (items: T[]) => void): () => void {
-  const source = new EventSource(path);
+  // An EventSource sends no headers of the page's choosing: the session goes in the query.
+  const source = new EventSource(`${path}?session=${encodeURIComponent(session())}`);
   let pending: T[] = [];
   let frame: number | undefined;
   source.addEventListener(event, (message) => {

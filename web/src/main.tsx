@@ -1,5 +1,6 @@
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
+import { takeSession } from "./api.js";
 import { RunView } from "./run-view.js";
 import { RunsList } from "./runs-list.js";
 
@@ -14,4 +15,6 @@ function App() {
   return run ? <RunView runId={run[1] as string} /> : <RunsList />;
 }
 
-render(<App />, document.getElementById("app") as HTMLElement);
+const app = document.getElementById("app") as HTMLElement;
+if (takeSession()) render(<App />, app);
+else render(<p data-testid="logged-out">Log in with the URL troupe web prints.</p>, app);
