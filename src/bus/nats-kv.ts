@@ -60,7 +60,9 @@ class NatsKv implements KvStore {
   ) {}
 
   async get<T>(key: string): Promise<KvEntry<T> | null> {
-    const entry = await this.#retry(() => this.kv.get(assertKvKey(key)));
+    // Checked before the retries: a malformed key is never a server away for a while.
+    const checked = assertKvKey(key);
+    const entry = await this.#retry(() => this.kv.get(checked));
     if (entry?.operation !== "PUT") return null;
     // Not JSON: handed on as its text, for the reader's checks to refuse (it is not what T says).
     return { key, value: jsonOrText<T>(entry), revision: entry.revision };

@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   type Bus,
+  BusError,
   KvConflictError,
   NoRespondersError,
   RemoteError,
@@ -324,6 +325,17 @@ describe.each(bothBuses)("bus contract: $name", ({ name, open }) => {
     await kv.create("run-a.root.c1", { again: true });
     expect((await kv.get("run-a.root.c1"))?.value).toEqual({ again: true });
   });
+  // Retried as a store that is away would be, a malformed key would take the 30 s of retries to
+  // refuse (a web console's POST /api/runs/*/abort did), past this test's 10 s.
+  it("refuses a wildcard or malformed KV key as a BusError, without retrying it", async () => {
+    const kv = await bus.kv("keys");
+    for (const key of ["*", ">", "a*b", "a b", ".a"]) {
+      await expect(kv.get(key), key).rejects.toThrow(BusError);
+      await expect(kv.put(key, {}), key).rejects.toThrow(BusError);
+      await expect(kv.delete(key), key).rejects.toThrow(BusError);
+    }
+  }, 10_000);
+
   it("logs and counts a malformed envelope on the wire, and keeps going", async () => {
     const subject = bus.subjects.event("bad", "a", "tick");
     const seen: number[] = [];
