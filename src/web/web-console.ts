@@ -140,7 +140,7 @@ export class WebConsole {
       return this.#act(url.pathname, request, response);
     }
     if (request.method !== "GET") return json(response, 405, { error: "GET or POST" });
-    const run = /^\/api\/runs\/([^/]+)\/(events|approvals)$/.exec(url.pathname);
+    const run = /^\/api\/runs\/([A-Za-z0-9_-]+)\/(events|approvals)$/.exec(url.pathname);
     if (run?.[2] === "events") return streamEvents(this.options.bus, run[1] as string, request, response);
     if (run?.[2] === "approvals")
       return json(response, 200, { approvals: (await listApprovals(this.options.bus, run[1])).map(shown) });
@@ -163,7 +163,8 @@ export class WebConsole {
     try {
       const input = await body(request);
       if (path === "/api/approvals/answer") return json(response, 200, await this.#answer(input));
-      const command = /^\/api\/runs\/([^/]+)\/(abort|steer|followUp)$/.exec(path);
+      // A run id is one subject token: anything else (`*`, `>`, dots) names no run.
+      const command = /^\/api\/runs\/([A-Za-z0-9_-]+)\/(abort|steer|followUp)$/.exec(path);
       if (!command) return json(response, 404, { error: `no ${path}` });
       const verb = `runs.${command[2]}` as "runs.abort" | "runs.steer" | "runs.followUp";
       const fields = typeof input === "object" && input !== null ? input : {};

@@ -233,19 +233,25 @@ it("refuses a POST from another site, and one with no session", async () => {
 
   // With the session itself but from another origin, or not as JSON: refused all the same.
   const session = await sessionOf(page);
-  const abort = (headers: Record<string, string>) =>
-    fetch(`${origin}/api/runs/${runId}/abort`, {
+  const authorization = `Bearer ${session}`;
+  const abort = (headers: Record<string, string>, run = runId) =>
+    fetch(`${origin}/api/runs/${run}/abort`, {
       method: "POST",
-      headers: { authorization: `Bearer ${session}`, ...headers },
+      headers: { authorization, ...headers },
       body: "{}",
     });
-  expect((await abort({ origin: "http://evil.example", "content-type": "application/json" })).status).toBe(
-    403,
-  );
+  const json = { "content-type": "application/json" };
+  expect((await abort({ ...json, origin: "http://evil.example" })).status).toBe(403);
   expect((await abort({ "content-type": "text/plain" })).status).toBe(403);
-  expect((await abort({ "sec-fetch-site": "cross-site", "content-type": "application/json" })).status).toBe(
-    403,
-  );
+  expect((await abort({ ...json, "sec-fetch-site": "cross-site" })).status).toBe(403);
+
+  // A run id that is a wildcard names no run, nor do its approvals list every run's.
+  for (const run of ["*", "%3E", `${runId}.x`]) {
+    expect((await abort(json, run)).status, run).toBe(404);
+    expect((await fetch(`${origin}/api/runs/${run}/approvals`, { headers: { authorization } })).status).toBe(
+      404,
+    );
+  }
 
   // The run was not aborted: it still waits, and goes on once allowed, from a terminal; the page open
   // on it shows the approval decided there, and by whom.
