@@ -91,6 +91,8 @@ it("shows a run live: its tree, states and statechart; an approval allowed from 
     expect((await fetch(origin + path)).status, path).toBe(401);
 
   const page = await browser.newPage();
+  await page.goto(origin);
+  await page.getByTestId("logged-out").waitFor({ timeout: 5000 });
   await page.goto(login);
   // The login's URL, its token used up, is gone from the address bar.
   expect(page.url()).toBe(`${origin}/`);

@@ -1,6 +1,6 @@
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { takeSession } from "./api.js";
+import { get, takeSession } from "./api.js";
 import { RunView } from "./run-view.js";
 import { RunsList } from "./runs-list.js";
 
@@ -15,6 +15,16 @@ function App() {
   return run ? <RunView runId={run[1] as string} /> : <RunsList />;
 }
 
-const app = document.getElementById("app") as HTMLElement;
-if (takeSession()) render(<App />, app);
-else render(<p data-testid="logged-out">Log in with the URL troupe web prints.</p>, app);
+/** The console, once the session the page holds is one the daemon knows (it forgets them when it restarts). */
+async function start(app: HTMLElement): Promise<void> {
+  const known =
+    takeSession() &&
+    (await get("/api/whoami").then(
+      () => true,
+      () => false,
+    ));
+  if (known) render(<App />, app);
+  else render(<p data-testid="logged-out">Log in with the URL troupe web prints.</p>, app);
+}
+
+void start(document.getElementById("app") as HTMLElement);
