@@ -105,6 +105,10 @@ async function serveWeb(
   web.auth.onLogin = keepLogin;
   keepLogin();
   process.stderr.write(`troupe web console: ${web.loginUrl()}\n`);
+  if (!isLoopback(new URL(web.origin).hostname))
+    process.stderr.write(
+      `troupe: warning: web console: served over plain HTTP on ${web.origin}: logins and sessions cross the network in the clear; listen on 127.0.0.1 and reach it through an SSH tunnel or a TLS proxy\n`,
+    );
   return {
     close: async () => {
       rmSync(loginFile, { force: true });
@@ -223,4 +227,9 @@ async function stopPid(pid: number, record: string, graceMs = 5000): Promise<voi
   while (alive() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
   if (alive()) process.kill(pid, "SIGKILL");
   rmSync(record, { force: true });
+}
+
+/** 127.0.0.0/8, ::1 or localhost: a listener only this machine reaches. */
+function isLoopback(host: string): boolean {
+  return host === "localhost" || host === "[::1]" || host === "::1" || /^127\./.test(host);
 }

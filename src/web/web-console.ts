@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { hostname } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
@@ -112,7 +113,9 @@ export class WebConsole {
   /** Where the console is, without a token. */
   get origin(): string {
     const { address, port } = this.#server.address() as AddressInfo;
-    return `http://${address.includes(":") ? `[${address}]` : address}:${port}`;
+    // Listening on every address: the URL names this machine, which a browser elsewhere can reach.
+    const host = address === "0.0.0.0" || address === "::" ? hostname() : address;
+    return `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
   }
 
   /** A URL that logs one browser in, once. */

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
+import { hostname } from "node:os";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, inject, it } from "vitest";
@@ -29,7 +30,7 @@ const as = (name: string, turn: number) => ({ system: `"${name}"`, turn });
 const sessionOf = (page: Page) => page.evaluate<string | null>('localStorage.getItem("troupe-session")');
 
 /** A daemon serving the console on a free port, its project, and the login URL its ready output gave. */
-async function consoleDaemon() {
+async function consoleDaemon(listen = "127.0.0.1:0") {
   const url = inject("natsUrl");
   const prefix = uniquePrefix();
   cleanups.push(() => removePrefix(url, prefix));
@@ -71,10 +72,11 @@ async function consoleDaemon() {
     OPENAI_API_KEY: "",
     TROUPE_DATA_DIR: join(dir, ".data"),
   };
-  const daemon = follow(["--config", join(dir, "config"), "daemon", "--web", "127.0.0.1:0"], dir, env);
+  const daemon = follow(["--config", join(dir, "config"), "daemon", "--web", listen], dir, env);
   await waitFor("the web console's login URL", () => /web console: (\S+)/.test(daemon.stderr()), 15_000);
   const login = /web console: (\S+)/.exec(daemon.stderr())?.[1] as string;
   return {
+    stderr: daemon.stderr,
     dir,
     env,
     prefix,
@@ -334,4 +336,18 @@ it("prints a fresh login with troupe web, each good once, and says so in one lin
   expect(none.code).toBe(1);
   expect(none.stderr.trim().split("\n")).toHaveLength(1);
   expect(none.stderr).toMatch(/no web console is running for this data dir .*troupe daemon --web/);
+});
+
+it("warns in one line when the console listens beyond loopback, where logins cross the network in the clear", async () => {
+  const open = await consoleDaemon("0.0.0.0:0");
+  await waitFor("the warning", () => open.stderr().includes("warning: web console"), 10_000);
+  expect(open.stderr()).toMatch(
+    new RegExp(
+      String.raw`^troupe: warning: web console: served over plain HTTP on http://${hostname()}:\d+: logins and sessions cross the network in the clear; .*$`,
+      "m",
+    ),
+  );
+  const local = await consoleDaemon();
+  await waitFor("the open-bus warning", () => local.stderr().includes("warning: bus"), 10_000);
+  expect(local.stderr()).not.toContain("warning: web console");
 });
