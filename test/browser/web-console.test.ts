@@ -30,7 +30,7 @@ const as = (name: string, turn: number) => ({ system: `"${name}"`, turn });
 const sessionOf = (page: Page) => page.evaluate<string | null>('localStorage.getItem("troupe-session")');
 
 /** A daemon serving the console on a free port, its project, and the login URL its ready output gave. */
-async function consoleDaemon(listen = "127.0.0.1:0") {
+async function consoleDaemon(web: { flag?: string; yaml?: string } = { flag: "127.0.0.1:0" }) {
   const url = inject("natsUrl");
   const prefix = uniquePrefix();
   cleanups.push(() => removePrefix(url, prefix));
@@ -60,7 +60,7 @@ async function consoleDaemon(listen = "127.0.0.1:0") {
   ]);
   cleanups.push(() => model.close());
   const { dir, dispose } = tempTree({
-    "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: lead\ndefaultModel: scripted\n`,
+    "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: lead\ndefaultModel: scripted\n${web.yaml ?? ""}`,
     "config/agents/lead.yaml": "name: lead\ndescription: Leads.\ntools: [write_file]\nsubagents: [scout]\n",
     "config/agents/scout.yaml": "name: scout\ndescription: Scouts.\ntools: [read_file]\n",
     "notes.txt": "hello\n",
@@ -72,7 +72,8 @@ async function consoleDaemon(listen = "127.0.0.1:0") {
     OPENAI_API_KEY: "",
     TROUPE_DATA_DIR: join(dir, ".data"),
   };
-  const daemon = follow(["--config", join(dir, "config"), "daemon", "--web", listen], dir, env);
+  const flag = web.flag === undefined ? [] : ["--web", web.flag];
+  const daemon = follow(["--config", join(dir, "config"), "daemon", ...flag], dir, env);
   await waitFor("the web console's login URL", () => /web console: (\S+)/.test(daemon.stderr()), 15_000);
   const login = /web console: (\S+)/.exec(daemon.stderr())?.[1] as string;
   return {
@@ -339,7 +340,7 @@ it("prints a fresh login with troupe web, each good once, and says so in one lin
 });
 
 it("warns in one line when the console listens beyond loopback, where logins cross the network in the clear", async () => {
-  const open = await consoleDaemon("0.0.0.0:0");
+  const open = await consoleDaemon({ flag: "0.0.0.0:0" });
   await waitFor("the warning", () => open.stderr().includes("warning: web console"), 10_000);
   expect(open.stderr()).toMatch(
     new RegExp(
@@ -350,4 +351,19 @@ it("warns in one line when the console listens beyond loopback, where logins cro
   const local = await consoleDaemon();
   await waitFor("the open-bus warning", () => local.stderr().includes("warning: bus"), 10_000);
   expect(local.stderr()).not.toContain("warning: web console");
+});
+
+it("serves the console as troupe.yaml's web: says, and refuses a listen that is not HOST:PORT in one line", async () => {
+  const { login } = await consoleDaemon({ yaml: "web:\n  listen: 127.0.0.1:0\n" });
+  expect((await fetch(login)).status).toBe(200);
+
+  const { dir, dispose } = tempTree({
+    "config/troupe.yaml": "defaultModel: scripted\nweb:\n  listen: everywhere\n",
+    "config/agents/a.yaml": "name: a\ndescription: A.\n",
+  });
+  cleanups.push(dispose);
+  const refused = await runTroupe(["--config", join(dir, "config"), "daemon"], { cwd: dir });
+  expect(refused.code).toBe(2);
+  expect(refused.stderr.trim().split("\n")).toHaveLength(1);
+  expect(refused.stderr).toMatch(/troupe\.yaml:3:11: .*web\.listen.*HOST:PORT/);
 });

@@ -2,7 +2,7 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import type { TreeNode } from "../../src/actors/run-tree.js";
 import type { Envelope } from "../../src/bus/envelope.js";
 import type { MachineGraph } from "../../src/machines/diagram.js";
-import { follow, formatTokens, get, post } from "./api.js";
+import { follow, formatAge, formatTokens, get, post } from "./api.js";
 import { Approvals } from "./approvals.js";
 import { Conversation } from "./conversation.js";
 import { RunModel } from "./run-model.js";
@@ -116,6 +116,14 @@ export function RunView(props: { runId: string }) {
   );
 }
 
+/** Wall time from the agent's first state change to its last (or to now, while it runs). */
+function elapsed(node: TreeNode): number {
+  const first = node.transitions[0]?.at;
+  if (first === undefined) return 0;
+  const last = node.state === "stopped" ? (node.transitions.at(-1)?.at ?? first) : Date.now();
+  return last - first;
+}
+
 function flatten(nodes: TreeNode[]): TreeNode[] {
   return nodes.flatMap((node) => [node, ...flatten(node.children)]);
 }
@@ -146,6 +154,7 @@ function AgentRow(props: { node: TreeNode; selected: boolean; onSelect: () => vo
       />
       <Bar label="tools" used={node.toolCalls} limit={budget.maxToolCalls} format={String} />
       <Bar label="turns" used={node.turns} limit={budget.maxTurns} format={String} />
+      <Bar label="time" used={elapsed(node)} limit={budget.maxWallMs} format={(ms) => formatAge(ms)} />
       {node.context && (
         <Bar
           label="context"
