@@ -196,7 +196,7 @@ it("keeps a page of a run of 10,000 events small: a conversation draws its lates
   const page = await browser.newPage();
   await page.goto(login);
   await page.goto(`${origin}/#/runs/${runId}`);
-  await page.getByText(`${written} / ${written} events`).waitFor({ timeout: 30_000 });
+  await page.getByText(`${written} / ${written} events`).waitFor({ timeout: 60_000 });
   expect(await page.getByTestId("agent").count()).toBe(20);
   // The lead's task, 450 pieces of text, 450 calls and its end: of its 902 items, the latest 200 are drawn.
   expect(await page.locator(".conversation > li").count()).toBe(201);
