@@ -9,6 +9,8 @@ function App() {
   useEffect(() => {
     const changed = () => setHash(location.hash);
     addEventListener("hashchange", changed);
+    // The hash may have changed between the first render and this effect (it runs after a paint).
+    changed();
     return () => removeEventListener("hashchange", changed);
   }, []);
   const run = /^#\/runs\/([A-Za-z0-9_-]+)$/.exec(hash);
