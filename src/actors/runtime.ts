@@ -29,6 +29,7 @@ import type { AgentHooks } from "./agent-hooks.js";
 import { startAgent } from "./agent-host.js";
 import { type AgentRecord, AgentStore, ToolJournal } from "./agent-store.js";
 import { AgentControls } from "./agent-stream.js";
+import { nextSeqOf } from "./next-seq.js";
 import { actorKey, type SpawnRequest, workerPlacement } from "./placement.js";
 
 export interface RuntimeOptions {
@@ -223,11 +224,7 @@ export class Runtime {
       record = reopened(record);
     }
     const definition = this.agent(record.name);
-    // Events made after the last snapshot are in the log already: carry on after them, without a gap.
-    let nextSeq = record.nextSeq;
-    for await (const { envelope } of this.bus.eventLog.read({ runId })) {
-      if (envelope.agentId === agentId && envelope.seq >= nextSeq) nextSeq = envelope.seq + 1;
-    }
+    const nextSeq = await nextSeqOf(this.bus, runId, agentId, record.nextSeq);
     return startAgent(this.#deps(), {
       definition,
       task: record.task,

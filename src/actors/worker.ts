@@ -3,6 +3,7 @@ import { makeEnvelope } from "../bus/envelope.js";
 import { ulid } from "../bus/ulid.js";
 import type { Logger } from "../log.js";
 import type { AgentHandle } from "./agent-deps.js";
+import { nextSeqOf } from "./next-seq.js";
 import {
   actorKey,
   claim,
@@ -167,12 +168,4 @@ export class Worker {
 function splitKey(key: string): [string, string] {
   const dot = key.indexOf(".");
   return [key.slice(0, dot), key.slice(dot + 1)];
-}
-
-/** The seq after the last event of an agent in the log (0 when it has none). */
-async function nextSeqOf(bus: Runtime["bus"], runId: string, agentId: string): Promise<number> {
-  let next = 0;
-  for await (const { envelope } of bus.eventLog.read({ runId }))
-    if (envelope.agentId === agentId) next = Math.max(next, envelope.seq + 1);
-  return next;
 }

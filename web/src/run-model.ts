@@ -71,11 +71,7 @@ export class RunModel {
       case "state.changed": {
         const { to } = event.data as AgentEventMap["state.changed"];
         const key = `${event.agentId}/model`;
-        const open = this.#open.get(key);
-        if (open) {
-          open.end = event.ts;
-          this.#open.delete(key);
-        }
+        this.#end(key, event.ts);
         if (to === "callingModel")
           this.#begin(key, { agentId: event.agentId, kind: "model", label: "model", start: event.ts });
         break;
