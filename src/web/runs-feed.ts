@@ -20,7 +20,8 @@ const COALESCE_MS = 200;
 
 /**
  * The runs list, live: sent whole to each page when it opens and whenever a run's record, its
- * spend or its approvals change (coalesced). Spend comes from the run's record once it has stopped,
+ * spend or its approvals change (coalesced). Nothing is watched while no page is open: a daemon's
+ * every event is not read for nobody. Spend comes from the run's record once it has stopped,
  * and from its top agent's `usage.updated` while it runs.
  */
 export class RunsFeed {
@@ -28,6 +29,7 @@ export class RunsFeed {
   #usage = new Map<string, Usage>();
   #pending = new Map<string, number>();
   #timer: NodeJS.Timeout | undefined;
+  #watching: AbortController | undefined;
 
   constructor(
     private readonly daemon: Daemon,
@@ -36,41 +38,52 @@ export class RunsFeed {
     private readonly closing: AbortSignal,
   ) {}
 
-  start(): void {
+  /** Sends the list to a page, now and as it changes; the bus is watched while any page is open. */
+  async serve(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const page = openEventStream(request, response, this.closing);
+    this.#pages.add(page);
+    this.#watching ??= this.#watch();
+    page.closed.addEventListener(
+      "abort",
+      () => {
+        this.#pages.delete(page);
+        if (this.#pages.size > 0) return;
+        this.#watching?.abort();
+        this.#watching = undefined;
+      },
+      { once: true },
+    );
+    page.send("runs", await this.#list());
+  }
+
+  /** Follows the runs' records, their approvals and their spend, until the controller it returns aborts. */
+  #watch(): AbortController {
+    const watching = new AbortController();
+    const signal = AbortSignal.any([this.closing, watching.signal]);
     const watch = async (what: string, loop: () => Promise<void>) => {
       await loop().catch((error) => {
-        if (!this.closing.aborted) this.log.warn({ err: error }, `web console: ${what} no longer followed`);
+        if (!signal.aborted) this.log.warn({ err: error }, `web console: ${what} no longer followed`);
       });
     };
     void watch("runs", async () => {
-      for await (const _ of (await this.bus.kv("runs")).watch({ signal: this.closing })) this.#changed();
+      for await (const _ of (await this.bus.kv("runs")).watch({ signal })) this.#changed();
     });
     void watch("approvals", async () => {
       await this.#countApprovals();
-      for await (const _ of (await this.bus.kv("approvals")).watch({ signal: this.closing })) {
+      for await (const _ of (await this.bus.kv("approvals")).watch({ signal })) {
         await this.#countApprovals();
         this.#changed();
       }
     });
     void watch("spend", async () => {
-      for await (const { envelope } of this.bus.eventLog.read({
-        from: "now",
-        follow: true,
-        signal: this.closing,
-      })) {
+      for await (const { envelope } of this.bus.eventLog.read({ from: "now", follow: true, signal })) {
         if (envelope.parentId === undefined && isEvent(envelope, "usage.updated")) {
           this.#usage.set(envelope.runId, envelope.data.usage);
           this.#changed();
         }
       }
     });
-  }
-
-  async serve(request: IncomingMessage, response: ServerResponse): Promise<void> {
-    const page = openEventStream(request, response, this.closing);
-    this.#pages.add(page);
-    page.closed.addEventListener("abort", () => this.#pages.delete(page), { once: true });
-    page.send("runs", await this.#list());
+    return watching;
   }
 
   #changed(): void {

@@ -106,7 +106,6 @@ export class WebConsole {
       console.#server.once("error", reject);
       console.#server.listen(options.port ?? 0, options.host ?? "127.0.0.1", resolve);
     });
-    console.#feed.start();
     return console;
   }
 
