@@ -9,7 +9,7 @@ import { uniquePrefix } from "../../src/bus/subjects.js";
 import { loadConfig } from "../../src/config/load.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { removePrefix } from "../support/buses.js";
-import { TROUPE_BIN, tempTree } from "../support/cli.js";
+import { tempTree, workerArgs } from "../support/cli.js";
 import { collect, waitFor } from "../support/wait.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -36,24 +36,11 @@ it("spawns subagents on attached workers; a worker killed with SIGKILL mid-run h
   const env = { ...process.env, NATS_URL: url, OPENAI_BASE_URL: server.baseURL, OPENAI_API_KEY: "" };
 
   const workers: ChildProcess[] = [0, 1].map(() =>
-    spawn(
-      process.execPath,
-      [
-        TROUPE_BIN,
-        "--config",
-        join(dir, "config"),
-        "worker",
-        "--heartbeat-ms",
-        "200",
-        "--dead-after-ms",
-        "1000",
-      ],
-      {
-        cwd: join(dir, "ws"),
-        env,
-        stdio: ["ignore", "ignore", "pipe"],
-      },
-    ),
+    spawn(process.execPath, workerArgs(join(dir, "config"), { heartbeatMs: 200, deadAfterMs: 1000 }), {
+      cwd: join(dir, "ws"),
+      env,
+      stdio: ["ignore", "ignore", "pipe"],
+    }),
   );
   for (const worker of workers) cleanups.push(() => void worker.kill("SIGKILL"));
 

@@ -11,7 +11,7 @@ import { NatsBus } from "../../src/bus/nats-bus.js";
 import { uniquePrefix } from "../../src/bus/subjects.js";
 import { loadConfig } from "../../src/config/load.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
-import { exited, TROUPE_BIN, tempTree } from "../support/cli.js";
+import { exited, tempTree, workerArgs } from "../support/cli.js";
 import { makeHosts } from "../support/hosts.js";
 import { collect, waitFor } from "../support/wait.js";
 
@@ -94,16 +94,7 @@ it("a worker cut off from NATS past dead-after is taken over; when its link come
     const child = hosts.spawn(
       host,
       process.execPath,
-      [
-        TROUPE_BIN,
-        "--config",
-        join(dir, "config"),
-        "worker",
-        "--heartbeat-ms",
-        "200",
-        "--dead-after-ms",
-        "1500",
-      ],
+      workerArgs(join(dir, "config"), { heartbeatMs: 200, deadAfterMs: 1500 }),
       { cwd: join(dir, "ws"), env, stdio: ["ignore", "ignore", "pipe"] },
     );
     let log = "";

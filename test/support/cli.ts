@@ -116,3 +116,20 @@ export function onTerminal(args: string[], options: { cwd: string; env: NodeJS.P
   child.stdout.on("data", (chunk) => (output += chunk));
   return { child, exit: exited(child), output: () => output };
 }
+
+/** `troupe worker`'s command line (after node) for a config dir, beating and judging others as told. */
+export function workerArgs(
+  configDir: string,
+  timing: { heartbeatMs: number; deadAfterMs: number },
+): string[] {
+  return [
+    TROUPE_BIN,
+    "--config",
+    configDir,
+    "worker",
+    "--heartbeat-ms",
+    String(timing.heartbeatMs),
+    "--dead-after-ms",
+    String(timing.deadAfterMs),
+  ];
+}
