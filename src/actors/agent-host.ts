@@ -78,13 +78,17 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     disarmWall();
     unhost();
   };
+  // Stops here without a word or a save: another host goes on from the stored snapshot.
+  const stopHere = () => {
+    writer.detach();
+    release();
+    actor.stop();
+  };
   let letGo = () => {};
   const moved = new Promise<void>((resolve) => {
     letGo = () => {
-      writer.detach();
       events.silence();
-      release();
-      actor.stop();
+      stopHere();
       resolve();
     };
   });
@@ -123,12 +127,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     abort: (reason) => actor.send({ type: "ABORT", ...(reason ? { reason } : {}) }),
     snapshot: () => writer.persisted(),
     events: () => eventsUntilStopped(deps.bus, runId, agentId),
-    detach: () => {
-      // Another host takes over from the stored snapshot: stop here without a word or a save.
-      writer.detach();
-      release();
-      actor.stop();
-    },
+    detach: stopHere,
     moved,
   };
 }

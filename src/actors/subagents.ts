@@ -229,21 +229,7 @@ async function runChild(
   let settle: (outcome: ChildOutcome) => void = () => {};
   const finished = new Promise<ChildOutcome>((resolve) => (settle = resolve));
   let timedOut = false;
-  const chargeUpTo = (total: Spend) => {
-    const delta: Spend = {
-      usage: subtract(total.usage, reservation.spent.usage),
-      toolCalls: total.toolCalls - reservation.spent.toolCalls,
-    };
-    if (
-      delta.toolCalls === 0 &&
-      delta.usage.inputTokens === 0 &&
-      delta.usage.outputTokens === 0 &&
-      delta.usage.costUsd === 0
-    )
-      return;
-    reservation.spent = total;
-    parent.charge(delta);
-  };
+  const chargeUpTo = (total: Spend) => chargeToParent(parent, reservation, total);
   // What a worker that lost the child to another still sends is not the child's (see EventFilter).
   const current = new EventFilter(false);
   const subscription = parent.bus.subscribe(
@@ -264,21 +250,7 @@ async function runChild(
       }
     },
   );
-  const abortChild = (reason: string) => {
-    const envelope = makeEnvelope({
-      runId: parent.runId,
-      agentId: parent.agentId,
-      seq: 0,
-      type: "abort",
-      data: { reason },
-    });
-    // Commands are requests the child acks; one that is already gone has nothing to abort.
-    parent.bus
-      .request(parent.bus.subjects.control(parent.runId, spec.childId, "abort"), envelope, {
-        timeoutMs: 2000,
-      })
-      .catch(() => {});
-  };
+  const abortChild = (reason: string) => tellToAbort(parent, spec.childId, reason);
   const onAbort = () => abortChild("the parent was aborted");
   signal.addEventListener("abort", onAbort, { once: true });
   const wall = spec.budget.maxWallMs ?? DEFAULT_CHILD_WALL_MS;
@@ -322,6 +294,38 @@ async function runChild(
     signal.removeEventListener("abort", onAbort);
     subscription.unsubscribe();
   }
+}
+
+/** Charges the parent what a child has spent past what it was charged already (a running total). */
+function chargeToParent(parent: ParentSide, reservation: Reservation, total: Spend): void {
+  const delta: Spend = {
+    usage: subtract(total.usage, reservation.spent.usage),
+    toolCalls: total.toolCalls - reservation.spent.toolCalls,
+  };
+  if (
+    delta.toolCalls === 0 &&
+    delta.usage.inputTokens === 0 &&
+    delta.usage.outputTokens === 0 &&
+    delta.usage.costUsd === 0
+  )
+    return;
+  reservation.spent = total;
+  parent.charge(delta);
+}
+
+/** Tells a child to abort on its control subject; one that is already gone has nothing to abort. */
+function tellToAbort(parent: ParentSide, childId: string, reason: string): void {
+  const envelope = makeEnvelope({
+    runId: parent.runId,
+    agentId: parent.agentId,
+    seq: 0,
+    type: "abort",
+    data: { reason },
+  });
+  // Commands are requests the child acks.
+  parent.bus
+    .request(parent.bus.subjects.control(parent.runId, childId, "abort"), envelope, { timeoutMs: 2000 })
+    .catch(() => {});
 }
 
 function resultOf(name: string, childId: string, outcome: ChildOutcome, spent: Spend): ToolResult {
