@@ -7,15 +7,19 @@ import { FileStore } from "../../src/bus/file-store.js";
 import { exited, tempTree } from "../support/cli.js";
 import { waitFor } from "../support/wait.js";
 
-// Every fsync the store makes, and whether it was of a directory, seen as it happens.
-const synced = vi.hoisted(() => [] as Array<{ directory: boolean }>);
+// Every fsync the store makes (of a file or of a directory) and every rename, in the order made.
+const synced = vi.hoisted(() => [] as string[]);
 vi.mock("node:fs", async (original) => {
   const real = await original<typeof import("node:fs")>();
   return {
     ...real,
     fsyncSync: (fd: number) => {
-      synced.push({ directory: real.fstatSync(fd).isDirectory() });
+      synced.push(real.fstatSync(fd).isDirectory() ? "fsync directory" : "fsync file");
       real.fsyncSync(fd);
+    },
+    renameSync: (from: fs.PathLike, to: fs.PathLike) => {
+      synced.push("rename");
+      real.renameSync(from, to);
     },
   };
 });
@@ -63,10 +67,10 @@ it("a value's file is never seen half written: not by a reader while it is writt
   expect(new FileStore(dir).loadValues("snapshots")).toHaveLength(1);
 }, 20_000);
 
-it("fsyncs a value, then its directory, so the rename is on disk too", () => {
+it("fsyncs a value, renames it into place, then fsyncs its directory, so the rename is on disk too", () => {
   const { dir, dispose } = tempTree({});
   disposers.push(dispose);
   synced.length = 0;
   new FileStore(dir).saveValue("approvals", "k", { json: "{}", revision: 1 });
-  expect(synced).toEqual([{ directory: false }, { directory: true }]);
+  expect(synced).toEqual(["fsync file", "rename", "fsync directory"]);
 });
