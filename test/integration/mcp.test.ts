@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { z } from "zod";
 import { freePort } from "../../src/bus/embedded-nats.js";
 import { mcpServerSchema } from "../../src/config/schema.js";
@@ -117,12 +117,21 @@ describe("MCP: @modelcontextprotocol/server-everything", () => {
   });
 
   it("refreshes its tools when the server says the list changed, keeping every tool callable", async () => {
-    const { registry, logs } = await start({ everything: server([EVERYTHING]) });
+    const registry = new ToolRegistry();
+    const replaced = vi.spyOn(registry, "replace");
+    const { logs } = await start({ everything: server([EVERYTHING]) }, registry);
     // The server registers its client-dependent tools after initialization and announces it.
     await waitFor(
       "a refresh after tools/list_changed",
       () => logs.filter((r) => r.msg === "registered MCP tools").length >= 2,
     );
+    // Its first tools/list answer already holds those tools, so the list after the refresh looks the
+    // same: that each listing (the first, then every refresh) put its tools into the registry is seen
+    // in the registry's writes.
+    const listings = logs.filter((r) => r.msg === "registered MCP tools").length;
+    const registrations = (name: string) => replaced.mock.calls.filter(([tool]) => tool.name === name).length;
+    expect(registrations("everything__simulate-research-query")).toBe(listings);
+    expect(registrations("everything__echo")).toBe(listings);
     const names = registry.names();
     expect(names).toEqual(
       expect.arrayContaining([
