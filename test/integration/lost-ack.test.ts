@@ -5,6 +5,7 @@ import { makeEnvelope } from "../../src/bus/envelope.js";
 import { subjects } from "../../src/bus/subjects.js";
 import { type AckDroppingRelay, ackDroppingRelay } from "../support/ack-dropping-relay.js";
 import { type BusUnderTest, natsBus } from "../support/buses.js";
+import { waitFor } from "../support/wait.js";
 
 let relay: AckDroppingRelay;
 let under: BusUnderTest;
@@ -39,4 +40,23 @@ it("events whose acks are lost on the way back are sent again, and each is store
   const read: string[] = [];
   for await (const { envelope } of under.bus.eventLog.read({ runId: "run-1" })) read.push(envelope.id);
   expect(read).toEqual(events.map((e) => e.id));
+});
+
+it("an append whose ack is lost with its connection is sent again after the reconnect, and stored once", async () => {
+  relay = await ackDroppingRelay(inject("natsUrl"));
+  const prefix = `lostconn${process.pid}${Date.now().toString(36)}`;
+  under = await natsBus({ url: relay.url, prefix, appendTimeoutMs: 10_000 });
+  const sent = event(0);
+  relay.drop(1);
+  const appending = under.bus.eventLog.append(sent);
+  await waitFor("the ack dropped", () => relay.dropped() === 1);
+  // The connection goes with the ack: the append fails at the reconnect, long before its timeout,
+  // and is sent again at once, a second attempt of the same append.
+  relay.reset();
+  const ack = await appending;
+  expect(await stored(prefix)).toBe(1);
+  expect(ack.duplicate).toBe(true);
+  const read: string[] = [];
+  for await (const { envelope } of under.bus.eventLog.read({ runId: "run-1" })) read.push(envelope.id);
+  expect(read).toEqual([sent.id]);
 });

@@ -17,6 +17,8 @@ export interface AckDroppingRelay {
    * neither end hears of it until its own timeouts say so.
    */
   cut(): void;
+  /** Closes the connections it relays now (the relay still listens): its clients reconnect through it. */
+  reset(): void;
   close(): Promise<void>;
 }
 
@@ -67,6 +69,9 @@ export async function ackDroppingRelay(upstream: string): Promise<AckDroppingRel
     dropped: () => dropped,
     cut: () => {
       cut = true;
+    },
+    reset: () => {
+      for (const socket of sockets) socket.destroy();
     },
     close: () => {
       for (const socket of sockets) socket.destroy();
