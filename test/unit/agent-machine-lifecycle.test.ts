@@ -147,6 +147,26 @@ describe("agent machine: reopen", () => {
     expect(second.actor.getSnapshot().context.budget).toEqual({ maxTurns: 10 });
   });
 
+  it("leaves behind what ended it: its stop, the batch cut short and a last call for the answer", async () => {
+    const setup = holdIn("executingTools");
+    const aborted = harness(setup.stubs(), { budget: { maxTurns: 1 } });
+    aborted.actor.start();
+    aborted.actor.send({ type: "START", task: setup.task });
+    await reach(aborted.actor, "executingTools");
+    aborted.actor.send({ type: "ABORT" });
+    expect(await finished(aborted.actor)).toMatchObject({ reason: "aborted" });
+    const stopped = JSON.parse(JSON.stringify(aborted.actor.getPersistedSnapshot()));
+    expect(stopped.context.stop).not.toBeNull();
+    expect(stopped.context.batch).not.toEqual([]);
+
+    const reopened = reopen({ ...stopped, context: { ...stopped.context, finalizing: "budget_exhausted" } });
+    expect(reopened).toMatchObject({
+      status: "active",
+      value: "idle",
+      context: { stop: null, finalizing: null, batch: [] },
+    });
+  });
+
   it("refuses a snapshot of an agent that has not stopped", () => {
     const { actor } = harness({ model: [] });
     actor.start();
