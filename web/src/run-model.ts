@@ -1,4 +1,4 @@
-import { type AgentEventMap, isAgentEvent } from "../../src/actors/agent-events.js";
+import { isAgentEvent } from "../../src/actors/agent-events.js";
 import { RunTreeBuilder, type TreeNode } from "../../src/actors/run-tree.js";
 import type { Envelope } from "../../src/bus/envelope.js";
 
@@ -54,13 +54,13 @@ export class RunModel {
     const items = this.#items(event.agentId);
     switch (event.type) {
       case "agent.started":
-        items.push({ kind: "task", text: (event.data as AgentEventMap["agent.started"]).task });
+        items.push({ kind: "task", text: event.data.task });
         break;
       case "model.delta":
       case "model.reasoning": {
         const kind = event.type === "model.delta" ? "text" : "reasoning";
         const lastItem = items.at(-1);
-        const text = (event.data as { text: string }).text;
+        const text = event.data.text;
         if (lastItem?.kind === kind && lastItem.open) lastItem.text += text;
         else items.push({ kind, text, open: true });
         break;
@@ -69,7 +69,7 @@ export class RunModel {
         for (const item of items) if (item.kind === "text" || item.kind === "reasoning") item.open = false;
         break;
       case "state.changed": {
-        const { to } = event.data as AgentEventMap["state.changed"];
+        const { to } = event.data;
         const key = `${event.agentId}/model`;
         this.#end(key, event.ts);
         if (to === "callingModel")
@@ -77,7 +77,7 @@ export class RunModel {
         break;
       }
       case "tool.requested": {
-        const data = event.data as AgentEventMap["tool.requested"];
+        const data = event.data;
         items.push({
           kind: "tool",
           callId: data.callId,
@@ -89,7 +89,7 @@ export class RunModel {
         break;
       }
       case "tool.started": {
-        const data = event.data as AgentEventMap["tool.started"];
+        const data = event.data;
         const call = this.#call(items, data.callId);
         if (call) call.status = "running";
         this.#begin(`${event.agentId}/tool/${data.callId}`, {
@@ -101,7 +101,7 @@ export class RunModel {
         break;
       }
       case "tool.finished": {
-        const data = event.data as AgentEventMap["tool.finished"];
+        const data = event.data;
         const call = this.#call(items, data.callId);
         if (call) {
           call.status = data.ok ? "ok" : "error";
@@ -113,7 +113,7 @@ export class RunModel {
         break;
       }
       case "approval.decided": {
-        const data = event.data as AgentEventMap["approval.decided"];
+        const data = event.data;
         items.push({
           kind: "approval",
           callId: data.callId,
@@ -124,7 +124,7 @@ export class RunModel {
         break;
       }
       case "subagent.spawned": {
-        const data = event.data as AgentEventMap["subagent.spawned"];
+        const data = event.data;
         this.#begin(`${event.agentId}/sub/${data.childId}`, {
           agentId: event.agentId,
           kind: "subagent",
@@ -134,13 +134,10 @@ export class RunModel {
         break;
       }
       case "subagent.finished":
-        this.#end(
-          `${event.agentId}/sub/${(event.data as AgentEventMap["subagent.finished"]).childId}`,
-          event.ts,
-        );
+        this.#end(`${event.agentId}/sub/${event.data.childId}`, event.ts);
         break;
       case "agent.stopped": {
-        const data = event.data as AgentEventMap["agent.stopped"];
+        const data = event.data;
         items.push({ kind: "stopped", reason: data.reason, result: data.result });
         for (const [key, span] of this.#open) if (span.agentId === event.agentId) this.#end(key, event.ts);
         break;
