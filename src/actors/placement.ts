@@ -21,6 +21,10 @@ export const spawnRequestSchema = z.object({
 });
 export type SpawnRequest = z.infer<typeof spawnRequestSchema>;
 
+/** A worker's reply to a spawn request (not an agent event): who took the child. */
+export const spawnedReplySchema = z.object({ worker: z.string() });
+export type SpawnedReply = z.infer<typeof spawnedReplySchema>;
+
 /** Who hosts an actor: the KV bucket `actors`, key `<runId>.<agentId>`. */
 export interface Placement {
   worker: string;
@@ -66,7 +70,7 @@ export function workerPlacement(bus: Bus, log: Logger) {
     try {
       const reply = await bus.request(bus.subjects.workSpawn(), envelope, { timeoutMs: 5000 });
       log.debug(
-        { childId: child.childId, worker: (reply.data as { worker?: string }).worker },
+        { childId: child.childId, worker: spawnedReplySchema.safeParse(reply.data).data?.worker },
         "subagent placed on a worker",
       );
       return true;

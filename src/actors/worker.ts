@@ -10,6 +10,7 @@ import {
   type Heartbeat,
   heartbeat,
   type Placement,
+  type SpawnedReply,
   spawnRequestSchema,
   WORKER_QUEUE,
 } from "./placement.js";
@@ -68,7 +69,7 @@ export class Worker {
           agentId: spec.childId,
           seq: 0,
           type: "spawned",
-          data: { worker: this.id },
+          data: { worker: this.id } satisfies SpawnedReply,
         });
       },
       { queue: WORKER_QUEUE },
