@@ -7,6 +7,7 @@ import { buildRunTree } from "../../src/actors/run-tree.js";
 import type { Envelope } from "../../src/bus/envelope.js";
 import { FileStore } from "../../src/bus/file-store.js";
 import { followRun } from "../../src/bus/follow-run.js";
+import { LocalBus } from "../../src/bus/local-bus.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { subjects, uniquePrefix } from "../../src/bus/subjects.js";
 import { eventsOf } from "../../src/cli/history.js";
@@ -127,6 +128,35 @@ it("a local run's stored events are checked as the bus checks them: troupe repla
       ["dropped an event whose data does not fit its type", 1],
       ["dropped a malformed envelope", undefined],
     ]);
+  } finally {
+    dispose();
+  }
+});
+
+it("a local bus reading a run's store (a local run resumed or followed) leaves out the same events", async () => {
+  const { dir, dispose } = tempTree({});
+  try {
+    const store = new FileStore(dir);
+    for (const [seq, { type, data }] of written().entries())
+      store.appendEvent(
+        runId,
+        JSON.stringify({ v: 1, id: `01LOCAL${seq}`, ts: seq, runId, agentId: "lead", seq, type, data }),
+      );
+    store.appendEvent(runId, "not an envelope");
+    const memory = memoryLogger("warn");
+    const local = new LocalBus({ prefix: uniquePrefix(), log: memory.log, store });
+    try {
+      const read: string[] = [];
+      for await (const { envelope } of local.eventLog.read({ runId }))
+        read.push(`${envelope.seq} ${envelope.type}`);
+      expect(read).toEqual(["0 agent.started", "2 tool.frobbed", "3 tool.requested", "4 agent.stopped"]);
+      expect(memory.records.map((r) => [r.msg, r.seq])).toEqual([
+        ["dropped an event whose data does not fit its type", 1],
+        ["dropped a malformed envelope", undefined],
+      ]);
+    } finally {
+      await local.close();
+    }
   } finally {
     dispose();
   }
