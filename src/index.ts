@@ -6,9 +6,8 @@
  */
 
 export type { AgentHandle } from "./actors/agent-deps.js";
-export type { AgentEventMap, AgentEventType } from "./actors/agent-events.js";
+export type { AgentEvent, AgentEventMap, AgentEventType } from "./actors/agent-events.js";
 export type { AgentHooks, BeforeToolDecision, HookContext, NextTurn } from "./actors/agent-hooks.js";
-export type { AgentEvent } from "./actors/agent-stream.js";
 export { buildRunTree, type TreeNode } from "./actors/run-tree.js";
 // The errors a caller can receive: every one is a TroupeError; a UserError is the caller's to mend.
 export { type RunOptions, UnknownAgentError, UnknownSkillError, WorkspaceError } from "./actors/runtime.js";

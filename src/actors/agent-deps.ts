@@ -10,9 +10,10 @@ import type { Sandbox } from "../sandbox/sandbox.js";
 import type { LoadedSkill, Skill } from "../skills/skills.js";
 import type { CommandHooks } from "../tools/command-hooks.js";
 import type { Tool, ToolRegistry } from "../tools/tool.js";
+import type { AgentEvent } from "./agent-events.js";
 import type { AgentHooks } from "./agent-hooks.js";
 import type { AgentRecord, AgentStore, ToolJournal } from "./agent-store.js";
-import type { AgentControls, AgentEvent } from "./agent-stream.js";
+import type { AgentControls } from "./agent-stream.js";
 import type { ChildSpec, SubagentLimits } from "./subagents.js";
 
 /*

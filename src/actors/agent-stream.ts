@@ -4,8 +4,6 @@ import { MAX_TEXT } from "../daemon/api.js";
 import type { AgentCommand } from "../machines/agent-types.js";
 import { type AgentEvent, isAgentEvent } from "./agent-events.js";
 
-export type { AgentEvent } from "./agent-events.js";
-
 /** The run's events from its start, ending with this agent's `agent.stopped`; types this build does not know are left out. */
 export async function* eventsUntilStopped(
   bus: Bus,

@@ -175,7 +175,7 @@ export async function compactAndReport(
 /** How much of a call's output its `tool.finished` carries, for people watching (the web console). */
 export const TOOL_PREVIEW_CHARS = 2000;
 
-/** Batch hooks that report each call's start and finish on the agent's event stream. */
+/** The batch's observer: reports each call's start and finish on the agent's event stream. */
 export function toolEventObserver(events: EventPublisher): BatchObserver {
   return {
     onStart: (call) => events.emit("tool.started", { callId: call.id, name: call.name }),

@@ -70,12 +70,12 @@ export class NatsServerProcess {
       options.storeDir,
       ...(options.args ?? []),
     ];
-    const log = options.detached ? openSync(options.detached.logFile, "a", 0o600) : undefined;
+    const logFd = options.detached ? openSync(options.detached.logFile, "a", 0o600) : undefined;
     const child = spawn(binary, args, {
-      stdio: ["ignore", "ignore", log ?? "pipe"],
+      stdio: ["ignore", "ignore", logFd ?? "pipe"],
       detached: options.detached !== undefined,
     });
-    if (log !== undefined) closeSync(log);
+    if (logFd !== undefined) closeSync(logFd);
     const server = new NatsServerProcess(child, port, { ...options, binary });
     let stderr = "";
     child.stderr?.on("data", (chunk: Buffer) => {

@@ -123,7 +123,7 @@ export interface ToolBatchOutput {
 /**
  * What the machine is told: the commands a host sends it (a task, steering, a follow-up, an abort), and
  * what the host heard on its behalf (the wall's moments, a subagent's spending). Not the agent's
- * published events (`AgentEvent` in src/actors/agent-stream.ts): those are what it says.
+ * published events (`AgentEvent` in src/actors/agent-events.ts): those are what it says.
  */
 export type AgentCommand =
   | { type: "START"; task: string }
