@@ -1,9 +1,10 @@
 import type { Snapshot } from "xstate";
+import { TroupeError } from "../errors.js";
 import { agentMachine } from "./agent-machine.js";
 import type { AgentContext } from "./agent-types.js";
 
 /** A snapshot that cannot be reopened: it is not of a stopped agent. */
-export class NotStoppedError extends Error {
+export class NotStoppedError extends TroupeError {
   override name = "NotStoppedError";
 }
 

@@ -2,6 +2,7 @@ import { createInterface } from "node:readline";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { McpServerConfig } from "../../config/schema.js";
+import { TroupeError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import { cleanOutput } from "../../safety/hygiene.js";
 
@@ -15,7 +16,7 @@ export type Confine = (
   env: Record<string, string>,
 ) => { file: string; args: string[]; env: Record<string, string> };
 
-export class McpServerDownError extends Error {
+export class McpServerDownError extends TroupeError {
   override name = "McpServerDownError";
 }
 
