@@ -15,7 +15,7 @@ import type { ToolRegistry } from "../tools/tool.js";
 import { AgentActors, type AgentActorsSetup } from "./agent-actors.js";
 import type { AgentDeps, AgentHandle, StartAgentOptions } from "./agent-deps.js";
 import { toolGate } from "./agent-hooks.js";
-import { type AgentSettings, resolveAgentSettings } from "./agent-settings.js";
+import { type ResolvedAgentSettings, resolveAgentSettings } from "./agent-settings.js";
 import { type AgentActor, type RecordFacts, reportSnapshots, SnapshotWriter } from "./agent-snapshots.js";
 import { eventsUntilStopped, PLAN_NOTE } from "./agent-stream.js";
 import { askEach, catalogueFor, skillDirsFor, toolView } from "./agent-tools.js";
@@ -140,7 +140,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
 function begin(
   actor: AgentActor,
   options: StartAgentOptions,
-  parts: { settings: AgentSettings; events: EventPublisher; log: Logger; skills: ActiveSkills },
+  parts: { settings: ResolvedAgentSettings; events: EventPublisher; log: Logger; skills: ActiveSkills },
 ): () => void {
   const { restore, definition } = options;
   const { settings, events, log } = parts;
@@ -177,7 +177,7 @@ function begin(
 function actorsOf(
   deps: AgentDeps,
   options: StartAgentOptions,
-  settings: AgentSettings,
+  settings: ResolvedAgentSettings,
   agent: {
     agentId: string;
     events: EventPublisher;
@@ -277,7 +277,7 @@ function childrenOf(
 /** What clears an agent's calls: the policy plans each batch, a person is asked where it says so. */
 function clearanceOf(
   deps: AgentDeps,
-  settings: AgentSettings,
+  settings: ResolvedAgentSettings,
   agent: {
     runId: string;
     agentId: string;
@@ -331,7 +331,11 @@ function gateOf(
 }
 
 /** What the agent's record says of it besides its snapshot: who it is, and the rights it runs with. */
-function recordFacts(options: StartAgentOptions, settings: AgentSettings, agentId: string): RecordFacts {
+function recordFacts(
+  options: StartAgentOptions,
+  settings: ResolvedAgentSettings,
+  agentId: string,
+): RecordFacts {
   return {
     runId: options.runId,
     agentId,

@@ -7,7 +7,7 @@ import type { SandboxMode } from "../sandbox/plan.js";
 import type { StartAgentOptions } from "./agent-deps.js";
 
 /** How one agent runs, worked out from its definition, the run's options and troupe.yaml. */
-export interface AgentSettings {
+export interface ResolvedAgentSettings {
   /** The agent's own `approval`, else the run's, else troupe.yaml's. */
   policy: ApprovalPolicy;
   /** The model, then its fallbacks. */
@@ -40,7 +40,7 @@ export function resolveAgentSettings(
   >,
   resolveModel: (id: string) => ResolvedModel,
   sandboxUnavailable: string | undefined,
-): AgentSettings {
+): ResolvedAgentSettings {
   const { definition } = options;
   const chain = [definition.model ?? config.defaultModel, ...definition.fallbackModels];
   const model = resolveModel(chain[0] as string);
