@@ -5,6 +5,7 @@ import type { AgentDefinition, Budget } from "../config/schema.js";
 import { buildSystemPrompt } from "../context/system-prompt.js";
 import type { Logger } from "../log.js";
 import { totalSpend } from "../machines/agent-machine.js";
+import { persistedFacts } from "../machines/agent-persisted.js";
 import type { AgentCommand } from "../machines/agent-types.js";
 import { ZERO_USAGE } from "../model/types.js";
 import { UNTRUSTED_NOTE } from "../safety/untrusted.js";
@@ -217,7 +218,7 @@ function actorsOf(
     skills,
     ...journalOf(deps, runId, agentId, restore),
     ...(gateOf(deps, runId, agentId, definition.name) ?? {}),
-    turns: restore ? ((restore.snapshot as { context?: { turns?: number } }).context?.turns ?? 0) : 0,
+    turns: restore ? persistedFacts(restore.snapshot).turns : 0,
     resumed: restore !== undefined,
   });
   return { actors, skills };

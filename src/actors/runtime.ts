@@ -7,6 +7,7 @@ import type { LoadedConfig } from "../config/load.js";
 import type { AgentDefinition, ApprovalPolicy } from "../config/schema.js";
 import { UserError } from "../errors.js";
 import { type Logger, silentLogger } from "../log.js";
+import { persistedFacts } from "../machines/agent-persisted.js";
 import { reopen } from "../machines/agent-reopen.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import { ModelRouter, type ModelRouterOptions } from "../model/model-router.js";
@@ -298,7 +299,7 @@ export class Runtime {
     const record = await this.#persistence?.agents.load(runId, childId);
     if (!record) return undefined;
     if (record.done) {
-      const output = (record.snapshot as { output?: AgentOutput }).output;
+      const { output } = persistedFacts(record.snapshot);
       if (output) return { stopped: output };
     }
     for await (const { envelope } of this.bus.eventLog.read({ runId })) {

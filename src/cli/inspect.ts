@@ -5,6 +5,7 @@ import { type LoadedConfig, loadConfig } from "../config/load.js";
 import { UserError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { agentMachine } from "../machines/agent-machine.js";
+import { persistedFacts } from "../machines/agent-persisted.js";
 import { mermaidDiagram } from "../machines/diagram.js";
 import { connectClient } from "./client.js";
 import { eventsOf, storeOf } from "./history.js";
@@ -72,8 +73,7 @@ async function storedSnapshot(
   try {
     const record = await (await AgentStore.open(bus, log)).load(runId, agentId);
     if (!record) return undefined;
-    const { value, context } = record.snapshot as { value?: unknown; context?: { turns?: number } };
-    const turns = context?.turns ?? 0;
+    const { value, turns } = persistedFacts(record.snapshot);
     return `stored snapshot: ${String(value)}, ${turns} turn${turns === 1 ? "" : "s"}, ${Math.round(record.elapsedMs / 1000)} s, next event seq ${record.nextSeq}`;
   } catch (error) {
     return `stored snapshot: unreadable (${error instanceof Error ? error.message : String(error)})`;

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Snapshot } from "xstate";
+import { persistedFacts } from "../../src/machines/agent-persisted.js";
 import { NotStoppedError, reopen } from "../../src/machines/agent-reopen.js";
 import { calls, finished, hang, harness, reach, type Stubs, text } from "../support/machine-harness.js";
 
@@ -165,6 +166,16 @@ describe("agent machine: reopen", () => {
       value: "idle",
       context: { stop: null, finalizing: null, batch: [] },
     });
+  });
+
+  it("reads a stored snapshot's state, model calls and output without the machine (persistedFacts)", async () => {
+    const { actor } = harness({ model: [text("the answer")] });
+    actor.start();
+    actor.send({ type: "START", task: "begin" });
+    const output = await finished(actor);
+    const stored = JSON.parse(JSON.stringify(actor.getPersistedSnapshot()));
+    expect(persistedFacts(stored)).toEqual({ value: "stopped", turns: 1, output });
+    expect(persistedFacts(reopen(stored))).toMatchObject({ value: "idle", turns: 1 });
   });
 
   it("refuses a snapshot of an agent that has not stopped", () => {
