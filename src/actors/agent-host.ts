@@ -81,18 +81,11 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
   };
   // Stops here without a word or a save: another host goes on from the stored snapshot.
   const stopHere = () => {
-    writer.detach();
     release();
     actor.stop();
   };
-  let letGo = () => {};
-  const moved = new Promise<void>((resolve) => {
-    letGo = () => {
-      events.silence();
-      stopHere();
-      resolve();
-    };
-  });
+  let movedAway = () => {};
+  const moved = new Promise<void>((resolve) => (movedAway = resolve));
   const writer = new SnapshotWriter(actor, {
     store: deps.persistence?.agents,
     events,
@@ -100,9 +93,10 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     facts: recordFacts(options, settings, agentId),
     startedAt,
     moved: () => {
-      if (writer.detached) return;
       log.warn("another host took this agent over: let go of it here, saying nothing more");
-      letGo();
+      events.silence();
+      stopHere();
+      movedAway();
     },
   });
   const done = reportSnapshots(actor, {
@@ -128,7 +122,10 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     abort: (reason) => actor.send({ type: "ABORT", ...(reason ? { reason } : {}) }),
     snapshot: () => writer.persisted(),
     events: () => eventsUntilStopped(deps.bus, runId, agentId),
-    detach: stopHere,
+    detach: () => {
+      writer.detach();
+      stopHere();
+    },
     moved,
   };
 }

@@ -34,7 +34,7 @@ export class SnapshotWriter {
       facts: RecordFacts;
       /** When the agent started, counting the time it had used before a resume. */
       startedAt: number;
-      /** Told when a write conflicted: another host took the agent over. */
+      /** Told once when a write conflicted (another host took the agent over); nothing more is written. */
       moved: () => void;
     },
   ) {}
@@ -50,17 +50,15 @@ export class SnapshotWriter {
         return record;
       })
       .then((owned) => {
-        if (!owned) this.parts.moved();
+        if (owned || this.#detached) return;
+        this.#detached = true;
+        this.parts.moved();
       });
   }
 
   /** Another host takes the agent over: nothing more is written from here. */
   detach(): void {
     this.#detached = true;
-  }
-
-  get detached(): boolean {
-    return this.#detached;
   }
 
   /** The machine's persisted snapshot, redacted like everything else that leaves the process. */
