@@ -6,6 +6,7 @@ import { LocalBus } from "./bus/local-bus.js";
 import { NatsBus, type NatsBusOptions } from "./bus/nats-bus.js";
 import { loadConfig } from "./config/load.js";
 import type { AgentDefinition, AgentSettings, ApprovalPolicy, TroupeSettings } from "./config/schema.js";
+import { UserError } from "./errors.js";
 import type { Logger } from "./log.js";
 import type { Approver } from "./safety/approver.js";
 import type { SandboxMode } from "./sandbox/plan.js";
@@ -60,7 +61,7 @@ export interface TroupeRuntime {
 /** A runtime ready to start agents: config loaded, bus connected, MCP servers and tool modules up. */
 export async function createRuntime(options: CreateRuntimeOptions = {}): Promise<TroupeRuntime> {
   if (options.settings && !options.agents)
-    throw new TypeError("createRuntime: settings go with agents; without agents, give a config directory");
+    throw new UserError("createRuntime: settings go with agents; without agents, give a config directory");
   const config = loadConfig({
     ...(options.agents
       ? { inline: { settings: options.settings ?? {}, agents: options.agents } }

@@ -1,3 +1,4 @@
+import { UserError } from "../errors.js";
 import type { ToolSpec } from "../model/types.js";
 import type { CallJudgement } from "../safety/policy.js";
 import type { Confinement } from "../sandbox/plan.js";
@@ -180,7 +181,7 @@ export class ToolRegistry {
 
   register(tool: Tool): this {
     if (this.#tools.has(tool.name) || this.#base?.get(tool.name))
-      throw new Error(`tool "${tool.name}" is registered twice`);
+      throw new UserError(`tool "${tool.name}" is registered twice: give one of them another name`);
     this.#tools.set(tool.name, tool);
     return this;
   }

@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import { createUser, fromSeed } from "@nats-io/nkeys";
 import { ROLES, type Role } from "../bus/permissions.js";
+import { UserError } from "../errors.js";
 import { createSecretFile, readSecretFile, secretExists } from "./secret-files.js";
 
 /**
@@ -44,6 +45,6 @@ export function publicKeyOfSeed(seed: string, where: string): string {
   try {
     return fromSeed(new TextEncoder().encode(seed.trim())).getPublicKey();
   } catch {
-    throw new Error(`${where}: not an nkey seed (it starts with SU and is 58 characters)`);
+    throw new UserError(`${where}: not an nkey seed (it starts with SU and is 58 characters)`);
   }
 }
