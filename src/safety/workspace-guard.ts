@@ -6,6 +6,7 @@ export class PathOutsideWorkspaceError extends TroupeError {
   override name = "PathOutsideWorkspaceError";
 }
 
+import { isSkillPath } from "../skills/skill-path.js";
 import { isInside, lstatOrUndefined } from "../util/paths.js";
 import { isProtectedName, LOADED_AT_ROOT } from "./protected-paths.js";
 
@@ -44,6 +45,10 @@ export function isHidden(real: string, hiddenDirs: readonly string[] = []): bool
 
 /** As `resolveInWorkspace`, and refuses anything in a `.git` or `.troupe` directory and the protected dirs. */
 export function resolveForWrite(workspace: string, path: string, options: GuardOptions = {}): string {
+  // read_file reads `skill:NAME/PATH` from the skill; a write there would make a workspace file of
+  // that name which no read could reach.
+  if (isSkillPath(path))
+    throw new PathOutsideWorkspaceError(`"${path}" is a skill's file, which tools may read but not change`);
   const root = realpathSync(workspace);
   const real = resolveInWorkspace(root, path, options);
   // At any depth and in any case (a vendored repository's `.git` too).

@@ -5,9 +5,6 @@ import { isRefusal, openConfined } from "../safety/confined-read.js";
 import { refusalError } from "../tools/builtin/guarded.js";
 import { type ToolContext, type ToolResult, toolError } from "../tools/tool.js";
 
-/** How a read tool names a skill's own file: `skill:NAME/PATH`, PATH relative to the skill's dir. */
-export const SKILL_PATH_PREFIX = "skill:";
-
 /** Files a skill discloses at most; the rest are not listed (and still readable by path). */
 const MAX_LISTED = 200;
 const MAX_DEPTH = 4;
@@ -46,10 +43,6 @@ function stillThere(dir: string): boolean {
   } catch {
     return false;
   }
-}
-
-export function isSkillPath(path: string): boolean {
-  return path.startsWith(SKILL_PATH_PREFIX);
 }
 
 /** `skill:NAME/PATH` split, or why it is not one: no `..`, `.` or empty segments, nothing absolute. */

@@ -4,7 +4,8 @@ import { parse } from "yaml";
 import { z } from "zod";
 import type { Logger } from "../log.js";
 import { isRefusal, readConfinedSync } from "../safety/confined-read.js";
-import { SKILL_PATH_PREFIX, skillFiles } from "./skill-files.js";
+import { skillFiles } from "./skill-files.js";
+import { SKILL_PATH_PREFIX } from "./skill-path.js";
 import type { LoadedSkill } from "./skill-types.js";
 
 export type { LoadedSkill };

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Runtime } from "../../src/actors/runtime.js";
@@ -135,6 +135,31 @@ describe("a skill's files", () => {
     expect(results).toEqual([
       expect.stringContaining('no skill "deploy" with files that this agent may load'),
     ]);
+  });
+
+  it("are read-only: a write to skill:NAME/PATH changes neither the skill nor the workspace", async () => {
+    const path = "skill:deploy/references/guide.md";
+    const { results } = await run(
+      runtime({
+        tools: ["load_skill", "read_file", "write_file", "edit_file"],
+        skills: ["deploy"],
+        approval: "auto-edit",
+      }),
+      [
+        [
+          call("write_file", { path, content: "Deploy on Fridays.\n" }),
+          call("edit_file", { path, old_string: "Tuesdays", new_string: "Fridays" }),
+        ],
+      ],
+    );
+    expect(results).toEqual([
+      expect.stringContaining("is a skill's file, which tools may read but not change"),
+      expect.stringContaining("is a skill's file, which tools may read but not change"),
+    ]);
+    expect(readFileSync(`${dir}/config/skills/deploy/references/guide.md`, "utf8")).toBe(
+      "Deploy on Tuesdays.\n",
+    );
+    expect(readdirSync(`${dir}/ws`)).toEqual([".keep", ".troupe"]);
   });
 });
 
