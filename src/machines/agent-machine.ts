@@ -2,17 +2,20 @@ import { assign, fromPromise, setup } from "xstate";
 import { repairToolPairs } from "../context/repair.js";
 import { addUsage, type ChatMessage, ZERO_USAGE } from "../model/types.js";
 import type { PlannedCall } from "../tools/plan.js";
-import { deniedResult, resultContent, toolError } from "../tools/tool.js";
 import {
   awaitsDecision,
   batchResults,
+  decideAsked,
+  denyAsked,
   exhausted,
   lastText,
   limitBatch,
   loopAfter,
   lostAnswer,
   lostStop,
+  recordBatch,
   stopWith,
+  terminatedStop,
   toolErrorStop,
   userMessage,
   wallGraceMs,
@@ -30,7 +33,7 @@ import type {
   ModelTurnInput,
   ToolBatchOutput,
 } from "./agent-types.js";
-import { callSignature, detectLoop } from "./loop-detection.js";
+import { detectLoop } from "./loop-detection.js";
 
 /** Bumped when the context or states change incompatibly; stored with every snapshot. */
 export const AGENT_MACHINE_VERSION = 1;
@@ -154,52 +157,10 @@ export const agentMachine = setup({
     }),
     setBatch: assign({ batch: ({ context }, turn: ModelTurn) => limitBatch(context, turn.plan) }),
     applyDecisions: assign({
-      batch: ({ context }, answers: ApprovalDecision[]) => {
-        const decisions = new Map(answers.map((d) => [d.id, d]));
-        return context.batch.map((call) => {
-          if (!awaitsDecision(call)) return call;
-          const decision = decisions.get(call.id);
-          if (decision?.approved) return { ...call, decision: "allow" as const };
-          return { ...call, decision: "deny" as const, result: deniedResult(call.name, decision) };
-        });
-      },
+      batch: ({ context }, answers: ApprovalDecision[]) => decideAsked(context.batch, answers),
     }),
-    denyAllAsked: assign({
-      batch: ({ context }) =>
-        context.batch.map((call) =>
-          awaitsDecision(call)
-            ? {
-                ...call,
-                decision: "deny" as const,
-                result: toolError(
-                  `${call.name} was not approved: the approval could not be asked`,
-                  "do without this call",
-                ),
-              }
-            : call,
-        ),
-    }),
-    recordResults: assign(({ context }, batch: ToolBatchOutput) => {
-      const results = batchResults(context, batch);
-      const executed = results.filter((r) => r.executed);
-      const wrote = executed.some((r) => r.call.effect !== "read");
-      const recentCalls = wrote
-        ? []
-        : [...context.recentCalls, ...executed.map((r) => callSignature(r.call.name, r.call.arguments))];
-      return {
-        messages: [
-          ...context.messages,
-          ...results.map(({ call, result }) => ({
-            role: "tool" as const,
-            tool_call_id: call.id,
-            content: resultContent(result),
-          })),
-        ],
-        toolCalls: context.toolCalls + executed.length,
-        recentCalls,
-        batch: [],
-      };
-    }),
+    denyAllAsked: assign({ batch: ({ context }) => denyAsked(context.batch) }),
+    recordResults: assign(({ context }, batch: ToolBatchOutput) => recordBatch(context, batch)),
     nudgeLoop: assign(({ context }) => ({
       messages: [
         ...context.messages,
@@ -258,15 +219,7 @@ export const agentMachine = setup({
       stop: ({ context }, turn: ModelTurn) =>
         stopWith(context, context.finalizing ?? "done", turn.message.content ?? ""),
     }),
-    stopTerminated: assign({
-      stop: ({ context }, batch: ToolBatchOutput) => {
-        const results = batchResults(context, batch);
-        const executed = results.filter((r) => r.executed).length;
-        // What the tools said, not the wrapped text the model would have read.
-        const text = results.map((r) => r.result.answer ?? r.result.output).join("\n");
-        return stopWith({ ...context, toolCalls: context.toolCalls + executed }, "done", text);
-      },
-    }),
+    stopTerminated: assign({ stop: ({ context }, batch: ToolBatchOutput) => terminatedStop(context, batch) }),
     /** Before the batch is recorded: the messages and tool calls counted are those before it. */
     stopOnToolError: assign({
       stop: ({ context }, batch: ToolBatchOutput) => ({

@@ -1,9 +1,10 @@
 import { addUsage, type ChatMessage } from "../model/types.js";
 import type { PlannedCall } from "../tools/plan.js";
-import { type ToolResult, toolError } from "../tools/tool.js";
+import { deniedResult, resultContent, type ToolResult, toolError } from "../tools/tool.js";
 import type {
   AgentContext,
   AgentOutput,
+  ApprovalDecision,
   ModelTurn,
   Spend,
   StopReason,
@@ -54,13 +55,74 @@ export function batchResults(context: AgentContext, output: ToolBatchOutput) {
   });
 }
 
-export function loopAfter(context: AgentContext, output: ToolBatchOutput): string | undefined {
+/**
+ * The calls that ran since the agent last changed anything, this batch's included: what loop
+ * detection looks at. A batch with a call that may write starts it afresh.
+ */
+export function recentCallsAfter(context: AgentContext, output: ToolBatchOutput): string[] {
   const executed = batchResults(context, output).filter((r) => r.executed);
-  if (executed.some((r) => r.call.effect !== "read")) return undefined;
-  return detectLoop([
-    ...context.recentCalls,
-    ...executed.map((r) => callSignature(r.call.name, r.call.arguments)),
-  ]);
+  if (executed.some((r) => r.call.effect !== "read")) return [];
+  return [...context.recentCalls, ...executed.map((r) => callSignature(r.call.name, r.call.arguments))];
+}
+
+export function loopAfter(context: AgentContext, output: ToolBatchOutput): string | undefined {
+  return detectLoop(recentCallsAfter(context, output));
+}
+
+/** The context after a batch: each result a tool message, the calls that ran counted. */
+export function recordBatch(
+  context: AgentContext,
+  output: ToolBatchOutput,
+): Pick<AgentContext, "messages" | "toolCalls" | "recentCalls" | "batch"> {
+  const results = batchResults(context, output);
+  return {
+    messages: [
+      ...context.messages,
+      ...results.map(({ call, result }) => ({
+        role: "tool" as const,
+        tool_call_id: call.id,
+        content: resultContent(result),
+      })),
+    ],
+    toolCalls: context.toolCalls + results.filter((r) => r.executed).length,
+    recentCalls: recentCallsAfter(context, output),
+    batch: [],
+  };
+}
+
+/** The batch with the answers to its asked calls: an approved call runs, any other is denied. */
+export function decideAsked(batch: PlannedCall[], answers: ApprovalDecision[]): PlannedCall[] {
+  const decisions = new Map(answers.map((d) => [d.id, d]));
+  return batch.map((call) => {
+    if (!awaitsDecision(call)) return call;
+    const decision = decisions.get(call.id);
+    if (decision?.approved) return { ...call, decision: "allow" as const };
+    return { ...call, decision: "deny" as const, result: deniedResult(call.name, decision) };
+  });
+}
+
+/** The batch with every call still waiting for an answer denied: nobody could be asked. */
+export function denyAsked(batch: PlannedCall[]): PlannedCall[] {
+  return batch.map((call) =>
+    awaitsDecision(call)
+      ? {
+          ...call,
+          decision: "deny" as const,
+          result: toolError(
+            `${call.name} was not approved: the approval could not be asked`,
+            "do without this call",
+          ),
+        }
+      : call,
+  );
+}
+
+/** How an agent stops when its batch said terminate: with what the tools said, not the wrapped text. */
+export function terminatedStop(context: AgentContext, output: ToolBatchOutput): AgentOutput {
+  const results = batchResults(context, output);
+  const executed = results.filter((r) => r.executed).length;
+  const text = results.map((r) => r.result.answer ?? r.result.output).join("\n");
+  return stopWith({ ...context, toolCalls: context.toolCalls + executed }, "done", text);
 }
 
 /**
