@@ -106,16 +106,22 @@ it("a follower of a run skips an event whose data does not fit its type, with on
   expect(err.text()).toContain("✓ done");
 });
 
+/** A local run's store with the foreign program's events in it, and a line that is no envelope. */
+function plantedStore(dir: string): FileStore {
+  const store = new FileStore(dir);
+  for (const [seq, { type, data }] of written().entries())
+    store.appendEvent(
+      runId,
+      JSON.stringify({ v: 1, id: `01LOCAL${seq}`, ts: seq, runId, agentId: "lead", seq, type, data }),
+    );
+  store.appendEvent(runId, "not an envelope");
+  return store;
+}
+
 it("a local run's stored events are checked as the bus checks them: troupe replay, runs, inspect and resume read what fits", () => {
   const { dir, dispose } = tempTree({});
   try {
-    const store = new FileStore(dir);
-    for (const [seq, { type, data }] of written().entries())
-      store.appendEvent(
-        runId,
-        JSON.stringify({ v: 1, id: `01LOCAL${seq}`, ts: seq, runId, agentId: "lead", seq, type, data }),
-      );
-    store.appendEvent(runId, "not an envelope");
+    const store = plantedStore(dir);
     const memory = memoryLogger("warn");
     const events = eventsOf(store, runId, memory.log) ?? [];
     expect(events.map((e) => `${e.seq} ${e.type}`)).toEqual([
@@ -136,13 +142,7 @@ it("a local run's stored events are checked as the bus checks them: troupe repla
 it("a local bus reading a run's store (a local run resumed or followed) leaves out the same events", async () => {
   const { dir, dispose } = tempTree({});
   try {
-    const store = new FileStore(dir);
-    for (const [seq, { type, data }] of written().entries())
-      store.appendEvent(
-        runId,
-        JSON.stringify({ v: 1, id: `01LOCAL${seq}`, ts: seq, runId, agentId: "lead", seq, type, data }),
-      );
-    store.appendEvent(runId, "not an envelope");
+    const store = plantedStore(dir);
     const memory = memoryLogger("warn");
     const local = new LocalBus({ prefix: uniquePrefix(), log: memory.log, store });
     try {
