@@ -171,6 +171,32 @@ describe("an escalation after `a` to a command that stays in the sandbox is aske
     expect(await run.exit).toBe(0);
     expect(existsSync(join(dir, "second.txt"))).toBe(false);
   });
+
+  it("with the sandbox off, `a` allows one command: the next is asked again", async () => {
+    const model = await scripted(
+      { match: { turn: 1 }, reply: { toolCalls: [{ name: "shell", arguments: { command: "ls" } }] } },
+      {
+        match: { turn: 2 },
+        reply: { toolCalls: [{ name: "shell", arguments: { command: "touch ../off.txt" } }] },
+      },
+      { match: { turn: 3 }, reply: { text: "done" } },
+    );
+    const { dir, dispose } = tempTree(coder);
+    cleanups.push(dispose);
+    const run = localRun(dir, model, "ask", "list, then touch", ["--sandbox", "off"]);
+    await waitFor("the first question", () => prompts(run.output()) === 1, 20_000);
+    expect(run.output()).toContain("(asked because the sandbox is off)");
+    run.child.stdin.write("a\n");
+    await waitFor(
+      "a second question, or the run's end",
+      () => prompts(run.output()) > 1 || run.ended(),
+      20_000,
+    );
+    expect(prompts(run.output())).toBe(2);
+    run.child.stdin.write("n\n");
+    expect(await run.exit).toBe(0);
+    expect(existsSync(join(dir, "off.txt"))).toBe(false);
+  });
 });
 
 describe("a read-only subagent's escalation is refused without asking, after an earlier `a`", () => {
