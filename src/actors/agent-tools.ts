@@ -136,8 +136,10 @@ export async function askEach(
         call.askBecause ? `${preview.detail}\n(asked because ${call.askBecause})` : preview.detail,
       ),
       paths: preview.paths,
+      // A question of its own for whoever answers: no "always" given before covers it.
+      ...(call.askBecause ? { escalation: deps.redactor.redact(call.askBecause) } : {}),
     };
-    const { runId: _r, agentId: _a, tool, ...shown } = request;
+    const { runId: _r, agentId: _a, tool, escalation: _e, ...shown } = request;
     events.emit("approval.requested", { ...shown, name: tool });
     const answer = await deps.approver.decide(request, signal, ({ why, by }) =>
       events.emit("approval.rejected", { callId: call.id, why, ...(by ? { by } : {}) }),

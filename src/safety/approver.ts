@@ -11,6 +11,12 @@ export interface ApprovalRequest {
   detail: string;
   /** The paths the call touches. */
   paths: string[];
+  /**
+   * Set when the call would leave the sandbox (the network, no sandbox, the sandbox off or missing
+   * on this machine): why. Such a request is a question of its own: no earlier "always" answer
+   * covers it, and "always" given to it allows it once.
+   */
+  escalation?: string;
 }
 
 export interface ApprovalAnswer {
