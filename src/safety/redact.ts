@@ -3,6 +3,7 @@ import {
   type Allowed,
   allowList,
   isSecretValue,
+  looksRandom,
   SECRET_NAME_WORDS,
   type ValueContext,
 } from "./secret-values.js";
@@ -30,6 +31,12 @@ const ASSIGNMENT = new RegExp(
 
 /** A line that is nothing but `NAME=value` (a .env file, a shell script): its value is a literal. */
 const ENV_LINE_START = /(?:^|\n)[ \t]*(?:export[ \t]+|-[ \t]+)?$/;
+
+/** The password of a URL's user: `postgres://shop:PASSWORD@db/shop`. */
+const URL_PASSWORD = /(\b[a-z][a-z0-9+.-]*:\/\/[^\s/:@'"`]+:)([^\s/@'"`]+)@/gi;
+
+/** An `Authorization: Bearer TOKEN` header's token, whatever the header is called. */
+const BEARER = /(\bBearer\s+)([A-Za-z0-9._~+/-]{16,}=*)/g;
 
 /** Every assignment holds one of these (case ignored): a string with none skips the expression. */
 const NAME_HINT = /KEY|TOKEN|SECRET|PASS|PWD|CREDENTIAL/i;
@@ -77,6 +84,16 @@ export class Redactor {
     if (FORMAT_HINT.test(out))
       for (const [kind, pattern] of SECRET_FORMATS)
         out = out.replace(pattern, (match) => (this.#allowed(match) ? match : `[REDACTED:${kind}]`));
+    if (out.includes("://"))
+      out = out.replace(URL_PASSWORD, (match, head: string, password: string) =>
+        isSecretValue("password", password, "quoted") && !this.#allowed(password)
+          ? `${head}[REDACTED]@`
+          : match,
+      );
+    if (/bearer\s/i.test(out))
+      out = out.replace(BEARER, (match, head: string, token: string) =>
+        looksRandom(token) && !this.#allowed(token) ? `${head}[REDACTED]` : match,
+      );
     if (!NAME_HINT.test(out)) return out;
     out = redactK8sSecrets(out);
     return out.replace(

@@ -138,6 +138,10 @@ describe("redaction by value", () => {
         `  password: ${p.k8s}`,
         `  username: ${p.k8s.slice(0, 8)}`,
       ].join("\n"),
+      "curl.log": [
+        `> Authorization: Bearer ${p.entropy}`,
+        `DATABASE_URL=postgres://shop:${p.password}@db:5432/shop`,
+      ].join("\n"),
       "notes.md": `The deploy runs with ${p.fromEnv}; the seed is ${p.nkey}; the Google key ${p.google}.`,
     };
     for (const [file, text] of Object.entries(planted)) {
