@@ -16,9 +16,12 @@ import {
  * `let token = null`) is left exactly as it is: a coding agent reads and edits it.
  */
 
-/** Environment variables whose values are secrets: `*_KEY`, `*_TOKEN`, `*SECRET*`, `*PASSWORD*`, … */
+/**
+ * Environment variables whose values are secrets: `*_KEY`, `*_TOKEN`, `*SECRET*`, `*PASSWORD*`, …;
+ * not one that names where a secret is (`POSTGRES_PASSWORD_FILE`, `PASSWORD_STORE_DIR`).
+ */
 const SECRET_VARIABLE =
-  /(?:KEY|TOKEN|SECRETS?|PASSWORD|PASSWD|PASSPHRASE|CREDENTIALS?|_PASS|_PWD)$|SECRET|PASSWORD/i;
+  /^(?!.*_(?:FILE|DIR|PATH|CMD|COMMAND)$)(?:.*(?:KEY|TOKEN|SECRETS?|PASSWORD|PASSWD|PASSPHRASE|CREDENTIALS?|_PASS|_PWD)$|.*(?:SECRET|PASSWORD))/i;
 
 /**
  * `NAME=value`, `NAME: value`, `"name": "value"`, `name := value` for secret-like names: the name

@@ -155,6 +155,21 @@ describe("redaction by value", () => {
     expect(r.redact(planted["secret.yaml"] as string)).toContain("  password: [REDACTED:k8s-secret]");
   });
 
+  it("learns the values of the environment's secret variables, not of those naming where a secret is", () => {
+    const env = {
+      DEPLOY_TOKEN: PLANTED.fromEnv,
+      APP_SECRET_SALT: PLANTED.entropy,
+      PASSWORD_STORE_DIR: "/root/.password-store",
+      POSTGRES_PASSWORD_FILE: "/run/secrets/postgres",
+      PWD: "/home/someone/project",
+      SHORT_TOKEN: "abc123",
+    };
+    const text = Object.values(env).join(" ");
+    expect(Redactor.fromEnv(env).redact(text)).toBe(
+      "[REDACTED] [REDACTED] /root/.password-store /run/secrets/postgres /home/someone/project abc123",
+    );
+  });
+
   it("keeps what redaction.allow allows: a value it matches whole, of any kind", () => {
     const r = Redactor.fromEnv(
       { DEPLOY_TOKEN: PLANTED.fromEnv },
