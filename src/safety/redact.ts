@@ -110,7 +110,9 @@ export class Redactor {
             ? "env"
             : "bare";
         if (!isSecretValue(name, inner, context) || this.#allowed(inner)) return match;
-        return `${quote}${name}${quote}${sep}${quoted ? `${value[0]}[REDACTED]${value[0]}` : "[REDACTED]"}`;
+        // A bare value keeps what closes its statement or list: `token: …;` stays `token: [REDACTED];`.
+        const tail = quoted ? "" : (/[;,)\]}]+$/.exec(value)?.[0] ?? "");
+        return `${quote}${name}${quote}${sep}${quoted ? `${value[0]}[REDACTED]${value[0]}` : `[REDACTED]${tail}`}`;
       },
     );
   }
