@@ -367,7 +367,7 @@ export const troupeConfigSchema = z.strictObject({
     .optional(),
   /**
    * What redaction keeps: values (regular expressions, each matching a whole value) that look like
-   * secrets but are not, e.g. a test fixture's key. Never redacted, wherever they appear.
+   * secrets but are not, e.g. a test fixture's key. The environment's secrets are hidden all the same.
    */
   redaction: z
     .strictObject({

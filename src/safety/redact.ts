@@ -52,13 +52,17 @@ export class Redactor {
   #allow: readonly string[];
   #allowed: Allowed;
 
-  /** `literals`: values that are secrets wherever they appear. `allow`: `redaction.allow`, kept. */
+  /**
+   * `literals`: values known to be secrets (the environment's, the config's), hidden wherever they
+   * appear, whatever `allow` says: a troupe.yaml cannot hand the user's own keys to the model.
+   * `allow`: `redaction.allow`, values found by their shape that are kept.
+   */
   constructor(literals: Iterable<string> = [], allow: readonly string[] = []) {
     this.#allow = allow;
     this.#allowed = allowList(allow);
-    this.#literals = [...new Set([...literals].filter((value) => value.length >= MIN_LITERAL))]
-      .filter((value) => !this.#allowed(value))
-      .sort((a, b) => b.length - a.length);
+    this.#literals = [...new Set([...literals].filter((value) => value.length >= MIN_LITERAL))].sort(
+      (a, b) => b.length - a.length,
+    );
   }
 
   /** A redactor knowing the secret-like variables of `env` and the named key variables. */

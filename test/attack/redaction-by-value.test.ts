@@ -170,15 +170,15 @@ describe("redaction by value", () => {
     );
   });
 
-  it("keeps what redaction.allow allows: a value it matches whole, of any kind", () => {
+  it("keeps what redaction.allow allows: a value found by its shape that it matches whole; never the environment's secrets", () => {
     const r = Redactor.fromEnv(
       { DEPLOY_TOKEN: PLANTED.fromEnv },
       [],
-      ["sk_live_51Hq8Aj1Ds6Fg2Hk\\w+", PLANTED.fromEnv, "q8Zr3Lm0.*"],
+      ["sk_live_51Hq8Aj1Ds6Fg2Hk\\w+", "q8Zr3Lm0.*", ".*-but-secret-ok"],
     );
-    const text = `STRIPE_KEY=${PLANTED.stripe}\nTOKEN=${PLANTED.fromEnv}\nSESSION_TOKEN=${PLANTED.entropy}\nGITHUB_TOKEN=${PLANTED.github}`;
+    const text = `STRIPE_KEY=${PLANTED.stripe}\nSESSION_TOKEN=${PLANTED.entropy}\nGITHUB_TOKEN=${PLANTED.github}\nTOKEN=${PLANTED.fromEnv}`;
     expect(r.redact(text)).toBe(
-      `STRIPE_KEY=${PLANTED.stripe}\nTOKEN=${PLANTED.fromEnv}\nSESSION_TOKEN=${PLANTED.entropy}\nGITHUB_TOKEN=[REDACTED:github-token]`,
+      `STRIPE_KEY=${PLANTED.stripe}\nSESSION_TOKEN=${PLANTED.entropy}\nGITHUB_TOKEN=[REDACTED:github-token]\nTOKEN=[REDACTED]`,
     );
     // Matched whole: an entry that is part of a value allows nothing.
     expect(new Redactor([], ["q8Zr3Lm0"]).redact(`SESSION_TOKEN=${PLANTED.entropy}`)).toBe(
