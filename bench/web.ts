@@ -6,7 +6,7 @@
  * Writes the "Web console" section of docs/bench.md.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -68,11 +68,12 @@ async function main(): Promise<void> {
   const bus = await NatsBus.connect({ url, prefix });
   try {
     const started = Date.now();
-    while (!/web console: (\S+)/.test(stderr)) {
+    while (!stderr.includes("web console: ")) {
       if (Date.now() - started > 15_000) throw new Error(`the daemon did not start: ${stderr}`);
       await new Promise((done) => setTimeout(done, 50));
     }
-    const login = /web console: (\S+)/.exec(stderr)?.[1] as string;
+    // Not on a terminal: the daemon keeps the login in its data dir, not on stderr.
+    const login = readFileSync(join(dir, ".data", "web-login"), "utf8").trim();
     const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
     await page.addInitScript(LATENCY_PROBE);
     await page.goto(login);

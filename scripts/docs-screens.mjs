@@ -2,7 +2,7 @@
 // console on the NATS at NATS_URL (default 127.0.0.1:4222, under a prefix of its own) and the
 // scripted model, runs a lead with two subagents and an approval, and saves what the page shows.
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -98,11 +98,12 @@ const browser = await chromium.launch({
 });
 try {
   const started = Date.now();
-  while (!/web console: (\S+)/.test(stderr)) {
+  while (!stderr.includes("web console: ")) {
     if (Date.now() - started > 15_000) throw new Error(`the daemon did not start: ${stderr}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  const login = /web console: (\S+)/.exec(stderr)[1];
+  // Not on a terminal: the daemon keeps the login in its data dir, not on stderr.
+  const login = readFileSync(join(dir, ".data", "web-login"), "utf8").trim();
   const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
   await page.goto(login);
   const finished = troupe([

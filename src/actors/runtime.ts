@@ -353,12 +353,17 @@ export class Runtime {
   }
 }
 
-/** A redactor that knows the process's secret-like variables, the providers' key variables and the NATS secrets. */
+/**
+ * A redactor that knows the process's secret-like variables, the providers' key variables and the
+ * NATS secrets, and keeps what `redaction.allow` allows.
+ */
 export function secretsOf(config: LoadedConfig, env: NodeJS.ProcessEnv): Redactor {
   const keyVariables = Object.values(config.troupe.providers).map((provider) => provider.apiKeyEnv);
   const nats = config.troupe.nats;
   const literals = [nats.password, nats.token].filter((value): value is string => value !== undefined);
-  return Redactor.fromEnv({ ...process.env, ...env }, keyVariables).with(literals);
+  return Redactor.fromEnv({ ...process.env, ...env }, keyVariables, config.troupe.redaction.allow).with(
+    literals,
+  );
 }
 
 /** A stopped agent's record made ready to go on: its machine reopened (`reopen`), no longer done. */

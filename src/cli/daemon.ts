@@ -85,7 +85,8 @@ export async function runDaemon(
 
 /**
  * Starts the web console when asked (`--web`, or `web:` in troupe.yaml) and says where in the ready
- * output: a login URL, good once. `troupe web` finds another in the data dir, remade after each use.
+ * output: a login URL, good once, on a terminal; else the file in the data dir that holds one, where
+ * `troupe web` finds it (0600, remade after each use).
  */
 async function serveWeb(
   listen: string | true | undefined,
@@ -104,7 +105,13 @@ async function serveWeb(
   const keepLogin = () => writePrivateFile(loginFile, `${web.loginUrl()}\n`);
   web.auth.onLogin = keepLogin;
   keepLogin();
-  process.stderr.write(`troupe web console: ${web.loginUrl()}\n`);
+  // A login is good until used: it goes to a person's terminal, never to a log or the journal
+  // (a service's stderr); there only the file that holds one is named.
+  if (process.stderr.isTTY) process.stderr.write(`troupe web console: ${web.loginUrl()}\n`);
+  else
+    process.stderr.write(
+      `troupe web console: ${web.origin} (a login URL, good once, is in ${loginFile}; troupe web prints it)\n`,
+    );
   if (!isLoopback(new URL(web.origin).hostname))
     process.stderr.write(
       `troupe: warning: web console: served over plain HTTP on ${web.origin}: logins and sessions cross the network in the clear; listen on 127.0.0.1 and reach it through an SSH tunnel or a TLS proxy\n`,

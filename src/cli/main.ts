@@ -39,9 +39,12 @@ export async function main(argv: string[]): Promise<number> {
     .showSuggestionAfterError();
 
   // Every command reads its NATS URL from the config, where NATS_URL wins over the file.
-  program.hook("preAction", () => {
+  program.hook("preAction", (_program, action) => {
     const url = program.opts<{ nats?: string }>().nats;
     if (url) process.env.NATS_URL = url;
+    // A task or a message given as an argument is not for other users' `ps`: the process shows
+    // its command alone (`troupe run`), its arguments overwritten.
+    process.title = commandLine(action);
   });
   let exitCode: number = EXIT.ok;
   const globals = () => program.opts<GlobalOptions>();
@@ -96,7 +99,7 @@ export async function main(argv: string[]): Promise<number> {
   program
     .command("run")
     .description("run a task on an agent and show it as it happens")
-    .argument("<task>", "what the agent should do")
+    .argument("<task>", 'what the agent should do; "-" reads it from stdin')
     .option("--local", "run in this process on the in-process bus (no daemon)")
     .option("-a, --agent <name>", "the agent to run (default: the config's defaultAgent)")
     .option("-w, --workspace <dir>", "the directory the agent works in (default: the config's workspace)")
@@ -124,7 +127,8 @@ export async function main(argv: string[]): Promise<number> {
       "how long to wait for NATS and a daemon to take the run, through a restart (exit 4 after)",
       "30",
     )
-    .action(async (task: string, flags: RunFlags) => {
+    .action(async (given: string, flags: RunFlags) => {
+      const task = given === "-" ? await readStdin() : given;
       if (task.trim() === "") throw new UsageError('say what the agent should do: troupe run "TASK"');
       const { loadConfig } = await import("../config/load.js");
       const config = loadConfig({ config: globals().config });
@@ -334,6 +338,21 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 /** A command called the wrong way: one line, exit 2. */
+/** `troupe run` and the like, without their arguments. */
+function commandLine(action: Command): string {
+  const names: string[] = [];
+  for (let command: Command | null = action; command?.parent; command = command.parent)
+    names.unshift(command.name());
+  return ["troupe", ...names].join(" ");
+}
+
+/** All of stdin, for `troupe run -` (a task kept off every command line). */
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
 class UsageError extends UserError {
   override name = "UsageError";
 }

@@ -365,6 +365,21 @@ export const troupeConfigSchema = z.strictObject({
         .default("127.0.0.1:0"),
     })
     .optional(),
+  /**
+   * What redaction keeps: values (regular expressions, each matching a whole value) that look like
+   * secrets but are not, e.g. a test fixture's key. The environment's secrets are hidden all the same.
+   */
+  redaction: z
+    .strictObject({
+      allow: z
+        .array(
+          z.string().min(1).refine(compiles, {
+            error: "must be a regular expression (JavaScript syntax), e.g. sk-test-[a-z0-9]+",
+          }),
+        )
+        .default([]),
+    })
+    .default({ allow: [] }),
   /** Commands run on events, in the spirit of Claude Code's hooks. */
   hooks: z
     .strictObject(
@@ -393,5 +408,14 @@ export const troupeConfigSchema = z.strictObject({
     .default({ maxDepth: 2, maxConcurrent: 4 }),
 });
 export type TroupeConfig = z.infer<typeof troupeConfigSchema>;
+
+function compiles(pattern: string): boolean {
+  try {
+    new RegExp(pattern, "u");
+    return true;
+  } catch {
+    return false;
+  }
+}
 /** troupe.yaml's settings as written, or given to `createRuntime`: every key optional. */
 export type TroupeSettings = z.input<typeof troupeConfigSchema>;

@@ -1,73 +1,124 @@
-/**
- * Removes secrets from text before it leaves a tool, reaches the bus, a log or stored state: known
- * key formats, `NAME=value` for secret-like names, and the literal values of secrets this process
- * knows (API keys in the environment and the config).
- */
-
-/** A name that ends in a secret word: `API_KEY`, `apiKey`, `DB_PASSWORD`, `accessToken`, `CREDENTIALS`. */
-const SECRET_NAME = /(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIALS?)$/i;
-
-const PATTERNS: Array<[kind: string, pattern: RegExp]> = [
-  ["private-key", /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)/g],
-  ["anthropic-key", /\bsk-ant-[A-Za-z0-9_-]{20,}/g],
-  ["openai-key", /\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}/g],
-  ["github-token", /\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})/g],
-  ["aws-access-key", /\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/g],
-  ["slack-token", /\bxox[abposr]-[A-Za-z0-9-]{10,}/g],
-  ["slack-webhook", /https:\/\/hooks\.slack\.com\/services\/[A-Za-z0-9/_-]+/g],
-  ["jwt", /\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/g],
-];
-
-/** `NAME=value`, `NAME: value`, `"name": "value"` for secret-like names. */
-const ASSIGNMENT =
-  /(["']?)([A-Za-z0-9_.-]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIALS?))\1(\s*[=:]\s*)("[^"\n]*"|'[^'\n]*'|[^\s"',;]+)/gi;
+import { FORMAT_HINT, redactK8sSecrets, SECRET_FORMATS } from "./secret-formats.js";
+import {
+  type Allowed,
+  allowList,
+  isSecretValue,
+  looksRandom,
+  SECRET_NAME_WORDS,
+  type ValueContext,
+} from "./secret-values.js";
 
 /**
- * Every pattern above and every assignment holds one of these (matched more loosely, ignoring case):
- * a string with none of them skips the nine regular expressions.
+ * Removes secrets from text before it leaves a tool, reaches the bus, a log or stored state: the
+ * values of secrets this process knows (secret-like variables of the environment, the providers'
+ * keys, the NATS secrets), known key formats, and literal values after a secret-like name that are
+ * secrets (secret-values.ts). Code that only names a secret (`const API_KEY = process.env.KEY`,
+ * `let token = null`) is left exactly as it is: a coding agent reads and edits it.
  */
-const MIGHT_HOLD_SECRET =
-  /-----BEGIN|sk-|gh[pousr]_|github_pat_|AKIA|ASIA|xox[abposr]-|hooks\.slack\.com|eyJ|KEY|TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL/i;
+
+/**
+ * Environment variables whose values are secrets: `*_KEY`, `*_TOKEN`, `*SECRET*`, `*PASSWORD*`, …;
+ * not one that names where a secret is (`POSTGRES_PASSWORD_FILE`, `PASSWORD_STORE_DIR`).
+ */
+const SECRET_VARIABLE =
+  /^(?!.*_(?:FILE|DIR|PATH|CMD|COMMAND)$)(?:.*(?:KEY|TOKEN|SECRETS?|PASSWORD|PASSWD|PASSPHRASE|CREDENTIALS?|_PASS|_PWD)$|.*(?:SECRET|PASSWORD))/i;
+
+/**
+ * `NAME=value`, `NAME: value`, `"name": "value"`, `name := value` for secret-like names: the name
+ * (quoted or not), the separator, and the value (a quoted string or a bare run up to a space).
+ */
+const ASSIGNMENT = new RegExp(
+  String.raw`(["'\x60]?)\b([A-Za-z0-9_.-]*${SECRET_NAME_WORDS})\1(\s*(?::=|=(?![=>~])|:(?![:=]))[ \t]*)("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|\x60[^\x60\n]*\x60|[^\s"'\x60]+)`,
+  "gi",
+);
+
+/** A line that is nothing but `NAME=value` (a .env file, a shell script): its value is a literal. */
+const ENV_LINE_START = /(?:^|\n)[ \t]*(?:export[ \t]+|-[ \t]+)?$/;
+
+/** The password of a URL's user: `postgres://shop:PASSWORD@db/shop`. */
+const URL_PASSWORD = /(\b[a-z][a-z0-9+.-]*:\/\/[^\s/:@'"`]+:)([^\s/@'"`]+)@/gi;
+
+/** An `Authorization: Bearer TOKEN` header's token, whatever the header is called. */
+const BEARER = /(\bBearer\s+)([A-Za-z0-9._~+/-]{16,}=*)/g;
+
+/** Every assignment holds one of these (case ignored): a string with none skips the expression. */
+const NAME_HINT = /KEY|TOKEN|SECRET|PASS|PWD|CREDENTIAL/i;
 
 /** Values shorter than this are not treated as secrets by value (too likely to be ordinary words). */
 const MIN_LITERAL = 8;
 
 export class Redactor {
   #literals: string[];
+  #allow: readonly string[];
+  #allowed: Allowed;
 
-  constructor(literals: Iterable<string> = []) {
+  /**
+   * `literals`: values known to be secrets (the environment's, the config's), hidden wherever they
+   * appear, whatever `allow` says: a troupe.yaml cannot hand the user's own keys to the model.
+   * `allow`: `redaction.allow`, values found by their shape that are kept.
+   */
+  constructor(literals: Iterable<string> = [], allow: readonly string[] = []) {
+    this.#allow = allow;
+    this.#allowed = allowList(allow);
     this.#literals = [...new Set([...literals].filter((value) => value.length >= MIN_LITERAL))].sort(
       (a, b) => b.length - a.length,
     );
   }
 
   /** A redactor knowing the secret-like variables of `env` and the named key variables. */
-  static fromEnv(env: NodeJS.ProcessEnv, keyVariables: Iterable<string> = []): Redactor {
+  static fromEnv(
+    env: NodeJS.ProcessEnv,
+    keyVariables: Iterable<string> = [],
+    allow: readonly string[] = [],
+  ): Redactor {
     const names = new Set(keyVariables);
     const literals: string[] = [];
     for (const [name, value] of Object.entries(env)) {
-      if (value && (names.has(name) || SECRET_NAME.test(name))) literals.push(value);
+      if (value && (names.has(name) || SECRET_VARIABLE.test(name))) literals.push(value);
     }
-    return new Redactor(literals);
+    return new Redactor(literals, allow);
   }
 
   /** Another redactor that also knows these values. */
   with(literals: Iterable<string>): Redactor {
-    return new Redactor([...this.#literals, ...literals]);
+    return new Redactor([...this.#literals, ...literals], this.#allow);
   }
 
   redact(text: string): string {
     let out = text;
     for (const literal of this.#literals)
       if (out.includes(literal)) out = out.split(literal).join("[REDACTED]");
-    if (!MIGHT_HOLD_SECRET.test(out)) return out;
-    for (const [kind, pattern] of PATTERNS) out = out.replace(pattern, `[REDACTED:${kind}]`);
-    out = out.replace(ASSIGNMENT, (match, quote: string, name: string, sep: string, value: string) =>
-      value.startsWith("[REDACTED") || /^\$|^\{\{/.test(value)
-        ? match
-        : `${quote}${name}${quote}${sep}[REDACTED]`,
+    if (FORMAT_HINT.test(out))
+      for (const [kind, pattern] of SECRET_FORMATS)
+        out = out.replace(pattern, (match) => (this.#allowed(match) ? match : `[REDACTED:${kind}]`));
+    if (out.includes("://"))
+      out = out.replace(URL_PASSWORD, (match, head: string, password: string) =>
+        isSecretValue("password", password, "quoted") && !this.#allowed(password)
+          ? `${head}[REDACTED]@`
+          : match,
+      );
+    if (/bearer\s/i.test(out))
+      out = out.replace(BEARER, (match, head: string, token: string) =>
+        looksRandom(token) && !this.#allowed(token) ? `${head}[REDACTED]` : match,
+      );
+    if (!NAME_HINT.test(out)) return out;
+    out = redactK8sSecrets(out);
+    return out.replace(
+      ASSIGNMENT,
+      (match, quote: string, name: string, sep: string, value: string, offset: number, whole: string) => {
+        const quoted = /^["'`]/.test(value);
+        const inner = quoted ? value.slice(1, -1) : value;
+        const context: ValueContext = quoted
+          ? "quoted"
+          : sep === "=" && ENV_LINE_START.test(whole.slice(Math.max(0, offset - 80), offset))
+            ? "env"
+            : "bare";
+        if (!isSecretValue(name, inner, context) || this.#allowed(inner)) return match;
+        // A bare value keeps what closes its statement or list: `token: …;` stays `token: [REDACTED];`.
+        const tail = quoted ? "" : (/[;,)\]}]+$/.exec(value)?.[0] ?? "");
+        return `${quote}${name}${quote}${sep}${quoted ? `${value[0]}[REDACTED]${value[0]}` : `[REDACTED]${tail}`}`;
+      },
     );
-    return out;
   }
 
   /**

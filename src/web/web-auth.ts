@@ -33,13 +33,20 @@ export class WebAuth {
   }
 
   /**
-   * Whether the request carries a session this console made: as a Bearer header, or, for a GET,
-   * in the `session` parameter (a page's EventSource can send no header; a GET changes nothing).
+   * Whether the request carries a session this console made: as a Bearer header, or, for a GET of
+   * an event stream, in the `session` parameter (a page's EventSource can send no header). Nowhere
+   * else: a URL with a session in it ends up in histories, logs and Referer headers.
    */
   allows(request: IncomingMessage, url: URL): boolean {
-    const presented = bearer(request) ?? (request.method === "GET" ? url.searchParams.get("session") : null);
+    const inQuery = request.method === "GET" && isEventStream(url.pathname);
+    const presented = bearer(request) ?? (inQuery ? url.searchParams.get("session") : null);
     return presented !== null && [...this.#sessions].some((session) => same(session, presented));
   }
+}
+
+/** The paths a page follows with an EventSource: the runs, live, and one run's events. */
+export function isEventStream(path: string): boolean {
+  return path === "/api/runs/live" || /^\/api\/runs\/[A-Za-z0-9_-]+\/events$/.test(path);
 }
 
 /**

@@ -29,7 +29,7 @@ const as = (name: string, turn: number) => ({ system: `"${name}"`, turn });
 /** The session a login left in the page's storage. */
 const sessionOf = (page: Page) => page.evaluate<string | null>('localStorage.getItem("troupe-session")');
 
-/** A daemon serving the console on a free port, its project, and the login URL its ready output gave. */
+/** A daemon serving the console on a free port, its project, and the login URL it keeps in its data dir. */
 async function consoleDaemon(web: { flag?: string; yaml?: string } = { flag: "127.0.0.1:0" }) {
   const url = inject("natsUrl");
   const prefix = uniquePrefix();
@@ -74,8 +74,9 @@ async function consoleDaemon(web: { flag?: string; yaml?: string } = { flag: "12
   };
   const flag = web.flag === undefined ? [] : ["--web", web.flag];
   const daemon = follow(["--config", join(dir, "config"), "daemon", ...flag], dir, env);
-  await waitFor("the web console's login URL", () => /web console: (\S+)/.test(daemon.stderr()), 15_000);
-  const login = /web console: (\S+)/.exec(daemon.stderr())?.[1] as string;
+  await waitFor("the web console", () => daemon.stderr().includes("web console: "), 15_000);
+  // Not on a terminal: the login is in the data dir, where troupe web reads it, not on stderr.
+  const login = readFileSync(join(env.TROUPE_DATA_DIR, "web-login"), "utf8").trim();
   return {
     stderr: daemon.stderr,
     dir,

@@ -14,10 +14,15 @@ export function daemonProcesses() {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   });
 
-  /** A project dir whose config uses its own prefix, and a daemon started on it. */
-  async function startDaemon(env: NodeJS.ProcessEnv, prefix: string, tools = "tools: [read_file]") {
+  /** A project dir whose config uses its own prefix (and `yaml` besides), and a daemon started on it. */
+  async function startDaemon(
+    env: NodeJS.ProcessEnv,
+    prefix: string,
+    tools = "tools: [read_file]",
+    yaml = "",
+  ) {
     const { dir, dispose } = tempTree({
-      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: worker\ndefaultModel: scripted\n`,
+      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: worker\ndefaultModel: scripted\n${yaml}`,
       "config/agents/worker.yaml": `name: worker\ndescription: Works.\n${tools}\n`,
       "notes.txt": "daemon notes\n",
     });

@@ -32,7 +32,7 @@ describe("redaction", () => {
       "[REDACTED:private-key]\nafter",
     ],
     ["NAME=value", "DB_PASSWORD=hunter2hunter2 OTHER=fine", "DB_PASSWORD=[REDACTED] OTHER=fine"],
-    ["JSON secret", '{"apiKey": "abc123abc123"}', '{"apiKey": [REDACTED]}'],
+    ["JSON secret", '{"apiKey": "q8Zr3Lm0Xv5Tn2Kw9Pb4"}', '{"apiKey": "[REDACTED]"}'],
     ["a literal secret", "the value is literal-secret-value-123!", "the value is [REDACTED]!"],
     [
       "aws secret by name",
