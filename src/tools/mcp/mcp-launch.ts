@@ -1,5 +1,5 @@
 import { accessSync, constants, mkdirSync, readlinkSync, statSync } from "node:fs";
-import { basename, delimiter, dirname, join, resolve } from "node:path";
+import { basename, delimiter, dirname, isAbsolute, join, resolve } from "node:path";
 import type { LoadedConfig } from "../../config/loaded.js";
 import { dataDir } from "../../config/paths.js";
 import type { McpServerConfig } from "../../config/schema.js";
@@ -97,7 +97,7 @@ export function planLaunch(
   for (const [name, value] of Object.entries(config.env)) env[name] = expand(value);
   const cwd = workingDir(config, scope, expand, writableHolding, confined ? undefined : refuse);
   const path = (env.PATH ?? "").split(delimiter);
-  const kept = path.filter((dir) => dir.startsWith("/") && writableHolding(dir) === undefined);
+  const kept = path.filter((dir) => isAbsolute(dir) && writableHolding(dir) === undefined);
   env.PATH = kept.join(delimiter);
   const given = expand(config.command as string);
   const found = findProgram(given, cwd, kept);
@@ -109,7 +109,7 @@ export function planLaunch(
       );
     for (const [name, value] of Object.entries(env)) {
       if (!CODE_PATH_VARIABLE.test(name)) continue;
-      const inside = value.split(delimiter).find((dir) => dir.startsWith("/") && writableHolding(dir));
+      const inside = value.split(delimiter).find((dir) => isAbsolute(dir) && writableHolding(dir));
       if (inside)
         refuse(
           `its ${name} (${inside}) leads into ${writableHolding(inside)}, which agents may change; point it elsewhere`,
