@@ -64,8 +64,7 @@ function config(at: string, servers: string[], tools = "files__read_text_file"):
       "defaultModel: scripted",
       "providers:",
       `  openai: { baseURL: ${model.baseURL}, models: { scripted: {} } }`,
-      "mcpServers:",
-      ...servers,
+      ...(servers[0]?.startsWith("mcpServersFrom") ? servers : ["mcpServers:", ...servers]),
       "",
     ].join("\n"),
   );
@@ -119,6 +118,28 @@ describe("an npx-launched server with a package planted in the workspace", () =>
     const { result, toolResult } = await runFromWorkspace(config(join(ws, "config"), NPX_FILES));
     expect(existsSync(marker)).toBe(false);
     expect(result.code).toBe(0);
+    expect(toolResult).toContain("hello from the workspace");
+  });
+
+  it("a cloned repository's .mcp.json, with Claude Code's . for the project: the real server runs, and serves the workspace", async () => {
+    writeFileSync(
+      join(ws, ".mcp.json"),
+      JSON.stringify({
+        mcpServers: {
+          files: {
+            command: "npx",
+            args: ["-y", "@modelcontextprotocol/server-filesystem", "."],
+            env: { npm_config_update_notifier: "false" },
+          },
+        },
+      }),
+    );
+    const { result, toolResult } = await runFromWorkspace(
+      config(join(dir, "config"), ["mcpServersFrom: ../ws/.mcp.json"]),
+    );
+    expect(existsSync(marker)).toBe(false);
+    expect(result.code).toBe(0);
+    // "." is an empty directory of troupe's own; the roots Troupe answers make it serve the workspace.
     expect(toolResult).toContain("hello from the workspace");
   });
 

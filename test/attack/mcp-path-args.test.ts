@@ -69,6 +69,8 @@ async function run(approval: ApprovalPolicy): Promise<string[]> {
   );
 }
 
+const POLICIES: ApprovalPolicy[] = ["never-ask", "ask", "auto-edit", "yolo"];
+
 const READS = [
   { name: "files__read_text_file", arguments: { path: "outside.txt" } },
   { name: "files__read_text_file", arguments: { path: "../outside.txt" } },
@@ -76,12 +78,12 @@ const READS = [
 ];
 
 describe("server-filesystem allowed on the workspace's parent", () => {
-  it("the lead under never-ask reads nothing beside the workspace", async () => {
+  it.each(POLICIES)("the lead under %s reads nothing beside the workspace", async (approval) => {
     model.script(
       { match: { ...as("lead"), turn: 1 }, reply: { toolCalls: READS } },
       { match: { ...as("lead"), turn: 2 }, reply: { text: "done" } },
     );
-    const results = await run("never-ask");
+    const results = await run(approval);
     expect(results).toHaveLength(3);
     expect(results.join("\n")).not.toContain(OUTSIDE);
     expect(results.join("\n")).not.toContain(KEY);
@@ -108,25 +110,28 @@ describe("server-filesystem allowed on the workspace's parent", () => {
     expect(results.join("\n")).not.toContain(KEY);
   });
 
-  it("write_file, autoApproved, under never-ask writes nothing beside the workspace", async () => {
-    model.script(
-      {
-        match: { ...as("lead"), turn: 1 },
-        reply: {
-          toolCalls: [
-            { name: "files__write_file", arguments: { path: "planted.txt", content: "planted" } },
-            { name: "files__write_file", arguments: { path: "../planted-too.txt", content: "planted" } },
-          ],
+  it.each(POLICIES)(
+    "write_file, autoApproved, under %s writes nothing beside the workspace",
+    async (approval) => {
+      model.script(
+        {
+          match: { ...as("lead"), turn: 1 },
+          reply: {
+            toolCalls: [
+              { name: "files__write_file", arguments: { path: "planted.txt", content: "planted" } },
+              { name: "files__write_file", arguments: { path: "../planted-too.txt", content: "planted" } },
+            ],
+          },
         },
-      },
-      { match: { ...as("lead"), turn: 2 }, reply: { text: "done" } },
-    );
-    await run("never-ask");
-    expect(existsSync(join(dir, "planted.txt"))).toBe(false);
-    expect(existsSync(join(dir, "planted-too.txt"))).toBe(false);
-    // A relative path is the workspace's, as the model meant it.
-    expect(readFileSync(join(ws, "planted.txt"), "utf8")).toBe("planted");
-  });
+        { match: { ...as("lead"), turn: 2 }, reply: { text: "done" } },
+      );
+      await run(approval);
+      expect(existsSync(join(dir, "planted.txt"))).toBe(false);
+      expect(existsSync(join(dir, "planted-too.txt"))).toBe(false);
+      // A relative path is the workspace's, as the model meant it.
+      expect(readFileSync(join(ws, "planted.txt"), "utf8")).toBe("planted");
+    },
+  );
 
   it("is told the workspace is its only root: roots/list is answered with it", async () => {
     model.script(
