@@ -185,8 +185,13 @@ describe("a command that resolves into the workspace", () => {
     const why = `its command ${named()} is ${ws}/bin/mcp, inside ${ws}, which agents may change; install it outside, or run the server in the sandbox (sandbox: read-only)`;
     const doctor = await runTroupe(["--config", configDir, "doctor"], { cwd: ws, env: env() });
     expect(doctor.stdout).toMatch(new RegExp(`^fix {2}mcp evil +not started: ${literal(why)}$`, "m"));
-    model.script({ reply: { text: "nothing to do" } });
+    model.script(
+      { match: { turn: 1 }, reply: { toolCalls: [{ name: "evil__run", arguments: {} }] } },
+      { match: { turn: 2 }, reply: { text: "it is not there" } },
+    );
     const run = await runTroupe(["--config", configDir, "run", "--local", "hello"], { cwd: ws, env: env() });
+    const told = model.requests[1]?.body.messages.find((m) => m.role === "tool")?.content;
+    expect(String(told)).toMatch(new RegExp(`^error: MCP server "evil" not started: ${literal(why)}$`, "m"));
     expect(logged(run.stderr)).toContainEqual(
       expect.objectContaining({ level: 50, server: "evil", msg: `MCP server "evil" not started: ${why}` }),
     );
