@@ -76,12 +76,12 @@ function config(at: string, servers: string[], tools = "files__read_text_file"):
   return at;
 }
 
-/** The shipped example, with the workspace named as the docs say. */
+/** The shipped example, with the workspace named as the docs say; offline: npx finds it installed, never asks a registry. */
 const NPX_FILES = [
   "  files:",
   "    command: npx",
   `    args: ["-y", "@modelcontextprotocol/server-filesystem", "\${workspace}"]`,
-  '    env: { npm_config_update_notifier: "false" }',
+  '    env: { npm_config_update_notifier: "false", npm_config_offline: "true" }',
 ];
 
 /** `troupe run` from the workspace, as a user runs it there; the model reads hello.txt through the server. */
@@ -129,7 +129,7 @@ describe("an npx-launched server with a package planted in the workspace", () =>
           files: {
             command: "npx",
             args: ["-y", "@modelcontextprotocol/server-filesystem", "."],
-            env: { npm_config_update_notifier: "false" },
+            env: { npm_config_update_notifier: "false", npm_config_offline: "true" },
           },
         },
       }),
