@@ -231,11 +231,13 @@ export class McpConnection implements McpCaller {
     void this.#failed(undefined, "MCP server exited");
   }
 
-  /** It is not running: says why (with the last it wrote to stderr) and tries again after a while. */
+  /**
+   * It is not running: says why (with the last it wrote to stderr) and tries again after a while;
+   * one Troupe refused to start is not tried again.
+   */
   async #failed(error: unknown, what: string): Promise<void> {
     this.#reason = error === undefined ? "it exited" : failureReason(error);
     if (error instanceof McpLaunchRefusedError) {
-      // Nothing will have changed by the next try: it is not tried again.
       this.#refused = error;
       if (this.state !== "closed") this.state = "down";
       this.#log.error(error.message);
