@@ -20,6 +20,7 @@ import { discoverSkills, loadSkill, matchSkill, type Skill, skillCommand } from 
 import { builtinTools } from "../tools/builtin/index.js";
 import { loadSkillTool } from "../tools/builtin/load-skill.js";
 import { CommandHooks } from "../tools/command-hooks.js";
+import { launchScope } from "../tools/mcp/mcp-launch.js";
 import { McpManager } from "../tools/mcp/mcp-manager.js";
 import { type Tool, ToolRegistry } from "../tools/tool.js";
 import { loadToolModules } from "../tools/tool-modules.js";
@@ -152,6 +153,7 @@ export class Runtime {
     );
     this.mcp = new McpManager(options.config.troupe.mcpServers, this.tools, {
       workspace: this.workspace,
+      launch: launchScope(options.config, this.workspace, options.env ?? process.env),
       log: this.#log,
       confine: mcpConfinement(this.sandbox, scope, options.config.troupe.sandbox.network),
       agentTools: this.definitions().flatMap((agent) => agent.tools),

@@ -69,8 +69,11 @@ export async function checkServers(
 ): Promise<ServerProbe[]> {
   if (Object.keys(config.troupe.mcpServers).length === 0) return [];
   const { probeServers } = await import("../tools/mcp/mcp-probe.js");
-  const scope = sandboxScope(config, resolve(config.troupe.workspace), env);
+  const { launchScope } = await import("../tools/mcp/mcp-launch.js");
+  const workspace = resolve(config.troupe.workspace);
+  const scope = sandboxScope(config, workspace, env);
   return probeServers(config.troupe.mcpServers, {
+    launch: launchScope(config, workspace, env),
     confine: mcpConfinement(sandbox, scope, config.troupe.sandbox.network),
   });
 }

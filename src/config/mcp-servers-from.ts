@@ -1,5 +1,5 @@
 import { existsSync, realpathSync } from "node:fs";
-import { resolve } from "node:path";
+import { dirname, resolve } from "node:path";
 import { z } from "zod";
 import { JsonFile } from "./json-file.js";
 import { linkOnTheWay } from "./linked-path.js";
@@ -23,8 +23,8 @@ const mcpJsonSchema = z
 
 /**
  * The servers of troupe.yaml's `mcpServersFrom` files (paths relative to the config dir) with its own
- * `mcpServers` over them: an entry of troupe.yaml wins over one of the same name in a file. Problems,
- * with the file's line and column, are appended.
+ * `mcpServers` over them: an entry of troupe.yaml wins over one of the same name in a file. Each
+ * keeps the directory of its file. Problems, with the file's line and column, are appended.
  */
 export function mcpServersOf(
   troupe: TroupeConfig,
@@ -56,9 +56,19 @@ export function mcpServersOf(
     const file = JsonFile.read(path, cwd);
     const servers = file.validate(mcpJsonSchema);
     problems.push(...file.problems);
-    Object.assign(merged, servers?.mcpServers, servers?.servers);
+    Object.assign(merged, from(servers?.mcpServers, dirname(path)), from(servers?.servers, dirname(path)));
   });
-  return { ...merged, ...troupe.mcpServers };
+  return { ...merged, ...from(troupe.mcpServers, dir) };
+}
+
+/** Each server with the directory of the file that defined it, where it starts. */
+function from(
+  servers: Record<string, McpServerConfig> | undefined,
+  dir: string,
+): Record<string, McpServerConfig> {
+  return Object.fromEntries(
+    Object.entries(servers ?? {}).map(([name, server]) => [name, { ...server, dir }]),
+  );
 }
 
 /** `mcpServersFrom` as troupe.yaml writes it: one path, or a list. */

@@ -178,7 +178,10 @@ export const mcpServerSchema = z
       | "sse",
     timeoutMs: timeoutMs ?? (timeout === undefined ? 60_000 : timeout * 1000),
   }));
-export type McpServerConfig = z.infer<typeof mcpServerSchema>;
+export type McpServerConfig = z.infer<typeof mcpServerSchema> & {
+  /** The directory of the file that defined it (troupe.yaml's, or an `mcpServersFrom` file's), set by the loader: where it starts. */
+  dir?: string;
+};
 
 export const natsConfigSchema = z.strictObject({
   /** One URL or several, comma-separated: the first is used while it answers, the next when it does not. */

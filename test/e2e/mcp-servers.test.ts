@@ -83,7 +83,9 @@ describe("an MCP server that does not start", () => {
   });
 
   it("troupe agents validate --check-servers and troupe doctor start each server once and say how it went", async () => {
-    const cwd = project(["mcpServers:", ...FIXTURE_SERVER, ...BROKEN], {
+    // The workspace is ws/, as a run's: the project dir holds the config and the data dir, and a server
+    // of a config dir in the workspace would start in the data dir, which is in it too (refused).
+    const cwd = project(["workspace: ws", "mcpServers:", ...FIXTURE_SERVER, ...BROKEN], {
       user: "name: user\ndescription: Uses both.\ntools: [fixture__*, broken__*]\n",
     });
     const validate = await runTroupe(["agents", "validate", "--check-servers"], { cwd, env: env() });
@@ -107,8 +109,12 @@ describe("an MCP server that does not start", () => {
 
 describe("troupe agents validate --check-servers and what an MCP tool may do", () => {
   it("names a tool that may change things listed by a subagent not marked readOnly, at file:line:col, with exit 2", async () => {
-    const files = ["  files:", `    command: ${q(process.execPath)}`, `    args: [${q(FILESYSTEM)}, "ws"]`];
-    const cwd = project(["mcpServers:", ...files], {
+    const files = [
+      "  files:",
+      `    command: ${q(process.execPath)}`,
+      `    args: [${q(FILESYSTEM)}, "\${workspace}"]`,
+    ];
+    const cwd = project(["workspace: ws", "mcpServers:", ...files], {
       lead: "name: lead\ndescription: Leads.\ntools: [files__write_file]\nsubagents: [scribe]\n",
       scribe: "name: scribe\ndescription: Writes.\ntools: [files__read_text_file, files__write_file]\n",
     });
@@ -131,7 +137,8 @@ describe("MCP configs of other clients", () => {
       '  // VS Code\'s own file: servers under "servers", comments and trailing commas allowed.',
       '  "inputs": [],',
       '  "servers": {',
-      `    "files": { "type": "stdio", "command": ${q(process.execPath)}, "args": [${q(FILESYSTEM)}, "ws"] },`,
+      // VS Code's name for the workspace, as such a file says it.
+      `    "files": { "type": "stdio", "command": ${q(process.execPath)}, "args": [${q(FILESYSTEM)}, "\${workspaceFolder}"] },`,
       "  },",
       "}",
     ].join("\n");

@@ -4,6 +4,8 @@ import type { McpServerConfig } from "../../config/schema.js";
 import { UserError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import type { ToolRegistry } from "../tool.js";
+import { clientFactory } from "./mcp-client.js";
+import { type LaunchScope, McpLaunchRefusedError } from "./mcp-launch.js";
 import { type McpCaller, type McpCallResult, type McpToolInfo, mcpTool } from "./mcp-tool.js";
 import {
   type Confine,
@@ -24,6 +26,8 @@ export type ConnectionState = "connecting" | "ready" | "down" | "closed";
 
 export interface ConnectionOptions {
   workspace: string;
+  /** Where a stdio server starts, and what it may not come from. */
+  launch: LaunchScope;
   log: Logger;
   /** First wait before restarting a crashed server; doubles up to `maxRestartDelayMs`. */
   restartDelayMs?: number;
@@ -53,6 +57,8 @@ export class McpConnection implements McpCaller {
   #nextAttemptAt = 0;
   /** Why it is not running, in a few words; undefined before it ever failed. */
   #reason: string | undefined;
+  /** Why it is never started in this process: it would run what an agent may have written. */
+  #refused: McpLaunchRefusedError | undefined;
   #renewing: Promise<void> | undefined;
   /** The transport that worked: a server that refused Streamable HTTP once is not asked over it again. */
   #kind: TransportKind | undefined;
@@ -115,6 +121,7 @@ export class McpConnection implements McpCaller {
     if (this.state === "ready" && this.#client) return undefined;
     const name = `MCP server "${this.server}"`;
     if (this.state === "closed") return `${name} is closed: troupe is stopping`;
+    if (this.#refused) return this.#refused.message;
     if (this.#reason === undefined) return `${name} is starting`;
     if (this.state === "connecting") return `${name} is not running: ${this.#reason}; starting it now`;
     const seconds = Math.max(1, Math.ceil((this.#nextAttemptAt - Date.now()) / 1000));
@@ -163,27 +170,20 @@ export class McpConnection implements McpCaller {
 
   async #connect(first: boolean): Promise<void> {
     this.state = "connecting";
-    const [{ Client }] = await loadSdk();
     const timeout = this.options.startTimeoutMs ?? 20_000;
     const opened = await openClient(this.server, this.config, {
-      client: () =>
-        new Client(
-          { name: "troupe", version: "0.1.0" },
-          {
-            capabilities: {},
-            listChanged: {
-              tools: {
-                debounceMs: 50,
-                onChanged: (error, tools) => {
-                  if (error) this.#log.warn({ err: error.message }, "could not refresh the tool list");
-                  else if (tools) this.#register(tools as McpToolInfo[], false);
-                },
-              },
-            },
+      client: await clientFactory(this.options.workspace, {
+        tools: {
+          debounceMs: 50,
+          onChanged: (error, tools) => {
+            if (error) this.#log.warn({ err: error.message }, "could not refresh the tool list");
+            else if (tools) this.#register(tools as McpToolInfo[], false);
           },
-        ),
+        },
+      }),
       timeoutMs: timeout,
       log: this.#log,
+      launch: this.options.launch,
       confine: this.options.confine,
       stderr: this.#stderr,
       onclose: (transport) => this.#closed(transport),
@@ -231,9 +231,18 @@ export class McpConnection implements McpCaller {
     void this.#failed(undefined, "MCP server exited");
   }
 
-  /** It is not running: says why (with the last it wrote to stderr) and tries again after a while. */
+  /**
+   * It is not running: says why (with the last it wrote to stderr) and tries again after a while;
+   * one Troupe refused to start is not tried again.
+   */
   async #failed(error: unknown, what: string): Promise<void> {
     this.#reason = error === undefined ? "it exited" : failureReason(error);
+    if (error instanceof McpLaunchRefusedError) {
+      this.#refused = error;
+      if (this.state !== "closed") this.state = "down";
+      this.#log.error(error.message);
+      return;
+    }
     await this.#stderr.settled();
     if (this.state === "closed") return;
     this.state = "down";

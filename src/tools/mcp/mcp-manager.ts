@@ -3,6 +3,7 @@ import { type Logger, silentLogger } from "../../log.js";
 import { MCP_SEPARATOR, splitMcpToolName } from "../catalog.js";
 import type { ToolRegistry } from "../tool.js";
 import { type ConnectionState, McpConnection, McpToolCollisionError } from "./mcp-connection.js";
+import { defaultLaunchScope, type LaunchScope } from "./mcp-launch.js";
 import type { Confine } from "./mcp-transport.js";
 
 export { McpToolCollisionError } from "./mcp-connection.js";
@@ -10,6 +11,11 @@ export { McpServerDownError } from "./mcp-transport.js";
 
 export interface McpManagerOptions {
   workspace: string;
+  /**
+   * Where stdio servers start and what they may not come from (`launchScope` of the config); default:
+   * only the workspace is writable, and servers are from the working directory.
+   */
+  launch?: LaunchScope;
   log?: Logger;
   /** First wait before restarting a crashed server; doubles up to `maxRestartDelayMs`. */
   restartDelayMs?: number;
@@ -53,6 +59,7 @@ export class McpManager {
         .map((tool) => tool?.tool as string);
       const connection = new McpConnection(name, config, registry, {
         ...options,
+        launch: options.launch ?? defaultLaunchScope(options.workspace),
         log: options.log ?? silentLogger,
         expectedTools: [...new Set(expectedTools)],
       });

@@ -30,50 +30,95 @@ export interface PathArgument {
  */
 export function pathArguments(args: unknown): PathArgument[] {
   const found: PathArgument[] = [];
-  const visit = (value: unknown, where: string, underPathKey: boolean) => {
-    if (typeof value === "string") {
-      if (underPathKey || readsAsPath(value)) found.push({ where, value, path: pathOf(value) });
-    } else if (Array.isArray(value)) {
-      for (const [i, item] of value.entries()) visit(item, `${where}[${i}]`, underPathKey);
-    } else if (value !== null && typeof value === "object") {
-      for (const [key, item] of Object.entries(value))
-        visit(item, where ? `${where}.${key}` : key, PATH_KEY.test(key));
-    }
-  };
-  visit(args, "", false);
+  mapPaths(args, "", false, (value, where) => {
+    found.push({ where, value, path: pathOf(value) });
+    return value;
+  });
   return found;
 }
 
+/** The arguments as the server gets them, or the error result for the first path that may not be used. */
+export type CheckedArguments = { args: Record<string, unknown> } | { refused: ToolResult };
+
 /**
- * The error result for the first path argument outside the workspace, or, for a tool that may change
- * things, inside a place tools may not change (`.git`, `.troupe`, the config dir); else undefined.
+ * Holds every path argument to the workspace (and, for a tool that may change things, out of `.git`,
+ * `.troupe` and the config dir) and sends each as Troupe resolved it: the real path, absolute. A
+ * server would resolve a relative path against its own root (server-filesystem: its first allowed
+ * directory), which need not be the workspace; a `file:` URI is absolute already and goes as it is.
  */
-export function pathArgumentError(
-  args: unknown,
+export function checkPathArguments(
+  args: Record<string, unknown>,
   workspace: string,
   options: { readOnly: boolean; protectedDirs?: string[] | undefined; hiddenDirs?: string[] | undefined },
-): ToolResult | undefined {
-  for (const { where, value, path } of pathArguments(args)) {
-    if (path === undefined)
-      return toolError(
-        `${where}: "${value}" is not a file URI this machine can read`,
-        "use a path inside the workspace",
-      );
-    try {
-      if (options.readOnly) resolveInWorkspace(workspace, path, options);
-      else resolveForWrite(workspace, path, { ...options, protectedDirs: options.protectedDirs ?? [] });
-    } catch (error) {
-      if (error instanceof PathOutsideWorkspaceError)
-        return toolError(
-          `${where}: ${error.message}`,
-          options.readOnly
-            ? "use a path inside the workspace"
-            : "use a path inside the workspace that tools may change",
-        );
-      throw error;
-    }
+): CheckedArguments {
+  const refusal = (message: string): never => {
+    throw new Refusal(
+      toolError(
+        message,
+        options.readOnly
+          ? "use a path inside the workspace"
+          : "use a path inside the workspace that tools may change",
+      ),
+    );
+  };
+  try {
+    const checked = mapPaths(args, "", false, (value, where) => {
+      const path = pathOf(value);
+      if (path === undefined) refusal(`${where}: "${value}" is not a file URI this machine can read`);
+      let real: string;
+      try {
+        real = options.readOnly
+          ? resolveInWorkspace(workspace, path as string, options)
+          : resolveForWrite(workspace, path as string, {
+              ...options,
+              protectedDirs: options.protectedDirs ?? [],
+            });
+      } catch (error) {
+        if (error instanceof PathOutsideWorkspaceError) return refusal(`${where}: ${error.message}`);
+        throw error;
+      }
+      if (/^file:/i.test(value)) return value;
+      // A URL (`https://…`) under a path-like key is the server's to read, not a file: it goes as it is,
+      // and may not climb (`x://../…` is `../…` to a server that takes it as a path).
+      if (URL_LIKE.test(value))
+        return value.split(/[/\\]/).includes("..")
+          ? refusal(`${where}: "${value}" climbs out with ".."`)
+          : value;
+      return real;
+    });
+    return { args: checked as Record<string, unknown> };
+  } catch (error) {
+    if (error instanceof Refusal) return { refused: error.result };
+    throw error;
   }
-  return undefined;
+}
+
+/** A value that starts with a URL scheme and `//`. */
+const URL_LIKE = /^[a-z][a-z0-9+.-]*:\/\//i;
+
+/** The first path argument that may not be used, as its error result: thrown out of the walk. */
+class Refusal {
+  constructor(readonly result: ToolResult) {}
+}
+
+/** The arguments with each path string (by key or by value) replaced by what `replace` makes of it. */
+function mapPaths(
+  value: unknown,
+  where: string,
+  underPathKey: boolean,
+  replace: (value: string, where: string) => string,
+): unknown {
+  if (typeof value === "string") return underPathKey || readsAsPath(value) ? replace(value, where) : value;
+  if (Array.isArray(value))
+    return value.map((item, i) => mapPaths(item, `${where}[${i}]`, underPathKey, replace));
+  if (value !== null && typeof value === "object")
+    return Object.fromEntries(
+      Object.entries(value).map(([key, item]) => [
+        key,
+        mapPaths(item, where ? `${where}.${key}` : key, PATH_KEY.test(key), replace),
+      ]),
+    );
+  return value;
 }
 
 function readsAsPath(value: string): boolean {

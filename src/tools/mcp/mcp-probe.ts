@@ -1,8 +1,10 @@
 import type { McpServerConfig } from "../../config/schema.js";
 import { type Logger, silentLogger } from "../../log.js";
 import type { ToolEffect } from "../catalog.js";
+import { clientFactory } from "./mcp-client.js";
+import { type LaunchScope, McpLaunchRefusedError } from "./mcp-launch.js";
 import { mcpToolEffect, mcpToolName } from "./mcp-tool.js";
-import { type Confine, failureReason, loadSdk, openClient, StderrTail } from "./mcp-transport.js";
+import { type Confine, failureReason, openClient, StderrTail } from "./mcp-transport.js";
 
 /** What starting one server once showed. */
 export interface ServerProbe {
@@ -15,6 +17,8 @@ export interface ServerProbe {
 }
 
 export interface ProbeOptions {
+  /** Where each server starts, and what it may not come from: as a run on the same config starts it. */
+  launch: LaunchScope;
   confine?: Confine | undefined;
   /** How long each server may take to start and list its tools. Default 20000. */
   timeoutMs?: number;
@@ -28,7 +32,7 @@ export interface ProbeOptions {
  */
 export function probeServers(
   servers: Record<string, McpServerConfig>,
-  options: ProbeOptions = {},
+  options: ProbeOptions,
 ): Promise<ServerProbe[]> {
   return Promise.all(
     Object.entries(servers).map(([server, config]) =>
@@ -44,16 +48,16 @@ async function probeServer(
   config: McpServerConfig,
   options: ProbeOptions,
 ): Promise<ServerProbe> {
-  const [{ Client }] = await loadSdk();
   const timeoutMs = options.timeoutMs ?? 20_000;
   const stderr = new StderrTail(2);
   const log = (options.log ?? silentLogger).child({ component: "mcp", server });
   let opened: Awaited<ReturnType<typeof openClient>> | undefined;
   try {
     opened = await openClient(server, config, {
-      client: () => new Client({ name: "troupe", version: "0.1.0" }, { capabilities: {} }),
+      client: await clientFactory(options.launch.workspace),
       timeoutMs,
       log,
+      launch: options.launch,
       confine: options.confine,
       stderr,
       onclose: () => {},
@@ -70,6 +74,8 @@ async function probeServer(
       })),
     };
   } catch (error) {
+    if (error instanceof McpLaunchRefusedError)
+      return { server, ok: false, says: `not started: ${error.why}` };
     await stderr.settled();
     return { server, ok: false, says: `did not start: ${failureReason(error)}${stderr.describe()}` };
   } finally {

@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { McpServerConfig } from "../../config/schema.js";
 import { MCP_SEPARATOR, type ToolEffect } from "../catalog.js";
 import { type Tool, type ToolResult, toolError } from "../tool.js";
-import { pathArgumentError } from "./mcp-paths.js";
+import { checkPathArguments } from "./mcp-paths.js";
 import { McpServerDownError } from "./mcp-transport.js";
 
 /** The SDK's `ErrorCode.RequestTimeout`, named here so the SDK is loaded only when a server is configured. */
@@ -52,7 +52,7 @@ export function mcpToolEffect(
  * One MCP tool as a Troupe tool. It counts as `execute` unless its server is marked `readOnly` or the
  * tool says `readOnlyHint`; it is run again after a crash cut it short only when it says `idempotentHint`. Every argument that names a path, at any depth, is held to the workspace
  * (and, unless the tool only reads, kept out of `.git`, `.troupe` and the config dir), whatever the
- * server allows.
+ * server allows, and sent as the absolute path Troupe resolved it to.
  */
 export function mcpTool(caller: McpCaller, info: McpToolInfo, workspace: string): Tool {
   const effect = mcpToolEffect(caller.config, info);
@@ -75,10 +75,14 @@ export function mcpTool(caller: McpCaller, info: McpToolInfo, workspace: string)
     // The server's own call timeout applies first; this is a backstop.
     timeoutMs: caller.config.timeoutMs + 5000,
     async execute(args, { signal, protectedDirs, hiddenDirs }) {
-      const refused = pathArgumentError(args, workspace, { readOnly, protectedDirs, hiddenDirs });
-      if (refused) return refused;
+      const checked = checkPathArguments(args as Record<string, unknown>, workspace, {
+        readOnly,
+        protectedDirs,
+        hiddenDirs,
+      });
+      if ("refused" in checked) return checked.refused;
       try {
-        return toResult(await caller.call(info.name, args as Record<string, unknown>, signal));
+        return toResult(await caller.call(info.name, checked.args, signal));
       } catch (error) {
         if ((error as { code?: unknown }).code === MCP_REQUEST_TIMEOUT) {
           return toolError(

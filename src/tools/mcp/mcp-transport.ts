@@ -5,6 +5,7 @@ import type { McpServerConfig } from "../../config/schema.js";
 import { TroupeError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import { cleanOutput } from "../../safety/hygiene.js";
+import { type Launch, type LaunchScope, McpLaunchRefusedError, planLaunch } from "./mcp-launch.js";
 
 /** How a client reaches its server: a child process, Streamable HTTP, or the legacy HTTP+SSE transport. */
 export type TransportKind = "stdio" | "streamable-http" | "sse";
@@ -28,6 +29,7 @@ let sdk:
         typeof import("@modelcontextprotocol/sdk/client/stdio.js"),
         typeof import("@modelcontextprotocol/sdk/client/streamableHttp.js"),
         typeof import("@modelcontextprotocol/sdk/client/sse.js"),
+        typeof import("@modelcontextprotocol/sdk/types.js"),
       ]
     >
   | undefined;
@@ -37,6 +39,7 @@ export const loadSdk = () => {
     import("@modelcontextprotocol/sdk/client/stdio.js"),
     import("@modelcontextprotocol/sdk/client/streamableHttp.js"),
     import("@modelcontextprotocol/sdk/client/sse.js"),
+    import("@modelcontextprotocol/sdk/types.js"),
   ]);
   return sdk;
 };
@@ -77,6 +80,8 @@ export interface OpenOptions {
   client: () => Client;
   timeoutMs: number;
   log: Logger;
+  /** Where a stdio server starts, and what it may not come from. */
+  launch: LaunchScope;
   confine?: Confine | undefined;
   /** Keeps a stdio server's last stderr lines (each line is logged too). */
   stderr: StderrTail;
@@ -104,9 +109,15 @@ export async function openClient(
 ): Promise<OpenedClient> {
   const [, stdio, http, sse] = await loadSdk();
   if (!config.url) {
+    const launch = planLaunch(server, config, options.launch, stdio.getDefaultEnvironment());
+    if (launch.leftOut.length > 0)
+      options.log.info(
+        { leftOut: launch.leftOut },
+        "PATH entries an agent may write are left out of its PATH",
+      );
     const transport = new stdio.StdioClientTransport({
-      ...command(server, config, { ...stdio.getDefaultEnvironment(), ...config.env }, options.confine),
-      ...(config.cwd ? { cwd: config.cwd } : {}),
+      ...command(server, config.sandbox, launch, options.confine),
+      cwd: launch.cwd,
       stderr: "pipe",
     });
     logLines(transport.stderr as NodeJS.ReadableStream | null, options);
@@ -176,15 +187,14 @@ function refusedStreamable(
 /** The stdio server's command line, inside the sandbox when its entry says so. */
 function command(
   server: string,
-  config: McpServerConfig,
-  env: Record<string, string>,
+  sandbox: McpServerConfig["sandbox"],
+  launch: Launch,
   confine: Confine | undefined,
 ): { command: string; args: string[]; env: Record<string, string> } {
-  const argv = [config.command as string, ...config.args];
-  if (!config.sandbox) return { command: argv[0] as string, args: argv.slice(1), env };
+  if (!sandbox) return { command: launch.command, args: launch.args, env: launch.env };
   if (!confine)
     throw new McpServerDownError(`the MCP server "${server}" asks for the sandbox, and there is none here`);
-  const confined = confine(config.sandbox, argv, env);
+  const confined = confine(sandbox, [launch.command, ...launch.args], launch.env);
   return { command: confined.file, args: confined.args, env: confined.env };
 }
 
@@ -213,6 +223,7 @@ function logLines(stream: NodeJS.ReadableStream | null, options: OpenOptions): v
 /** Why a server did not start, as a person reads it: the SDK's "Connection closed" is the process exiting. */
 export function failureReason(error: unknown): string {
   // Troupe's own words are already one line, and say how to mend it at their end.
+  if (error instanceof McpLaunchRefusedError) return error.why;
   if (error instanceof McpServerDownError) return error.message;
   const line = oneLine(error);
   return /Connection closed/i.test(line) ? "it exited as it started" : line;

@@ -1,0 +1,28 @@
+import { resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import type { Client, ClientOptions } from "@modelcontextprotocol/sdk/client/index.js";
+import { realPathOrUndefined } from "../../util/paths.js";
+import { loadSdk } from "./mcp-transport.js";
+
+/**
+ * Makes Troupe's clients of MCP servers. Each declares the `roots` capability and answers
+ * `roots/list` with the workspace, by its real path, as the one root: a server that honours roots
+ * (server-filesystem does) holds itself to it whatever its arguments allow. The workspace of a
+ * runtime (and of its servers) never changes, so roots/list_changed is never sent.
+ */
+export async function clientFactory(
+  workspace: string,
+  listChanged?: ClientOptions["listChanged"],
+): Promise<() => Client> {
+  const [{ Client }, , , , { ListRootsRequestSchema }] = await loadSdk();
+  const root = realPathOrUndefined(workspace) ?? resolve(workspace);
+  const roots = [{ uri: pathToFileURL(root).href, name: "workspace" }];
+  return () => {
+    const client = new Client(
+      { name: "troupe", version: "0.1.0" },
+      { capabilities: { roots: {} }, ...(listChanged ? { listChanged } : {}) },
+    );
+    client.setRequestHandler(ListRootsRequestSchema, () => ({ roots }));
+    return client;
+  };
+}
