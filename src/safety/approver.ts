@@ -7,8 +7,13 @@ export interface ApprovalRequest {
   tool: string;
   arguments: string;
   effect: ToolEffect;
-  /** The exact command, or the diff of the change (redacted). */
+  /**
+   * The exact command, or the diff of the change (redacted); when the call is asked because it leaves
+   * the sandbox, ended by `\n(asked because <because>)`.
+   */
   detail: string;
+  /** Why this call is asked, in Troupe's words (it asks for the network, to run outside the sandbox). */
+  because?: string;
   /** The paths the call touches. */
   paths: string[];
 }

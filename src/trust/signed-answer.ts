@@ -41,13 +41,27 @@ export interface RequestFacts {
   effect: string;
   detail: string;
   paths: readonly string[];
+  /** Why it is asked, when Troupe says (digested only then). */
+  because?: string | undefined;
   /** Random, per request record: a request asked again is a new request. */
   nonce: string;
   createdAt: number;
 }
 
 export function requestDigest(facts: RequestFacts): string {
-  const { runId, agentId, callId, tool, arguments: args, effect, detail, paths, nonce, createdAt } = facts;
+  const {
+    runId,
+    agentId,
+    callId,
+    tool,
+    arguments: args,
+    effect,
+    detail,
+    paths,
+    because,
+    nonce,
+    createdAt,
+  } = facts;
   const canonical = JSON.stringify([
     "troupe-approval-request/v1",
     runId,
@@ -60,6 +74,7 @@ export function requestDigest(facts: RequestFacts): string {
     [...paths],
     nonce,
     createdAt,
+    ...(because === undefined ? [] : [because]),
   ]);
   return createHash("sha256").update(canonical).digest("base64url");
 }
