@@ -54,18 +54,19 @@ export function visibleLine(text: string): string {
   );
 }
 
-// In JSON text, C0 controls are escaped already (JSON.parse refuses them raw in a string) and may
-// stand between tokens as whitespace: the rest of what `visible` shows may stand raw in a string.
+// In JSON text a C0 control can only be whitespace between tokens (a string has them escaped): tab,
+// newline, carriage return. The rest of what `visible` shows may stand raw in a string.
 const RAW_IN_JSON =
   /[\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]|\udb40[\udc00-\udc7f]/g;
 
 /**
- * JSON text with the characters `visible` shows that JSON.stringify leaves raw (DEL, C1, bidi and
- * invisible formatting) written as `\u` escapes: the same value, and nothing in it a terminal obeys
- * when the JSON is printed on one (`--json`, logs).
+ * Valid JSON text on one line, with the characters `visible` shows that JSON.stringify leaves raw
+ * (DEL, C1, bidi and invisible formatting) written as `\u` escapes: the same value, and nothing in
+ * it a terminal obeys when it is printed on one (`--json`, logs, events as another writer sent them,
+ * whose whitespace may hold a carriage return).
  */
 export function jsonVisible(json: string): string {
-  return json.replace(RAW_IN_JSON, (unit) =>
+  return json.replace(/[\t\n\r]/g, "").replace(RAW_IN_JSON, (unit) =>
     unit
       .split("")
       .map((half) => `\\u${half.charCodeAt(0).toString(16).padStart(4, "0")}`)

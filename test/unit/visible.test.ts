@@ -89,6 +89,12 @@ describe("jsonVisible", () => {
     expect(json).toContain("\\u009b2J");
     expect(JSON.parse(json)).toEqual(value);
   });
+
+  it("takes the whitespace another writer put between tokens off, so a line stays one line and nothing is written over", () => {
+    const json = '{"type":"x",\r"data":\n\t{"text":"a\\r\\nb"}}';
+    expect(jsonVisible(json)).toBe('{"type":"x","data":{"text":"a\\r\\nb"}}');
+    expect(JSON.parse(jsonVisible(json))).toEqual(JSON.parse(json));
+  });
 });
 
 describe("quoted", () => {
