@@ -385,7 +385,9 @@ describe("the embedded default", () => {
     const named = await s.troupe(["approve", "call_same", "--deny", "--run", two as string]);
     expect(named.code).toBe(0);
     expect(named.stderr).toMatch(
-      new RegExp(`^run ${two}, agent \\S+: shell \\(execute\\) wants to:\n  command \\(1 line\\): "touch same.txt"\n`),
+      new RegExp(
+        `^run ${two}, agent \\S+: shell \\(execute\\) wants to:\n  command \\(1 line\\): "touch same.txt"\n`,
+      ),
     );
     expect(await runs[1]?.exit).toBe(0);
     // The other run still waits, and is the only one left to answer.
