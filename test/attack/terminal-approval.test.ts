@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, expect, it } from "vitest";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
-import { runTroupe, spawnTroupe, TROUPE_BIN, tempTree } from "../support/cli.js";
+import { onTerminal, runTroupe, spawnTroupe, TROUPE_BIN, tempTree } from "../support/cli.js";
 import { embeddedDaemon } from "../support/embedded-daemon.js";
 import { Tmux } from "../support/tmux.js";
 import { waitFor } from "../support/wait.js";
@@ -167,3 +167,47 @@ it("the observer's panel, troupe approvals and troupe approve show the same comm
   await run.exit;
   expect(existsSync(join(h.dir, "pwned.txt"))).toBe(false);
 }, 90_000);
+
+it("a path with escapes in it is shown, never obeyed, in the diff's header and on the paths line", async () => {
+  const path = `notes${ESC}[2K\r${ESC}]0;owned\x07.txt`;
+  const model = await ScriptedModelServer.start([
+    {
+      match: { turn: 1 },
+      reply: {
+        toolCalls: [{ name: "write_file", arguments: { path, content: "hello\n" }, id: "call_note" }],
+      },
+    },
+    { match: { turn: 2 }, reply: { text: "Fine." } },
+  ]);
+  cleanups.push(() => model.close());
+  const { dir, dispose } = tempTree({
+    "config/troupe.yaml": "defaultAgent: coder\ndefaultModel: scripted\n",
+    "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [write_file]\n",
+    "ws/README.md": "# a project\n",
+  });
+  cleanups.push(dispose);
+  const run = onTerminal(
+    ["--config", join(dir, "config"), "run", "--local", "-w", "ws", "--approval", "ask", "Note it"],
+    {
+      cwd: dir,
+      env: {
+        ...process.env,
+        OPENAI_BASE_URL: model.baseURL,
+        OPENAI_API_KEY: "",
+        TROUPE_DATA_DIR: join(dir, ".data"),
+      },
+    },
+  );
+  cleanups.push(() => void run.child.kill("SIGKILL"));
+  await waitFor("the question", () => run.output().includes("always:"), 20_000);
+  run.child.stdin.write("n\n");
+  await run.exit;
+  const output = run.output();
+  // What the path carries never reaches the terminal as it is: no line erased, no title set.
+  expect(output).not.toContain(`${ESC}[2K`);
+  expect(output).not.toContain(`${ESC}]`);
+  expect(output).not.toContain("\x07");
+  const shown = "notes\\e[2K\\r\\e]0;owned\\x07.txt";
+  expect(output).toContain(`  │ +++ b/${shown}`);
+  expect(output).toContain(`  paths: ${shown}`);
+}, 60_000);
