@@ -14,11 +14,12 @@ const FLAG_TAGS = /\u{1f3f4}[\u{e0020}-\u{e007e}]+\u{e007f}/u;
  * ends a line), DEL and C1; the invisible formatting characters, bidi controls among them, that make
  * a text look other than it is (zero-width spaces and joiners, direction marks, embeddings,
  * overrides and isolates, word joiner and invisible operators, line and paragraph separators, the
- * byte order mark, interlinear annotation, soft hyphen, tag characters).
+ * byte order mark, interlinear annotation, soft hyphen, tag characters, the Hangul fillers that
+ * stand alone as blank letters).
  */
 const HIDDEN =
   // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point here
-  /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb\u{e0000}-\u{e007f}]|\r(?!\n)/u;
+  /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb\u{e0000}-\u{e007f}]|\r(?!\n)/u;
 const PATTERN = new RegExp(`(${FLAG_TAGS.source})|(${EMOJI_JOINER.source})|${HIDDEN.source}`, "gu");
 
 /** `\e` for ESC, `\r` for a lone carriage return, `\x07` for other C0 and DEL, `\u202e` for the rest. */
@@ -57,7 +58,7 @@ export function visibleLine(text: string): string {
 // In JSON text a C0 control can only be whitespace between tokens (a string has them escaped): tab,
 // newline, carriage return. The rest of what `visible` shows may stand raw in a string.
 const RAW_IN_JSON =
-  /[\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]|\udb40[\udc00-\udc7f]/g;
+  /[\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb]|\udb40[\udc00-\udc7f]/g;
 
 /**
  * Valid JSON text on one line, with the characters `visible` shows that JSON.stringify leaves raw

@@ -50,6 +50,8 @@ describe("visible", () => {
       "\u2029",
       "\u2060",
       "\u00ad",
+      "\u3164",
+      "\uffa0",
     ];
     for (const char of hidden)
       expect(visible(`a${char}b`)).toBe(`a\\u${char.codePointAt(0)?.toString(16).padStart(4, "0")}b`);
