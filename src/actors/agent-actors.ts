@@ -11,6 +11,7 @@ import type {
   ToolBatchOutput,
 } from "../machines/agent-types.js";
 import type { ChatMessage } from "../model/types.js";
+import type { Confinement } from "../sandbox/plan.js";
 import type { ActiveSkills } from "../skills/active-skills.js";
 import type { PlannedCall } from "../tools/plan.js";
 import { type BatchOptions, runBatch } from "../tools/run-batch.js";
@@ -48,6 +49,8 @@ export interface AgentActorsSetup {
   skills: Pick<ActiveSkills, "loaded">;
   journal?: BatchOptions["journal"];
   gate?: BatchOptions["gate"];
+  /** A read-only agent's: the most any of its commands may be given, checked where each starts. */
+  sandboxLimit?: Confinement;
   /** Model calls already made (a resumed agent's). */
   turns: number;
   /** Restored from a snapshot: its first batch says at its end what was cut short. */
@@ -152,6 +155,7 @@ export class AgentActors implements HostedActors {
         ...(definition.skills ? { skills: definition.skills } : {}),
         skillDirs: this.setup.skillDirs,
         skillLoaded: (skill) => this.setup.skills.loaded(skill),
+        ...(this.setup.sandboxLimit ? { sandboxLimit: this.setup.sandboxLimit } : {}),
       },
       signal,
       redactor: deps.redactor,

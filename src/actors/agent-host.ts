@@ -8,6 +8,7 @@ import { totalSpend } from "../machines/agent-machine.js";
 import { persistedFacts } from "../machines/agent-persisted.js";
 import type { AgentCommand } from "../machines/agent-types.js";
 import { ZERO_USAGE } from "../model/types.js";
+import { readOnlyLimit } from "../safety/policy.js";
 import { UNTRUSTED_NOTE } from "../safety/untrusted.js";
 import { ActiveSkills } from "../skills/active-skills.js";
 import { withSkill } from "../skills/skills.js";
@@ -215,6 +216,7 @@ function actorsOf(
     skills,
     ...journalOf(deps, runId, agentId, restore),
     ...(gateOf(deps, runId, agentId, definition.name) ?? {}),
+    ...(settings.readOnlyBecause !== undefined ? { sandboxLimit: readOnlyLimit(settings.sandbox) } : {}),
     turns: restore ? persistedFacts(restore.snapshot).turns : 0,
     resumed: restore !== undefined,
   });

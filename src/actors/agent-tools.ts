@@ -136,7 +136,8 @@ export async function askEach(
         call.askBecause ? `${preview.detail}\n(asked because ${call.askBecause})` : preview.detail,
       ),
       paths: preview.paths,
-      ...(call.askBecause ? { because: deps.redactor.redact(call.askBecause) } : {}),
+      // A question of its own for whoever answers: no "always" given before covers it.
+      ...(call.askBecause ? { escalation: deps.redactor.redact(call.askBecause) } : {}),
     };
     const { runId: _r, agentId: _a, tool, ...shown } = request;
     events.emit("approval.requested", { ...shown, name: tool });

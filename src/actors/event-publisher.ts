@@ -7,6 +7,23 @@ import type { AgentEventMap, AgentEventType } from "./agent-events.js";
 /** Events one append carries at most; more wait for the next. */
 const MAX_BATCH = 512;
 
+/** Streamed text is held at most this long, and this many characters, before it leaves as one event. */
+export const TEXT_HOLD_MS = 50;
+export const TEXT_HOLD_CHARS = 4096;
+
+/** The events whose adjacent payloads are merged: text streamed a token at a time. */
+type TextEventType = "model.delta" | "model.reasoning";
+const isTextEvent = (type: AgentEventType): type is TextEventType =>
+  type === "model.delta" || type === "model.reasoning";
+
+/** Streamed text not yet sent: its seq is taken when it opens, so nothing can overtake it. */
+interface HeldText {
+  type: TextEventType;
+  seq: number;
+  text: string;
+  timer: ReturnType<typeof setTimeout>;
+}
+
 /**
  * Publishes one agent's events to the event log in the order they were made, numbering them without
  * gaps. One append is in flight at a time, so a slow or retried append never lets a later event
@@ -15,6 +32,12 @@ const MAX_BATCH = 512;
  * microtask after the first event that finds none in flight, so the events of one transition (a
  * state change, the usage, a tool's start) leave together rather than the first alone: the bus
  * writes at the end of the event loop's turn anyway.
+ *
+ * Adjacent `model.delta` (and `model.reasoning`) events are merged into one before they leave: the
+ * first opens a held event with the next seq, later ones of the same type add their text to it, and it
+ * is sent after `TEXT_HOLD_MS`, at `TEXT_HOLD_CHARS`, or as soon as any other event is made (or
+ * `flushed` is asked), whichever comes first. So a reader sees text within 50 ms, in order, and a
+ * thousand agents streaming tokens make a few dozen messages a second each, not one a token.
  */
 export class EventPublisher {
   #seq: number;
@@ -29,6 +52,7 @@ export class EventPublisher {
   #waiters: Array<{ upTo: number; resolve: () => void }> = [];
   /** Another host owns the agent now: nothing more is published from here. */
   #silenced = false;
+  #held: HeldText | undefined;
   readonly #epoch: number;
 
   constructor(
@@ -53,12 +77,40 @@ export class EventPublisher {
   /** Every string in the data is redacted before it leaves the process. */
   emit<T extends AgentEventType>(type: T, data: AgentEventMap[T]): void {
     if (this.#silenced) return;
+    if (isTextEvent(type)) this.#holdText(type, (data as AgentEventMap[TextEventType]).text);
+    else {
+      this.#releaseHeld();
+      this.#enqueue(this.#seq++, type, data);
+    }
+  }
+
+  #holdText(type: TextEventType, text: string): void {
+    const held = this.#held;
+    if (held?.type === type) held.text += text;
+    else {
+      this.#releaseHeld();
+      this.#held = { type, seq: this.#seq++, text, timer: setTimeout(this.#releaseHeld, TEXT_HOLD_MS) };
+      this.#held.timer.unref?.();
+    }
+    if ((this.#held as HeldText).text.length >= TEXT_HOLD_CHARS) this.#releaseHeld();
+  }
+
+  /** Sends the held text, if any, as one event. */
+  readonly #releaseHeld = (): void => {
+    const held = this.#held;
+    if (!held) return;
+    this.#held = undefined;
+    clearTimeout(held.timer);
+    this.#enqueue(held.seq, held.type, { text: held.text });
+  };
+
+  #enqueue<T extends AgentEventType>(seq: number, type: T, data: AgentEventMap[T]): void {
     this.#queue.push(
       makeEnvelope({
         runId: this.runId,
         agentId: this.agentId,
         parentId: this.parentId,
-        seq: this.#seq++,
+        seq,
         type,
         epoch: this.#epoch,
         data: this.redactor ? this.redactor.redactDeep(data) : data,
@@ -106,6 +158,8 @@ export class EventPublisher {
    */
   silence(): void {
     this.#silenced = true;
+    if (this.#held) clearTimeout(this.#held.timer);
+    this.#held = undefined;
     this.#queue = [];
     this.#settled = this.#made;
     for (const waiter of this.#waiters.splice(0)) waiter.resolve();
@@ -113,6 +167,7 @@ export class EventPublisher {
 
   /** Resolves when every event emitted so far is in the log (or could not be put there, logged). */
   flushed(): Promise<void> {
+    this.#releaseHeld();
     if (this.#settled >= this.#made) return Promise.resolve();
     return new Promise((resolve) => this.#waiters.push({ upTo: this.#made, resolve }));
   }

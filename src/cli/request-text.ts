@@ -2,16 +2,16 @@ import type { ApprovalRequest } from "../safety/approver.js";
 import { quoted, visibleLine } from "../util/visible.js";
 
 /** What every terminal that asks shows of a request: the parts of it a person decides on. */
-type Shown = Pick<ApprovalRequest, "tool" | "effect" | "detail" | "paths" | "because">;
+type Shown = Pick<ApprovalRequest, "tool" | "effect" | "detail" | "paths" | "escalation">;
 
 /**
  * The command or diff the call would run or make, without the `(asked because …)` line its host
- * ended the detail with: that is Troupe's, and shown on a line of its own (`because`). Only a request
+ * ended the detail with: that is Troupe's, and shown on a line of its own (`becauseLine`). Only a request
  * that names its reason has it taken off; anything else in the detail is the call's.
  */
-export function requestText(request: Pick<ApprovalRequest, "detail" | "because">): string {
-  if (request.because === undefined) return request.detail;
-  const suffix = `\n(asked because ${request.because})`;
+export function requestText(request: Pick<ApprovalRequest, "detail" | "escalation">): string {
+  if (request.escalation === undefined) return request.detail;
+  const suffix = `\n(asked because ${request.escalation})`;
   return request.detail.endsWith(suffix) ? request.detail.slice(0, -suffix.length) : request.detail;
 }
 
@@ -31,9 +31,9 @@ export function quotedLines(text: string): string[] {
   return quoted(text).split("\n");
 }
 
-/** `asked because …`, when the request says: after the text, on a line nothing in the text can reach. */
-export function becauseLine(request: Pick<ApprovalRequest, "because">): string | undefined {
-  return request.because === undefined ? undefined : `asked because ${visibleLine(request.because)}`;
+/** `(asked because …)`, when the request says: after the text, on a line nothing in the text can reach. */
+export function becauseLine(request: Pick<ApprovalRequest, "escalation">): string | undefined {
+  return request.escalation === undefined ? undefined : `(asked because ${visibleLine(request.escalation)})`;
 }
 
 /**

@@ -19,9 +19,11 @@ export class QuestionWithdrawnError extends TroupeError {
 
 /**
  * Asks the person at the terminal: y (once), n (deny; anything after is the reason the model sees),
- * a (always: this tool for the rest of the run). Anything else, Enter included, is asked again:
- * there is no default. Requests are asked one at a time, each once `shown(callId)` resolves: when
- * the run's output has caught up with it, so the question comes after everything that led to it.
+ * a (always: this tool's calls that stay in the sandbox, for the rest of the run). A call that would
+ * leave the sandbox (`escalation`) is asked every time: no "always" covers it, and `a` to it allows
+ * that call only. Anything else, Enter included, is asked again: there is no default. Requests are
+ * asked one at a time, each once `shown(callId)` resolves: when the run's output has caught up with
+ * it, so the question comes after everything that led to it.
  */
 export function ttyApprover(
   shown: (callId: string) => Promise<void> = async () => {},
@@ -37,12 +39,14 @@ export function ttyApprover(
     await shown(request.callId);
     if (withdrawn.has(request.callId))
       throw new QuestionWithdrawnError(`${request.callId} was decided elsewhere`);
-    if (always.has(request.tool)) return { approved: true, by: "user", reason: "always allowed in this run" };
+    const escalation = request.escalation !== undefined;
+    if (always.has(request.tool) && !escalation)
+      return { approved: true, by: "user", reason: "always allowed in this run" };
     const stop = new AbortController();
     asking = { callId: request.callId, stop };
     try {
       output.write(
-        `${describeRequest(request)}\n? allow ${visibleLine(request.tool)} (${visibleLine(request.callId)})? y = yes, n [reason] = no, a = always: `,
+        `${describeRequest(request)}\n? allow ${visibleLine(request.tool)} (${visibleLine(request.callId)})? y = yes, n [reason] = no, ${escalation ? "a = this once (it leaves the sandbox)" : "a = always"}: `,
       );
       for (;;) {
         const answer = await lines.next(AbortSignal.any([signal, stop.signal]));
@@ -57,6 +61,8 @@ export function ttyApprover(
             return { approved: false, by: "user", reason: rest.join(" ") || "the user said no" };
           case "a":
           case "always":
+            if (escalation)
+              return { approved: true, by: "user", reason: "allowed once: it leaves the sandbox" };
             always.add(request.tool);
             return { approved: true, by: "user", reason: "always allowed in this run" };
         }

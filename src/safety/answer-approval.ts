@@ -21,7 +21,7 @@ const recordSchema = z.object({
     effect: z.enum(["read", "write", "execute"]),
     detail: z.string(),
     paths: z.array(z.string()),
-    because: z.string().optional(),
+    escalation: z.string().optional(),
   }),
   requestId: z.string(),
   nonce: z.string(),

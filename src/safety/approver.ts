@@ -7,15 +7,16 @@ export interface ApprovalRequest {
   tool: string;
   arguments: string;
   effect: ToolEffect;
-  /**
-   * The exact command, or the diff of the change (redacted); when the call is asked because it leaves
-   * the sandbox, ended by `\n(asked because <because>)`.
-   */
+  /** The exact command, or the diff of the change (redacted). */
   detail: string;
-  /** Why this call is asked, in Troupe's words (it asks for the network, to run outside the sandbox). */
-  because?: string;
   /** The paths the call touches. */
   paths: string[];
+  /**
+   * Set when the call would leave the sandbox (the network, no sandbox, the sandbox off or missing
+   * on this machine): why. Such a request is a question of its own: no earlier "always" answer
+   * covers it, and "always" given to it allows it once.
+   */
+  escalation?: string;
 }
 
 export interface ApprovalAnswer {

@@ -38,6 +38,8 @@ export interface SandboxSettings {
 export interface Decision {
   decision: PolicyDecision;
   reason?: string;
+  /** For a denial: what the model can do instead, when there is something better than doing without. */
+  next?: string;
   /** For a sandboxed tool: how the call runs if it runs. */
   sandbox?: Confinement;
 }
@@ -101,14 +103,23 @@ export function decide(
  * runs it workspace-write, `yolo` runs it unconfined unless a sandbox mode is configured. Leaving
  * the sandbox (the network, no sandbox at all, or a machine without one) is always asked about
  * (denied under `never-ask`, where nobody is asked), except under yolo. A read-only agent's calls
- * run read-only without asking and can never leave the sandbox.
+ * run read-only without asking and can never leave the sandbox: its escalation is refused under every
+ * policy, yolo included, and nobody is asked.
  */
 function decideConfined(
   policy: ApprovalPolicy,
   judgement: CallJudgement | undefined,
   settings: SandboxSettings,
 ): Decision {
-  let mode: SandboxMode = settings.readOnly ? "read-only" : (settings.mode ?? POLICY_SANDBOX[policy]);
+  if (settings.readOnly && judgement?.escalate)
+    return {
+      decision: "deny",
+      reason: `denied: this agent only reads, so its commands never leave the read-only sandbox (it asked for ${judgement.escalate === "network" ? "network access" : "no sandbox"}), under every policy`,
+      next: "run the command again without escalate, or report back what it needs and why",
+    };
+  let mode: SandboxMode = settings.readOnly
+    ? readOnlyLimit(settings).mode
+    : (settings.mode ?? POLICY_SANDBOX[policy]);
   let network = settings.network;
   const leaving: string[] = [];
   if (judgement?.escalate === "network" && !network) {
@@ -116,8 +127,6 @@ function decideConfined(
     leaving.push("it asks for network access");
   }
   if (judgement?.escalate === "unsandboxed") {
-    if (settings.readOnly)
-      return deny("this agent only reads: its commands run in the read-only sandbox or not at all");
     if (mode !== "off") leaving.push("it asks to run outside the sandbox");
     mode = "off";
   }
@@ -136,6 +145,11 @@ function decideConfined(
   }
   if (settings.readOnly || policy !== "ask") return { decision: "allow", sandbox };
   return { decision: "ask", sandbox };
+}
+
+/** The most a read-only agent's command is ever given: the read-only sandbox, the network only when configured on. */
+export function readOnlyLimit(settings: Pick<SandboxSettings, "network">): Confinement {
+  return { mode: "read-only", network: settings.network };
 }
 
 function deny(reason: string): Decision {

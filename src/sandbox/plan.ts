@@ -24,6 +24,20 @@ export interface Confinement {
 /** The strictest confinement: what a command gets when nothing says otherwise. */
 export const STRICTEST: Confinement = { mode: "read-only", network: false };
 
+const OPENNESS: Readonly<Record<SandboxMode, number>> = { "read-only": 0, "workspace-write": 1, off: 2 };
+
+/**
+ * Why `confinement` gives a command more than `limit` allows (a more open mode, or the network the
+ * limit does not have; no sandbox has the network), or undefined when it stays within it.
+ */
+export function beyond(confinement: Confinement, limit: Confinement): string | undefined {
+  if (OPENNESS[confinement.mode] > OPENNESS[limit.mode])
+    return confinement.mode === "off" ? "no sandbox" : `the ${confinement.mode} sandbox`;
+  const network = confinement.network || confinement.mode === "off";
+  if (network && !limit.network) return "network access";
+  return undefined;
+}
+
 export type Mount =
   /** The host's `source` (default: the same path) at `path`, read-only. */
   | { kind: "read"; path: string; source?: string }

@@ -21,7 +21,10 @@ export interface PlannedCall {
   result?: ToolResult;
   /** For a tool that runs in the sandbox: how this call runs. */
   sandbox?: Confinement;
-  /** Why the person is asked, when it is more than the policy (a command leaving the sandbox). */
+  /**
+   * Set when the call leaves the sandbox (the network, no sandbox, the sandbox off or missing): why.
+   * The person is asked about it on its own: no earlier "always" covers it.
+   */
   askBecause?: string;
 }
 
@@ -120,7 +123,7 @@ export function planCalls(
     }
     const judgement = tool.judge?.(parseArguments(tool.parameters, call.function.arguments), workspace);
     const decided = decide(policy, tool.effect, judgement, tool.sandboxed ? sandbox : undefined);
-    const { reason, sandbox: confinement } = decided;
+    const { reason, next, sandbox: confinement } = decided;
     const leaving = tool.sandboxed && reason !== undefined;
     const decision =
       decided.decision === "ask" && !leaving && judgement?.understood !== false && options.preApproved?.(name)
@@ -137,7 +140,7 @@ export function planCalls(
     if (decision === "deny") {
       planned.result = toolError(
         reason ?? `${name} is not allowed under the "${policy}" approval policy`,
-        "do without this call, or ask the user to change the approval policy",
+        next ?? "do without this call, or ask the user to change the approval policy",
       );
     }
     return planned;

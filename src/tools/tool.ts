@@ -56,6 +56,12 @@ export interface ToolContext {
   skillLoaded?: (skill: LoadedSkill) => void;
   /** How this call's command is confined, for a tool that runs in the sandbox; absent: the strictest. */
   sandbox?: Confinement;
+  /**
+   * The most any call of this agent may be given (a read-only agent's: the read-only sandbox, and
+   * the network only when troupe.yaml turns it on): a sandboxed tool refuses a call confined beyond
+   * it, whatever its plan or approval said.
+   */
+  sandboxLimit?: Confinement;
 }
 
 /** What a person deciding on a call sees: the exact change or command, and the paths it touches. */

@@ -41,27 +41,17 @@ export interface RequestFacts {
   effect: string;
   detail: string;
   paths: readonly string[];
-  /** Why it is asked, when Troupe says (digested only then). */
-  because?: string | undefined;
+  /** Why the call would leave the sandbox, when it would. */
+  escalation?: string | undefined;
   /** Random, per request record: a request asked again is a new request. */
   nonce: string;
   createdAt: number;
 }
 
 export function requestDigest(facts: RequestFacts): string {
-  const {
-    runId,
-    agentId,
-    callId,
-    tool,
-    arguments: args,
-    effect,
-    detail,
-    paths,
-    because,
-    nonce,
-    createdAt,
-  } = facts;
+  const { runId, agentId, callId, tool, arguments: args, effect, detail, paths, nonce, createdAt } = facts;
+  // Only a request that leaves the sandbox has the slot: the digests of the others are as they were.
+  const escalation = facts.escalation === undefined ? [] : [{ escalation: facts.escalation }];
   const canonical = JSON.stringify([
     "troupe-approval-request/v1",
     runId,
@@ -74,7 +64,7 @@ export function requestDigest(facts: RequestFacts): string {
     [...paths],
     nonce,
     createdAt,
-    ...(because === undefined ? [] : [because]),
+    ...escalation,
   ]);
   return createHash("sha256").update(canonical).digest("base64url");
 }

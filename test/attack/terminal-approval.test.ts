@@ -68,7 +68,7 @@ it("troupe run's question shows the whole command quoted and visible, its header
     },
   );
   cleanups.push(() => tmux.kill());
-  await waitFor("the question", () => tmux.screen().includes("always:"), 20_000);
+  await waitFor("the question", () => tmux.screen().includes("(it leaves the sandbox):"), 20_000);
 
   const lines = tmux
     .screen()
@@ -79,8 +79,8 @@ it("troupe run's question shows the whole command quoted and visible, its header
     "shell (execute) wants to:",
     `  command (1 line): ${SHOWN}`,
     "  paths: pwned.txt",
-    "  asked because it asks to run outside the sandbox",
-    "? allow shell (call_status)? y = yes, n [reason] = no, a = always:",
+    "  (asked because it asks to run outside the sandbox)",
+    "? allow shell (call_status)? y = yes, n [reason] = no, a = this once (it leaves the sandbox):",
   ]);
   // Nothing on the terminal is hidden text (SGR 8, which tmux reports as it found it).
   expect(tmux.styled()).not.toMatch(new RegExp(`${ESC}\\[(?:[0-9;]*;)?8(?:;[0-9;]*)?m`));
@@ -146,7 +146,7 @@ it("the observer's panel, troupe approvals and troupe approve show the same comm
     "  paths: pwned.txt",
     "  command (1 line):",
     `  │ ${SHOWN}`,
-    "  asked because it asks to run outside the sandbox",
+    "  (asked because it asks to run outside the sandbox)",
     "  [a] allow  [d] deny",
   ]);
   expect(observe.styled()).not.toMatch(new RegExp(`${ESC}\\[(?:[0-9;]*;)?8(?:;[0-9;]*)?m`));
@@ -161,7 +161,7 @@ it("the observer's panel, troupe approvals and troupe approve show the same comm
   const approve = await runTroupe([...h.cfg, "approve", "call_status", "--deny"], { cwd: h.dir, env: h.env });
   expect(obeyed(approve.stderr + approve.stdout)).toEqual([]);
   expect(approve.stderr).toContain(
-    `shell (execute) wants to:\n  command (1 line): ${SHOWN}\n  paths: pwned.txt\n  asked because it asks to run outside the sandbox\n`,
+    `shell (execute) wants to:\n  command (1 line): ${SHOWN}\n  paths: pwned.txt\n  (asked because it asks to run outside the sandbox)\n`,
   );
   expect(approve.code).toBe(0);
   await run.exit;

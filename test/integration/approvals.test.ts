@@ -115,7 +115,7 @@ describe("approval requests", () => {
       "touch net.txt\n(asked because it asks for network access)",
       "touch /tmp/unsandboxed-$PPID\n(asked because it asks to run outside the sandbox)",
     ]);
-    expect(asked.map((r) => r.because)).toEqual([
+    expect(asked.map((r) => r.escalation)).toEqual([
       "it asks for network access",
       "it asks to run outside the sandbox",
     ]);
@@ -163,6 +163,46 @@ describe("approval requests", () => {
     );
     expect(printed).toContain('? y, n [reason] or a: ? "yse" is not an answer: y, n [reason] or a: ');
     expect(printed.match(/\? allow shell \(c-shell\)\?/g)).toHaveLength(2);
+  });
+
+  it("on a terminal: a call leaving the sandbox is asked every time, whatever was answered `a` before", async () => {
+    const input = new PassThrough();
+    const output = new PassThrough();
+    let printed = "";
+    output.on("data", (chunk) => (printed += chunk));
+    const approver = ttyApprover(async () => {}, input, output);
+    const request = (callId: string, escalation?: string): ApprovalRequest => ({
+      runId: "r",
+      agentId: "a",
+      callId,
+      tool: "shell",
+      arguments: "{}",
+      effect: "execute",
+      detail: "curl example.com",
+      paths: [],
+      ...(escalation ? { escalation } : {}),
+    });
+    const signal = new AbortController().signal;
+    const first = approver.decide(request("c1"), signal);
+    input.write("a\n");
+    expect((await first).approved).toBe(true);
+    // Not covered by that "always": asked, and `a` to it allows it once.
+    const second = approver.decide(request("c2", "it asks for network access"), signal);
+    input.write("a\n");
+    expect(await second).toEqual({
+      approved: true,
+      by: "user",
+      reason: "allowed once: it leaves the sandbox",
+    });
+    const third = approver.decide(request("c3", "it asks for network access"), signal);
+    input.write("n\n");
+    expect((await third).approved).toBe(false);
+    // A call staying in the sandbox is still covered.
+    expect(await approver.decide(request("c4"), signal)).toMatchObject({ approved: true });
+    expect(printed.match(/\? allow shell/g)).toHaveLength(3);
+    expect(printed).toContain(
+      "? allow shell (c2)? y = yes, n [reason] = no, a = this once (it leaves the sandbox): ",
+    );
   });
 
   it("on a terminal: a request decided elsewhere is withdrawn, cleared if asked, and the next one asked", async () => {

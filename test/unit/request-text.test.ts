@@ -6,7 +6,7 @@ const request = (detail: string, because?: string) => ({
   effect: "execute" as const,
   detail,
   paths: [],
-  ...(because === undefined ? {} : { because }),
+  ...(because === undefined ? {} : { escalation: because }),
 });
 
 describe("an approval request as a terminal shows it", () => {
@@ -21,7 +21,7 @@ describe("an approval request as a terminal shows it", () => {
         '  │ "cat > a <<EOF',
         '  │ hi \\"there\\"',
         '  │ EOF"',
-        "  asked because it asks for network access",
+        "  (asked because it asks for network access)",
       ].join("\n"),
     );
   });

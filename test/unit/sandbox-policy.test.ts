@@ -4,7 +4,7 @@ import { dirname, join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { decide, type SandboxSettings } from "../../src/safety/policy.js";
 import { HostPlanner, SANDBOX_HOME } from "../../src/sandbox/host-plan.js";
-import { bwrapArgs, type SandboxPlan } from "../../src/sandbox/plan.js";
+import { beyond, bwrapArgs, type SandboxPlan } from "../../src/sandbox/plan.js";
 
 /* The sandbox's policy as data: which calls run where, and what bubblewrap is told. Nothing spawns here. */
 
@@ -88,10 +88,31 @@ describe("where a sandboxed call runs, by policy", () => {
         decision: "allow",
         sandbox: { mode: "read-only", network: false },
       });
-    expect(shell("yolo", readOnly, { escalate: "unsandboxed" }).decision).toBe("deny");
-    expect(shell("ask", readOnly, { escalate: "network" }).decision).toBe("ask");
+    // Its escalation is refused before anyone is asked, under every policy, with what to do instead.
+    for (const policy of ["ask", "auto-edit", "never-ask", "yolo"] as const)
+      for (const escalate of ["network", "unsandboxed"] as const)
+        expect(shell(policy, readOnly, { escalate })).toMatchObject({
+          decision: "deny",
+          reason: expect.stringContaining("never leave the read-only sandbox"),
+          next: expect.stringContaining("without escalate"),
+        });
     expect(shell("ask", { ...readOnly, unavailable: "no bwrap" }).decision).toBe("deny");
+    // The network configured on for every command is the sandbox's, not an escalation.
+    expect(shell("ask", { ...readOnly, network: true })).toEqual({
+      decision: "allow",
+      sandbox: { mode: "read-only", network: true },
+    });
   });
+});
+
+it("a confinement beyond a limit says what it would give too much of", () => {
+  const limit = { mode: "read-only", network: false } as const;
+  expect(beyond({ mode: "read-only", network: false }, limit)).toBeUndefined();
+  expect(beyond({ mode: "read-only", network: true }, limit)).toBe("network access");
+  expect(beyond({ mode: "workspace-write", network: false }, limit)).toBe("the workspace-write sandbox");
+  expect(beyond({ mode: "off", network: false }, limit)).toBe("no sandbox");
+  expect(beyond({ mode: "off", network: true }, { mode: "off", network: false })).toBe("network access");
+  expect(beyond({ mode: "read-only", network: true }, { ...limit, network: true })).toBeUndefined();
 });
 
 describe("bubblewrap's arguments", () => {

@@ -4,7 +4,7 @@ import { analyzeCommand } from "../../safety/command-analysis.js";
 import { workspaceRelative } from "../../safety/workspace-guard.js";
 import { commandEnv, sandboxEnv } from "../../sandbox/env.js";
 import type { HostPlanRequest } from "../../sandbox/host-plan.js";
-import { STRICTEST } from "../../sandbox/plan.js";
+import { beyond, STRICTEST } from "../../sandbox/plan.js";
 import { type CommandSpec, runCommand } from "../../sandbox/run-command.js";
 import type { Sandbox } from "../../sandbox/sandbox.js";
 import { workspaceLock } from "../../sandbox/workspace-lock.js";
@@ -67,7 +67,17 @@ export function shellTool(options: ShellToolOptions = {}): Tool {
     preview({ command }, { workspace }) {
       return { detail: command, paths: analyzeCommand(command, workspace).paths };
     },
-    async execute({ command, timeout_ms }, { workspace, signal, sandbox: confinement = STRICTEST }) {
+    async execute(
+      { command, timeout_ms },
+      { workspace, signal, sandbox: confinement = STRICTEST, sandboxLimit },
+    ) {
+      // Checked here, where the command starts, not only where the call was planned and approved.
+      const over = sandboxLimit && beyond(confinement, sandboxLimit);
+      if (over)
+        return toolError(
+          `the command was not run: this agent's commands run only in the read-only sandbox, and it was to have ${over}`,
+          "run the command again without escalate, or report back what it needs",
+        );
       const run = (spec: Pick<CommandSpec, "file" | "args" | "env" | "inputs">) =>
         runCommand({ ...spec, cwd: workspace, timeoutMs: timeout_ms, signal, outputCap: RAW_CAP });
       if (confinement.mode === "off") {
