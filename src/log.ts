@@ -1,6 +1,7 @@
 import { createRequire } from "node:module";
 import { Writable } from "node:stream";
 import pino, { type Level, type Logger } from "pino";
+import { jsonVisible, visible } from "./util/visible.js";
 
 export type { Logger } from "pino";
 
@@ -20,21 +21,42 @@ export interface LoggerOptions {
 /**
  * The root logger of a process. Components take a child (`log.child({ component: "bus" })`).
  * pino-pretty is loaded only for people at a terminal, and runs in-thread so that nothing is
- * lost when a CLI command exits right after logging.
+ * lost when a CLI command exits right after logging. What a line carries from a run (an error, a
+ * tool's name, a path) is shown there through `visible`; a JSON line has it escaped (`jsonVisible`).
  */
 export function createLogger(options: LoggerOptions = {}): Logger {
   const level = options.level ?? "info";
   const destination = options.destination ?? process.stderr;
   const pretty = options.pretty ?? (destination === process.stderr && process.stderr.isTTY === true);
-  const hooks = options.redact ? { hooks: { streamWrite: options.redact } } : {};
+  const redact = options.redact ?? ((line: string) => line);
   if (pretty) {
+    // Every string of a record is shown, never obeyed: pino-pretty prints them as they are.
+    const hooks = { hooks: { streamWrite: (line: string) => visibleRecord(redact(line)) } };
     const prettyStream = createRequire(import.meta.url)("pino-pretty") as typeof import("pino-pretty");
     return pino(
       { level, ...hooks },
       prettyStream({ destination: destination as Writable, sync: true, ignore: "pid,hostname" }),
     );
   }
+  const hooks = { hooks: { streamWrite: (line: string) => jsonVisible(redact(line)) } };
   return pino({ level, base: undefined, ...hooks }, destination as Writable);
+}
+
+/** A JSON log line with every string in it (keys too) as `visible` shows it. */
+function visibleRecord(line: string): string {
+  try {
+    return `${JSON.stringify(visibleDeep(JSON.parse(line)))}\n`;
+  } catch {
+    return visible(line);
+  }
+}
+
+function visibleDeep(value: unknown): unknown {
+  if (typeof value === "string") return visible(value);
+  if (Array.isArray(value)) return value.map(visibleDeep);
+  if (value && typeof value === "object")
+    return Object.fromEntries(Object.entries(value).map(([key, item]) => [visible(key), visibleDeep(item)]));
+  return value;
 }
 
 /** A logger that drops everything: the default where a caller passes none. */

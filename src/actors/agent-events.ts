@@ -123,10 +123,12 @@ export const agentEventSchemas = {
     name: z.string(),
     arguments: z.string(),
     effect: toolEffect,
-    /** The exact command, or the diff of the change. */
+    /** The exact command, or the diff of the change (then `\n(asked because <escalation>)` when there is one). */
     detail: z.string(),
     /** The paths the call touches. */
     paths: z.array(z.string()),
+    /** Why it is asked, in Troupe's words, when the call would leave the sandbox. */
+    escalation: z.string().optional(),
   }),
   /** `by` is the approver whose signed answer decided it, checked by the host (or `timeout`, `policy`). */
   "approval.decided": z.object({

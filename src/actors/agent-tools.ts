@@ -139,7 +139,7 @@ export async function askEach(
       // A question of its own for whoever answers: no "always" given before covers it.
       ...(call.askBecause ? { escalation: deps.redactor.redact(call.askBecause) } : {}),
     };
-    const { runId: _r, agentId: _a, tool, escalation: _e, ...shown } = request;
+    const { runId: _r, agentId: _a, tool, ...shown } = request;
     events.emit("approval.requested", { ...shown, name: tool });
     const answer = await deps.approver.decide(request, signal, ({ why, by }) =>
       events.emit("approval.rejected", { callId: call.id, why, ...(by ? { by } : {}) }),

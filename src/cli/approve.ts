@@ -6,9 +6,10 @@ import type { Logger } from "../log.js";
 import { answerApproval, findApprovals, listApprovals } from "../safety/answer-approval.js";
 import type { ApprovalRecord } from "../safety/bus-approver.js";
 import { localIdentity } from "../trust/approvers.js";
+import { jsonVisible, visible, visibleLine } from "../util/visible.js";
 import { APPROVER_ROLES, callApi, connectClient } from "./client.js";
+import { describeRequest, quotedLines, requestText } from "./request-text.js";
 import { table } from "./table.js";
-import { describeRequest } from "./tty-approver.js";
 
 export class ApproveUsageError extends UserError {
   override name = "ApproveUsageError";
@@ -49,7 +50,9 @@ export async function runApprove(
     const shown = pending[0];
     if (!shown) {
       if (callId && found[0]) {
-        process.stderr.write(`troupe: too late: ${callId}${where} was already ${describe(found[0])}\n`);
+        process.stderr.write(
+          `troupe: too late: ${visibleLine(callId)}${visibleLine(where)} was already ${describe(found[0])}\n`,
+        );
         return 1;
       }
       throw new ApproveUsageError(
@@ -59,11 +62,13 @@ export async function runApprove(
       );
     }
     const { request } = shown;
-    process.stderr.write(`run ${request.runId}, agent ${request.agentId}: ${describeRequest(request)}\n`);
+    process.stderr.write(
+      `run ${visibleLine(request.runId)}, agent ${visibleLine(request.agentId)}: ${describeRequest(request)}\n`,
+    );
     const ended = await endedRun(bus, config, request.runId);
     if (ended) {
       process.stderr.write(
-        `troupe: run ${request.runId} has ended (${ended}); nothing waits for an answer to ${request.callId}\n`,
+        `troupe: run ${visibleLine(request.runId)} has ended (${visibleLine(ended)}); nothing waits for an answer to ${visibleLine(request.callId)}\n`,
       );
       return 1;
     }
@@ -73,32 +78,35 @@ export async function runApprove(
       ...(flags.reason ? { reason: flags.reason } : {}),
     });
     const verb = flags.allow ? "allowed" : "denied";
+    const call = `${visibleLine(request.tool)} (${visibleLine(request.callId)})`;
     switch (outcome) {
       case "decided":
-        process.stdout.write(`${verb} ${request.tool} (${request.callId}) as ${identity.name}\n`);
+        process.stdout.write(`${verb} ${call} as ${identity.name}\n`);
         return 0;
       case "sent":
         process.stdout.write(
-          `${verb} ${request.tool} (${request.callId}) as ${identity.name}: recorded; the run's host acts on it when it is back\n`,
+          `${verb} ${call} as ${identity.name}: recorded; the run's host acts on it when it is back\n`,
         );
         return 0;
       case "rejected":
         process.stderr.write(
-          `troupe: the run's host refused this answer: ${why}; add your key (${identity.publicKey}) to approvers in its troupe.yaml\n`,
+          `troupe: the run's host refused this answer: ${visible(why ?? "")}; add your key (${identity.publicKey}) to approvers in its troupe.yaml\n`,
         );
         return 1;
       case "closed":
         process.stderr.write(
-          `troupe: ${request.callId} was ${describe(record)}; nothing waits for an answer\n`,
+          `troupe: ${visibleLine(request.callId)} was ${describe(record)}; nothing waits for an answer\n`,
         );
         return 1;
       case "changed":
         process.stderr.write(
-          `troupe: ${request.callId} was asked again with another request while this one was answered; run troupe approve again to see it\n`,
+          `troupe: ${visibleLine(request.callId)} was asked again with another request while this one was answered; run troupe approve again to see it\n`,
         );
         return 1;
       default:
-        process.stderr.write(`troupe: too late: ${request.callId} was already ${describe(record)}\n`);
+        process.stderr.write(
+          `troupe: too late: ${visibleLine(request.callId)} was already ${describe(record)}\n`,
+        );
         return 1;
     }
   } finally {
@@ -121,8 +129,8 @@ async function endedRun(bus: NatsBus, config: LoadedConfig, runId: string): Prom
 
 function describe(record: ApprovalRecord | undefined): string {
   if (!record) return "gone";
-  if (record.status === "closed") return `closed: ${record.reason ?? "its run ended"}`;
-  return `${record.status} by ${record.by ?? "someone"}${record.reason ? ` (${record.reason})` : ""}`;
+  if (record.status === "closed") return `closed: ${visible(record.reason ?? "its run ended")}`;
+  return `${record.status} by ${visibleLine(record.by ?? "someone")}${record.reason ? ` (${visible(record.reason)})` : ""}`;
 }
 
 /** `troupe approvals [RUN_ID] [--json]`: the requests waiting for an answer, oldest first. */
@@ -138,7 +146,7 @@ export async function runApprovals(
     const pending = (await listApprovals(bus, runId)).filter((record) => record.status === "pending");
     if (flags.json) {
       const rows = pending.map(({ request, createdAt, expiresAt }) => ({ ...request, createdAt, expiresAt }));
-      process.stdout.write(`${JSON.stringify({ approvals: rows })}\n`);
+      process.stdout.write(`${jsonVisible(JSON.stringify({ approvals: rows }))}\n`);
     } else if (pending.length === 0)
       process.stdout.write(`no approval waits${runId ? ` in run ${runId}` : ""}\n`);
     else process.stdout.write(`${approvalsTable(pending)}\n`);
@@ -156,14 +164,22 @@ export function approvalsTable(records: ApprovalRecord[], now = Date.now()): str
     request.agentId,
     request.tool,
     ago(now - createdAt),
-    [firstLine(request.detail), ...(request.paths.length ? [`(${request.paths.join(", ")})`] : [])].join(" "),
+    [what(requestText(request)), ...(request.paths.length ? [`(${request.paths.join(", ")})`] : [])].join(
+      " ",
+    ),
   ]);
   return table(["CALL", "RUN", "AGENT", "TOOL", "AGE", "WHAT"], rows);
 }
 
-function firstLine(text: string, max = 60): string {
-  const line = text.split("\n")[0] ?? "";
-  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
+/**
+ * The command or diff's first line, quoted and every character seen, cut at `max` columns, with how
+ * many lines follow: the cell never ends where the text seems to.
+ */
+function what(text: string, max = 60): string {
+  const lines = quotedLines(text);
+  const first = lines[0] ?? "";
+  const cut = first.length > max ? `${first.slice(0, max - 1)}…` : first;
+  return lines.length > 1 ? `${cut} (+${lines.length - 1} line${lines.length === 2 ? "" : "s"})` : cut;
 }
 
 function ago(ms: number): string {

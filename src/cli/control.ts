@@ -6,6 +6,7 @@ import { loadConfig } from "../config/load.js";
 import type { ApiRequest, RunRecord } from "../daemon/api.js";
 import type { Logger } from "../log.js";
 import { listApprovals } from "../safety/answer-approval.js";
+import { jsonVisible, visibleLine } from "../util/visible.js";
 import { approvalsTable } from "./approve.js";
 import { callApi, connectClient } from "./client.js";
 import { table } from "./table.js";
@@ -21,7 +22,9 @@ export async function runControl<V extends "runs.steer" | "runs.abort">(
   const bus = await connectClient(config, `troupe-${verb}`, log);
   try {
     await callApi(bus, config, verb, data);
-    process.stdout.write(`${verb === "runs.abort" ? "abort sent to" : "steering sent to"} ${data.runId}\n`);
+    process.stdout.write(
+      `${verb === "runs.abort" ? "abort sent to" : "steering sent to"} ${visibleLine(data.runId)}\n`,
+    );
     return 0;
   } finally {
     await bus.close();
@@ -49,7 +52,7 @@ export async function runStatus(
     if (flags.json) {
       const approvals = waiting?.map(({ request, createdAt }) => ({ ...request, createdAt }));
       process.stdout.write(
-        `${JSON.stringify({ daemon: { nats: url, prefix }, bus: { open }, ...(nats ? { cluster: nats } : {}), ...(workers ? { workers } : {}), runs, ...(approvals ? { approvals } : {}) })}\n`,
+        `${jsonVisible(JSON.stringify({ daemon: { nats: url, prefix }, bus: { open }, ...(nats ? { cluster: nats } : {}), ...(workers ? { workers } : {}), runs, ...(approvals ? { approvals } : {}) }))}\n`,
       );
       return 0;
     }
@@ -60,18 +63,18 @@ export async function runStatus(
         ? `bus: open to anyone who reaches ${url} (see docs/nats-permissions.md)\n`
         : "bus: credentials required\n",
     );
-    if (nats) process.stdout.write(`${clusterLines(nats).join("\n")}\n`);
+    if (nats) process.stdout.write(`${clusterLines(nats).map(visibleLine).join("\n")}\n`);
     process.stdout.write(
       `workers: ${workers === undefined ? "not readable with these credentials" : workers.length ? "" : "none"}\n`,
     );
-    for (const worker of workers ?? []) process.stdout.write(`  ${workerLine(worker, now)}\n`);
+    for (const worker of workers ?? []) process.stdout.write(`  ${visibleLine(workerLine(worker, now))}\n`);
     process.stdout.write("\n");
     const rows = runs.map((run) => [
       run.runId,
       run.agent,
       run.status,
       age(now - run.startedAt),
-      run.task.slice(0, 50),
+      visibleLine(run.task).slice(0, 50),
     ]);
     process.stdout.write(`${table(["RUN", "AGENT", "STATUS", "AGE", "TASK"], rows)}\n`);
     if (waiting?.length)

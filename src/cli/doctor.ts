@@ -4,6 +4,7 @@ import type { LoadedConfig } from "../config/load.js";
 import { detectSandbox, type Sandbox } from "../sandbox/sandbox.js";
 import { mcpConfinement, sandboxScope } from "../sandbox/scope.js";
 import type { ServerProbe } from "../tools/mcp/mcp-probe.js";
+import { visible, visibleLine } from "../util/visible.js";
 
 interface Check {
   name: string;
@@ -52,9 +53,13 @@ export async function runDoctor(config: LoadedConfig): Promise<number> {
   );
   for (const probe of await checkServers(config, sandbox))
     checks.push({ name: `mcp ${probe.server}`, ok: probe.ok, says: probe.says });
+  // What a server said, a config dir's name: shown, never obeyed.
+  for (const check of checks) check.name = visibleLine(check.name);
   const width = Math.max(...checks.map((check) => check.name.length));
   for (const check of checks)
-    process.stdout.write(`${check.ok ? "ok  " : "fix "} ${check.name.padEnd(width)}  ${check.says}\n`);
+    process.stdout.write(
+      `${check.ok ? "ok  " : "fix "} ${check.name.padEnd(width)}  ${visible(check.says)}\n`,
+    );
   return checks.every((check) => check.ok) ? 0 : 1;
 }
 

@@ -11,6 +11,7 @@ import type { RunRecord } from "../daemon/api.js";
 import { UserError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { denyingApprover } from "../safety/approver.js";
+import { jsonVisible } from "../util/visible.js";
 import { callApi, connectClient, NoDaemonError } from "./client.js";
 import { humanRenderer, jsonRenderer } from "./render.js";
 import { localBus, RUN_EXIT } from "./run.js";
@@ -115,7 +116,7 @@ export async function runRuns(
   }
   rows.sort((a, b) => a.startedAt - b.startedAt);
   if (flags.json) {
-    process.stdout.write(`${JSON.stringify(rows)}\n`);
+    process.stdout.write(`${jsonVisible(JSON.stringify(rows))}\n`);
     return 0;
   }
   const now = Date.now();

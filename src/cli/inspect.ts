@@ -7,6 +7,7 @@ import type { Logger } from "../log.js";
 import { agentMachine } from "../machines/agent-machine.js";
 import { persistedFacts } from "../machines/agent-persisted.js";
 import { mermaidDiagram } from "../machines/diagram.js";
+import { visibleLine as v, visible } from "../util/visible.js";
 import { connectClient } from "./client.js";
 import { eventsOf, storeOf } from "./history.js";
 import { localBus } from "./run.js";
@@ -84,18 +85,20 @@ async function storedSnapshot(
 
 function describe(node: TreeNode, runId: string, snapshot?: string): string[] {
   const state = node.reason ? "stopped" : node.state;
+  // All of it from the run's events: names, ids and states are shown, never obeyed.
   const out = [
-    `# ${node.name} (${node.agentId}) in ${runId}: ${node.reason ? `stopped (${node.reason})` : state}`,
+    `# ${v(node.name)} (${v(node.agentId)}) in ${v(runId)}: ${node.reason ? `stopped (${v(node.reason)})` : v(state)}`,
     "",
     "```mermaid",
-    mermaidDiagram(agentMachine, state),
+    visible(mermaidDiagram(agentMachine, state)),
     "```",
     "",
     "transitions:",
-    ...node.transitions.map((t) => `  ${new Date(t.at).toISOString()}  ${t.from} → ${t.to}`),
+    ...node.transitions.map((t) => `  ${new Date(t.at).toISOString()}  ${v(t.from)} → ${v(t.to)}`),
   ];
   const since = node.transitions.at(-1);
-  if (since && !node.reason) out.push(`  (in ${state} for ${Math.round((Date.now() - since.at) / 1000)} s)`);
-  if (snapshot) out.push("", snapshot);
+  if (since && !node.reason)
+    out.push(`  (in ${v(state)} for ${Math.round((Date.now() - since.at) / 1000)} s)`);
+  if (snapshot) out.push("", visible(snapshot));
   return out;
 }

@@ -4,6 +4,7 @@ import { APPROVAL_POLICIES, SANDBOX_MODES } from "../config/policies.js";
 import { UnreachableError, UserError } from "../errors.js";
 import { createLogger, LOG_LEVELS, type Logger } from "../log.js";
 import { Redactor } from "../safety/redact.js";
+import { visible } from "../util/visible.js";
 import type { RunFlags } from "./run.js";
 
 /** Exit codes every command keeps. */
@@ -77,13 +78,15 @@ export async function main(argv: string[]): Promise<number> {
         const { checkServers } = await import("./doctor.js");
         const probes = await checkServers(config);
         for (const probe of probes)
-          process.stdout.write(`${probe.ok ? "ok  " : "fail"} mcp ${probe.server}: ${probe.says}\n`);
+          process.stdout.write(
+            `${probe.ok ? "ok  " : "fail"} mcp ${visible(`${probe.server}: ${probe.says}`)}\n`,
+          );
         if (probes.some((probe) => !probe.ok)) exitCode = EXIT.failed;
         const { checkMcpToolEffects } = await import("../config/check-agents.js");
         const { formatProblem } = await import("../config/problems.js");
         const offered = new Map(probes.map((probe) => [probe.server, probe.tools ?? []]));
         const problems = checkMcpToolEffects(config.agents, offered);
-        for (const problem of problems) process.stderr.write(`${formatProblem(problem)}\n`);
+        for (const problem of problems) process.stderr.write(`${visible(formatProblem(problem))}\n`);
         if (problems.length > 0) exitCode = EXIT.usage;
       }
     });
@@ -93,7 +96,7 @@ export async function main(argv: string[]): Promise<number> {
     .action(async () => {
       const { loadConfig } = await import("../config/load.js");
       const { agentsTable } = await import("./agents.js");
-      process.stdout.write(`${agentsTable(loadConfig({ config: globals().config }))}\n`);
+      process.stdout.write(`${visible(agentsTable(loadConfig({ config: globals().config })))}\n`);
     });
 
   program
@@ -357,14 +360,19 @@ class UsageError extends UserError {
   override name = "UsageError";
 }
 
+/**
+ * An error as one line on stderr. Its message may carry what a run, a model, a config file or the
+ * daemon said: it is shown through `visible`, never obeyed.
+ */
 async function reportError(error: unknown): Promise<number> {
+  const say = (text: string) => process.stderr.write(`${visible(text)}\n`);
   if (error instanceof CommanderError) {
     // Commander has already printed its message; --help and --version end here too.
     return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
   }
   const { ConfigError } = await import("../config/problems.js");
   if (error instanceof ConfigError) {
-    process.stderr.write(`${error.message}\n`);
+    say(error.message);
     return EXIT.usage;
   }
   const { BusUnavailableError } = await import("../bus/nats-connect.js");
@@ -373,28 +381,28 @@ async function reportError(error: unknown): Promise<number> {
     const hint = /ECONNREFUSED|connection refused/i.test(error.message)
       ? ": start one with troupe daemon (it starts NATS here), or point --nats (or NATS_URL) at yours"
       : "";
-    process.stderr.write(`troupe: ${error.message.replace(/: connect ECONNREFUSED \S+$/, "")}${hint}\n`);
+    say(`troupe: ${error.message.replace(/: connect ECONNREFUSED \S+$/, "")}${hint}`);
     return EXIT.failed;
   }
   // The daemon turned the request down (a workspace it does not serve, a policy beyond its ceiling):
   // the user's to mend, said as the daemon said it.
   const { RemoteError } = await import("../bus/bus.js");
   if (error instanceof RemoteError && error.remoteName === "RequestRefusedError") {
-    process.stderr.write(`troupe: ${error.message.slice(error.subject.length + 2)}\n`);
+    say(`troupe: ${error.message.slice(error.subject.length + 2)}`);
     return EXIT.usage;
   }
   // What `troupe run` waited for and never had: exit 4, so a wrapper can tell it from a bad command.
   if (error instanceof UnreachableError) {
-    process.stderr.write(`troupe: ${error.message}\n`);
+    say(`troupe: ${error.message}`);
     return EXIT.unreachable;
   }
   // Mistakes in how troupe was called or configured: one line, exit 2.
   if (error instanceof UserError) {
-    process.stderr.write(`troupe: ${error.message}\n`);
+    say(`troupe: ${error.message}`);
     return EXIT.usage;
   }
-  process.stderr.write(`troupe: ${error instanceof Error ? error.message : String(error)}\n`);
-  if (process.env.TROUPE_DEBUG && error instanceof Error) process.stderr.write(`${error.stack}\n`);
+  say(`troupe: ${error instanceof Error ? error.message : String(error)}`);
+  if (process.env.TROUPE_DEBUG && error instanceof Error) say(error.stack ?? "");
   return EXIT.failed;
 }
 

@@ -7,6 +7,7 @@ import type { Logger } from "../log.js";
 import { answerApproval, awaitApproval } from "../safety/answer-approval.js";
 import { type ApprovalRecord, type ApprovalRef, approvalKey } from "../safety/bus-approver.js";
 import { localIdentity } from "../trust/approvers.js";
+import { jsonVisible } from "../util/visible.js";
 import { APPROVER_ROLES, connectClient } from "./client.js";
 import { watchDaemon } from "./daemon-contact.js";
 import { Screen, viewLogger } from "./screen.js";
@@ -159,7 +160,7 @@ export async function runObserve(
           readRequest({ ...envelope, callId: envelope.data.callId });
         dirty = true;
       } else {
-        lines.print(`${json ?? JSON.stringify(envelope)}\n`);
+        lines.print(`${jsonVisible(json ?? JSON.stringify(envelope))}\n`);
       }
       if (runId && envelope.type === "agent.stopped" && envelope.parentId === undefined) break;
     }

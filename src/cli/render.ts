@@ -1,5 +1,6 @@
 import { type AgentEventMap, isAgentEvent } from "../actors/agent-events.js";
 import type { LoggedEvent } from "../bus/bus.js";
+import { jsonVisible, visible, visibleLine } from "../util/visible.js";
 import { contextBar } from "./tree-view.js";
 
 const SPINNER = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
@@ -9,10 +10,10 @@ export interface Renderer {
   close(): void;
 }
 
-/** `--json`: every event as one line on stdout, nothing else there. */
+/** `--json`: every event as one line on stdout, nothing else there; raw C1 and bidi characters escaped. */
 export function jsonRenderer(out: NodeJS.WritableStream = process.stdout): Renderer {
   return {
-    event: ({ envelope }) => void out.write(`${JSON.stringify(envelope)}\n`),
+    event: ({ envelope }) => void out.write(`${jsonVisible(JSON.stringify(envelope))}\n`),
     close: () => {},
   };
 }
@@ -21,7 +22,9 @@ export function jsonRenderer(out: NodeJS.WritableStream = process.stdout): Rende
  * For people: the root agent's answer as it streams (stdout), one line per tool call; its reasoning
  * as it streams and a spinner while the model works (stderr: the reasoning dimmed when colours are
  * on, else each stretch of it begun with `thinking: `; the spinner only on a terminal). stdout stays
- * what the agent said and did.
+ * what the agent said and did. Every string from the run is shown through `visible`: a model, a tool
+ * or a task writes text on the terminal, never escape sequences (each piece of a stream on its own,
+ * and none can make one with the next, since each control character is shown by itself).
  */
 export function humanRenderer(
   rootAgentId: () => string | undefined,
@@ -80,12 +83,12 @@ export function humanRenderer(
     event({ envelope }) {
       if (!isAgentEvent(envelope)) return; // a newer build's event
       const root = envelope.agentId === rootAgentId();
-      const prefix = root ? "" : `[${envelope.agentId}] `;
+      const prefix = root ? "" : `[${visibleLine(envelope.agentId)}] `;
       switch (envelope.type) {
         case "state.changed": {
           const { to } = envelope.data;
           const child = children.get(envelope.agentId);
-          if (child) child.state = to;
+          if (child) child.state = visibleLine(to);
           if (!root) break;
           stopSpinner();
           if (to === "callingModel" || to === "compacting")
@@ -95,7 +98,7 @@ export function humanRenderer(
         }
         case "subagent.spawned": {
           const { childId, name } = envelope.data;
-          children.set(childId, { name, state: "starting", since: envelope.ts });
+          children.set(childId, { name: visibleLine(name), state: "starting", since: envelope.ts });
           if (root) {
             stopSpinner();
             startSpinner(working);
@@ -105,7 +108,7 @@ export function humanRenderer(
         case "model.reasoning": {
           if (!root) break;
           stopSpinner();
-          const { text } = envelope.data;
+          const text = visible(envelope.data.text);
           if (!atLineStart) out.write("\n");
           atLineStart = true;
           err.write(colour ? `\x1b[2m${text}\x1b[22m` : `${thinking ? "" : "thinking: "}${text}`);
@@ -117,19 +120,19 @@ export function humanRenderer(
           if (!root) break;
           stopSpinner();
           endThought();
-          const { text } = envelope.data;
+          const text = visible(envelope.data.text);
           out.write(text);
           atLineStart = text.endsWith("\n");
           break;
         }
         case "tool.requested": {
           const { name, arguments: args, error } = envelope.data;
-          line(`${prefix}▸ ${name} ${short(args)}${error ? `  ✗ ${error}` : ""}`);
+          line(`${prefix}▸ ${visibleLine(name)} ${short(args)}${error ? `  ✗ ${visible(error)}` : ""}`);
           break;
         }
         case "tool.finished": {
           const { name, ok, error } = envelope.data;
-          if (!ok) line(`${prefix}  ✗ ${name}: ${error ?? "failed"}`);
+          if (!ok) line(`${prefix}  ✗ ${visibleLine(name)}: ${visible(error ?? "failed")}`);
           break;
         }
         case "approval.requested":
@@ -141,18 +144,22 @@ export function humanRenderer(
           break;
         case "approval.decided": {
           const { approved, by, reason } = envelope.data;
-          line(`${prefix}  ${approved ? "✓ allowed" : "✗ denied"} by ${by}${reason ? `: ${reason}` : ""}`);
+          line(
+            `${prefix}  ${approved ? "✓ allowed" : "✗ denied"} by ${visibleLine(by)}${reason ? `: ${visible(reason)}` : ""}`,
+          );
           break;
         }
         case "approval.rejected": {
           const { why, by } = envelope.data;
-          line(`${prefix}  ! an answer${by ? ` claiming to be ${by}'s` : ""} was refused: ${why}`);
+          line(
+            `${prefix}  ! an answer${by ? ` claiming to be ${visibleLine(by)}'s` : ""} was refused: ${visible(why)}`,
+          );
           break;
         }
         case "model.retrying": {
           const { attempt, maxRetries, delayMs, error } = envelope.data;
           line(
-            `${prefix}· ${error}; retrying (${attempt}/${maxRetries}) in ${(delayMs / 1000).toFixed(1)} s`,
+            `${prefix}· ${visible(error)}; retrying (${attempt}/${maxRetries}) in ${(delayMs / 1000).toFixed(1)} s`,
           );
           if (root) startSpinner(thinkingLabel);
           break;
@@ -169,8 +176,10 @@ export function humanRenderer(
           const { name, by, files, preApproved } = envelope.data;
           const how =
             by === "model" ? "loaded" : by === "user" ? "loaded as asked" : "loaded to match the task";
-          const approved = preApproved?.length ? ` · pre-approves ${preApproved.join(", ")}` : "";
-          line(`${prefix}· skill ${name} ${how} · ${plural(files, "file")}${approved}`);
+          const approved = preApproved?.length
+            ? ` · pre-approves ${visibleLine(preApproved.join(", "))}`
+            : "";
+          line(`${prefix}· skill ${visibleLine(name)} ${how} · ${plural(files, "file")}${approved}`);
           break;
         }
         case "context.usage":
@@ -198,7 +207,7 @@ export function humanRenderer(
           if (children.size === 0) stopSpinner();
           const tokens = data.usage.inputTokens + data.usage.outputTokens;
           line(
-            `${prefix}◂ ${data.childId} ${data.reason} · ${plural(tokens, "token")} · ${plural(data.toolCalls, "tool call")}`,
+            `${prefix}◂ ${visibleLine(data.childId)} ${data.reason} · ${plural(tokens, "token")} · ${plural(data.toolCalls, "tool call")}`,
           );
           break;
         }
@@ -213,11 +222,11 @@ export function humanRenderer(
           const { usage, toolCalls } = data.total;
           const tokens = usage.inputTokens + usage.outputTokens;
           const cost = usage.costUsd > 0 ? ` · $${usage.costUsd.toFixed(4)}` : "";
-          const why = data.limit ? ` (${data.limit} reached)` : "";
+          const why = data.limit ? ` (${visibleLine(data.limit)} reached)` : "";
           err.write(
             `${data.reason === "done" ? "✓" : "■"} ${data.reason}${why} · ${plural(data.turns, "turn")} · ${plural(toolCalls, "tool call")} · ${plural(tokens, "token")}${cost}\n`,
           );
-          if (data.error) err.write(`troupe: ${data.error}\n`);
+          if (data.error) err.write(`troupe: ${visible(data.error)}\n`);
           break;
         }
       }
@@ -227,7 +236,7 @@ export function humanRenderer(
 }
 
 function short(json: string, max = 100): string {
-  const flat = json.replace(/\s+/g, " ");
+  const flat = visibleLine(json.replace(/\s+/g, " "));
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 

@@ -13,6 +13,7 @@ import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import { answerApproval, awaitApproval } from "../safety/answer-approval.js";
 import { localIdentity } from "../trust/approvers.js";
+import { visible, visibleLine } from "../util/visible.js";
 import { callApi, connectClient, NoDaemonError } from "./client.js";
 import { watchDaemon } from "./daemon-contact.js";
 import { humanRenderer, jsonRenderer } from "./render.js";
@@ -103,8 +104,9 @@ export async function runViaDaemon(
         { approved: answer.approved, via: "troupe run", ...(answer.reason ? { reason: answer.reason } : {}) },
       );
       if (outcome === "already-decided")
-        process.stderr.write(`  (already ${record?.status} by ${record?.by})\n`);
-      if (outcome === "rejected") process.stderr.write(`  (the run's host refused the answer: ${why})\n`);
+        process.stderr.write(`  (already ${record?.status} by ${visibleLine(record?.by ?? "someone")})\n`);
+      if (outcome === "rejected")
+        process.stderr.write(`  (the run's host refused the answer: ${visible(why ?? "")})\n`);
       if (outcome === "changed") process.stderr.write("  (the call was asked again; this answer is void)\n");
     };
     let told = false;

@@ -2,6 +2,8 @@ import cliTruncate from "cli-truncate";
 import type { RunTreeBuilder, TreeNode } from "../actors/run-tree.js";
 import { contextLevel } from "../context/context-levels.js";
 import type { ApprovalRecord, ApprovalRef } from "../safety/bus-approver.js";
+import { visibleLine } from "../util/visible.js";
+import { becauseLine, quotedLines, requestText, textLabel } from "./request-text.js";
 
 /**
  * The requests behind pending approvals, as their hosts wrote them: what the a/d keys answer is
@@ -37,8 +39,9 @@ const DETAIL_LINES = 5;
  * The observer's live view as a frame of at most `rows` lines, none wider than `columns`: each
  * run's tree of agents (state, turns, tokens and cost against the budget as bars, the tool running
  * now), the picked agent's streaming reasoning (dimmed) and text, the approval to answer with its
- * command or diff and paths, one status line and the keys. A tree taller than the room left
- * scrolls to keep the picked agent in view.
+ * command or diff quoted and paths, one status line and the keys. A tree taller than the room left
+ * scrolls to keep the picked agent in view. Every string from a run (names, ids, tasks, text, tools,
+ * commands, errors) is shown through `visibleLine` or `quoted`: nothing in it is obeyed.
  */
 export function renderFrame(
   builder: RunTreeBuilder,
@@ -54,14 +57,15 @@ export function renderFrame(
   const answering = pending.find((p) => p.node === picked) ?? pending[0];
 
   const focus = picked?.text || picked?.reasoning ? picked : view.speaker;
-  const said = (text: string | undefined, shown: (line: string) => string) =>
-    focus && text
-      ? [`${bold(focus.name)}: ${shown(tail(oneLine(text), columns - focus.name.length - 2))}`]
-      : [];
+  const said = (text: string | undefined, shown: (line: string) => string) => {
+    if (!focus || !text) return [];
+    const name = visibleLine(focus.name);
+    return [`${bold(name)}: ${shown(tail(visibleLine(oneLine(text)), columns - name.length - 2))}`];
+  };
   // Its reasoning (dimmed) above what it says.
   const above = [...said(focus?.reasoning, dim), ...said(focus?.text, (line) => line)];
   const below = [
-    ...(view.status ? [yellow(view.status)] : []),
+    ...(view.status ? [yellow(visibleLine(view.status))] : []),
     dim(`↑/↓ pick an agent${pending.length && !requests.watchOnly ? " · a/d answer" : ""} · q quit`),
   ];
   // The tree keeps a few lines whatever else there is; the approval's command gives way first.
@@ -78,7 +82,9 @@ export function renderFrame(
   while (1 + treeLines.length + rest.length > rows && treeLines.length > 1) treeLines.pop();
   while (1 + treeLines.length + rest.length > rows && rest.length > below.length + 2)
     rest.splice(rest.length - below.length - 2, 1);
-  return [dim(view.header), ...treeLines, ...rest].slice(0, rows).map((line) => cliTruncate(line, columns));
+  return [dim(visibleLine(view.header)), ...treeLines, ...rest]
+    .slice(0, rows)
+    .map((line) => cliTruncate(line, columns));
 }
 
 /** The tree as lines, with the node each shows (run headers show none), columns lined up. */
@@ -89,7 +95,10 @@ function treeRows(builder: RunTreeBuilder): Array<{ node?: TreeNode; line: strin
   const lines: Array<{ node?: TreeNode; label?: string; line?: string }> = [];
   const visit = (node: TreeNode, indent: string, last: boolean, root: boolean) => {
     const branch = root ? "" : last ? "└─ " : "├─ ";
-    const entry = { node, label: `${indent}${branch}${node.name} (${node.agentId})` };
+    const entry = {
+      node,
+      label: `${indent}${branch}${visibleLine(node.name)} (${visibleLine(node.agentId)})`,
+    };
     agents.push(entry);
     lines.push(entry);
     const childIndent = root ? indent : `${indent}${last ? "   " : "│  "}`;
@@ -98,7 +107,9 @@ function treeRows(builder: RunTreeBuilder): Array<{ node?: TreeNode; line: strin
     });
   };
   for (const root of roots) {
-    lines.push({ line: `${bold(`run ${root.runId}`)}  ${dim(oneLine(root.task).slice(0, 80))}` });
+    lines.push({
+      line: `${bold(`run ${visibleLine(root.runId)}`)}  ${dim(visibleLine(oneLine(root.task)).slice(0, 80))}`,
+    });
     visit(root, "", true, true);
   }
   const labelWidth = Math.max(...agents.map((a) => a.label.length));
@@ -110,7 +121,7 @@ function treeRows(builder: RunTreeBuilder): Array<{ node?: TreeNode; line: strin
 }
 
 function agentLine(node: TreeNode, label: string): string {
-  const state = node.reason ? `stopped: ${node.reason}` : node.state;
+  const state = visibleLine(node.reason ? `stopped: ${node.reason}` : node.state);
   const tokens = (node.usage?.inputTokens ?? 0) + (node.usage?.outputTokens ?? 0);
   const { maxTurns, maxTokens, maxCostUsd } = node.budget;
   const cost = node.usage?.costUsd ?? 0;
@@ -122,7 +133,7 @@ function agentLine(node: TreeNode, label: string): string {
     `$${cost.toFixed(4)}${maxCostUsd ? ` ${bar(cost, maxCostUsd)}` : ""}`,
   ];
   if (node.context) parts.push(contextBar(node.context.percent));
-  if (node.tool) parts.push(`▸ ${node.tool}`);
+  if (node.tool) parts.push(`▸ ${visibleLine(node.tool)}`);
   return parts.join("  ").trimEnd();
 }
 
@@ -155,7 +166,10 @@ function scrolled(
   ].slice(0, room);
 }
 
-/** The approval to answer: who wants what, its call id, paths and the first lines of the command or diff. */
+/**
+ * The approval to answer: who wants what, its call id, paths, the first lines of the command or diff
+ * quoted (its line count in the label), then why it is asked, on a line of its own below the text.
+ */
 function approvalPanel(
   pending: PendingApproval,
   count: number,
@@ -169,20 +183,25 @@ function approvalPanel(
   const request =
     record?.request ??
     (requests.watchOnly ? shownAsEvent && { ...shownAsEvent, tool: shownAsEvent.name } : undefined);
+  const who = `${visibleLine(node.name)} wants`;
   if (!request)
     return [
       "",
-      bold(`approval${of}: ${node.name} wants ${shownAsEvent?.name ?? "a tool"} (${callId})`),
+      bold(`approval${of}: ${who} ${visibleLine(shownAsEvent?.name ?? "a tool")} (${visibleLine(callId)})`),
       dim("  reading the request…"),
     ];
-  const lines = request.detail.split("\n");
+  const text = requestText(request);
+  const lines = quotedLines(text);
   const more = lines.length - detailLines;
+  const because = becauseLine(request);
   return [
     "",
-    bold(`approval${of}: ${node.name} wants ${request.tool} (${callId})`),
-    ...(request.paths.length ? [`  paths: ${request.paths.join(", ")}`] : []),
+    bold(`approval${of}: ${who} ${visibleLine(request.tool)} (${visibleLine(callId)})`),
+    ...(request.paths.length ? [`  paths: ${request.paths.map(visibleLine).join(", ")}`] : []),
+    `  ${textLabel(request, text)}:`,
     ...lines.slice(0, detailLines).map((line) => `  │ ${line}`),
     ...(more > 0 ? [dim(`  │ … ${more} more line${more === 1 ? "" : "s"}`)] : []),
+    ...(because ? [yellow(`  ${because}`)] : []),
     requests.watchOnly ? dim("  (watch only: this terminal cannot answer)") : "  [a] allow  [d] deny",
   ];
 }

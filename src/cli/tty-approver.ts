@@ -1,6 +1,8 @@
 import { createInterface } from "node:readline/promises";
 import { TroupeError } from "../errors.js";
 import type { ApprovalAnswer, ApprovalRequest, Approver } from "../safety/approver.js";
+import { visibleLine } from "../util/visible.js";
+import { describeRequest } from "./request-text.js";
 
 /** An approver at this terminal, whose question can be withdrawn when the request is decided elsewhere. */
 export interface TtyApprover extends Approver {
@@ -44,7 +46,7 @@ export function ttyApprover(
     asking = { callId: request.callId, stop };
     try {
       output.write(
-        `${describeRequest(request)}\n? allow ${request.tool} (${request.callId})? y = yes, n [reason] = no, ${escalation ? "a = this once (it leaves the sandbox)" : "a = always"}: `,
+        `${describeRequest(request)}\n? allow ${visibleLine(request.tool)} (${visibleLine(request.callId)})? y = yes, n [reason] = no, ${escalation ? "a = this once (it leaves the sandbox)" : "a = always"}: `,
       );
       for (;;) {
         const answer = await lines.next(AbortSignal.any([signal, stop.signal]));
@@ -64,7 +66,7 @@ export function ttyApprover(
             always.add(request.tool);
             return { approved: true, by: "user", reason: "always allowed in this run" };
         }
-        output.write(`? ${word ? `"${word}" is not an answer: ` : ""}y, n [reason] or a: `);
+        output.write(`? ${word ? `"${visibleLine(word)}" is not an answer: ` : ""}y, n [reason] or a: `);
       }
     } catch (error) {
       if (stop.signal.aborted) throw new QuestionWithdrawnError(`${request.callId} was decided elsewhere`);
@@ -87,16 +89,6 @@ export function ttyApprover(
       asking.stop.abort();
     },
   };
-}
-
-/** A request as a person reads it before deciding: the tool, its effect, the exact command or diff, the paths. */
-export function describeRequest(request: ApprovalRequest): string {
-  const paths = request.paths.length ? `\n  paths: ${request.paths.join(", ")}` : "";
-  const detail = request.detail
-    .split("\n")
-    .map((line) => `  │ ${line}`)
-    .join("\n");
-  return `${request.tool} (${request.effect}) wants to:\n${detail}${paths}`;
 }
 
 /**

@@ -131,7 +131,7 @@ describe("the embedded default", () => {
     const approve = await s.troupe(["approve", "call_deploy", "--allow"]);
     // It shows what it signs for: the request as the daemon wrote it.
     expect(approve.stderr).toBe(
-      `run ${runId}, agent ${first?.agentId}: shell (execute) wants to:\n  │ touch deployed.txt\n  paths: deployed.txt\n`,
+      `run ${runId}, agent ${first?.agentId}: shell (execute) wants to:\n  command (1 line): "touch deployed.txt"\n  paths: deployed.txt\n`,
     );
     expect(approve.stdout).toMatch(/^allowed shell \(call_deploy\) as \S+\n$/);
     expect(approve.code).toBe(0);
@@ -353,8 +353,8 @@ describe("the embedded default", () => {
     );
     const asked = run.output().split("allow shell (").length - 1;
     expect(asked).toBe(1);
-    expect(run.output()).toContain("│ touch one.txt");
-    expect(run.output()).not.toContain("│ echo harmless");
+    expect(run.output()).toContain('command (1 line): "touch one.txt"');
+    expect(run.output()).not.toContain("echo harmless");
   });
 
   it("troupe approve asks which run when a call id waits in two, and answers the one named", async () => {
@@ -385,7 +385,9 @@ describe("the embedded default", () => {
     const named = await s.troupe(["approve", "call_same", "--deny", "--run", two as string]);
     expect(named.code).toBe(0);
     expect(named.stderr).toMatch(
-      new RegExp(`^run ${two}, agent \\S+: shell \\(execute\\) wants to:\n  │ touch same.txt\n`),
+      new RegExp(
+        `^run ${two}, agent \\S+: shell \\(execute\\) wants to:\n  command \\(1 line\\): "touch same.txt"\n`,
+      ),
     );
     expect(await runs[1]?.exit).toBe(0);
     // The other run still waits, and is the only one left to answer.

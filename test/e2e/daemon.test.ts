@@ -141,7 +141,7 @@ describe("troupe daemon", () => {
       { cwd: dir, env },
     );
     expect(deny.stdout).toMatch(/^denied shell \(call_deploy\) as \S+\n$/);
-    expect(deny.stderr).toContain("shell (execute) wants to:\n  │ make deploy\n");
+    expect(deny.stderr).toContain('shell (execute) wants to:\n  command (1 line): "make deploy"\n');
     expect(deny.code).toBe(0);
     const late = await runTroupe(["--config", join(dir, "config"), "approve", "call_deploy", "--allow"], {
       cwd: dir,

@@ -86,10 +86,10 @@ describe("living with the daemon", () => {
       expect(lines.length).toBeLessThanOrEqual(rows + 1);
       for (const line of lines) expect(width(line)).toBeLessThanOrEqual(columns);
       expect(tmux.history().split("troupe observe ·")).toHaveLength(2);
-      // The approval to answer: who, what (tool, call id, paths, the command's first lines), and the keys.
+      // The approval to answer: who, what (tool, call id, paths, the command's first lines, quoted), and the keys.
       expect(screen).toMatch(/approval \(1 of 3 waiting\): worker wants shell \(call_\d_0\)/);
       expect(screen).toContain("paths: approved.txt");
-      expect(screen).toContain("│ touch approved.txt");
+      expect(screen).toContain('│ "touch approved.txt');
       expect(screen).toContain("↑/↓ pick an agent · a/d answer · q quit");
     }
     // The arrow keys pick an agent; its approval is the one a/d answers.
@@ -137,7 +137,7 @@ describe("living with the daemon", () => {
     const listed = await s.troupe(["approvals"]);
     expect(listed.code).toBe(0);
     expect(listed.stdout).toMatch(
-      /^CALL +RUN +AGENT +TOOL +AGE +WHAT\ncall_one +run-\S+ +worker-\S+ +shell +\d+s +touch one.txt \(one.txt\)\n$/,
+      /^CALL +RUN +AGENT +TOOL +AGE +WHAT\ncall_one +run-\S+ +worker-\S+ +shell +\d+s +"touch one.txt" \(one.txt\)\n$/,
     );
     const approved = await s.troupe(["approve", "--allow"]);
     expect(approved.stdout).toBe(`allowed shell (call_one) as ${userInfo().username}\n`);

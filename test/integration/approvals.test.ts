@@ -115,6 +115,10 @@ describe("approval requests", () => {
       "touch net.txt\n(asked because it asks for network access)",
       "touch /tmp/unsandboxed-$PPID\n(asked because it asks to run outside the sandbox)",
     ]);
+    expect(asked.map((r) => r.escalation)).toEqual([
+      "it asks for network access",
+      "it asks to run outside the sandbox",
+    ]);
     expect(existsSync(join(ws, "inside.txt"))).toBe(true);
     expect(existsSync(join(ws, "net.txt"))).toBe(true);
     const results =
@@ -154,7 +158,9 @@ describe("approval requests", () => {
     const third = approver.decide(request("write_file"), signal);
     input.write("y\n");
     expect(await third).toEqual({ approved: true, by: "user" });
-    expect(printed).toContain("  │ rm build/out.txt\n  paths: build/out.txt\n? allow shell (c-shell)?");
+    expect(printed).toContain(
+      'shell (execute) wants to:\n  command (1 line): "rm build/out.txt"\n  paths: build/out.txt\n? allow shell (c-shell)?',
+    );
     expect(printed).toContain('? y, n [reason] or a: ? "yse" is not an answer: y, n [reason] or a: ');
     expect(printed.match(/\? allow shell \(c-shell\)\?/g)).toHaveLength(2);
   });

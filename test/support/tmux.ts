@@ -38,6 +38,11 @@ export class Tmux {
     return this.#run("capture-pane", "-p");
   }
 
+  /** What is on the terminal now with each cell's attributes as SGR sequences (hidden text is `8`). */
+  styled(): string {
+    return this.#run("capture-pane", "-p", "-e");
+  }
+
   history(): string {
     return this.#run("capture-pane", "-p", "-S", "-");
   }
