@@ -1,4 +1,4 @@
-import { existsSync, statSync } from "node:fs";
+import { existsSync, realpathSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Bus } from "../bus/bus.js";
 import { LocalBus } from "../bus/local-bus.js";
@@ -16,7 +16,7 @@ import { Redactor } from "../safety/redact.js";
 import type { SandboxMode } from "../sandbox/plan.js";
 import { detectSandbox, type Sandbox } from "../sandbox/sandbox.js";
 import { mcpConfinement, sandboxScope } from "../sandbox/scope.js";
-import { discoverSkills, loadSkill, matchSkill, type Skill, skillCommand } from "../skills/skills.js";
+import { findSkills, loadSkill, matchSkill, type Skill, skillCommand } from "../skills/skills.js";
 import { builtinTools } from "../tools/builtin/index.js";
 import { loadSkillTool } from "../tools/builtin/load-skill.js";
 import { CommandHooks } from "../tools/command-hooks.js";
@@ -99,6 +99,8 @@ export class Runtime {
   readonly #ownsBus: boolean;
   #persistence: { agents: AgentStore; journal: ToolJournal } | undefined;
   readonly #commandHooks: CommandHooks;
+  /** Workspace skills left out, one line each for the catalogue. */
+  readonly #skippedSkills: string[];
   readonly #controls: AgentControls;
   readonly #agentHooks: AgentHooks | undefined;
   #moduleTools = new Map<string, Tool[]>();
@@ -119,13 +121,21 @@ export class Runtime {
       throw new WorkspaceError(`workspace ${this.workspace} is not a directory; pass --workspace DIR`);
     }
     // A workspace's own skills may not pre-approve tools: a repository's files would approve its calls.
-    this.skills = discoverSkills(
+    // Its files are project notes: a link, a FIFO or a file outside the workspace is skipped.
+    const found = findSkills(
       [
         resolve(options.config.dir, options.config.troupe.skillsDir),
-        { dir: join(this.workspace, ".troupe", "skills"), preApprove: false },
+        {
+          dir: join(this.workspace, ".troupe", "skills"),
+          preApprove: false,
+          within: realpathSync(this.workspace),
+          readHardLinks: options.config.troupe.sandbox.readHardLinks,
+        },
       ],
       this.#log,
     );
+    this.skills = found.skills;
+    this.#skippedSkills = found.skipped;
     this.sandbox = options.sandbox ?? detectSandbox();
     if (this.sandbox.unavailable && this.definitions().some((agent) => agent.tools.includes("shell")))
       this.#log.warn(
@@ -325,6 +335,7 @@ export class Runtime {
       hiddenDirs: this.#hiddenPaths,
       sandbox: this.sandbox,
       skills: this.skills,
+      skippedSkills: this.#skippedSkills,
       agents: new Map([...this.#config.agents].map(([name, agent]) => [name, agent.definition])),
       limits: this.#config.troupe.subagents,
       placeElsewhere: workerPlacement(this.bus, this.#log),

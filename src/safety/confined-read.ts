@@ -31,7 +31,7 @@ export interface ReadOptions {
 
 // O_NONBLOCK: a FIFO in the workspace must not hang the read. O_NOFOLLOW: a symlink swapped in for
 // the file after it was resolved is refused, not followed.
-const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+export const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 
 /**
  * Opens `path` for reading only when the file opened is inside `root` (a real path). Judged at the
@@ -96,7 +96,7 @@ async function judge(
 }
 
 /** Why the opened file may not be read, or undefined when it may; `held`: the path of the file it is. */
-function verdict(
+export function verdict(
   root: string,
   info: Stats,
   held: string | undefined,
@@ -158,7 +158,11 @@ async function heldPath(
   return now !== undefined && now.dev === info.dev && now.ino === info.ino ? real : undefined;
 }
 
-function heldPathSync(real: string, fd: number, info: { dev: number; ino: number }): string | undefined {
+export function heldPathSync(
+  real: string,
+  fd: number,
+  info: { dev: number; ino: number },
+): string | undefined {
   try {
     return readlinkSync(`/proc/self/fd/${fd}`);
   } catch {
