@@ -1,14 +1,4 @@
-import {
-  closeSync,
-  constants,
-  fstatSync,
-  openSync,
-  readFileSync,
-  readlinkSync,
-  realpathSync,
-  type Stats,
-  statSync,
-} from "node:fs";
+import { constants, readlinkSync, realpathSync, type Stats, statSync } from "node:fs";
 import { type FileHandle, open, readlink, realpath, stat } from "node:fs/promises";
 import { isInside } from "../util/paths.js";
 import { isHidden } from "./workspace-guard.js";
@@ -108,37 +98,6 @@ export function verdict(
   if (held === undefined || !isInside(root, held)) return { refused: "outside" };
   if (isHidden(held, options.hiddenDirs)) return { refused: "hidden" };
   return undefined;
-}
-
-/**
- * `readConfined` for a caller that cannot wait (a skill's SKILL.md, read when a run starts): the same
- * judgement, made on the descriptor opened.
- */
-export function readConfinedSync(
-  root: string,
-  path: string,
-  options: ReadOptions = {},
-): Buffer | ReadRefusal {
-  let real: string;
-  try {
-    real = realpathSync(path);
-  } catch {
-    return { refused: "missing" };
-  }
-  if (!isInside(root, real)) return { refused: "outside" };
-  let fd: number;
-  try {
-    fd = openSync(real, READ_FLAGS);
-  } catch (error) {
-    return openRefusal(error);
-  }
-  try {
-    const info = fstatSync(fd);
-    const refusal = verdict(root, info, info.isFile() ? heldPathSync(real, fd, info) : undefined, options);
-    return refusal ?? readFileSync(fd);
-  } finally {
-    closeSync(fd);
-  }
 }
 
 /**
