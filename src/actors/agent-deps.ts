@@ -42,6 +42,8 @@ export interface AgentDeps {
   sandbox?: Sandbox;
   /** Every skill there is; an agent's `skills:` picks from them. */
   skills: ReadonlyMap<string, Skill>;
+  /** Skills left out (a SKILL.md that is a link, a FIFO…), one line each, for the catalogue. */
+  skippedSkills?: readonly string[];
   /** Every agent definition, for the subagents an agent lists. */
   agents: ReadonlyMap<string, AgentDefinition>;
   limits: SubagentLimits;

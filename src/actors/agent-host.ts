@@ -59,11 +59,12 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       runId,
       agentId,
       name: definition.name,
-      systemPrompt: buildSystemPrompt(definition, deps.workspace, [
-        UNTRUSTED_NOTE,
-        ...catalogueFor(definition, deps),
-        ...(settings.mode === "plan" ? [PLAN_NOTE] : []),
-      ]),
+      systemPrompt: buildSystemPrompt(
+        definition,
+        deps.workspace,
+        [UNTRUSTED_NOTE, ...catalogueFor(definition, deps), ...(settings.mode === "plan" ? [PLAN_NOTE] : [])],
+        { readHardLinks: deps.config.sandbox.readHardLinks, hiddenDirs: deps.hiddenDirs },
+      ),
       budget,
       onToolError: definition.onToolError,
       elapsedMs: restore?.elapsedMs ?? 0,

@@ -67,7 +67,7 @@ export function catalogueFor(definition: AgentDefinition, deps: AgentDeps): stri
     (skill) => !definition.skills || definition.skills.includes(skill.name),
   );
   const catalogue = skillCatalogue(visible);
-  return catalogue ? [catalogue] : [];
+  return [...(catalogue ? [catalogue] : []), ...(deps.skippedSkills ?? [])];
 }
 
 /**

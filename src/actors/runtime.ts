@@ -1,4 +1,4 @@
-import { existsSync, statSync } from "node:fs";
+import { existsSync, realpathSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Bus } from "../bus/bus.js";
 import { LocalBus } from "../bus/local-bus.js";
@@ -13,10 +13,11 @@ import type { AgentOutput } from "../machines/agent-types.js";
 import { ModelRouter, type ModelRouterOptions } from "../model/model-router.js";
 import { type Approver, denyingApprover } from "../safety/approver.js";
 import { Redactor } from "../safety/redact.js";
+import { type TroupeDirs, workspaceRefusal } from "../safety/refused-workspace.js";
 import type { SandboxMode } from "../sandbox/plan.js";
 import { detectSandbox, type Sandbox } from "../sandbox/sandbox.js";
 import { mcpConfinement, sandboxScope } from "../sandbox/scope.js";
-import { discoverSkills, loadSkill, matchSkill, type Skill, skillCommand } from "../skills/skills.js";
+import { findSkills, loadSkill, matchSkill, type Skill, skillCommand } from "../skills/skills.js";
 import { builtinTools } from "../tools/builtin/index.js";
 import { loadSkillTool } from "../tools/builtin/load-skill.js";
 import { CommandHooks } from "../tools/command-hooks.js";
@@ -100,6 +101,10 @@ export class Runtime {
   readonly #ownsBus: boolean;
   #persistence: { agents: AgentStore; journal: ToolJournal } | undefined;
   readonly #commandHooks: CommandHooks;
+  /** The data and config dirs, which no workspace may be in. */
+  readonly #troupeDirs: TroupeDirs;
+  /** Workspace skills left out, one line each for the catalogue. */
+  readonly #skippedSkills: string[];
   readonly #controls: AgentControls;
   readonly #agentHooks: AgentHooks | undefined;
   #moduleTools = new Map<string, Tool[]>();
@@ -119,20 +124,35 @@ export class Runtime {
     if (!existsSync(this.workspace) || !statSync(this.workspace).isDirectory()) {
       throw new WorkspaceError(`workspace ${this.workspace} is not a directory; pass --workspace DIR`);
     }
+    const scope = sandboxScope(options.config, this.workspace, options.env ?? process.env);
+    // Settings given in code have the working directory for their dir, which is no config dir.
+    const configDirs = options.config.file
+      ? scope.protectedDirs
+      : scope.protectedDirs.filter((dir) => dir !== options.config.dir);
+    this.#troupeDirs = { data: scope.hiddenDirs, config: configDirs };
+    const refusal = this.workspaceRefusal(this.workspace);
+    if (refusal) throw new WorkspaceError(`workspace ${this.workspace} ${refusal}`);
     // A workspace's own skills may not pre-approve tools: a repository's files would approve its calls.
-    this.skills = discoverSkills(
+    // Its files are project notes: a link, a FIFO or a file outside the workspace is skipped.
+    const found = findSkills(
       [
         resolve(options.config.dir, options.config.troupe.skillsDir),
-        { dir: join(this.workspace, ".troupe", "skills"), preApprove: false },
+        {
+          dir: join(this.workspace, ".troupe", "skills"),
+          preApprove: false,
+          within: realpathSync(this.workspace),
+          readHardLinks: options.config.troupe.sandbox.readHardLinks,
+        },
       ],
       this.#log,
     );
+    this.skills = found.skills;
+    this.#skippedSkills = found.skipped;
     this.sandbox = options.sandbox ?? detectSandbox();
     if (this.sandbox.unavailable && this.definitions().some((agent) => agent.tools.includes("shell")))
       this.#log.warn(
         `no command sandbox: ${this.sandbox.unavailable}; until then every shell command is asked for`,
       );
-    const scope = sandboxScope(options.config, this.workspace, options.env ?? process.env);
     this.#protectedPaths = scope.protectedDirs;
     this.#hiddenPaths = scope.hiddenDirs;
     this.tools = new ToolRegistry([
@@ -162,6 +182,14 @@ export class Runtime {
   }
 
   /** The agent a run uses: the one named, else the default. Throws `UnknownAgentError`. */
+  /**
+   * Why `workspace` may not be one (inside a `.git`, a git dir, the data or config dir), in words
+   * that follow its path; undefined when it may.
+   */
+  workspaceRefusal(workspace: string): string | undefined {
+    return workspaceRefusal(realpathSync(workspace), this.#troupeDirs);
+  }
+
   agent(name?: string): AgentDefinition {
     const agents = this.#config.agents;
     const chosen =
@@ -327,6 +355,7 @@ export class Runtime {
       hiddenDirs: this.#hiddenPaths,
       sandbox: this.sandbox,
       skills: this.skills,
+      skippedSkills: this.#skippedSkills,
       agents: new Map([...this.#config.agents].map(([name, agent]) => [name, agent.definition])),
       limits: this.#config.troupe.subagents,
       placeElsewhere: workerPlacement(this.bus, this.#log),

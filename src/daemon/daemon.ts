@@ -276,6 +276,8 @@ export class Daemon {
       throw new RequestRefusedError(
         `workspace ${asked} is outside the daemon's workspaces (${roots.join(", ")}): add it to daemon.workspaces in its troupe.yaml`,
       );
+    const refusal = this.runtime.workspaceRefusal(real);
+    if (refusal) throw new RequestRefusedError(`workspace ${asked} ${refusal}`);
     return real;
   }
 

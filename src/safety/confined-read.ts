@@ -1,14 +1,4 @@
-import {
-  closeSync,
-  constants,
-  fstatSync,
-  openSync,
-  readFileSync,
-  readlinkSync,
-  realpathSync,
-  type Stats,
-  statSync,
-} from "node:fs";
+import { constants, readlinkSync, realpathSync, type Stats, statSync } from "node:fs";
 import { type FileHandle, open, readlink, realpath, stat } from "node:fs/promises";
 import { isInside } from "../util/paths.js";
 import { isHidden } from "./workspace-guard.js";
@@ -31,7 +21,7 @@ export interface ReadOptions {
 
 // O_NONBLOCK: a FIFO in the workspace must not hang the read. O_NOFOLLOW: a symlink swapped in for
 // the file after it was resolved is refused, not followed.
-const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+export const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 
 /**
  * Opens `path` for reading only when the file opened is inside `root` (a real path). Judged at the
@@ -96,7 +86,7 @@ async function judge(
 }
 
 /** Why the opened file may not be read, or undefined when it may; `held`: the path of the file it is. */
-function verdict(
+export function verdict(
   root: string,
   info: Stats,
   held: string | undefined,
@@ -108,37 +98,6 @@ function verdict(
   if (held === undefined || !isInside(root, held)) return { refused: "outside" };
   if (isHidden(held, options.hiddenDirs)) return { refused: "hidden" };
   return undefined;
-}
-
-/**
- * `readConfined` for a caller that cannot wait (a skill's SKILL.md, read when a run starts): the same
- * judgement, made on the descriptor opened.
- */
-export function readConfinedSync(
-  root: string,
-  path: string,
-  options: ReadOptions = {},
-): Buffer | ReadRefusal {
-  let real: string;
-  try {
-    real = realpathSync(path);
-  } catch {
-    return { refused: "missing" };
-  }
-  if (!isInside(root, real)) return { refused: "outside" };
-  let fd: number;
-  try {
-    fd = openSync(real, READ_FLAGS);
-  } catch (error) {
-    return openRefusal(error);
-  }
-  try {
-    const info = fstatSync(fd);
-    const refusal = verdict(root, info, info.isFile() ? heldPathSync(real, fd, info) : undefined, options);
-    return refusal ?? readFileSync(fd);
-  } finally {
-    closeSync(fd);
-  }
 }
 
 /**
@@ -158,7 +117,11 @@ async function heldPath(
   return now !== undefined && now.dev === info.dev && now.ino === info.ino ? real : undefined;
 }
 
-function heldPathSync(real: string, fd: number, info: { dev: number; ino: number }): string | undefined {
+export function heldPathSync(
+  real: string,
+  fd: number,
+  info: { dev: number; ino: number },
+): string | undefined {
   try {
     return readlinkSync(`/proc/self/fd/${fd}`);
   } catch {

@@ -58,6 +58,8 @@ export interface HostPlanRequest {
 /** A plan, and what the workspace held when it was made (for `HostPlanner.settle`). */
 export interface HostPlan extends SandboxPlan {
   entries?: WorkspaceEntries;
+  /** Directories of the workspace beyond the walk's bound, hidden from the command; after `settle`, from the look after it. */
+  hidden: string[];
 }
 
 /**
@@ -117,6 +119,8 @@ export class HostPlanner {
         if (real && inside(workspace, real)) covered.push({ kind: "read", path: real });
       }
     }
+    // Beyond the walk's bound nothing is known (a .git, a socket): hidden, empty and read-only.
+    for (const path of entries.beyond) covered.push({ kind: "tmpfs", path, readOnly: true });
     for (const path of entries.sockets) covered.push({ kind: "hide-file", path });
     for (const dir of request.hiddenDirs ?? []) {
       const real = realPathOrUndefined(dir);
@@ -124,7 +128,13 @@ export class HostPlanner {
     }
     if (writable) mounts.push(...pinnedAncestors(workspace, covered));
     mounts.push(...covered);
-    return { mounts, network: request.network, cwd, ...(writable ? { entries } : {}) };
+    return {
+      mounts,
+      network: request.network,
+      cwd,
+      hidden: entries.beyond,
+      ...(writable ? { entries } : {}),
+    };
   }
 
   /**
@@ -147,6 +157,7 @@ export class HostPlanner {
       for (const dir of closedBy(after)) openUp(dir);
       ({ changed, after } = this.#protected.changedSince(real, before));
     }
+    plan.hidden = after.beyond;
     const held = [
       ...after.failures.map(({ dir, why }) => ({ path: dir, why })),
       ...closedBy(after).map((dir) => ({ path: dir, why: `${dir} cannot be read` })),

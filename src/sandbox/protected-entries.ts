@@ -32,13 +32,27 @@ export interface WorkspaceEntries {
   unreadable: string[];
   /** With `lenient`: the directories that could not be looked at, and why. */
   failures: Array<{ dir: string; why: string }>;
+  /**
+   * Directories beyond the walk's bound (`WALK_BOUND`), not looked into: what is in them is unknown
+   * (a `.git`, a socket), so commands get them hidden, empty and read-only.
+   */
+  beyond: string[];
 }
+
+/**
+ * How far the walk goes: directories deeper than `depth` levels below the workspace, or whose path
+ * is longer than `pathBytes` (PATH_MAX is 4096, and a mount needs room for bubblewrap's prefix), are
+ * not looked into. A tree of 2,100 nested directories otherwise made every look fail.
+ */
+export const WALK_BOUND = { depth: 64, pathBytes: 3072 };
 
 interface DirectoryEntry {
   /** mtime, ctime and inode: renaming, adding or removing an entry changes the first two; `touch -d` the second. */
   key: string;
   subdirs: string[];
   protected: ProtectedEntry[];
+  /** Protected entries that are directories: walked for sockets only (a read-only mount does not stop `connect()`). */
+  shielded: string[];
   sockets: string[];
 }
 
@@ -46,10 +60,11 @@ interface DirectoryEntry {
  * Finds what a sandboxed command must not change or reach in a workspace: every `.git` (a directory,
  * or a worktree's or submodule's `.git` file) and `.troupe` at any depth, every directory shaped
  * like a repository (`HEAD`, `objects/`, `refs/`: git takes one for a git dir while it looks for a
- * repository, wherever its config says the work tree is), and every unix socket, without following
- * symlinked directories. A directory is read again only when its mtime, ctime or inode changed since
- * the last look, so a second look at an unchanged tree costs one lstat per directory. A directory
- * that cannot be read is reported, never skipped; a path that cannot even be looked at (too long)
+ * repository, wherever its config says the work tree is), and every unix socket, inside protected
+ * entries too, without following symlinked directories. A directory is read again only when its
+ * mtime, ctime or inode changed since the last look, so a second look at an unchanged tree costs one
+ * lstat per directory. The walk stops at `WALK_BOUND`: what is beyond is reported in `beyond`. A
+ * directory that cannot be read is reported, never skipped; one that cannot be looked at otherwise
  * fails the look, or with `lenient` is reported in `failures`.
  */
 export class ProtectedEntries {
@@ -64,13 +79,19 @@ export class ProtectedEntries {
       sockets: [],
       unreadable: [],
       failures: [],
+      beyond: [],
     };
     const cache = this.#caches.get(workspace) ?? new Map<string, DirectoryEntry>();
     this.#caches.set(workspace, cache);
     const seen = new Set<string>();
-    const stack = [workspace];
+    // `shielded`: inside a protected entry, where only sockets (and the bound) matter.
+    const stack = [{ dir: workspace, depth: 0, shielded: false }];
     while (stack.length > 0) {
-      const dir = stack.pop() as string;
+      const { dir, depth, shielded } = stack.pop() as (typeof stack)[number];
+      if (depth > WALK_BOUND.depth || Buffer.byteLength(dir) > WALK_BOUND.pathBytes) {
+        found.beyond.push(dir);
+        continue;
+      }
       let entry: DirectoryEntry | undefined;
       try {
         entry = this.#look(cache, dir, found);
@@ -81,14 +102,10 @@ export class ProtectedEntries {
       if (!entry) continue;
       seen.add(dir);
       found.sockets.push(...entry.sockets);
-      for (const { path, kind } of entry.protected) {
-        const identity = identityOf(path);
-        if (identity === undefined) continue;
-        const target = identity.startsWith("link:") ? realPathInside(workspace, path) : path;
-        found.identities.set(path, { kind, identity });
-        if (target) found.protected.push(target);
-      }
-      stack.push(...entry.subdirs);
+      if (!shielded) this.#record(workspace, entry, found);
+      const next = (dirs: string[], inside: boolean) =>
+        dirs.map((sub) => ({ dir: sub, depth: depth + 1, shielded: inside }));
+      stack.push(...next(entry.subdirs, shielded), ...next(entry.shielded, true));
     }
     for (const loaded of LOADED_AT_ROOT) {
       const path = join(workspace, loaded);
@@ -101,6 +118,17 @@ export class ProtectedEntries {
     if (cache.size > seen.size) for (const dir of cache.keys()) if (!seen.has(dir)) cache.delete(dir);
     found.protected = [...new Set(found.protected)];
     return found;
+  }
+
+  /** A looked-at directory's protected entries, by real path and by what they are now. */
+  #record(workspace: string, entry: DirectoryEntry, found: WorkspaceEntries): void {
+    for (const { path, kind } of entry.protected) {
+      const identity = identityOf(path);
+      if (identity === undefined) continue;
+      const target = identity.startsWith("link:") ? realPathInside(workspace, path) : path;
+      found.identities.set(path, { kind, identity });
+      if (target) found.protected.push(target);
+    }
   }
 
   /**
@@ -142,12 +170,14 @@ export class ProtectedEntries {
       cache.delete(dir);
       return failed(dir, error, found);
     }
-    const entry: DirectoryEntry = { key, subdirs: [], protected: [], sockets: [] };
+    const entry: DirectoryEntry = { key, subdirs: [], protected: [], shielded: [], sockets: [] };
     if (looksLikeRepository(entries)) entry.protected.push({ path: dir, kind: "repository" });
     for (const child of entries) {
       const path = join(dir, child.name);
-      if (isProtectedName(child.name)) entry.protected.push({ path, kind: "named" });
-      else if (child.isDirectory()) entry.subdirs.push(path);
+      if (isProtectedName(child.name)) {
+        entry.protected.push({ path, kind: "named" });
+        if (child.isDirectory()) entry.shielded.push(path);
+      } else if (child.isDirectory()) entry.subdirs.push(path);
       else if (child.isSocket()) entry.sockets.push(path);
     }
     cache.set(dir, entry);

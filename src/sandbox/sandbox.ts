@@ -42,6 +42,11 @@ export interface SandboxedCommand {
    * `.git` or `.troupe`, a `.git` symlink pointed elsewhere), from where to where.
    */
   settle(): Array<{ from: string; to: string }>;
+  /**
+   * Directories of the workspace too deep to look into, hidden from the command (empty, read-only);
+   * once settled, those the next command will not see.
+   */
+  hidden(): string[];
 }
 
 export class SandboxUnavailableError extends TroupeError {
@@ -71,6 +76,7 @@ class Bubblewrap implements Sandbox {
       args: bwrapArgs(seccomp ? { ...plan, seccompFd: 3 } : plan, command),
       inputs: seccomp ? [seccomp] : [],
       settle: () => this.#planner.settle(request.workspace, plan),
+      hidden: () => plan.hidden,
     };
   }
 }

@@ -1,9 +1,9 @@
-import { existsSync, readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { readdirSync, realpathSync, statSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
 import { parse } from "yaml";
 import { z } from "zod";
 import type { Logger } from "../log.js";
-import { isRefusal, readConfinedSync } from "../safety/confined-read.js";
+import { type Note, type NoteRefusal, readNoteSync, skippedNote } from "../safety/note-read.js";
 import { skillFiles } from "./skill-files.js";
 import { SKILL_PATH_PREFIX } from "./skill-path.js";
 import type { LoadedSkill } from "./skill-types.js";
@@ -26,10 +26,21 @@ export interface Skill {
    * format's experimental field). Empty for a skill from a dir that may not pre-approve (the workspace's).
    */
   allowedTools: string[];
+  /** How its files are read: inside what real path, and whether hard-linked ones are. */
+  reading: { within?: string | undefined; readHardLinks?: boolean | undefined };
 }
 
-/** Where skills are found; `preApprove: false` ignores their `allowed-tools` (a workspace's own skills). */
-export type SkillDir = string | { dir: string; preApprove: boolean };
+/**
+ * Where skills are found. `preApprove: false` ignores their `allowed-tools` (a workspace's own
+ * skills); `within`: the real path their files must be inside (the workspace), read as project
+ * notes; `readHardLinks`: a SKILL.md with other hard links is read (the config's own skills).
+ */
+export type SkillDir =
+  | string
+  | { dir: string; preApprove: boolean; within?: string | undefined; readHardLinks?: boolean | undefined };
+
+/** SKILL.md bytes read at most; the rest of a longer one is left out. */
+const MAX_SKILL_BYTES = 256 * 1024;
 
 const frontmatterSchema = z.object({
   name: z.string().regex(/^[a-z0-9][a-z0-9_-]*$/),
@@ -43,25 +54,45 @@ const frontmatterSchema = z.object({
     ),
 });
 
+/** `findSkills`' skills alone. */
+export function discoverSkills(dirs: readonly SkillDir[], log?: Logger): Map<string, Skill> {
+  return findSkills(dirs, log).skills;
+}
+
 /**
  * Skills in the Agent Skills layout: `<dir>/<skill>/SKILL.md` (or `<dir>/<skill>.md`), each with YAML
  * frontmatter (`name`, `description`, optional `allowed-tools`) and a body. Later dirs override
  * earlier ones by name, so a workspace's `.troupe/skills` can replace a shipped skill. A file without
- * valid frontmatter is skipped with a warning.
+ * valid frontmatter is skipped with a warning; one that is not a regular file of its dir (a
+ * symbolic link, a FIFO, a hard link, a file outside `within`) is skipped with a line in `skipped`
+ * for the prompt.
  */
-export function discoverSkills(dirs: readonly SkillDir[], log?: Logger): Map<string, Skill> {
+export function findSkills(
+  dirs: readonly SkillDir[],
+  log?: Logger,
+): { skills: Map<string, Skill>; skipped: string[] } {
   const skills = new Map<string, Skill>();
+  const skipped: string[] = [];
   for (const given of dirs) {
-    const { dir, preApprove } = typeof given === "string" ? { dir: given, preApprove: true } : given;
-    if (!existsSync(dir) || !statSync(dir).isDirectory()) continue;
+    const { dir, preApprove, ...reading } =
+      typeof given === "string" ? { dir: given, preApprove: true, readHardLinks: true } : given;
+    if (!isDirectory(dir)) continue;
     for (const entry of readdirSync(dir).sort()) {
       const full = join(dir, entry);
-      const isDir = statSync(full).isDirectory();
+      const isDir = isDirectory(full);
       const path = isDir ? join(full, "SKILL.md") : entry.endsWith(".md") ? full : undefined;
-      if (!path || !existsSync(path)) continue;
-      const skill = readSkill(path);
+      if (!path) continue;
+      const skill = readSkill(path, reading);
+      if (skill === undefined) continue;
       if (typeof skill === "string") {
         log?.warn({ path, problem: skill }, "skipped a skill");
+        continue;
+      }
+      if ("refused" in skill) {
+        const name = reading.within ? relative(reading.within, path) || path : path;
+        const line = skippedNote(name, skill);
+        log?.warn({ path }, line);
+        skipped.push(line);
         continue;
       }
       if (!preApprove && skill.allowedTools.length > 0) {
@@ -71,20 +102,23 @@ export function discoverSkills(dirs: readonly SkillDir[], log?: Logger): Map<str
         );
         skill.allowedTools = [];
       }
-      const found = { ...skill, path: realpathSync(path) };
-      skills.set(skill.name, isDir ? { ...found, dir: realpathSync(full) } : found);
+      skills.set(skill.name, isDir ? { ...skill, dir: realpathSync(full) } : skill);
     }
   }
-  return skills;
+  return { skills, skipped };
 }
 
 /** The body of a skill (the text after its frontmatter). */
 export function skillBody(skill: Skill): string {
   // Where it was found: a directory on the way swapped for a link since (a command can do that in a
-  // workspace) leads elsewhere, and is refused. A SKILL.md with other hard links was read when found.
-  const text = readConfinedSync(dirname(skill.path), skill.path, { readHardLinks: true });
-  if (isRefusal(text)) return "";
-  return splitFrontmatter(text.toString("utf8"))?.body.trim() ?? "";
+  // workspace) leads elsewhere, and is refused; so is a SKILL.md swapped for a link or a FIFO.
+  const note = readNoteSync(skill.path, {
+    within: skill.reading.within ?? dirname(skill.path),
+    readHardLinks: skill.reading.readHardLinks,
+    cap: MAX_SKILL_BYTES,
+  });
+  if ("refused" in note) return "";
+  return splitFrontmatter(noteText(note))?.body.trim() ?? "";
 }
 
 /** The catalogue for a system prompt: names and descriptions only. */
@@ -94,8 +128,11 @@ export function skillCatalogue(skills: Iterable<Skill>): string | undefined {
   return `Skills you can load with the load_skill tool when a task calls for one (only their descriptions are shown here):\n${lines.join("\n")}`;
 }
 
-function readSkill(path: string): Skill | string {
-  const parts = splitFrontmatter(readFileSync(path, "utf8"));
+/** The skill at `path`; undefined when there is none; why it is skipped. */
+function readSkill(path: string, reading: Skill["reading"]): Skill | NoteRefusal | string | undefined {
+  const note = readNoteSync(path, { ...reading, cap: MAX_SKILL_BYTES });
+  if ("refused" in note) return note.refused === "missing" ? undefined : note;
+  const parts = splitFrontmatter(noteText(note));
   if (!parts) return "no frontmatter (--- name: … description: … ---)";
   let data: unknown;
   try {
@@ -114,7 +151,21 @@ function readSkill(path: string): Skill | string {
   if (!parsed.success)
     return `frontmatter needs a lowercase name and a description: ${parsed.error.issues[0]?.message}`;
   const { name, description, "allowed-tools": allowedTools } = parsed.data;
-  return { name, description, path, allowedTools };
+  // Its real path: its name is not a link (refused above), so this is its directory's real path.
+  return { name, description, path: realpathSync(path), allowedTools, reading };
+}
+
+function noteText(note: Note): string {
+  const text = note.bytes.toString("utf8");
+  return note.cut ? `${text}\n[SKILL.md is longer; the rest was left out]` : text;
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
 }
 
 function splitFrontmatter(text: string): { frontmatter: string; body: string } | undefined {

@@ -5,6 +5,7 @@ import { workspaceRelative } from "../../safety/workspace-guard.js";
 import { commandEnv, sandboxEnv } from "../../sandbox/env.js";
 import type { HostPlanRequest } from "../../sandbox/host-plan.js";
 import { beyond, STRICTEST } from "../../sandbox/plan.js";
+import { WALK_BOUND } from "../../sandbox/protected-entries.js";
 import { type CommandSpec, runCommand } from "../../sandbox/run-command.js";
 import type { Sandbox } from "../../sandbox/sandbox.js";
 import { workspaceLock } from "../../sandbox/workspace-lock.js";
@@ -106,7 +107,8 @@ export function shellTool(options: ShellToolOptions = {}): Tool {
           ["bash", ...BASH_FLAGS, command],
         );
         const outcome = await run({ ...confined, env: sandboxEnv(parentEnv(), options.env, workspace) });
-        return withMoved(shellResult(outcome, timeout_ms), confined.settle(), workspace);
+        const result = withMoved(shellResult(outcome, timeout_ms), confined.settle(), workspace);
+        return withHidden(result, confined.hidden(), workspace);
       });
     },
   }) as Tool;
@@ -135,6 +137,18 @@ function shellResult(outcome: Awaited<ReturnType<typeof runCommand>>, timeoutMs:
   return {
     ...toolError(`the command failed (${status})`, "read the output above, fix the cause and try again"),
     output,
+  };
+}
+
+/** The result, saying which directories too deep to look into commands do not see (`WALK_BOUND`). */
+function withHidden(result: ToolResult, hidden: readonly string[], workspace: string): ToolResult {
+  if (hidden.length === 0) return result;
+  const path = workspaceRelative(workspace, hidden[0] as string);
+  const first = path.length > 160 ? `${path.slice(0, 100)}…${path.slice(-50)}` : path;
+  const more = hidden.length > 1 ? ` and ${hidden.length - 1} more` : "";
+  return {
+    ...result,
+    output: `${result.output}\n[the workspace is deeper than commands are shown: ${first}${more} (beyond ${WALK_BOUND.depth} levels or ${WALK_BOUND.pathBytes}-byte paths) is hidden from commands, empty and read-only; move what is there nearer the top to use it]`,
   };
 }
 
