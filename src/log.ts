@@ -38,7 +38,8 @@ export function createLogger(options: LoggerOptions = {}): Logger {
       prettyStream({ destination: destination as Writable, sync: true, ignore: "pid,hostname" }),
     );
   }
-  const hooks = { hooks: { streamWrite: (line: string) => jsonVisible(redact(line)) } };
+  // pino ends each record with a newline, which jsonVisible would take as whitespace between tokens.
+  const hooks = { hooks: { streamWrite: (line: string) => `${jsonVisible(redact(line))}\n` } };
   return pino({ level, base: undefined, ...hooks }, destination as Writable);
 }
 

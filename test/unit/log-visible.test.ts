@@ -10,7 +10,9 @@ function logged(pretty: boolean): string {
   const out = new PassThrough();
   let written = "";
   out.on("data", (chunk) => (written += chunk));
-  createLogger({ pretty, destination: out }).warn({ tool: HOSTILE, err: new Error(HOSTILE) }, HOSTILE);
+  const log = createLogger({ pretty, destination: out });
+  log.warn({ tool: HOSTILE, err: new Error(HOSTILE) }, HOSTILE);
+  log.info("after");
   return written;
 }
 
@@ -24,6 +26,9 @@ describe("logs for people", () => {
   it("a JSON line escapes what JSON.stringify leaves raw, and reads back as what was logged", () => {
     const written = logged(false);
     expect(written).not.toMatch(/\x9b|\u202e/);
-    expect(JSON.parse(written).msg).toBe(HOSTILE);
+    const lines = written.split("\n");
+    expect(lines).toHaveLength(3);
+    expect(JSON.parse(lines[0] as string).msg).toBe(HOSTILE);
+    expect(JSON.parse(lines[1] as string).msg).toBe("after");
   });
 });
