@@ -1,4 +1,12 @@
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
@@ -11,7 +19,9 @@ import { runTroupe, tempTree } from "../support/cli.js";
  * and the user's next `troupe run --local` or `troupe doctor` in the workspace loaded ./config and
  * ran the command as the user, outside any sandbox. A cloned repository's own `config/` did the same
  * with no agent at all. Now a config found from the working directory is loaded only once the user
- * trusted it (`troupe trust`), by a digest of every file it loads. */
+ * trusted it (`troupe trust`), by a digest of every file it loads; the write guard refuses
+ * config/troupe.yaml by the name written, and a sandboxed command's link to a planted config is
+ * moved aside. */
 
 let server: ScriptedModelServer;
 let root: string;
@@ -98,20 +108,40 @@ async function expectRefusedNextStart() {
   expect(existsSync(marker)).toBe(false);
 }
 
+/**
+ * After the planting: under auto-edit the sandboxed command's `config` link was moved aside (what it
+ * led to is no config troupe finds), and the next start loads the shipped config; under yolo the
+ * command ran unsandboxed, so the planted config is there, and the next start refuses it. Either way
+ * nothing of it ever runs.
+ */
+async function expectNothingOfItNextStart(approval: string) {
+  if (approval === "yolo") {
+    await expectRefusedNextStart();
+    return;
+  }
+  expect(lstatSync(join(ws, "config"), { throwIfNoEntry: false })).toBeUndefined();
+  expect(readdirSync(ws).filter((name) => name.startsWith("config.quarantined-"))).toHaveLength(1);
+  server.script({ match: {}, reply: { text: "hello back" } });
+  const next = await runTroupe(["run", "--local", "hello"], { cwd: ws, env: env() });
+  expect(next.code).toBe(0);
+  expect(next.stdout).toContain("hello back");
+  expect(existsSync(marker)).toBe(false);
+}
+
 describe.each(["auto-edit", "yolo"])("under %s", (approval) => {
-  it("a symlinked config dir with a planted MCP server: nothing starts at the next run, which refuses in one line", async () => {
+  it("a symlinked config dir with a planted MCP server: nothing of it starts at the next run", async () => {
     const results = await agentRun(approval, [linkCall, ...plantCalls()]);
     expect(existsSync(marker)).toBe(false);
     // The file tools refuse config/troupe.yaml by the name it is written under, whatever `config` is.
     expect(results[1]).toMatch(/^error[\s\S]*config\/troupe\.yaml[\s\S]*what troupe loads as its config/);
-    await expectRefusedNextStart();
+    await expectNothingOfItNextStart(approval);
   });
 
-  it("the link in one run, the files in a second: the run after refuses all the same", async () => {
+  it("the link in one run, the files in a second: nothing of it starts at the run after", async () => {
     await agentRun(approval, [linkCall]);
     await agentRun(approval, plantCalls());
     expect(existsSync(marker)).toBe(false);
-    await expectRefusedNextStart();
+    await expectNothingOfItNextStart(approval);
   });
 });
 
