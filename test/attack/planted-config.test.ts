@@ -155,9 +155,18 @@ describe("a config dir found in the working directory", () => {
 
   it("a cloned repository's hostile config/ is refused until the user trusts it", async () => {
     clonedRepository();
-    for (const args of [["run", "--local", "hello"], ["doctor"], ["agents", "validate", "--check-servers"]]) {
+    // Every command that would load it, the daemon and a worker too (they stop before any NATS).
+    for (const args of [
+      ["run", "--local", "hello"],
+      ["doctor"],
+      ["daemon"],
+      ["worker"],
+      ["demo"],
+      ["agents", "list"],
+      ["agents", "validate", "--check-servers"],
+    ]) {
       const result = await runTroupe(args, { cwd: ws, env: env() });
-      expect(result.code).toBe(2);
+      expect(result.code, `troupe ${args.join(" ")}`).toBe(2);
       expect(result.stderr).toMatch(
         /^troupe: \.\/config is a config dir you have not trusted \(its MCP servers, hooks and tool modules would run as you\): look at it, then run troupe trust config\n$/,
       );
