@@ -46,8 +46,12 @@ export function runTrustList(env = process.env): number {
   for (const dir of dirs) {
     const record = store.configs[dir];
     if (!record) continue;
-    const state = !existsSync(dir) ? "gone" : stillMatches(dir, record) ? "trusted" : "changed since";
-    process.stdout.write(`${dir}  ${state} ${record.trustedAt}\n`);
+    const state = !existsSync(dir)
+      ? "gone"
+      : stillMatches(dir, record)
+        ? "as trusted"
+        : "changed since trusted";
+    process.stdout.write(`${dir}  ${state} (${record.trustedAt})\n`);
   }
   return 0;
 }

@@ -208,7 +208,7 @@ describe("a config dir found in the working directory", () => {
     expect(existsSync(marker)).toBe(false);
 
     const list = await runTroupe(["trust", "--list"], { cwd: ws, env: env() });
-    expect(list.stdout).toMatch(/\/ws\/config {2}changed since /);
+    expect(list.stdout).toMatch(/\/ws\/config {2}changed since trusted \(/);
     expect((await runTroupe(["trust", "--forget", "config"], { cwd: ws, env: env() })).code).toBe(0);
     expect((await runTroupe(["run", "--local", "hello"], { cwd: ws, env: env() })).stderr).toMatch(
       /you have not trusted/,
