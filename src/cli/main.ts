@@ -75,6 +75,11 @@ export async function main(argv: string[]): Promise<number> {
       process.stdout.write(
         `ok: ${names.length} agent${names.length === 1 ? "" : "s"} (${names.join(", ")}) in ${config.dir}\n`,
       );
+      if (!flags.checkServers && !globals().config && !process.env.TROUPE_CONFIG) {
+        const { untrustedNote } = await import("./trust.js");
+        const note = untrustedNote(config.dir);
+        if (note) process.stderr.write(`troupe: note: ${note}\n`);
+      }
       if (flags.checkServers) {
         const { checkServers } = await import("./doctor.js");
         const probes = await checkServers(config);

@@ -3,11 +3,13 @@ import { dirname, join, relative, resolve } from "node:path";
 import { CONFIG_FILE, isTroupesOwn, type LoadedConfig, loadConfig } from "../config/load.js";
 import { UserError } from "../errors.js";
 import {
+  assertTrusted,
   readTrustStore,
   shellWord,
   stillMatches,
   trustConfigDir,
   trustStorePath,
+  UntrustedConfigError,
   writeTrustStore,
 } from "../trust/trusted-configs.js";
 import { isInside, realPathOrUndefined } from "../util/paths.js";
@@ -36,6 +38,21 @@ export function runTrust(given: string | undefined, cwd = process.cwd(), env = p
       `troupe: warning: ${real} is inside the workspace ${workspace}, which agents write: troupe keeps tools and sandboxed commands from changing it, but trust it only if you wrote what is in it (a cloned repository's config runs its commands as you)\n`,
     );
   return 0;
+}
+
+/**
+ * What `agents validate` adds for a config it read found here and untrusted: that nothing starts
+ * from it yet, and the command to trust it.
+ */
+export function untrustedNote(dir: string, cwd = process.cwd(), env = process.env): string | undefined {
+  if (isTroupesOwn(dir)) return undefined;
+  try {
+    assertTrusted(dir, cwd, env);
+    return undefined;
+  } catch (error) {
+    if (error instanceof UntrustedConfigError) return error.message;
+    throw error;
+  }
 }
 
 /** `troupe trust --list`: every trusted dir, and whether it still is what was trusted. */
@@ -97,7 +114,9 @@ function rootsOf(config: LoadedConfig, dir: string): string[] {
 
 /** The workspace (troupe.yaml's, or one the daemon serves) that holds `dir`, as the user would name it. */
 function writableWorkspaceHolding(config: LoadedConfig, dir: string, cwd: string): string | undefined {
+  // The directory troupe runs in too: the config's own `workspace` is the config's to say.
   const workspaces = [
+    cwd,
     resolve(cwd, config.troupe.workspace),
     ...config.troupe.daemon.workspaces.map((path) => resolve(config.dir, path)),
   ];

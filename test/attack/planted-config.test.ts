@@ -174,6 +174,9 @@ describe("a config dir found in the working directory", () => {
     // Reading it to check starts nothing, and may be done before trusting it.
     const validate = await runTroupe(["agents", "validate"], { cwd: ws, env: env() });
     expect(validate.stdout).toMatch(/^ok: 1 agent \(helper\)/);
+    expect(validate.stderr).toMatch(
+      /^troupe: note: \.\/config is a config dir you have not trusted .*troupe trust config\n$/,
+    );
     expect(existsSync(marker)).toBe(false);
     // Trusting it is the user's own decision: then it is what loads (and its server starts).
     const trust = await runTroupe(["trust"], { cwd: ws, env: env() });
