@@ -49,3 +49,4 @@ export { defineTool, type Tool, type ToolContext, type ToolResult } from "./tool
 export { ToolModuleError } from "./tools/tool-modules.js";
 export type { ToolSchema } from "./tools/tool-schema.js";
 export { ToolArgumentsError, ToolSchemaError } from "./tools/tool-schema.js";
+export { UntrustedConfigError } from "./trust/trusted-configs.js";

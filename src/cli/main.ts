@@ -30,7 +30,7 @@ export async function main(argv: string[]): Promise<number> {
     .description("An actor-model orchestrator for LLM agents: XState machines as actors over NATS.")
     .option(
       "-c, --config <dir>",
-      "the config directory (default: TROUPE_CONFIG, else ./config when it holds troupe.yaml, else the one shipped with troupe)",
+      "the config directory (default: TROUPE_CONFIG, else ./config when it holds troupe.yaml (used once you trust it: troupe trust), else the one shipped with troupe)",
     )
     .option("--nats <url>", "the NATS server (overrides NATS_URL and troupe.yaml's nats.url)")
     .addOption(new Option("--log-level <level>", "log verbosity").choices(LOG_LEVELS).default("warn"))
@@ -68,12 +68,22 @@ export async function main(argv: string[]): Promise<number> {
     )
     .action(async (paths: string[], flags: { checkServers?: boolean }) => {
       const { loadConfig } = await import("../config/load.js");
-      const config = loadConfig({ config: globals().config, extraAgents: paths });
+      // Reading to check starts nothing; starting the servers needs a trusted config.
+      const config = loadConfig({
+        config: globals().config,
+        extraAgents: paths,
+        untrusted: flags.checkServers ? "refuse" : "read",
+      });
       const names = [...config.agents.keys()].sort();
       log("config").debug({ dir: config.dir, file: config.file, agents: names }, "config loaded");
       process.stdout.write(
         `ok: ${names.length} agent${names.length === 1 ? "" : "s"} (${names.join(", ")}) in ${config.dir}\n`,
       );
+      if (!flags.checkServers && !globals().config && !process.env.TROUPE_CONFIG) {
+        const { untrustedNote } = await import("./trust.js");
+        const note = untrustedNote(config.dir);
+        if (note) process.stderr.write(`troupe: note: ${note}\n`);
+      }
       if (flags.checkServers) {
         const { checkServers } = await import("./doctor.js");
         const probes = await checkServers(config);
@@ -312,6 +322,20 @@ export async function main(argv: string[]): Promise<number> {
         { heartbeatMs: Number(flags.heartbeatMs), deadAfterMs: Number(flags.deadAfterMs) },
         log("worker"),
       );
+    });
+  program
+    .command("trust")
+    .description(
+      "trust a config dir found in the working directory (default ./config): troupe loads it only once trusted, and asks again when it changes",
+    )
+    .argument("[dir]", "the config dir (default: ./config)")
+    .option("--list", "the trusted config dirs, and whether each is still what was trusted")
+    .option("--forget <dir>", "trust DIR no more")
+    .action(async (dir: string | undefined, flags: { list?: boolean; forget?: string }) => {
+      const { runTrust, runTrustForget, runTrustList } = await import("./trust.js");
+      if (flags.list) exitCode = runTrustList();
+      else if (flags.forget) exitCode = runTrustForget(flags.forget);
+      else exitCode = runTrust(dir);
     });
   program
     .command("doctor")

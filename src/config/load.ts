@@ -1,6 +1,8 @@
 import { existsSync, readdirSync, realpathSync, statSync } from "node:fs";
 import { basename, dirname, extname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { assertTrusted } from "../trust/trusted-configs.js";
+import { realPathOrUndefined } from "../util/paths.js";
 import { checkAgents } from "./check-agents.js";
 import { withEnv } from "./env.js";
 import { type InlineConfig, inlineConfig } from "./inline.js";
@@ -27,6 +29,12 @@ export interface LoadOptions {
   extraAgents?: string[];
   env?: NodeJS.ProcessEnv;
   cwd?: string;
+  /**
+   * A config dir found from the working directory is used only when the user trusted it
+   * (`troupe trust`); `read` reads one all the same, for a caller that starts nothing from it
+   * (`agents validate`, `troupe trust` itself).
+   */
+  untrusted?: "refuse" | "read";
 }
 
 /**
@@ -51,7 +59,11 @@ export function loadConfig(options: LoadOptions = {}): LoadedConfig {
  */
 function loadConfigDir(options: LoadOptions, env: NodeJS.ProcessEnv, cwd: string): LoadedConfig {
   const problems: ConfigProblem[] = [];
-  const dir = resolveConfigDir(options.config ?? env.TROUPE_CONFIG, cwd);
+  const given = options.config ?? env.TROUPE_CONFIG;
+  const dir = resolveConfigDir(given, cwd);
+  // Named by the user (--config, TROUPE_CONFIG) or Troupe's own: theirs to vouch for. Found here:
+  // a workspace's, which an agent may have written.
+  if (!given && options.untrusted !== "read" && !isTroupesOwn(dir)) assertTrusted(dir, cwd, env);
   const configPath = join(dir, CONFIG_FILE);
 
   let troupe: TroupeConfig | undefined;
@@ -113,6 +125,11 @@ function loadConfigDir(options: LoadOptions, env: NodeJS.ProcessEnv, cwd: string
   if (problems.length > 0) throw new ConfigError(problems);
   const natsUrlChosen = (configFile?.data as { nats?: { url?: unknown } })?.nats?.url !== undefined;
   return { dir, file: configFile ? configPath : undefined, troupe, agents, natsUrlChosen };
+}
+
+/** Whether `dir` is the config shipped with Troupe (by real path: a checkout's ./config is it). */
+export function isTroupesOwn(dir: string): boolean {
+  return realPathOrUndefined(dir) === realPathOrUndefined(BUILTIN_CONFIG_DIR);
 }
 
 /** --config / TROUPE_CONFIG (a dir or its troupe.yaml), else ./config, else the built-in config. */

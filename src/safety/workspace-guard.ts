@@ -1,5 +1,5 @@
 import { existsSync, readlinkSync, realpathSync } from "node:fs";
-import { dirname, relative, resolve, sep } from "node:path";
+import { dirname, join, relative, resolve, sep } from "node:path";
 import { TroupeError } from "../errors.js";
 
 export class PathOutsideWorkspaceError extends TroupeError {
@@ -43,7 +43,11 @@ export function isHidden(real: string, hiddenDirs: readonly string[] = []): bool
   return hiddenDirs.some((dir) => isInside(existsSync(dir) ? realpathSync(dir) : resolve(dir), real));
 }
 
-/** As `resolveInWorkspace`, and refuses anything in a `.git` or `.troupe` directory and the protected dirs. */
+/**
+ * As `resolveInWorkspace`, and refuses anything in a `.git` or `.troupe` directory and the protected
+ * dirs: judged on the path as written and on where it leads, step by step, so a symlink named
+ * `config` (to anywhere) or a symlink into `.git` is no way round.
+ */
 export function resolveForWrite(workspace: string, path: string, options: GuardOptions = {}): string {
   // read_file reads `skill:NAME/PATH` from the skill; a write there would make a workspace file of
   // that name which no read could reach.
@@ -51,28 +55,54 @@ export function resolveForWrite(workspace: string, path: string, options: GuardO
     throw new PathOutsideWorkspaceError(`"${path}" is a skill's file, which tools may read but not change`);
   const root = realpathSync(workspace);
   const real = resolveInWorkspace(root, path, options);
-  // At any depth and in any case (a vendored repository's `.git` too).
-  const named = relative(root, real).split(sep).find(isProtectedName);
-  if (named !== undefined) {
-    throw new PathOutsideWorkspaceError(`"${path}" is inside ${named}/, which tools may not change`);
+  const protectedDirs = (options.protectedDirs ?? []).flatMap((dir) => [
+    resolve(dir),
+    ...(existsSync(dir) ? [realpathSync(dir)] : []),
+  ]);
+  for (const step of [real, ...stepsOf(workspace, root, path)]) {
+    const why = refusal(root, step, protectedDirs);
+    if (why) throw new PathOutsideWorkspaceError(`"${path}" ${why}`);
   }
-  for (const dir of options.protectedDirs ?? []) {
-    const protectedReal = existsSync(dir) ? realpathSync(dir) : resolve(dir);
-    if (isInside(protectedReal, real))
-      throw new PathOutsideWorkspaceError(
-        `"${path}" is in the config directory or a file troupe loads (a tool module, an MCP server list), which tools may not change`,
-      );
+  for (const dir of protectedDirs) {
     // A tool that may change a directory may move it or remove it, and put another in its place.
-    if (real !== root && isInside(real, protectedReal))
+    if (real !== root && isInside(real, dir))
       throw new PathOutsideWorkspaceError(
         `"${path}" holds the config directory or a file troupe loads (a tool module, an MCP server list), which tools may not move or replace`,
       );
   }
-  if (LOADED_AT_ROOT.some((loaded) => real === resolve(root, loaded)))
-    throw new PathOutsideWorkspaceError(
-      `"${path}" is what troupe loads as its config when run here, which tools may not change`,
-    );
   return real;
+}
+
+/** Why a write that goes through `step` (a path as written, or where it leads) is refused, if it is. */
+function refusal(root: string, step: string, protectedDirs: readonly string[]): string | undefined {
+  if (isInside(root, step)) {
+    // At any depth and in any case (a vendored repository's `.git` too).
+    const named = relative(root, step).split(sep).find(isProtectedName);
+    if (named !== undefined) return `is inside ${named}/, which tools may not change`;
+  }
+  if (protectedDirs.some((dir) => isInside(dir, step)))
+    return "is in the config directory or a file troupe loads (a tool module, an MCP server list), which tools may not change";
+  if (LOADED_AT_ROOT.some((loaded) => step === resolve(root, loaded)))
+    return "is what troupe loads as its config when run here, which tools may not change";
+  return undefined;
+}
+
+/**
+ * Each step of `path` below the workspace as written (`config`, then `config/troupe.yaml`), placed
+ * on the real root, and where each step leads: the name a later lookup uses is as much the path
+ * as its target.
+ */
+function stepsOf(workspace: string, root: string, path: string): string[] {
+  const base = [resolve(workspace), root].find((dir) => isInside(dir, resolve(dir, path)));
+  if (base === undefined) return [];
+  const rel = relative(base, resolve(base, path));
+  const steps: string[] = [];
+  let at = root;
+  for (const part of rel.split(sep).filter(Boolean)) {
+    at = join(at, part);
+    steps.push(at, realPathOf(at));
+  }
+  return steps;
 }
 
 /** A path as the model should see it: relative to the workspace. */

@@ -109,10 +109,16 @@ export class ProtectedEntries {
     }
     for (const loaded of LOADED_AT_ROOT) {
       const path = join(workspace, loaded);
-      const identity = identityOf(path);
-      if (identity === undefined) continue;
-      found.identities.set(path, { kind: "named", identity });
-      if (!identity.startsWith("link:")) found.protected.push(path);
+      const target = identityOf(path);
+      if (target === undefined) continue;
+      // Reached through a link (`config` -> a directory of the command's): the link is what is
+      // watched and moved aside, since renaming what it leads to would act outside the name troupe loads.
+      const link = firstLinkOnTheWay(workspace, loaded);
+      const entry = link ?? path;
+      const identity = link ? `${identityOf(link)}>${target}` : target;
+      found.identities.set(entry, { kind: "named", identity });
+      const real = link || target.startsWith("link:") ? realPathInside(workspace, path) : path;
+      if (real) found.protected.push(real);
     }
     // Forget directories that are gone, so the cache does not outgrow the tree.
     if (cache.size > seen.size) for (const dir of cache.keys()) if (!seen.has(dir)) cache.delete(dir);
@@ -183,6 +189,21 @@ export class ProtectedEntries {
     cache.set(dir, entry);
     return entry;
   }
+}
+
+/** The first symbolic link among the parents of `loaded` (relative to the workspace), if any. */
+function firstLinkOnTheWay(workspace: string, loaded: string): string | undefined {
+  const parts = loaded.split("/");
+  let at = workspace;
+  for (const part of parts.slice(0, -1)) {
+    at = join(at, part);
+    try {
+      if (lstatSync(at).isSymbolicLink()) return at;
+    } catch {
+      return undefined;
+    }
+  }
+  return undefined;
 }
 
 /** What git checks before it takes a directory for a git dir: a HEAD, and objects/ and refs/. */

@@ -1,6 +1,8 @@
 import { resolve } from "node:path";
 import type { LoadedConfig } from "../config/load.js";
-import { dataDir } from "../config/paths.js";
+import { dataDir, userConfigDir } from "../config/paths.js";
+import { privateDir } from "../trust/secret-files.js";
+import { isInside, realPathOrUndefined } from "../util/paths.js";
 import { sandboxEnv } from "./env.js";
 import type { HostPlanRequest } from "./host-plan.js";
 import type { Sandbox } from "./sandbox.js";
@@ -20,7 +22,8 @@ export interface SandboxScope {
  * A runtime's scope from its config: the config dir, the agents and skills dirs, every tool module an agent names and every
  * file `mcpServersFrom` names (a `.mcp.json` says what commands to start) are protected (troupe
  * runs them when it starts, and they may live in the workspace), the data dir is hidden,
- * `sandbox.readPaths` are resolved against the config dir.
+ * `sandbox.readPaths` are resolved against the config dir. The user's own config dir (which config
+ * dirs they trust) is protected too, for a workspace that holds it (a home directory).
  */
 export function sandboxScope(config: LoadedConfig, workspace: string, env: NodeJS.ProcessEnv): SandboxScope {
   const modules = [...config.agents.values()].flatMap(({ definition }) =>
@@ -36,6 +39,7 @@ export function sandboxScope(config: LoadedConfig, workspace: string, env: NodeJ
       resolve(config.dir, config.troupe.skillsDir),
       ...modules,
       ...config.troupe.mcpServersFrom.map((path) => resolve(config.dir, path)),
+      userDecisions(workspace, env),
     ],
     hiddenDirs: [dataDir(config.troupe.dataDir, env)],
     readPaths: config.troupe.sandbox.readPaths.map((path) => resolve(config.dir, path)),
@@ -51,4 +55,15 @@ export function mcpConfinement(sandbox: Sandbox, scope: SandboxScope, network: b
     const { file, args } = sandbox.wrap({ ...scope, mode, network }, command, { filter: false });
     return { file, args, env: sandboxEnv(env, Object.keys(env)) as Record<string, string> };
   };
+}
+
+/**
+ * The user's config dir (trusted.json): made now when the workspace holds it, since the sandbox
+ * covers only what exists, and a command could otherwise make it and write a trust record.
+ */
+function userDecisions(workspace: string, env: NodeJS.ProcessEnv): string {
+  const dir = userConfigDir(env);
+  const real = realPathOrUndefined(workspace);
+  if (real && isInside(real, resolve(dir))) privateDir(dir);
+  return dir;
 }

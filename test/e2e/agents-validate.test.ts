@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { BUILTIN_CONFIG_DIR, loadConfig } from "../../src/config/load.js";
-import { runTroupe, tempTree } from "../support/cli.js";
+import { runTroupe, tempTree, trustConfig } from "../support/cli.js";
 
 const READ_TOOLS = new Set(["read_file", "list_dir", "glob", "grep", "load_skill"]);
 
@@ -36,6 +36,13 @@ describe("troupe agents validate", () => {
       "explorer.yaml": explorer,
       "coder.yaml": "name: coder\ndescription: Codes.\ntools: [read_file, shell]\nsubagents: [explorer]\n",
     });
+    // Untrusted, it is checked all the same, with a note that nothing starts from it yet.
+    const untrusted = await validate(cwd);
+    expect(untrusted.code).toBe(0);
+    expect(untrusted.stderr).toMatch(
+      /^troupe: note: \.\/config is a config dir you have not trusted .*troupe trust config\n$/,
+    );
+    trustConfig(cwd);
     const result = await validate(cwd);
     expect(result.stderr).toBe("");
     expect(result.stdout).toMatch(/^ok: 2 agents \(coder, explorer\) in /);
@@ -179,6 +186,7 @@ describe("troupe agents validate", () => {
       "coder.yaml":
         "name: coder\ndescription: Codes.\ntools: [shell]\nsandbox: workspace-write\nsubagents: [explorer]\n",
     });
+    trustConfig(cwd);
     const result = await validate(cwd);
     expect(result.stderr).toBe("");
     expect(result.code).toBe(0);
@@ -234,6 +242,7 @@ describe("troupe agents validate", () => {
 
   it("logs JSON lines to stderr at the --log-level asked for, when stderr is not a terminal", async () => {
     const cwd = project({ "explorer.yaml": explorer });
+    trustConfig(cwd);
     const quiet = await runTroupe(["agents", "validate"], { cwd });
     expect(quiet.stderr).toBe("");
     const loud = await runTroupe(["--log-level", "debug", "agents", "validate"], { cwd });

@@ -11,10 +11,14 @@ let dir: string;
 let dispose: () => void;
 beforeEach(async () => {
   server = await ScriptedModelServer.start();
-  ({ dir, dispose } = tempTree({
-    "config/troupe.yaml": "nats:\n  url: nats://127.0.0.1:1\ndefaultAgent: worker\ndefaultModel: scripted\n",
-    "config/agents/worker.yaml": "name: worker\ndescription: Works.\ntools: [read_file]\n",
-  }));
+  ({ dir, dispose } = tempTree(
+    {
+      "config/troupe.yaml":
+        "nats:\n  url: nats://127.0.0.1:1\ndefaultAgent: worker\ndefaultModel: scripted\n",
+      "config/agents/worker.yaml": "name: worker\ndescription: Works.\ntools: [read_file]\n",
+    },
+    { trusted: true },
+  ));
 });
 afterEach(async () => {
   await server.close();

@@ -23,7 +23,7 @@ function project(troupeYaml: string[], agents: Record<string, string>, more: Rec
     ...more,
   };
   for (const [name, text] of Object.entries(agents)) files[`config/agents/${name}.yaml`] = text;
-  const tree = tempTree(files);
+  const tree = tempTree(files, { trusted: true });
   disposers.push(tree.dispose);
   return tree.dir;
 }

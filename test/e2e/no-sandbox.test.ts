@@ -11,11 +11,14 @@ let dir: string;
 let dispose: () => void;
 beforeEach(async () => {
   server = await ScriptedModelServer.start();
-  ({ dir, dispose } = tempTree({
-    "config/troupe.yaml": "defaultAgent: worker\ndefaultModel: scripted\napproval:\n  policy: auto-edit\n",
-    "config/agents/worker.yaml": "name: worker\ndescription: Works.\ntools: [shell]\n",
-    "ws/a.txt": "alpha\n",
-  }));
+  ({ dir, dispose } = tempTree(
+    {
+      "config/troupe.yaml": "defaultAgent: worker\ndefaultModel: scripted\napproval:\n  policy: auto-edit\n",
+      "config/agents/worker.yaml": "name: worker\ndescription: Works.\ntools: [shell]\n",
+      "ws/a.txt": "alpha\n",
+    },
+    { trusted: true },
+  ));
 });
 afterEach(async () => {
   await server.close();

@@ -33,10 +33,13 @@ it("troupe run uses the MCP servers of troupe.yaml, pasted in the Claude Desktop
     `    args: [${JSON.stringify(FILESYSTEM)}, ${JSON.stringify(join(dir, "ws"))}]`,
     "",
   ].join("\n");
-  const files = tempTree({
-    "config/troupe.yaml": troupeYaml,
-    "config/agents/reader.yaml": "name: reader\ndescription: Reads.\ntools: [files__*]\n",
-  });
+  const files = tempTree(
+    {
+      "config/troupe.yaml": troupeYaml,
+      "config/agents/reader.yaml": "name: reader\ndescription: Reads.\ntools: [files__*]\n",
+    },
+    { trusted: true },
+  );
   try {
     server.script(
       {

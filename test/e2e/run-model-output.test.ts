@@ -18,12 +18,15 @@ let dispose: () => void;
 
 beforeEach(async () => {
   server = await ScriptedModelServer.start();
-  ({ dir, dispose } = tempTree({
-    "config/troupe.yaml": "defaultAgent: worker\ndefaultModel: scripted\n",
-    "config/agents/worker.yaml":
-      "name: worker\ndescription: Reads files.\ntools: [read_file, write_file]\nbudget:\n  maxTurns: 6\n",
-    "ws/a.txt": "alpha\n",
-  }));
+  ({ dir, dispose } = tempTree(
+    {
+      "config/troupe.yaml": "defaultAgent: worker\ndefaultModel: scripted\n",
+      "config/agents/worker.yaml":
+        "name: worker\ndescription: Reads files.\ntools: [read_file, write_file]\nbudget:\n  maxTurns: 6\n",
+      "ws/a.txt": "alpha\n",
+    },
+    { trusted: true },
+  ));
 });
 afterEach(async () => {
   await server.close();

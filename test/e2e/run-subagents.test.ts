@@ -9,16 +9,19 @@ let dir: string;
 let dispose: () => void;
 beforeEach(async () => {
   server = await ScriptedModelServer.start();
-  ({ dir, dispose } = tempTree({
-    "config/troupe.yaml": "defaultAgent: lead\ndefaultModel: scripted\n",
-    "config/agents/lead.yaml":
-      "name: lead\ndescription: Leads.\ntools: [read_file]\nsubagents: [explorer, reviewer]\n",
-    "config/agents/explorer.yaml":
-      "name: explorer\ndescription: Finds things.\nreadOnly: true\ntools: [grep, read_file]\n",
-    "config/agents/reviewer.yaml":
-      "name: reviewer\ndescription: Reviews.\nreadOnly: true\ntools: [read_file]\n",
-    "ws/app.js": "export const port = 80;\n",
-  }));
+  ({ dir, dispose } = tempTree(
+    {
+      "config/troupe.yaml": "defaultAgent: lead\ndefaultModel: scripted\n",
+      "config/agents/lead.yaml":
+        "name: lead\ndescription: Leads.\ntools: [read_file]\nsubagents: [explorer, reviewer]\n",
+      "config/agents/explorer.yaml":
+        "name: explorer\ndescription: Finds things.\nreadOnly: true\ntools: [grep, read_file]\n",
+      "config/agents/reviewer.yaml":
+        "name: reviewer\ndescription: Reviews.\nreadOnly: true\ntools: [read_file]\n",
+      "ws/app.js": "export const port = 80;\n",
+    },
+    { trusted: true },
+  ));
 });
 afterEach(async () => {
   await server.close();

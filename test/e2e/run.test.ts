@@ -18,13 +18,16 @@ budget:
 
 beforeEach(async () => {
   server = await ScriptedModelServer.start();
-  ({ dir, dispose } = tempTree({
-    "config/troupe.yaml": "defaultAgent: worker\ndefaultModel: scripted\n",
-    "config/agents/worker.yaml": AGENT,
-    "ws/a.txt": "alpha\n",
-    "ws/b.txt": "beta\n",
-    "ws/AGENTS.md": "Always answer in one line.\n",
-  }));
+  ({ dir, dispose } = tempTree(
+    {
+      "config/troupe.yaml": "defaultAgent: worker\ndefaultModel: scripted\n",
+      "config/agents/worker.yaml": AGENT,
+      "ws/a.txt": "alpha\n",
+      "ws/b.txt": "beta\n",
+      "ws/AGENTS.md": "Always answer in one line.\n",
+    },
+    { trusted: true },
+  ));
 });
 afterEach(async () => {
   await server.close();

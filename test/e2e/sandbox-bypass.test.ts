@@ -172,25 +172,28 @@ describe.each(["never-ask", "auto-edit"] as const)("under %s", (policy) => {
   let ws: string;
 
   beforeAll(async () => {
-    ({ dir: root, dispose } = tempTree({
-      "config/troupe.yaml": `defaultAgent: worker\ndefaultModel: scripted\napproval:\n  policy: ${policy}\n`,
-      "config/agents/worker.yaml": [
-        "name: worker",
-        "description: Works in the workspace.",
-        "tools: [read_file, list_dir, glob, grep, write_file, edit_file, apply_patch, shell]",
-        "budget:",
-        "  maxTurns: 100",
-        "  maxToolCalls: 100",
-        "",
-      ].join("\n"),
-      "ws/hello.txt": "hello\n",
-      "outside/secret.txt": `${CANARY}\n`,
-      "outside/id_rsa": `-----BEGIN OPENSSH PRIVATE KEY-----\n${CANARY}\n-----END OPENSSH PRIVATE KEY-----\n`,
-      "outside/linked/inner.txt": `${CANARY}\n`,
-      "outside/hardlink-target.txt": `${CANARY}\n`,
-      "home/.ssh/id_rsa": `${CANARY}\n`,
-      "markers/.keep": "",
-    }));
+    ({ dir: root, dispose } = tempTree(
+      {
+        "config/troupe.yaml": `defaultAgent: worker\ndefaultModel: scripted\napproval:\n  policy: ${policy}\n`,
+        "config/agents/worker.yaml": [
+          "name: worker",
+          "description: Works in the workspace.",
+          "tools: [read_file, list_dir, glob, grep, write_file, edit_file, apply_patch, shell]",
+          "budget:",
+          "  maxTurns: 100",
+          "  maxToolCalls: 100",
+          "",
+        ].join("\n"),
+        "ws/hello.txt": "hello\n",
+        "outside/secret.txt": `${CANARY}\n`,
+        "outside/id_rsa": `-----BEGIN OPENSSH PRIVATE KEY-----\n${CANARY}\n-----END OPENSSH PRIVATE KEY-----\n`,
+        "outside/linked/inner.txt": `${CANARY}\n`,
+        "outside/hardlink-target.txt": `${CANARY}\n`,
+        "home/.ssh/id_rsa": `${CANARY}\n`,
+        "markers/.keep": "",
+      },
+      { trusted: true },
+    ));
     ws = join(root, "ws");
     M = join(root, "markers");
     O = join(root, "outside");

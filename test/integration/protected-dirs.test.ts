@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { resolveForWrite } from "../../src/safety/workspace-guard.js";
@@ -71,6 +71,34 @@ describe("what troupe loads when run in the workspace", () => {
     // Other files of a project's own config/ are its own.
     expect((await callBuiltin("write_file", { path: "config/app.yaml", content: "port: 80\n" }, ws)).ok).toBe(
       true,
+    );
+  });
+});
+
+describe("judged by the path as written and where each step leads", () => {
+  it("a symlink named config, to a directory of the agent's, does not make config/troupe.yaml writable", () => {
+    mkdirSync(join(ws, "notes"));
+    symlinkSync("notes", join(ws, "config"));
+    expect(() => resolveForWrite(ws, "config/troupe.yaml")).toThrow(/what troupe loads as its config/);
+    expect(() => resolveForWrite(ws, join(ws, "config/troupe.yaml"))).toThrow(/what troupe loads/);
+    expect(existsSync(join(ws, "notes/troupe.yaml"))).toBe(false);
+    // What it leads to, named as itself, is an ordinary file of the workspace.
+    expect(resolveForWrite(ws, "notes/troupe.yaml")).toBe(join(ws, "notes/troupe.yaml"));
+  });
+
+  it("a symlink into .git or .troupe, or to the config dir, leads nowhere writable", () => {
+    mkdirSync(join(ws, ".git/hooks"), { recursive: true });
+    mkdirSync(join(ws, "cfg/agents"), { recursive: true });
+    symlinkSync(".git/hooks", join(ws, "hooks"));
+    symlinkSync("cfg", join(ws, "settings"));
+    expect(() => resolveForWrite(ws, "hooks/post-checkout")).toThrow(/is inside \.git\//);
+    const protectedDirs = [join(ws, "cfg")];
+    expect(() => resolveForWrite(ws, "settings/agents/x.yaml", { protectedDirs })).toThrow(
+      /config directory/,
+    );
+    // The config dir named by a link: the link's own path is as protected as where it leads.
+    expect(() => resolveForWrite(ws, "cfg/agents/x.yaml", { protectedDirs: [join(ws, "settings")] })).toThrow(
+      /config directory/,
     );
   });
 });

@@ -1,4 +1,4 @@
-import { type ChildProcess, type SpawnOptions, spawn } from "node:child_process";
+import { type ChildProcess, type SpawnOptions, spawn, spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -44,14 +44,36 @@ export function runTroupe(
   });
 }
 
-/** A temporary directory with the given files (paths relative to it); removed by `dispose`. */
-export function tempTree(files: Record<string, string>): { dir: string; dispose: () => void } {
+/**
+ * A temporary directory with the given files (paths relative to it); removed by `dispose`. With
+ * `trusted`, its `config/` is trusted as a user trusts it (`troupe trust`): the test runs troupe
+ * there and means that config to be found.
+ */
+export function tempTree(
+  files: Record<string, string>,
+  options: { trusted?: boolean } = {},
+): { dir: string; dispose: () => void } {
   const dir = mkdtempSync(join(tmpdir(), "troupe-test-"));
   for (const [path, text] of Object.entries(files)) {
     mkdirSync(dirname(join(dir, path)), { recursive: true });
     writeFileSync(join(dir, path), text);
   }
+  if (options.trusted) trustConfig(dir);
   return { dir, dispose: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/**
+ * `troupe trust config` in `cwd`, through the built CLI, with this test file's HOME (where the
+ * trust records are kept): what a user does once they have looked at the config troupe will find
+ * there, and again after changing it.
+ */
+export function trustConfig(cwd: string, env: NodeJS.ProcessEnv = {}): void {
+  const result = spawnSync(process.execPath, [TROUPE_BIN, "trust", "config"], {
+    cwd,
+    env: { ...process.env, ...env },
+    encoding: "utf8",
+  });
+  if (result.status !== 0) throw new Error(`troupe trust config in ${cwd}: ${result.stderr}`);
 }
 
 /**

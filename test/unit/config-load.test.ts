@@ -1,8 +1,14 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { BUILTIN_CONFIG_DIR, loadConfig } from "../../src/config/load.js";
+import { BUILTIN_CONFIG_DIR, type LoadOptions, loadConfig } from "../../src/config/load.js";
 import { dataDir } from "../../src/config/paths.js";
 import { ConfigError } from "../../src/config/problems.js";
-import { tempTree } from "../support/cli.js";
+import { tempTree, trustConfig } from "../support/cli.js";
+
+/**
+ * Reads the config found in `cwd` as `agents validate` and `troupe trust` do, without asking whether
+ * it is trusted: these tests are about what a config says; test/unit/config-trust.test.ts about trust.
+ */
+const readConfig = (options: LoadOptions) => loadConfig({ untrusted: "read", ...options });
 
 const disposers: Array<() => void> = [];
 afterEach(() => {
@@ -34,7 +40,7 @@ describe("loadConfig", () => {
 
   it("reads the sandbox settings: the short form, on and off, and an agent's own mode", () => {
     const load = (troupeYaml: string) =>
-      loadConfig({
+      readConfig({
         cwd: tree({
           "config/troupe.yaml": troupeYaml,
           "config/agents/a.yaml": "name: a\ndescription: A.\nsandbox: read-only\ntools: [shell]\n",
@@ -58,7 +64,7 @@ describe("loadConfig", () => {
     const problems = (troupeYaml: string, agentYaml = "name: a\ndescription: A.\n") => {
       const cwd = tree({ "config/troupe.yaml": troupeYaml, "config/agents/a.yaml": agentYaml });
       try {
-        loadConfig({ cwd, env: {} });
+        readConfig({ cwd, env: {} });
       } catch (error) {
         if (error instanceof ConfigError) return error.message;
         throw error;
@@ -86,7 +92,7 @@ describe("loadConfig", () => {
         "config/agents/a.yaml": "name: a\ndescription: A.\n",
       });
       try {
-        return loadConfig({ cwd, env: {} }).troupe.daemon.keepFinished;
+        return readConfig({ cwd, env: {} }).troupe.daemon.keepFinished;
       } catch (error) {
         if (error instanceof ConfigError) return error.message;
         throw error;
@@ -108,7 +114,7 @@ describe("loadConfig", () => {
         "config/agents/a.yaml": "name: a\ndescription: A.\n",
       });
       try {
-        const { stream, kv } = loadConfig({ cwd, env: {} }).troupe.nats;
+        const { stream, kv } = readConfig({ cwd, env: {} }).troupe.nats;
         return { stream, kv };
       } catch (error) {
         if (error instanceof ConfigError) return error.message;
@@ -144,6 +150,7 @@ describe("loadConfig", () => {
       "config/troupe.yaml": "defaultModel: local-model\n",
       "config/agents/a.yaml": "name: a\ndescription: A.\n",
     });
+    trustConfig(cwd);
     const config = loadConfig({ cwd, env: {} });
     expect(config.troupe.defaultModel).toBe("local-model");
     expect([...config.agents.keys()]).toEqual(["a"]);
@@ -151,7 +158,7 @@ describe("loadConfig", () => {
 
   it("fills defaults for everything a file leaves out", () => {
     const cwd = tree({ "config/troupe.yaml": "{}\n", "config/agents/a.yaml": "name: a\ndescription: A.\n" });
-    const { troupe, agents } = loadConfig({ cwd, env: {} });
+    const { troupe, agents } = readConfig({ cwd, env: {} });
     expect(troupe.nats).toEqual({ url: "nats://127.0.0.1:4222", prefix: "troupe", embedded: true });
     expect(troupe.approval).toEqual({ policy: "ask", timeoutMs: 300_000 });
     expect(troupe.subagents).toEqual({ maxDepth: 2, maxConcurrent: 4 });
@@ -186,13 +193,13 @@ describe("loadConfig", () => {
       TROUPE_DATA_DIR: "/tmp/x",
     };
     const inline = { settings, agents: [{ name: "a", description: "A." }] };
-    for (const { troupe, natsUrlChosen } of [loadConfig({ cwd, env }), loadConfig({ cwd, env, inline })]) {
+    for (const { troupe, natsUrlChosen } of [readConfig({ cwd, env }), readConfig({ cwd, env, inline })]) {
       expect(troupe.nats.url).toBe("nats://127.0.0.1:5222");
       expect(troupe.providers.openai?.baseURL).toBe("http://127.0.0.1:9999/v1");
       expect(dataDir(troupe.dataDir, env)).toBe("/tmp/x");
       expect(natsUrlChosen).toBe(true);
     }
-    const { troupe } = loadConfig({ cwd, env: {}, inline });
+    const { troupe } = readConfig({ cwd, env: {}, inline });
     expect([troupe.nats.url, troupe.providers.openai?.baseURL]).toEqual([
       "nats://elsewhere:4222",
       "https://api.openai.com/v1",
@@ -203,9 +210,9 @@ describe("loadConfig", () => {
   it("tells a NATS URL someone chose (troupe.yaml or NATS_URL) from the built-in default", () => {
     const plain = tree({ "config/troupe.yaml": "nats:\n  prefix: p\n" });
     const named = tree({ "config/troupe.yaml": "nats:\n  url: nats://127.0.0.1:4222\n" });
-    expect(loadConfig({ cwd: plain, env: {} }).natsUrlChosen).toBe(false);
-    expect(loadConfig({ cwd: plain, env: { NATS_URL: "nats://127.0.0.1:4222" } }).natsUrlChosen).toBe(true);
-    expect(loadConfig({ cwd: named, env: {} }).natsUrlChosen).toBe(true);
+    expect(readConfig({ cwd: plain, env: {} }).natsUrlChosen).toBe(false);
+    expect(readConfig({ cwd: plain, env: { NATS_URL: "nats://127.0.0.1:4222" } }).natsUrlChosen).toBe(true);
+    expect(readConfig({ cwd: named, env: {} }).natsUrlChosen).toBe(true);
   });
 
   it("reads TROUPE_CONFIG as a directory or as the troupe.yaml in it", () => {
@@ -214,7 +221,7 @@ describe("loadConfig", () => {
       "elsewhere/defs/b.yml": "name: b\ndescription: B.\n",
     });
     for (const given of [`${dir}/elsewhere`, `${dir}/elsewhere/troupe.yaml`]) {
-      const config = loadConfig({ cwd: "/", env: { TROUPE_CONFIG: given } });
+      const config = readConfig({ cwd: "/", env: { TROUPE_CONFIG: given } });
       expect([...config.agents.keys()]).toEqual(["b"]);
     }
   });
@@ -227,7 +234,7 @@ describe("loadConfig", () => {
     });
     const error = (() => {
       try {
-        loadConfig({ cwd, env: {} });
+        readConfig({ cwd, env: {} });
       } catch (e) {
         return e;
       }
@@ -244,7 +251,7 @@ describe("loadConfig", () => {
   it("says how to mend the YAML mistakes people make, once a place, and blames no other file for one", () => {
     const problems = (files: Record<string, string>) => {
       try {
-        loadConfig({ cwd: tree(files), env: {} });
+        readConfig({ cwd: tree(files), env: {} });
         return [];
       } catch (error) {
         return (error as ConfigError).message.split("\n");

@@ -1,7 +1,13 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { loadConfig } from "../../src/config/load.js";
+import { type LoadOptions, loadConfig } from "../../src/config/load.js";
 import { ConfigError } from "../../src/config/problems.js";
 import { tempTree } from "../support/cli.js";
+
+/**
+ * Reads the config found in `cwd` as `agents validate` and `troupe trust` do, without asking whether
+ * it is trusted: these tests are about what a config says; test/unit/config-trust.test.ts about trust.
+ */
+const readConfig = (options: LoadOptions) => loadConfig({ untrusted: "read", ...options });
 
 const disposers: Array<() => void> = [];
 afterEach(() => {
@@ -21,7 +27,7 @@ function project(troupeYaml: string[], more: Record<string, string> = {}, tools 
 
 function problems(cwd: string): string {
   try {
-    loadConfig({ cwd, env: {} });
+    readConfig({ cwd, env: {} });
   } catch (error) {
     if (error instanceof ConfigError) return error.message;
     throw error;
@@ -44,7 +50,7 @@ describe("MCP server entries pasted from other clients", () => {
       "  cline: { command: node, disabled: true, autoApprove: [read_file], timeout: 30 }",
       "  plain: { command: node }",
     ]);
-    const servers = loadConfig({ cwd, env: {} }).troupe.mcpServers;
+    const servers = readConfig({ cwd, env: {} }).troupe.mcpServers;
     expect(servers.local).toMatchObject({ transport: "stdio", command: "node", args: ["server.js"] });
     expect(servers.remote).toMatchObject({
       transport: "http",
@@ -108,7 +114,7 @@ describe("mcpServersFrom", () => {
       { ".mcp.json": CLAUDE_CODE, ".vscode/mcp.json": VSCODE },
       "[files__*, docs__*, memory__create_entities]",
     );
-    const servers = loadConfig({ cwd, env: {} }).troupe.mcpServers;
+    const servers = readConfig({ cwd, env: {} }).troupe.mcpServers;
     expect(Object.keys(servers).sort()).toEqual(["docs", "files", "memory"]);
     expect(servers.files).toMatchObject({ command: "node", args: ["mine.js"] });
     expect(servers.memory).toMatchObject({ transport: "stdio", command: "npx" });
@@ -118,7 +124,7 @@ describe("mcpServersFrom", () => {
 
   it("takes one path as well as a list", () => {
     const cwd = project(["mcpServersFrom: ../.mcp.json"], { ".mcp.json": CLAUDE_CODE });
-    expect(Object.keys(loadConfig({ cwd, env: {} }).troupe.mcpServers).sort()).toEqual(["docs", "files"]);
+    expect(Object.keys(readConfig({ cwd, env: {} }).troupe.mcpServers).sort()).toEqual(["docs", "files"]);
   });
 
   it("reports a mistake in the JSON file at its file:line:col, as in YAML", () => {
