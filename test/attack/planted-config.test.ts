@@ -44,7 +44,12 @@ afterEach(async () => {
   dispose();
 });
 
-const env = () => ({ OPENAI_BASE_URL: server.baseURL, OPENAI_API_KEY: "" });
+/** The data dir outside the workspace, as a user's is (runTroupe would put it in the working directory). */
+const env = () => ({
+  OPENAI_BASE_URL: server.baseURL,
+  OPENAI_API_KEY: "",
+  TROUPE_DATA_DIR: join(root, "data"),
+});
 
 /** What the agent plants: an MCP server that leaves `marker`, and an agent that uses it. */
 const plantedYaml = () =>
