@@ -364,7 +364,6 @@ export async function main(argv: string[]): Promise<number> {
   return exitCode;
 }
 
-/** A command called the wrong way: one line, exit 2. */
 /** `troupe run` and the like, without their arguments. */
 function commandLine(action: Command): string {
   const names: string[] = [];
@@ -380,6 +379,7 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString("utf8");
 }
 
+/** A command called the wrong way: one line, exit 2. */
 class UsageError extends UserError {
   override name = "UsageError";
 }
