@@ -181,7 +181,6 @@ export class Runtime {
     this.#approver = options.approver ?? denyingApprover("nobody can answer approval requests in this run");
   }
 
-  /** The agent a run uses: the one named, else the default. Throws `UnknownAgentError`. */
   /**
    * Why `workspace` may not be one (inside a `.git`, a git dir, the data or config dir), in words
    * that follow its path; undefined when it may.
@@ -190,6 +189,7 @@ export class Runtime {
     return workspaceRefusal(realpathSync(workspace), this.#troupeDirs);
   }
 
+  /** The agent a run uses: the one named, else the default. Throws `UnknownAgentError`. */
   agent(name?: string): AgentDefinition {
     const agents = this.#config.agents;
     const chosen =
