@@ -81,9 +81,14 @@ function say(line) {
   process.stderr.write(`${line}\n`);
 }
 
+/** Runs a command quietly: what it printed is shown only when it fails (its last lines). */
 function run(argv, env) {
   const [command, ...args] = argv;
-  return spawnSync(command, args, { stdio: ["ignore", "inherit", "inherit"], env }).status === 0;
+  const done = spawnSync(command, args, { stdio: ["ignore", "pipe", "pipe"], env, maxBuffer: 64 << 20 });
+  if (done.status === 0) return true;
+  const printed = `${done.stdout ?? ""}${done.stderr ?? ""}`.trimEnd().split("\n").slice(-20);
+  for (const line of printed) if (line) say(`  ${line}`);
+  return false;
 }
 
 export function main(env = process.env) {
@@ -91,7 +96,8 @@ export function main(env = process.env) {
   const missing = NEEDS.filter((need) => !onPath(need.command, dirs));
   const manager = ["apt-get", "dnf"].find((name) => onPath(name, dirs));
   const root = process.getuid?.() === 0;
-  const sudo = !root && onPath("sudo", dirs) && run(["sudo", "-n", "true"], env);
+  const sudo =
+    !root && onPath("sudo", dirs) && spawnSync("sudo", ["-n", "true"], { stdio: "ignore", env }).status === 0;
   const decision = decide({ missing, manager, root, sudo });
   if (decision.action === "none") return 0;
   if (decision.action === "stop") {

@@ -27,7 +27,10 @@ afterEach(() => {
 });
 
 /** A bin dir with a fake apt-get (and sudo), and stand-ins for the commands in `present`. */
-function fakeMachine(present: string[], { sudoWorks }: { sudoWorks: boolean }) {
+function fakeMachine(
+  present: string[],
+  { sudoWorks, installFails = false }: { sudoWorks: boolean; installFails?: boolean },
+) {
   const bin = mkdtempSync(join(tmpdir(), "troupe-setup-bin-"));
   dirs.push(bin);
   chmodSync(bin, 0o777);
@@ -42,7 +45,7 @@ function fakeMachine(present: string[], { sudoWorks }: { sudoWorks: boolean }) {
   );
   writeFileSync(
     join(bin, "apt-get"),
-    `#!/bin/sh\necho "apt-get $*" >> "${log}"\n[ "$1" = install ] || exit 0\nfor p in "$@"; do case "$p" in\n${made.join("\n")}\nesac; done\n`,
+    `#!/bin/sh\necho "apt-get $*" >> "${log}"\necho "Reading package lists..."\n[ "$1" = install ] || exit 0\n${installFails ? 'echo "E: Unable to locate package $3" >&2; exit 100\n' : ""}for p in "$@"; do echo "Setting up $p"; case "$p" in\n${made.join("\n")}\nesac; done\n`,
   );
   chmodSync(join(bin, "apt-get"), 0o755);
   writeFileSync(
@@ -75,6 +78,23 @@ describe("npm test's set-up", () => {
       `apt-get update -qq\napt-get install -y ${needs.map((need) => need.apt).join(" ")} -qq\n`,
     );
     for (const need of needs) expect(existsSync(join(machine.bin, need.command))).toBe(true);
+    expect(result.stdout).toBe("");
+  });
+
+  it("shows what the package manager printed only when it fails, and stops", () => {
+    const machine = fakeMachine(["git"], { sudoWorks: false, installFails: true });
+    const result = runSetup(machine.bin);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toBe("");
+    const lines = result.stderr.trim().split("\n");
+    expect(lines.slice(-3)).toEqual([
+      "  Reading package lists...",
+      `  E: Unable to locate package ${needs[0]?.apt}`,
+      expect.stringMatching(
+        /^test setup: "apt-get install -y .* -qq" failed; run it yourself, then npm test again$/,
+      ),
+    ]);
+    expect(result.stderr).not.toContain("Setting up");
   });
 
   it("installs only what is missing", () => {
