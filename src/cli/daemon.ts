@@ -66,7 +66,19 @@ export async function runDaemon(
   process.stderr.write(
     `troupe daemon ready on ${nats.url} (prefix ${nats.prefix}${embedded ? `, nats-server pid ${embedded.pid}${embedded.adopted ? " adopted" : ""}` : ""})\n`,
   );
-  const webConsole = await serveWeb(web ?? config.troupe.web?.listen, { daemon, bus, data, log });
+  const webConsole = await serveWeb(web ?? config.troupe.web?.listen, {
+    daemon,
+    bus,
+    data,
+    log,
+    // The page's answers go as a person's do, as the approver: the daemon may not write answers.
+    approverBus: () =>
+      NatsBus.connect({
+        ...natsOptionsFromConfig(nats, config.dir, process.env, { dataDir: data, roles: ["approver"] }),
+        name: "troupe-web-console",
+        log,
+      }),
+  });
   if (await answersAnonymously(nats.url, bus.subjects.api("runs.start")))
     process.stderr.write(
       `troupe: warning: bus: open to anyone who reaches ${nats.url} (no credentials needed to start runs); see docs/nats-permissions.md\n`,
@@ -90,13 +102,15 @@ export async function runDaemon(
  */
 async function serveWeb(
   listen: string | true | undefined,
-  parts: { daemon: Daemon; bus: NatsBus; data: string; log: Logger },
+  parts: { daemon: Daemon; bus: NatsBus; data: string; log: Logger; approverBus: () => Promise<NatsBus> },
 ): Promise<{ close(): Promise<void> } | undefined> {
   if (listen === undefined) return undefined;
+  const approverBus = await parts.approverBus();
   const web = await WebConsole.start({
     ...(listen === true ? {} : parseListen(listen)),
     daemon: parts.daemon,
     bus: parts.bus,
+    answerBus: approverBus,
     identity: localIdentity(parts.data),
     assets: consoleAssets(),
     log: parts.log,
@@ -120,6 +134,7 @@ async function serveWeb(
     close: async () => {
       rmSync(loginFile, { force: true });
       await web.close();
+      await approverBus.close();
     },
   };
 }

@@ -25,6 +25,8 @@ export interface WebConsoleOptions {
   port?: number;
   daemon: Daemon;
   bus: Bus;
+  /** Where the page's approval answers are written: a connection as the approver role. */
+  answerBus: Bus;
   /** Whose signature the page's approval answers carry: the daemon's local user. */
   identity: Identity;
   /** The built front end: index.html, app.js, app.css (`consoleAssets()`). */
@@ -186,7 +188,7 @@ export class WebConsole {
     if (!shownRecord || shownRecord.requestId !== asked.requestId)
       throw new RequestRefusedError("that request has changed or is gone: look again");
     const { outcome, record, why } = await answerApproval(
-      this.options.bus,
+      this.options.answerBus,
       this.options.identity,
       shownRecord,
       {

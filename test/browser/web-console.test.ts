@@ -5,6 +5,7 @@ import { hostname } from "node:os";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, inject, it } from "vitest";
+import { answersNats, freePort } from "../../src/bus/embedded-nats.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { uniquePrefix } from "../../src/bus/subjects.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
@@ -24,16 +25,30 @@ afterAll(async () => {
   await browser?.close();
 });
 
+/** Stops the nats-server a daemon of this data dir started, by the pid it recorded. */
+async function stopEmbeddedServer(dataDir: string): Promise<void> {
+  const record = join(dataDir, "nats", "server.json");
+  if (!existsSync(record)) return;
+  const { pid, port } = JSON.parse(readFileSync(record, "utf8")) as { pid: number; port: number };
+  process.kill(pid, "SIGKILL");
+  await waitFor("its nats-server gone", async () => !(await answersNats("127.0.0.1", port)), 5000);
+}
+
 const as = (name: string, turn: number) => ({ system: `"${name}"`, turn });
 
 /** The session a login left in the page's storage. */
 const sessionOf = (page: Page) => page.evaluate<string | null>('localStorage.getItem("troupe-session")');
 
 /** A daemon serving the console on a free port, its project, and the login URL it keeps in its data dir. */
-async function consoleDaemon(web: { flag?: string; yaml?: string } = { flag: "127.0.0.1:0" }) {
-  const url = inject("natsUrl");
+async function consoleDaemon(
+  web: { flag?: string; yaml?: string } = { flag: "127.0.0.1:0" },
+  { embedded = false } = {},
+) {
+  // Embedded: nothing answers at the URL, so the daemon starts its own server, with a user per role,
+  // as it does for a user who sets nothing.
+  const url = embedded ? `nats://127.0.0.1:${await freePort()}` : inject("natsUrl");
   const prefix = uniquePrefix();
-  cleanups.push(() => removePrefix(url, prefix));
+  if (!embedded) cleanups.push(() => removePrefix(url, prefix));
   const model = await ScriptedModelServer.start([
     {
       match: as("lead", 1),
@@ -73,6 +88,8 @@ async function consoleDaemon(web: { flag?: string; yaml?: string } = { flag: "12
     TROUPE_DATA_DIR: join(dir, ".data"),
   };
   const flag = web.flag === undefined ? [] : ["--web", web.flag];
+  // After the daemon's SIGKILL (cleanups run last first): its server outlives a killed daemon.
+  if (embedded) cleanups.push(() => stopEmbeddedServer(env.TROUPE_DATA_DIR));
   const daemon = follow(["--config", join(dir, "config"), "daemon", ...flag], dir, env);
   await waitFor("the web console", () => daemon.stderr().includes("web console: "), 15_000);
   // Not on a terminal: the login is in the data dir, where troupe web reads it, not on stderr.
@@ -88,8 +105,8 @@ async function consoleDaemon(web: { flag?: string; yaml?: string } = { flag: "12
   };
 }
 
-it("shows a run live: its tree, states and statechart; an approval allowed from the page lets it go on, once", async () => {
-  const { dir, env, login, origin, config } = await consoleDaemon();
+it("shows a run live on the default embedded, credentialed server: its tree, states and statechart; an approval allowed from the page lets it go on, once", async () => {
+  const { dir, env, login, origin, config } = await consoleDaemon(undefined, { embedded: true });
   // Without a login, nothing of the runs is served: the API, the live streams.
   for (const path of ["/api/runs/live", "/api/machine", "/api/runs/run-1/events", "/api/whoami"])
     expect((await fetch(origin + path)).status, path).toBe(401);
