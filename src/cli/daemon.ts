@@ -9,6 +9,7 @@ import { authorizationBlock } from "../bus/permissions.js";
 import { loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import { Daemon } from "../daemon/daemon.js";
+import { holdDataDir } from "../daemon/data-dir-lock.js";
 import { UserError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { BusApprover } from "../safety/bus-approver.js";
@@ -39,6 +40,8 @@ export async function runDaemon(
   const config = loadConfig({ config: configPath });
   const nats = { ...config.troupe.nats, ...(natsUrl ? { url: natsUrl } : {}) };
   const data = dataDir(config.troupe.dataDir);
+  const held = holdDataDir(data);
+  process.once("exit", () => held.release());
   const embedded = await embeddedServer(nats.url, nats.embedded, nats.prefix, data, log);
   if (!embedded) await refuseSquatter(nats.url, natsUrl !== undefined || config.natsUrlChosen === true);
   const bus = await NatsBus.connect({
@@ -91,6 +94,7 @@ export async function runDaemon(
   await runtime.close();
   await bus.close();
   await embedded?.stop();
+  held.release();
   process.stderr.write("troupe daemon stopped\n");
   return 0;
 }

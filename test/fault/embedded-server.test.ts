@@ -79,3 +79,26 @@ it("a daemon killed with SIGKILL leaves its server running; the next one adopts 
   expect(await second.exit).toBe(0);
   await waitFor("the adopted server to stop", () => !alive(pid), 10_000);
 });
+
+it("a second daemon on the same data dir refuses in one line, naming the first, whose server it leaves alone", async () => {
+  const { daemon } = await setup();
+  const first = daemon();
+  await waitFor("ready", () => first.stderr().includes("troupe daemon ready"), 20_000);
+  const pid = serverPid(first.stderr());
+  cleanups.push(() => void (alive(pid) && process.kill(pid, "SIGKILL")));
+  const second = daemon();
+  expect(await second.exit).toBe(2);
+  expect(second.stderr().trim().split("\n")).toEqual([
+    expect.stringContaining(`another troupe daemon (pid ${first.child.pid}) uses the data dir`),
+  ]);
+  expect(alive(pid)).toBe(true);
+  // The first goes on as before, and stops its server itself.
+  expect(first.child.exitCode).toBe(null);
+  first.child.kill("SIGTERM");
+  expect(await first.exit).toBe(0);
+  expect(first.stderr()).not.toMatch(/reconnect/i);
+  await waitFor("its server to stop", () => !alive(pid), 10_000);
+  // Its record is gone with it: the next daemon starts.
+  const third = daemon();
+  await waitFor("ready", () => third.stderr().includes("troupe daemon ready"), 20_000);
+});
