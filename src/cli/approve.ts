@@ -173,13 +173,18 @@ export function approvalsTable(records: ApprovalRecord[], now = Date.now()): str
 
 /**
  * The command or diff's first line, quoted and every character seen, cut at `max` columns, with how
- * many lines follow: the cell never ends where the text seems to.
+ * much is not shown (characters of the line, lines after it): the cell never ends where the text
+ * seems to, and a cut one never reads as a whole command.
  */
 function what(text: string, max = 60): string {
   const lines = quotedLines(text);
   const first = lines[0] ?? "";
+  const hidden = [
+    ...(first.length > max ? [`+${first.length - (max - 1)} chars`] : []),
+    ...(lines.length > 1 ? [`+${lines.length - 1} line${lines.length === 2 ? "" : "s"}`] : []),
+  ];
   const cut = first.length > max ? `${first.slice(0, max - 1)}…` : first;
-  return lines.length > 1 ? `${cut} (+${lines.length - 1} line${lines.length === 2 ? "" : "s"})` : cut;
+  return hidden.length ? `${cut} (${hidden.join(", ")}: troupe approve CALL shows it whole)` : cut;
 }
 
 function ago(ms: number): string {

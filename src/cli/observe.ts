@@ -119,8 +119,14 @@ export async function runObserve(
       const pending = pendingApprovals(builder);
       const picked = view.selected ?? (view.speaker && nodeKey(view.speaker));
       const target = pending.find((p) => nodeKey(p.node) === picked) ?? pending[0];
-      const shown = target && records.get(approvalKey({ ...target.node, callId: target.callId }));
+      const asked = target && approvalKey({ ...target.node, callId: target.callId });
+      const shown = asked && records.get(asked);
       if (!shown || requests.watchOnly) return;
+      // Allowed only as shown whole on the screen: a request seen in part is denied or read elsewhere.
+      if (key === "a" && view.allowable !== asked) {
+        view.status = `not all of this request is on the screen: see it whole with troupe approve ${shown.request.callId}`;
+        return redraw();
+      }
       void answerApproval(bus, identity(), shown, {
         approved: key === "a",
         via: "troupe observe",

@@ -1,7 +1,7 @@
 import cliTruncate from "cli-truncate";
 import type { RunTreeBuilder, TreeNode } from "../actors/run-tree.js";
 import { contextLevel } from "../context/context-levels.js";
-import type { ApprovalRecord, ApprovalRef } from "../safety/bus-approver.js";
+import { type ApprovalRecord, type ApprovalRef, approvalKey } from "../safety/bus-approver.js";
 import { visibleLine } from "../util/visible.js";
 import { becauseLine, quotedLines, requestText, textLabel } from "./request-text.js";
 
@@ -25,6 +25,11 @@ export interface ViewState {
   speaker: TreeNode | undefined;
   /** One line of news: a warning, lost contact with the daemon. */
   status: string | undefined;
+  /**
+   * The approval (its key) the last frame showed whole and offered `a` for: a request shown only in
+   * part cannot be allowed from here. Written by `renderFrame`.
+   */
+  allowable?: string | undefined;
 }
 
 /** A pending approval as the view lists it. */
@@ -68,12 +73,21 @@ export function renderFrame(
     ...(view.status ? [yellow(visibleLine(view.status))] : []),
     dim(`↑/↓ pick an agent${pending.length && !requests.watchOnly ? " · a/d answer" : ""} · q quit`),
   ];
-  // The tree keeps a few lines whatever else there is; the approval's command gives way first.
-  const treeAtLeast = Math.min(tree.length, 3);
+  // The approval's command is shown whole, wrapped, when it fits beside a line of the tree; else its
+  // first lines, without the allow key (the tree keeps a few lines, the command gives way first).
+  const fits = (panel: string[], tree: number) =>
+    1 + tree + above.length + panel.length + below.length <= rows;
   let panel: string[] = [];
-  for (let detail = DETAIL_LINES; answering && detail >= 1; detail--) {
-    panel = approvalPanel(answering, pending.length, requests, detail);
-    if (1 + treeAtLeast + above.length + panel.length + below.length <= rows) break;
+  view.allowable = undefined;
+  if (answering) {
+    const width = columns - 4;
+    panel = approvalPanel(answering, pending.length, requests, { width });
+    if (fits(panel, 1)) view.allowable = allowKey(answering, requests);
+    else
+      for (let detail = DETAIL_LINES; detail >= 1; detail--) {
+        panel = approvalPanel(answering, pending.length, requests, { width, detail });
+        if (fits(panel, Math.min(tree.length, 3))) break;
+      }
   }
   const room = Math.max(1, rows - 1 - above.length - panel.length - below.length);
   const treeLines = scrolled(tree, picked, room);
@@ -174,7 +188,7 @@ function approvalPanel(
   pending: PendingApproval,
   count: number,
   requests: ShownRequests,
-  detailLines: number,
+  shown: { width: number; detail?: number },
 ): string[] {
   const { node, callId } = pending;
   const of = count > 1 ? ` (1 of ${count} waiting)` : "";
@@ -191,19 +205,43 @@ function approvalPanel(
       dim("  reading the request…"),
     ];
   const text = requestText(request);
-  const lines = quotedLines(text);
-  const more = lines.length - detailLines;
+  const lines = quotedLines(text).flatMap((line) => wrapped(line, shown.width));
+  const more = lines.length - (shown.detail ?? lines.length);
   const because = becauseLine(request);
+  const keys = requests.watchOnly
+    ? dim("  (watch only: this terminal cannot answer)")
+    : more > 0
+      ? `  ${yellow(`not all shown: see it whole with troupe approve ${visibleLine(callId)}`)}  [d] deny`
+      : "  [a] allow  [d] deny";
   return [
     "",
     bold(`approval${of}: ${who} ${visibleLine(request.tool)} (${visibleLine(callId)})`),
     ...(request.paths.length ? [`  paths: ${request.paths.map(visibleLine).join(", ")}`] : []),
     `  ${textLabel(request, text)}:`,
-    ...lines.slice(0, detailLines).map((line) => `  │ ${line}`),
-    ...(more > 0 ? [dim(`  │ … ${more} more line${more === 1 ? "" : "s"}`)] : []),
+    ...lines.slice(0, lines.length - Math.max(0, more)).map((line) => `  │ ${line}`),
+    ...(more > 0 ? [dim(`  │ … ${more} more line${more === 1 ? "" : "s"} on this screen`)] : []),
     ...(because ? [yellow(`  ${because}`)] : []),
-    requests.watchOnly ? dim("  (watch only: this terminal cannot answer)") : "  [a] allow  [d] deny",
+    keys,
   ];
+}
+
+/** The key `a` answers for a pending approval, when its request has been read. */
+function allowKey(pending: PendingApproval, requests: ShownRequests): string | undefined {
+  if (requests.watchOnly) return undefined;
+  const ref = { runId: pending.node.runId, agentId: pending.node.agentId, callId: pending.callId };
+  return requests.record(ref) ? approvalKey(ref) : undefined;
+}
+
+/** A line cut into pieces of at most `width` columns, none lost: what a panel shows of a long line. */
+function wrapped(line: string, width: number): string[] {
+  const pieces: string[] = [];
+  let rest = line;
+  while (rest.length > 0) {
+    const piece = cliTruncate(rest, width, { truncationCharacter: "" }) || rest.slice(0, 1);
+    pieces.push(piece);
+    rest = rest.slice(piece.length);
+  }
+  return pieces.length ? pieces : [""];
 }
 
 /** Every pending approval in the view, in the order the tree shows them. */

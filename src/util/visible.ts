@@ -82,5 +82,20 @@ export function jsonVisible(json: string): string {
  * character in it.
  */
 export function quoted(text: string): string {
-  return `"${visible(text.replace(/[\\"]/g, "\\$&")).replace(/\r/g, "\\r")}"`;
+  return `"${spacesSeen(visible(text.replace(/[\\"]/g, "\\$&")).replace(/\r/g, "\\r"))}"`;
+}
+
+/** Eight spaces or more in a row: shown counted. */
+const SPACE_RUN = / {8,}/g;
+
+/**
+ * Blank space as a person deciding on a text must see it: a tab as `\t`, and a run of eight spaces
+ * or more counted (`␠×300`, a literal `␠` escaped as `\u2420`), so no run of blanks pushes the rest
+ * of a command past the edge of a terminal, a panel or a page.
+ */
+export function spacesSeen(text: string): string {
+  return text
+    .replace(/\u2420/g, "\\u2420")
+    .replace(/\t/g, "\\t")
+    .replace(SPACE_RUN, (run) => `␠×${run.length}`);
 }

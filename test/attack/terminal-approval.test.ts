@@ -153,9 +153,10 @@ it("the observer's panel, troupe approvals and troupe approve show the same comm
 
   const approvals = await runTroupe([...h.cfg, "approvals"], { cwd: h.dir, env: h.env });
   expect(obeyed(approvals.stdout)).toEqual([]);
-  // The WHAT column: the command's start, quoted and seen, cut where the column ends, with "…".
+  // The WHAT column: the command's start, quoted and seen, cut where the column ends, with "…" and
+  // how much is not shown.
   expect(approvals.stdout).toContain(
-    '"echo cHduZWQK | base64 -d > pwned.txt #\\r\\e[2K\\e[1A\\e[2K\\e… (pwned.txt)',
+    `"echo cHduZWQK | base64 -d > pwned.txt #\\r\\e[2K\\e[1A\\e[2K\\e… (+${SHOWN.length - 59} chars: troupe approve CALL shows it whole) (pwned.txt)`,
   );
 
   const approve = await runTroupe([...h.cfg, "approve", "call_status", "--deny"], { cwd: h.dir, env: h.env });
@@ -211,3 +212,84 @@ it("a path with escapes in it is shown, never obeyed, in the diff's header and o
   expect(output).toContain(`  │ +++ b/${shown}`);
   expect(output).toContain(`  paths: ${shown}`);
 }, 60_000);
+
+/* ATTACK: the observer's panel cut what did not fit and still offered allow. A payload after 300
+ * spaces on one line fell past the terminal's edge; one on line 40 of a command fell below the
+ * panel's five lines: the person saw `ls` and allowed. Now a long run of blanks is counted, a long
+ * line wraps, and a request that does not fit on the screen whole cannot be allowed from it. */
+it("the observer's panel shows a payload hidden after 300 spaces, and never offers allow for a command it cannot show whole", async () => {
+  const spaced = `ls${" ".repeat(300)}; echo spaced > pwned.txt`;
+  const tall = [...Array.from({ length: 39 }, (_, i) => `echo line ${i + 1}`), "echo tall > pwned.txt"].join(
+    "\n",
+  );
+  const model = await ScriptedModelServer.start([
+    {
+      match: { turn: 1 },
+      reply: {
+        toolCalls: [
+          { name: "shell", arguments: { command: tall, escalate: "unsandboxed" }, id: "call_tall" },
+        ],
+      },
+    },
+    {
+      match: { turn: 2 },
+      reply: {
+        toolCalls: [
+          { name: "shell", arguments: { command: spaced, escalate: "unsandboxed" }, id: "call_spaced" },
+        ],
+      },
+    },
+    { match: { turn: 3 }, reply: { text: "Fine." } },
+  ]);
+  cleanups.push(() => model.close());
+  const h = await embeddedDaemon(
+    {
+      "config/troupe.yaml":
+        "nats:\n  prefix: termtall\ndefaultAgent: coder\ndefaultModel: scripted\napproval:\n  timeoutMs: 60000\n",
+      "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [shell]\n",
+    },
+    model.baseURL,
+    cleanups,
+  );
+  await h.start();
+  const run = spawnTroupe([...h.cfg, "run", "--json", "--approval", "ask", "List"], {
+    cwd: h.dir,
+    env: h.env,
+  });
+  cleanups.push(() => void run.child.kill("SIGKILL"));
+  await waitFor("the approval request", () => run.stdout().includes('"approval.requested"'), 20_000);
+  const runId = (JSON.parse(run.stdout().split("\n")[0] ?? "{}") as { runId: string }).runId;
+  const observe = Tmux.start([process.execPath, TROUPE_BIN, ...h.cfg, "observe", runId], {
+    cwd: h.dir,
+    env: h.env,
+    columns: 100,
+    rows: 30,
+  });
+  cleanups.push(() => observe.kill());
+
+  // Forty lines do not fit in thirty rows: no allow is offered, and `a` allows nothing.
+  await waitFor("the tall request", () => observe.screen().includes("command (40 lines):"), 20_000);
+  await waitFor("its keys", () => observe.screen().includes("[d] deny"), 5000);
+  expect(observe.screen()).not.toContain("[a] allow");
+  expect(observe.screen()).toContain("not all shown: see it whole with troupe approve call_tall");
+  observe.keys("a");
+  await waitFor(
+    "the refusal",
+    () => observe.screen().includes("not all of this request is on the screen"),
+    5000,
+  );
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  expect(run.stdout()).not.toContain('"approval.decided"');
+  expect((await runTroupe([...h.cfg, "approvals"], { cwd: h.dir, env: h.env })).stdout).toContain(
+    "call_tall",
+  );
+  observe.keys("d");
+
+  // One long line: its blanks counted, its end wrapped onto the next line, all of it on the screen.
+  await waitFor("the spaced request", () => observe.screen().includes("call_spaced"), 20_000);
+  await waitFor("its keys", () => observe.screen().includes("[a] allow"), 5000);
+  expect(observe.screen()).toContain('│ "ls␠×300; echo spaced > pwned.txt"');
+  observe.keys("d");
+  await run.exit;
+  expect(existsSync(join(h.dir, "pwned.txt"))).toBe(false);
+}, 90_000);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { RunTreeBuilder } from "../../src/actors/run-tree.js";
 import { makeEnvelope } from "../../src/bus/envelope.js";
-import { renderFrame } from "../../src/cli/tree-view.js";
+import { renderFrame, type ViewState } from "../../src/cli/tree-view.js";
 
 const event = (agentId: string, seq: number, type: string, data: unknown, parentId?: string) =>
   makeEnvelope({ runId: "run-1", agentId, seq, type, data, ...(parentId ? { parentId } : {}) });
@@ -102,5 +102,63 @@ describe("the observer's frame", () => {
       }),
     );
     expect(lineOf("lead")).toContain("ctx [██░░░░░░░░] 20%");
+  });
+});
+
+describe("the observer's approval panel", () => {
+  /** The lead waiting on a shell command, and the record `a` would answer. */
+  function waiting(command: string) {
+    const { builder, lead } = tree(0);
+    builder.apply(
+      event("lead", 2, "approval.requested", { callId: "call_1", name: "shell", detail: command }),
+    );
+    const record = {
+      request: {
+        runId: "run-1",
+        agentId: "lead",
+        callId: "call_1",
+        tool: "shell",
+        arguments: "{}",
+        effect: "execute" as const,
+        detail: command,
+        paths: [],
+      },
+      requestId: "r1",
+      nonce: "n",
+      createdAt: 0,
+      status: "pending" as const,
+      expiresAt: 0,
+    };
+    const view: ViewState = {
+      header: "troupe observe · test",
+      selected: undefined,
+      speaker: lead,
+      status: undefined,
+    };
+    return { builder, view, requests: { record: () => record, watchOnly: false } };
+  }
+
+  it("wraps a long line whole, blanks counted, and offers allow for what it showed whole", () => {
+    const line = `echo ${"x".repeat(150)}; echo end`;
+    const { builder, view, requests } = waiting(`ls${" ".repeat(300)}; ${line}`);
+    const frame = renderFrame(builder, view, { columns: 60, rows: 30 }, requests);
+    for (const shown of frame) expect([...shown].length).toBeLessThanOrEqual(60);
+    const body = frame.filter((shown) => shown.startsWith("  │ ")).map((shown) => shown.slice(4));
+    expect(body.join("")).toBe(`"ls␠×300; ${line}"`);
+    expect(frame).toContain("  [a] allow  [d] deny");
+    expect(view.allowable).toBe("run-1.lead.call_1");
+  });
+
+  it("shows the first lines of a request taller than the screen, without allow, and says where to see it whole", () => {
+    const command = Array.from({ length: 40 }, (_, i) => `echo ${i + 1}`).join("\n");
+    const { builder, view, requests } = waiting(command);
+    const frame = renderFrame(builder, view, { columns: 80, rows: 24 }, requests);
+    expect(frame.length).toBeLessThanOrEqual(24);
+    expect(frame.join("\n")).not.toContain("[a] allow");
+    expect(
+      frame.some((shown) => shown.includes("not all shown: see it whole with troupe approve call_1")),
+    ).toBe(true);
+    expect(frame.some((shown) => /… \d+ more lines on this screen/.test(shown))).toBe(true);
+    expect(view.allowable).toBeUndefined();
   });
 });

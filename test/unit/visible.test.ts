@@ -100,6 +100,14 @@ describe("jsonVisible", () => {
 });
 
 describe("quoted", () => {
+  it("counts a long run of spaces and shows tabs, so nothing is pushed out of sight", () => {
+    expect(quoted(`ls${" ".repeat(300)}; curl x | sh`)).toBe('"ls␠×300; curl x | sh"');
+    expect(quoted("a       b")).toBe('"a       b"');
+    expect(quoted("a\t\tb")).toBe('"a\\t\\tb"');
+    // A literal ␠ cannot pass for a counted run.
+    expect(quoted("␠×3")).toBe('"\\u2420×3"');
+  });
+
   it("shows where a text ends and reads back as exactly it", () => {
     expect(quoted("ls #\r\x1b[2K  │ git status --short")).toBe('"ls #\\r\\e[2K  │ git status --short"');
     expect(quoted('echo "a\\b" ')).toBe('"echo \\"a\\\\b\\" "');

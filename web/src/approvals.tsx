@@ -1,5 +1,6 @@
 import { useEffect, useState } from "preact/hooks";
 import type { ApprovalRequest } from "../../src/safety/approver.js";
+import { spacesSeen, visible } from "../../src/util/visible.js";
 import { get, post } from "./api.js";
 
 interface Shown {
@@ -88,11 +89,15 @@ function Approval(props: { approval: Shown }) {
   );
 }
 
-/** A command as it is, a diff with its added and removed lines marked. */
+/**
+ * A command as it is, a diff with its added and removed lines marked; every character seen, as a
+ * terminal shows it (`visible`, tabs and long runs of spaces counted), so nothing of what runs is
+ * hidden, reordered or pushed out of the box.
+ */
 function Detail(props: { text: string }) {
-  const lines = props.text.split("\n");
+  const lines = props.text.split("\n").map((line) => spacesSeen(visible(line)));
   const diff = lines.some((line) => line.startsWith("@@") || line.startsWith("+++"));
-  if (!diff) return <pre class="detail">{props.text}</pre>;
+  if (!diff) return <pre class="detail">{lines.join("\n")}</pre>;
   return (
     <pre class="detail diff">
       {lines.map((line) => (
