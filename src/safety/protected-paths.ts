@@ -20,3 +20,16 @@ export function isProtectedName(name: string): boolean {
  * turn the approval policy to yolo.
  */
 export const LOADED_AT_ROOT = ["config/troupe.yaml"];
+
+/**
+ * What makes a directory a git dir to git while it looks for a repository: a HEAD, objects and refs
+ * side by side. Git follows links to each (and takes an executable file for refs), so any entry of
+ * those names counts, whatever it is; a directory with all three is protected like a `.git`.
+ */
+export const REPOSITORY_PARTS = ["HEAD", "objects", "refs"] as const;
+
+/** Whether entries of these names, side by side, make a directory git takes for a repository. */
+export function isRepositoryShape(names: Iterable<string>): boolean {
+  const present = new Set(names);
+  return REPOSITORY_PARTS.every((part) => present.has(part));
+}

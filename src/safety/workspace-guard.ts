@@ -1,4 +1,4 @@
-import { existsSync, readlinkSync, realpathSync } from "node:fs";
+import { existsSync, readdirSync, readlinkSync, realpathSync } from "node:fs";
 import { dirname, join, relative, resolve, sep } from "node:path";
 import { TroupeError } from "../errors.js";
 
@@ -8,7 +8,7 @@ export class PathOutsideWorkspaceError extends TroupeError {
 
 import { isSkillPath } from "../skills/skill-path.js";
 import { isInside, lstatOrUndefined } from "../util/paths.js";
-import { isProtectedName, LOADED_AT_ROOT } from "./protected-paths.js";
+import { isProtectedName, isRepositoryShape, LOADED_AT_ROOT } from "./protected-paths.js";
 
 export interface GuardOptions {
   /** Directories no tool may write to even when inside the workspace (the config dir). */
@@ -60,7 +60,7 @@ export function resolveForWrite(workspace: string, path: string, options: GuardO
     ...(existsSync(dir) ? [realpathSync(dir)] : []),
   ]);
   for (const step of [real, ...stepsOf(workspace, root, path)]) {
-    const why = refusal(root, step, protectedDirs);
+    const why = refusal(root, step, protectedDirs) ?? repositoryRefusal(root, step);
     if (why) throw new PathOutsideWorkspaceError(`"${path}" ${why}`);
   }
   for (const dir of protectedDirs) {
@@ -85,6 +85,35 @@ function refusal(root: string, step: string, protectedDirs: readonly string[]): 
   if (LOADED_AT_ROOT.some((loaded) => step === resolve(root, loaded)))
     return "is what troupe loads as its config when run here, which tools may not change";
   return undefined;
+}
+
+/**
+ * Why a write to `target` touches a repository git would run code from: it is inside a directory
+ * that holds a HEAD, objects and refs (its config and hooks run at the next git command there), or
+ * it would give a directory holding two of them the third, itself or by a directory it makes.
+ */
+function repositoryRefusal(root: string, target: string): string | undefined {
+  if (!isInside(root, target)) return undefined;
+  let dir = root;
+  for (const part of relative(root, target).split(sep).filter(Boolean)) {
+    const names = namesIn(dir);
+    const shown = relative(root, dir) || ".";
+    if (isRepositoryShape(names))
+      return `is inside ${shown}/, which git takes for a repository (it holds HEAD, objects and refs) and runs code from; tools may not change it`;
+    if (isRepositoryShape([...names, part]))
+      return `would make ${shown}/ a directory git takes for a repository (HEAD, objects and refs side by side), which runs code at the next git command there; tools may not`;
+    dir = join(dir, part);
+  }
+  return undefined;
+}
+
+/** The names in a directory, none when it is not one (yet). */
+function namesIn(dir: string): string[] {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return [];
+  }
 }
 
 /**

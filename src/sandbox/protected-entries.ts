@@ -1,7 +1,7 @@
 import { type Dirent, lstatSync, readdirSync, realpathSync, type Stats } from "node:fs";
 import { join } from "node:path";
 import { TroupeError } from "../errors.js";
-import { isProtectedName, LOADED_AT_ROOT } from "../safety/protected-paths.js";
+import { isProtectedName, isRepositoryShape, LOADED_AT_ROOT } from "../safety/protected-paths.js";
 import { isInside } from "../util/paths.js";
 
 export class WorkspaceScanError extends TroupeError {
@@ -177,7 +177,8 @@ export class ProtectedEntries {
       return failed(dir, error, found);
     }
     const entry: DirectoryEntry = { key, subdirs: [], protected: [], shielded: [], sockets: [] };
-    if (looksLikeRepository(entries)) entry.protected.push({ path: dir, kind: "repository" });
+    if (isRepositoryShape(entries.map((e) => e.name)))
+      entry.protected.push({ path: dir, kind: "repository" });
     for (const child of entries) {
       const path = join(dir, child.name);
       if (isProtectedName(child.name)) {
@@ -204,13 +205,6 @@ function firstLinkOnTheWay(workspace: string, loaded: string): string | undefine
     }
   }
   return undefined;
-}
-
-/** What git checks before it takes a directory for a git dir: a HEAD, and objects/ and refs/. */
-function looksLikeRepository(entries: readonly Dirent[]): boolean {
-  const has = (name: string, directory: boolean) =>
-    entries.some((e) => e.name === name && (directory ? e.isDirectory() : !e.isDirectory()));
-  return has("HEAD", false) && has("objects", true) && has("refs", true);
 }
 
 /** What a failed look means: gone (nothing to protect), unreadable (kept read-only), or a fault. */
