@@ -3,9 +3,10 @@ import { homedir, tmpdir } from "node:os";
 import { dirname, join, sep } from "node:path";
 import { TroupeError } from "../errors.js";
 import { isInside as inside, lstatOrUndefined, realPathOrUndefined } from "../util/paths.js";
+import { visibleBytes } from "../util/visible.js";
 import type { Mount, SandboxPlan } from "./plan.js";
 import { ProtectedEntries, type WorkspaceEntries } from "./protected-entries.js";
-import { openUp, quarantine } from "./quarantine.js";
+import { openUp, quarantine, renameUnnamed } from "./quarantine.js";
 
 export class SandboxPlanError extends TroupeError {
   override name = "SandboxPlanError";
@@ -152,17 +153,29 @@ export class HostPlanner {
     const closedBy = (after: WorkspaceEntries) =>
       after.unreadable.filter((dir) => !before.unreadable.includes(dir));
     let { changed, after } = this.#protected.changedSince(real, before);
+    const moved: Array<{ from: string; to: string }> = [];
+    const held: Array<{ path: string; why: string }> = [];
+    if (after.unnamed.length > 0) {
+      // What no string names is renamed first, then looked into like the rest.
+      for (const path of after.unnamed) {
+        try {
+          moved.push(renameUnnamed(path));
+        } catch (error) {
+          held.push({ path: visibleBytes(path), why: (error as Error).message });
+        }
+      }
+      ({ changed, after } = this.#protected.changedSince(real, before));
+    }
     if (closedBy(after).length > 0) {
       // A directory the command made unreadable may hide a .git: opened up, and looked at again.
       for (const dir of closedBy(after)) openUp(dir);
       ({ changed, after } = this.#protected.changedSince(real, before));
     }
     plan.hidden = after.beyond;
-    const held = [
+    held.push(
       ...after.failures.map(({ dir, why }) => ({ path: dir, why })),
       ...closedBy(after).map((dir) => ({ path: dir, why: `${dir} cannot be read` })),
-    ];
-    const moved: Array<{ from: string; to: string }> = [];
+    );
     for (const entry of changed) {
       try {
         moved.push(quarantine(entry));

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { TroupeError } from "../errors.js";
 import { isProtectedName, isRepositoryShape, LOADED_AT_ROOT } from "../safety/protected-paths.js";
 import { isInside } from "../util/paths.js";
+import { visibleBytes } from "../util/visible.js";
 
 export class WorkspaceScanError extends TroupeError {
   override name = "WorkspaceScanError";
@@ -37,6 +38,11 @@ export interface WorkspaceEntries {
    * (a `.git`, a socket), so commands get them hidden, empty and read-only.
    */
   beyond: string[];
+  /**
+   * With `lenient`: directories and sockets whose names are not UTF-8 that hold, or are, something
+   * protected. No string can name them (a mount needs one), so they are renamed before anything else.
+   */
+  unnamed: Buffer[];
 }
 
 /**
@@ -54,6 +60,8 @@ interface DirectoryEntry {
   /** Protected entries that are directories: walked for sockets only (a read-only mount does not stop `connect()`). */
   shielded: string[];
   sockets: string[];
+  /** Directories and sockets whose names are not UTF-8, by their bytes: looked into at each find. */
+  unnamed: Buffer[];
 }
 
 /**
@@ -80,6 +88,7 @@ export class ProtectedEntries {
       unreadable: [],
       failures: [],
       beyond: [],
+      unnamed: [],
     };
     const cache = this.#caches.get(workspace) ?? new Map<string, DirectoryEntry>();
     this.#caches.set(workspace, cache);
@@ -102,6 +111,7 @@ export class ProtectedEntries {
       if (!entry) continue;
       seen.add(dir);
       found.sockets.push(...entry.sockets);
+      for (const path of entry.unnamed) this.#unnamed(path, depth, lenient, found);
       if (!shielded) this.#record(workspace, entry, found);
       const next = (dirs: string[], inside: boolean) =>
         dirs.map((sub) => ({ dir: sub, depth: depth + 1, shielded: inside }));
@@ -124,6 +134,21 @@ export class ProtectedEntries {
     if (cache.size > seen.size) for (const dir of cache.keys()) if (!seen.has(dir)) cache.delete(dir);
     found.protected = [...new Set(found.protected)];
     return found;
+  }
+
+  /**
+   * A directory or socket no string can name: it is no matter while nothing protected is in it; else
+   * a look before a command fails (the sandbox cannot cover what it cannot name), and one after it
+   * reports it, to be renamed.
+   */
+  #unnamed(path: Buffer, depth: number, lenient: boolean, found: WorkspaceEntries): void {
+    if (!holdsProtected(path, WALK_BOUND.depth - depth)) return;
+    if (lenient) found.unnamed.push(path);
+    else
+      throw new WorkspaceScanError(
+        visibleBytes(path),
+        `${visibleBytes(path)} has a name that is not UTF-8 and holds a .git, a repository or a socket, which the sandbox cannot cover by name: rename or remove it`,
+      );
   }
 
   /** A looked-at directory's protected entries, by real path and by what they are now. */
@@ -169,19 +194,26 @@ export class ProtectedEntries {
     const key = `${info.mtimeMs}:${info.ctimeMs}:${info.ino}`;
     const cached = cache.get(dir);
     if (cached?.key === key) return cached;
-    let entries: Dirent[];
+    let entries: Dirent<Buffer>[];
     try {
-      entries = readdirSync(dir, { withFileTypes: true });
+      entries = readdirSync(dir, { withFileTypes: true, encoding: "buffer" });
     } catch (error) {
       cache.delete(dir);
       return failed(dir, error, found);
     }
-    const entry: DirectoryEntry = { key, subdirs: [], protected: [], shielded: [], sockets: [] };
-    if (isRepositoryShape(entries.map((e) => e.name)))
+    const entry: DirectoryEntry = { key, subdirs: [], protected: [], shielded: [], sockets: [], unnamed: [] };
+    if (isRepositoryShape(entries.map((e) => e.name.toString("latin1"))))
       entry.protected.push({ path: dir, kind: "repository" });
     for (const child of entries) {
-      const path = join(dir, child.name);
-      if (isProtectedName(child.name)) {
+      const name = child.name.toString();
+      if (!Buffer.from(name).equals(child.name)) {
+        // Read as a string, the name would lead nowhere: kept by its bytes.
+        if (child.isDirectory() || child.isSocket())
+          entry.unnamed.push(Buffer.concat([Buffer.from(`${dir}/`), child.name]));
+        continue;
+      }
+      const path = join(dir, name);
+      if (isProtectedName(name)) {
         entry.protected.push({ path, kind: "named" });
         if (child.isDirectory()) entry.shielded.push(path);
       } else if (child.isDirectory()) entry.subdirs.push(path);
@@ -190,6 +222,28 @@ export class ProtectedEntries {
     cache.set(dir, entry);
     return entry;
   }
+}
+
+/**
+ * Whether a directory named by its bytes is, or holds within `depth` levels, a socket, a `.git` or
+ * `.troupe`, or a directory git takes for a repository; what cannot be looked into counts as such.
+ */
+function holdsProtected(path: Buffer, depth: number): boolean {
+  if (depth < 0) return true;
+  let entries: Dirent<Buffer>[];
+  try {
+    if (lstatSync(path).isSocket()) return true;
+    entries = readdirSync(path, { withFileTypes: true, encoding: "buffer" });
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code !== "ENOENT";
+  }
+  const names = entries.map((e) => e.name.toString("latin1"));
+  if (isRepositoryShape(names) || names.some(isProtectedName)) return true;
+  return entries.some(
+    (e) =>
+      e.isSocket() ||
+      (e.isDirectory() && holdsProtected(Buffer.concat([path, Buffer.from("/"), e.name]), depth - 1)),
+  );
 }
 
 /** The first symbolic link among the parents of `loaded` (relative to the workspace), if any. */

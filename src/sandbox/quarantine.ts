@@ -3,6 +3,7 @@ import { chmodSync, lstatSync, renameSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { TroupeError } from "../errors.js";
 import { lstatOrUndefined, realPathOrUndefined } from "../util/paths.js";
+import { visibleBytes } from "../util/visible.js";
 import type { ProtectedEntry } from "./protected-entries.js";
 
 export class QuarantineError extends TroupeError {
@@ -39,6 +40,24 @@ export function quarantine(entry: ProtectedEntry): { from: string; to: string } 
     if (!lstatOrUndefined(from)) return { from, to: "(removed)" };
   } catch {}
   throw new QuarantineError(`${from} could not be moved aside or removed`);
+}
+
+/**
+ * Renames a directory or socket whose name is not UTF-8 (so no mount can name it) to one that is:
+ * `unnamed-HEX.quarantined-RANDOM`, its name's bytes in hex, beside it. What it holds can then be
+ * looked at, and moved aside, by name.
+ */
+export function renameUnnamed(path: Buffer): { from: string; to: string } {
+  const slash = path.lastIndexOf("/");
+  const parent = path.subarray(0, slash).toString();
+  const name = path.subarray(slash + 1);
+  const to = join(parent, `unnamed-${name.toString("hex")}.quarantined-${randomBytes(6).toString("hex")}`);
+  try {
+    renameSync(path, to);
+  } catch (error) {
+    throw new QuarantineError(`${visibleBytes(path)} could not be renamed (${(error as Error).message})`);
+  }
+  return { from: visibleBytes(path), to };
 }
 
 /** Gives this process's user full access to a directory a command closed (chmod u+rwx). */

@@ -99,3 +99,13 @@ export function spacesSeen(text: string): string {
     .replace(/\t/g, "\\t")
     .replace(SPACE_RUN, (run) => `␠×${run.length}`);
 }
+
+/**
+ * A path or name given as bytes that may not be UTF-8, for a person: every byte outside ASCII as
+ * `\xNN`, and the rest as `visible` shows it.
+ */
+export function visibleBytes(bytes: Buffer): string {
+  let ascii = "";
+  for (const byte of bytes) ascii += byte < 0x80 ? String.fromCharCode(byte) : `\\x${byte.toString(16)}`;
+  return visible(ascii);
+}

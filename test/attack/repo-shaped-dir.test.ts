@@ -8,8 +8,8 @@ import { runTroupe, tempTree } from "../support/cli.js";
 /* ATTACK: a directory git takes for a repository, planted in the workspace. Git looking for a
  * repository takes any directory holding HEAD, objects and refs for a git dir, and runs what its
  * config says (core.fsmonitor with core.worktree) at the user's next `git status` there. Under
- * auto-edit the write tools completed that shape file by file; objects and refs as symlinks hid it
- * from the sandbox's look after a command. Each is
+ * auto-edit the write tools completed that shape file by file; objects and refs as symlinks, or the
+ * directory under a name that is not UTF-8, hid it from the sandbox's look after a command. Each is
  * run by the scripted model through `troupe run`, then the user's own git runs in the directory. */
 
 let server: ScriptedModelServer;
@@ -99,5 +99,24 @@ it("objects and refs as symlinks make a repository all the same: the sandbox mov
   expect(readdirSync(join(dir, "ws/x")).some((name) => name.startsWith("HEAD.quarantined-"))).toBe(true);
   expect(existsSync(join(dir, "ws/x/HEAD"))).toBe(false);
   userGitStatus(join(dir, "ws/x"));
+  expect(existsSync(marker())).toBe(false);
+});
+
+it("a repository under a directory whose name is not UTF-8 is found and moved aside too", async () => {
+  await run(
+    shell(
+      `d=$(printf 'n\\377'); mkdir -p "$d/r/objects" "$d/r/refs/heads" && echo 'ref: refs/heads/main' > "$d/r/HEAD" && printf '%s' '${config()}' > "$d/r/config"`,
+    ),
+  );
+  // Wherever it is now (left, or moved aside under a name Troupe can say), the user's git in it.
+  const found = execFileSync(
+    "sh",
+    ["-c", 'for d in */r; do (cd "$d" && git status >/dev/null 2>&1); echo "$d"; done'],
+    {
+      cwd: join(dir, "ws"),
+      env: { PATH: process.env.PATH, HOME: dir, GIT_CONFIG_NOSYSTEM: "1", GIT_CEILING_DIRECTORIES: dir },
+    },
+  );
+  expect(found.length).toBeGreaterThan(0);
   expect(existsSync(marker())).toBe(false);
 });
