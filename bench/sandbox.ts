@@ -178,7 +178,9 @@ export async function measureSandbox(calls: number, warmUp: number): Promise<San
 
     const hooks = new CommandHooks(
       {
-        beforeTool: [{ match: "*", command: "true", timeoutMs: 10_000, failClosed: false }],
+        beforeTool: [
+          { match: "*", command: "true", timeoutMs: 10_000, failClosed: false, sandbox: "none" as const },
+        ],
         afterTool: [],
         subagentStart: [],
         subagentStop: [],

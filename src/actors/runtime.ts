@@ -170,6 +170,12 @@ export class Runtime {
       this.redactor,
       this.#log,
       options.config.troupe.shell.env,
+      {
+        sandbox: this.sandbox,
+        scope,
+        configDir: options.config.dir,
+        writable: options.config.troupe.daemon.workspaces.map((root) => resolve(options.config.dir, root)),
+      },
     );
     this.mcp = new McpManager(options.config.troupe.mcpServers, this.tools, {
       workspace: this.workspace,

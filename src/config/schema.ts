@@ -249,6 +249,11 @@ export const hookSchema = z.strictObject({
   timeoutMs: positiveInt.default(10_000),
   /** When the hook crashes or times out, block the call instead of going on. */
   failClosed: z.boolean().default(false),
+  /**
+   * Where it runs: in the command sandbox with the workspace writable (default) or read-only, or
+   * `none`, as the user, from the config dir (for what the sandbox cannot do, e.g. a desktop notice).
+   */
+  sandbox: z.enum(["workspace-write", "read-only", "none"]).default("workspace-write"),
 });
 export type HookConfig = z.infer<typeof hookSchema>;
 

@@ -1,8 +1,15 @@
+import { realpathSync } from "node:fs";
+import { delimiter, isAbsolute } from "node:path";
 import type { HookConfig, HookEvent, TroupeConfig } from "../config/schema.js";
 import type { Logger } from "../log.js";
 import type { Redactor } from "../safety/redact.js";
-import { commandEnv } from "../sandbox/env.js";
-import { runCommand } from "../sandbox/run-command.js";
+import { commandEnv, sandboxEnv } from "../sandbox/env.js";
+import { findProgram, realPathSoFar } from "../sandbox/launch-paths.js";
+import { type CommandSpec, runCommand } from "../sandbox/run-command.js";
+import type { Sandbox } from "../sandbox/sandbox.js";
+import type { SandboxScope } from "../sandbox/scope.js";
+import { workspaceLock } from "../sandbox/workspace-lock.js";
+import { isInside } from "../util/paths.js";
 import type { PlannedCall } from "./plan.js";
 import { type ToolResult, toolError } from "./tool.js";
 
@@ -12,11 +19,29 @@ interface HookOutcome {
   stdout: string;
   stderr: string;
   timedOut: boolean;
+  /** Set when Troupe would not start it: why. */
+  refused?: string;
 }
 
+/** Where hooks run: the sandbox for most, and what a hook outside it may not come from. */
+export interface HookPlace {
+  sandbox?: Sandbox;
+  /** The sandbox's scope: what no hook in it may change or see. */
+  scope?: Omit<SandboxScope, "workspace">;
+  /** Where a hook with `sandbox: none` starts: the config dir, never the workspace. */
+  configDir?: string;
+  /** Every directory an agent of this process may write: nothing a hook outside the sandbox runs may be there. */
+  writable?: readonly string[];
+}
+
+const BASH = ["bash", "--noprofile", "--norc", "-c"];
+
 /**
- * Runs the hooks of troupe.yaml: each a shell command in the workspace, with the filtered
- * environment, given the event as JSON on stdin (redacted). A `beforeTool` hook that exits 2 blocks
+ * Runs the hooks of troupe.yaml: each a shell command in the workspace, in the command sandbox
+ * (workspace-write unless the hook says read-only; its files are an agent's to change, so what they
+ * hold runs confined), with the filtered environment, given the event as JSON on stdin (redacted).
+ * A hook with `sandbox: none` runs as the user, from the config dir, with no workspace directory on
+ * its PATH, and is refused when its program lies where an agent may write. A `beforeTool` hook that exits 2 blocks
  * the call and its stderr is the reason the model reads; an `afterTool` hook may replace the result by
  * printing JSON. A hook that crashes or times out is logged and, unless `failClosed`, blocks nothing.
  */
@@ -27,6 +52,7 @@ export class CommandHooks {
     private readonly redactor: Redactor,
     private readonly log: Logger,
     private readonly env: readonly string[] = [],
+    private readonly place: HookPlace = {},
   ) {}
 
   get empty(): boolean {
@@ -46,6 +72,11 @@ export class CommandHooks {
         callId: call.id,
         arguments: call.arguments,
       });
+      if (outcome.refused)
+        return toolError(
+          `a hook could not run (${outcome.refused}), so ${call.name} was not run`,
+          "tell the user the hook is refused",
+        );
       if (outcome.code === 2) {
         return toolError(
           outcome.stderr.trim() || `blocked by a hook (${hook.command})`,
@@ -120,15 +151,29 @@ export class CommandHooks {
   }
 
   async #run(hook: HookConfig, payload: Record<string, unknown>): Promise<HookOutcome> {
+    const writes = hook.sandbox === "workspace-write";
+    return workspaceLock(realpathSync(this.workspace)).hold(writes, () => this.#runNow(hook, payload));
+  }
+
+  async #runNow(hook: HookConfig, payload: Record<string, unknown>): Promise<HookOutcome> {
+    const start = hook.sandbox === "none" ? this.#outside(hook) : this.#confined(hook);
+    if ("refused" in start) {
+      this.log.error({ hook: hook.command, why: start.refused }, "a hook was not started");
+      return { code: null, stdout: "", stderr: start.refused, timedOut: false, refused: start.refused };
+    }
     const outcome = await runCommand({
-      // The user's own command, outside the sandbox, but hermetic: no rc file, a built environment.
-      file: "bash",
-      args: ["--noprofile", "--norc", "-c", hook.command],
-      cwd: this.workspace,
-      env: commandEnv(process.env, this.env),
+      ...start.spec,
       timeoutMs: hook.timeoutMs,
       stdin: JSON.stringify(this.redactor.redactDeep(payload)),
     });
+    try {
+      start.settle?.();
+    } catch (error) {
+      this.log.error(
+        { hook: hook.command, err: (error as Error).message },
+        "a hook left what could run code",
+      );
+    }
     if (outcome.startError) {
       this.log.error({ hook: hook.command, err: outcome.startError.message }, "a hook could not start");
       return { code: null, stdout: "", stderr: outcome.startError.message, timedOut: false };
@@ -144,7 +189,64 @@ export class CommandHooks {
       this.log.warn({ hook: hook.command, outcome: describe(result) }, "a hook failed");
     return result;
   }
+
+  /** In the command sandbox, as a shell command of the agent's would run. */
+  #confined(hook: HookConfig): Start {
+    const { sandbox, scope } = this.place;
+    if (!sandbox || sandbox.unavailable)
+      return {
+        refused: `it runs in the command sandbox, and ${sandbox?.unavailable ?? "there is none"}; install bubblewrap, or give it sandbox: none`,
+      };
+    const confined = sandbox.wrap(
+      {
+        protectedDirs: scope?.protectedDirs ?? [],
+        hiddenDirs: scope?.hiddenDirs ?? [],
+        readPaths: scope?.readPaths ?? [],
+        mode: hook.sandbox === "read-only" ? "read-only" : "workspace-write",
+        network: false,
+        workspace: this.workspace,
+      },
+      [...BASH, hook.command],
+    );
+    return {
+      spec: {
+        file: confined.file,
+        args: confined.args,
+        inputs: confined.inputs,
+        cwd: this.workspace,
+        env: sandboxEnv(process.env, this.env, this.workspace),
+      },
+      settle: () => confined.settle(),
+    };
+  }
+
+  /**
+   * As the user (`sandbox: none`): from the config dir, with no PATH entry an agent may write, and
+   * refused when the program (the command's first word, as bash would find it) lies in one.
+   */
+  #outside(hook: HookConfig): Start {
+    const writable = [this.workspace, ...(this.place.writable ?? [])].map(realPathSoFar);
+    const holding = (path: string) => writable.find((root) => isInside(root, realPathSoFar(path)));
+    const env = commandEnv(process.env, this.env);
+    env.PATH = (env.PATH ?? "")
+      .split(delimiter)
+      .filter((dir) => isAbsolute(dir) && holding(dir) === undefined)
+      .join(delimiter);
+    const cwd = this.place.configDir ?? process.cwd();
+    const program = hook.command.trim().split(/\s+/)[0] ?? "";
+    const found = findProgram(program, cwd, (env.PATH ?? "").split(delimiter));
+    const root = found && holding(found);
+    if (root || holding(cwd))
+      return {
+        refused: `it runs outside the sandbox, and ${root ? `its program ${realPathSoFar(found as string)}` : `its directory ${cwd}`} is inside ${root ?? holding(cwd)}, which agents may change; install it elsewhere, or run the hook in the sandbox`,
+      };
+    return { spec: { file: BASH[0] as string, args: [...BASH.slice(1), hook.command], cwd, env } };
+  }
 }
+
+type Start =
+  | { spec: Pick<CommandSpec, "file" | "args" | "cwd" | "env" | "inputs">; settle?: () => unknown }
+  | { refused: string };
 
 function describe(outcome: HookOutcome): string {
   return outcome.timedOut ? "timed out" : `exit code ${outcome.code}`;

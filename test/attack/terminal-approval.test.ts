@@ -74,7 +74,7 @@ it("troupe run's question shows the whole command quoted and visible, its header
     .screen()
     .split("\n")
     .map((line) => line.trimEnd());
-  const header = lines.findIndex((line) => line === "shell (execute) wants to:");
+  const header = lines.indexOf("shell (execute) wants to:");
   expect(lines.slice(header, header + 5)).toEqual([
     "shell (execute) wants to:",
     `  command (1 line): ${SHOWN}`,
@@ -140,7 +140,7 @@ it("the observer's panel, troupe approvals and troupe approve show the same comm
     .screen()
     .split("\n")
     .map((line) => line.trimEnd());
-  const label = panel.findIndex((line) => line === "  command (1 line):");
+  const label = panel.indexOf("  command (1 line):");
   expect(panel.slice(label - 2, label + 4)).toEqual([
     "approval: coder wants shell (call_status)",
     "  paths: pwned.txt",

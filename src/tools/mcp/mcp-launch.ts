@@ -1,10 +1,11 @@
-import { accessSync, constants, mkdirSync, readlinkSync, statSync } from "node:fs";
-import { basename, delimiter, dirname, isAbsolute, join, resolve } from "node:path";
+import { mkdirSync, statSync } from "node:fs";
+import { delimiter, isAbsolute, join, resolve } from "node:path";
 import type { LoadedConfig } from "../../config/loaded.js";
 import { dataDir } from "../../config/paths.js";
 import type { McpServerConfig } from "../../config/schema.js";
 import { UserError } from "../../errors.js";
-import { isInside, lstatOrUndefined, realPathOrUndefined } from "../../util/paths.js";
+import { findProgram, realPathSoFar } from "../../sandbox/launch-paths.js";
+import { isInside, realPathOrUndefined } from "../../util/paths.js";
 
 /** A stdio server Troupe will not start, and why: it would run what an agent may have written. */
 export class McpLaunchRefusedError extends UserError {
@@ -163,31 +164,4 @@ function isDirectory(path: string): boolean {
   } catch {
     return false;
   }
-}
-
-/** A command as spawn would find it: a path relative to `cwd`, or the first executable of that name on PATH. */
-function findProgram(command: string, cwd: string, path: readonly string[]): string | undefined {
-  if (command.includes("/")) return resolve(cwd, command);
-  for (const dir of path) {
-    const candidate = join(dir, command);
-    try {
-      accessSync(candidate, constants.X_OK);
-      if (statSync(candidate).isFile()) return candidate;
-    } catch {}
-  }
-  return undefined;
-}
-
-/**
- * The real path of `path`, which may not exist yet: a dangling link by where it leads, a missing
- * name by its nearest existing parent (what it will be once made).
- */
-function realPathSoFar(path: string, depth = 0): string {
-  const absolute = resolve(path);
-  const real = realPathOrUndefined(absolute);
-  if (real !== undefined || depth > 40) return real ?? absolute;
-  if (lstatOrUndefined(absolute)?.isSymbolicLink())
-    return realPathSoFar(resolve(dirname(absolute), readlinkSync(absolute)), depth + 1);
-  const parent = dirname(absolute);
-  return parent === absolute ? absolute : join(realPathSoFar(parent, depth), basename(absolute));
 }
