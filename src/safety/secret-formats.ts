@@ -13,7 +13,9 @@ export const SECRET_FORMATS: ReadonlyArray<[kind: string, pattern: RegExp]> = [
   ["npm-token", /\bnpm_[A-Za-z0-9]{36}\b/g],
   ["huggingface-token", /\bhf_[A-Za-z]{34}\b/g],
   ["nkey-seed", /\bS[UAONCPX][A-Z2-7]{56}\b/g],
-  ["jwt", /\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/g],
+  // Tried where a run of base64url starts: at each `eyJ` inside one (`a-eyJa-eyJ…`), the first part
+  // would be scanned to the run's end again, seconds for a long one.
+  ["jwt", /(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/g],
 ];
 
 /**
