@@ -9,6 +9,7 @@ import { isInside } from "../../util/paths.js";
 import { defineTool, type Tool, type ToolContext, type ToolResult, toolError } from "../tool.js";
 import { binarySkippedNote, isBinary } from "./file-notes.js";
 import { readablePath } from "./guarded.js";
+import { LineMatcher, PatternTooSlowError } from "./line-matcher.js";
 
 const IGNORED = ["**/.git/**", "**/node_modules/**", "**/.troupe/**"];
 const MAX_GREP_FILE_BYTES = 2 * 1024 * 1024;
@@ -104,9 +105,10 @@ export const grepTool = defineTool({
   }),
   readMore: "use a narrower pattern, path or glob",
   async execute(args, context) {
-    let regex: RegExp;
+    const flags = args.ignore_case ? "i" : "";
     try {
-      regex = new RegExp(args.pattern, args.ignore_case ? "i" : "");
+      // Compiled here, where a bad one fails at once; it is run by the matcher's thread.
+      RegExp(args.pattern, flags);
     } catch (error) {
       return toolError(
         `invalid regular expression: ${(error as Error).message}`,
@@ -120,66 +122,86 @@ export const grepTool = defineTool({
     const info = await stat(root).catch(() => undefined);
     if (!info) return toolError(`no such path: ${args.path}`, "check the path with list_dir");
     const files = info.isFile() ? [""] : await findConfined(args.glob, root, context);
-    const workspace = realpathSync(context.workspace);
-    const out: string[] = [];
-    let matches = 0;
-    /** Matches shown per file, by its path under the search path ("" when that is the file). */
-    const matchedIn = new Map<string, number>();
-    let hardLinked = 0;
-    let tooLarge = 0;
-    let binary = 0;
-    for (const file of files) {
-      if (context.signal.aborted || matches >= args.max_matches) break;
-      const full = file ? join(root, file) : root;
-      const size = (await stat(full).catch(() => undefined))?.size ?? 0;
-      if (size > MAX_GREP_FILE_BYTES) {
-        tooLarge++;
-        continue;
-      }
-      const buffer = await readConfined(workspace, full, context);
-      if (isRefusal(buffer)) {
-        if (buffer.refused === "hard-linked") hardLinked++;
-        continue;
-      }
-      if (isBinary(buffer)) {
-        binary++;
-        continue;
-      }
-      const lines = buffer.toString("utf8").split("\n");
-      const name = file || args.path;
-      let lastShown = -1;
-      for (let i = 0; i < lines.length && matches < args.max_matches; i++) {
-        if (!regex.test(lines[i] as string)) continue;
-        matches++;
-        matchedIn.set(file, (matchedIn.get(file) ?? 0) + 1);
-        const from = Math.max(lastShown + 1, i - args.context);
-        const to = Math.min(lines.length - 1, i + args.context);
-        if (args.context > 0 && out.length > 0 && from > lastShown + 1) out.push("--");
-        for (let k = from; k <= to; k++) out.push(`${name}:${k + 1}${k === i ? ":" : "-"} ${lines[k]}`);
-        lastShown = to;
-      }
+    const matcher = new LineMatcher(args.pattern, flags);
+    try {
+      return await grepFiles(args, context, { root, files, matcher });
+    } catch (error) {
+      if (!(error instanceof PatternTooSlowError)) throw error;
+      return toolError(
+        `${error.message} and was stopped: it backtracks too much on these lines`,
+        "simplify the pattern (no nested repeats such as (a+)+), or narrow the path or glob",
+      );
+    } finally {
+      matcher.close();
     }
-    const notes: string[] = [];
-    const stopped = matches >= args.max_matches;
-    if (stopped) notes.push(`[stopped at ${args.max_matches} matches; narrow the search]`);
-    if (tooLarge > 0)
-      notes.push(
-        `[${tooLarge} file${tooLarge === 1 ? "" : "s"} over grep's cap of ${MAX_GREP_FILE_BYTES / 1024 / 1024} MiB not searched; read_file reads files of any size]`,
-      );
-    if (binary > 0) notes.push(binarySkippedNote(binary));
-    if (hardLinked > 0)
-      notes.push(
-        `[${hardLinked} file${hardLinked === 1 ? "" : "s"} with other hard links not searched; set sandbox.readHardLinks: true in troupe.yaml to search them]`,
-      );
-    if (matches === 0) return { ok: true, output: ["(no matches)", ...notes].join("\n") };
-    return {
-      ok: true,
-      output: [...out, ...notes].join("\n"),
-      summary: `${matches} matches`,
-      ...(stopped ? { nextActions: narrowerGreps(args, matchedIn) } : {}),
-    };
   },
 });
+
+/** The grep itself, over the files found, matching lines with `matcher`. */
+async function grepFiles(
+  args: GrepArgs,
+  context: ToolContext,
+  { root, files, matcher }: { root: string; files: string[]; matcher: LineMatcher },
+): Promise<ToolResult> {
+  const workspace = realpathSync(context.workspace);
+  const out: string[] = [];
+  let matches = 0;
+  /** Matches shown per file, by its path under the search path ("" when that is the file). */
+  const matchedIn = new Map<string, number>();
+  let hardLinked = 0;
+  let tooLarge = 0;
+  let binary = 0;
+  for (const file of files) {
+    if (context.signal.aborted || matches >= args.max_matches) break;
+    const full = file ? join(root, file) : root;
+    const size = (await stat(full).catch(() => undefined))?.size ?? 0;
+    if (size > MAX_GREP_FILE_BYTES) {
+      tooLarge++;
+      continue;
+    }
+    const buffer = await readConfined(workspace, full, context);
+    if (isRefusal(buffer)) {
+      if (buffer.refused === "hard-linked") hardLinked++;
+      continue;
+    }
+    if (isBinary(buffer)) {
+      binary++;
+      continue;
+    }
+    const text = buffer.toString("utf8");
+    const lines = text.split("\n");
+    const name = file || args.path;
+    let lastShown = -1;
+    for (const i of await matcher.match(text, args.max_matches - matches, context.signal)) {
+      matches++;
+      matchedIn.set(file, (matchedIn.get(file) ?? 0) + 1);
+      const from = Math.max(lastShown + 1, i - args.context);
+      const to = Math.min(lines.length - 1, i + args.context);
+      if (args.context > 0 && out.length > 0 && from > lastShown + 1) out.push("--");
+      for (let k = from; k <= to; k++) out.push(`${name}:${k + 1}${k === i ? ":" : "-"} ${lines[k]}`);
+      lastShown = to;
+    }
+  }
+  const notes: string[] = [];
+  const stopped = matches >= args.max_matches;
+  if (stopped) notes.push(`[stopped at ${args.max_matches} matches; narrow the search]`);
+  if (tooLarge > 0)
+    notes.push(
+      `[${tooLarge} file${tooLarge === 1 ? "" : "s"} over grep's cap of ${MAX_GREP_FILE_BYTES / 1024 / 1024} MiB not searched; read_file reads files of any size]`,
+    );
+  if (binary > 0) notes.push(binarySkippedNote(binary));
+  if (hardLinked > 0)
+    notes.push(
+      `[${hardLinked} file${hardLinked === 1 ? "" : "s"} with other hard links not searched; set sandbox.readHardLinks: true in troupe.yaml to search them]`,
+    );
+  if (matches === 0) return { ok: true, output: ["(no matches)", ...notes].join("\n") };
+  return {
+    ok: true,
+    output: [...out, ...notes].join("\n"),
+    summary: `${matches} matches`,
+    ...(stopped ? { nextActions: narrowerGreps(args, matchedIn) } : {}),
+  };
+}
 
 interface GrepArgs {
   pattern: string;
