@@ -211,7 +211,7 @@ function approvalPanel(
   const keys = requests.watchOnly
     ? dim("  (watch only: this terminal cannot answer)")
     : more > 0
-      ? `  ${yellow(`not all shown: see it whole with troupe approve ${visibleLine(callId)}`)}  [d] deny`
+      ? `  [d] deny  ${yellow(`not all shown: see it whole with troupe approve ${visibleLine(callId)}`)}`
       : "  [a] allow  [d] deny";
   return [
     "",

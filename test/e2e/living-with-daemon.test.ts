@@ -69,7 +69,7 @@ describe("living with the daemon", () => {
       rows: 12,
     });
     cleanups.push(() => tmux.kill());
-    await waitFor("the approval panel", () => tmux.screen().includes("[a] allow"), 10_000);
+    await waitFor("the approval panel", () => tmux.screen().includes("[d] deny"), 10_000);
     // Redrawn ten times a second while runs move: the frame is replaced, never scrolled up.
     await new Promise((resolve) => setTimeout(resolve, 1000));
     for (const [columns, rows] of [
@@ -91,7 +91,14 @@ describe("living with the daemon", () => {
       expect(screen).toContain("paths: approved.txt");
       expect(screen).toContain('│ "touch approved.txt');
       expect(screen).toContain("↑/↓ pick an agent · a/d answer · q quit");
+      // Seven lines do not fit in twelve rows: the panel says where to see them all, and offers no allow.
+      expect(screen).toContain("not all shown: see it whole with troupe approve");
+      expect(screen).not.toContain("[a] allow");
     }
+    // Tall enough for the whole command, the panel offers allow.
+    tmux.resize(200, 30);
+    await waitFor("the whole command and allow", () => tmux.screen().includes("[a] allow"), 5000);
+    expect(tmux.screen()).toContain('│ echo seven"');
     // The arrow keys pick an agent; its approval is the one a/d answers.
     tmux.keys("Down", "Down", "Down");
     await waitFor("an agent picked", () => tmux.screen().includes("›"));
