@@ -3,7 +3,7 @@ import { type CompactionSettings, compactMessages, type Summarize } from "../con
 import { countToolSpecTokens, maxToolSpecTokens } from "../context/tokens.js";
 import type { ApprovalDecision } from "../machines/agent-types.js";
 import type { ChatMessage, ToolSpec, Usage } from "../model/types.js";
-import { skillCatalogue } from "../skills/skills.js";
+import { skillCatalogue, skippedLines } from "../skills/skills.js";
 import { type PlannedCall, parseArguments } from "../tools/plan.js";
 import type { BatchObserver } from "../tools/run-batch.js";
 import type { CallPreview, ToolRegistry } from "../tools/tool.js";
@@ -67,7 +67,7 @@ export function catalogueFor(definition: AgentDefinition, deps: AgentDeps): stri
     (skill) => !definition.skills || definition.skills.includes(skill.name),
   );
   const catalogue = skillCatalogue(visible);
-  return [...(catalogue ? [catalogue] : []), ...(deps.skippedSkills ?? [])];
+  return [...(catalogue ? [catalogue] : []), ...skippedLines(deps.skippedSkills ?? [])];
 }
 
 /**

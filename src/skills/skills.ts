@@ -121,11 +121,32 @@ export function skillBody(skill: Skill): string {
   return splitFrontmatter(noteText(note))?.body.trim() ?? "";
 }
 
-/** The catalogue for a system prompt: names and descriptions only. */
+/**
+ * What a system prompt says of skills at most: skills listed, characters of a name and of a
+ * description, lines on skills skipped. A workspace's skills are an agent's to write: 10,000 of them, or a description of a
+ * megabyte, would otherwise fill every later prompt.
+ */
+export const CATALOGUE_LIMITS = { skills: 100, name: 64, description: 200, skipped: 20 };
+
+/** The catalogue for a system prompt: names and descriptions only, within `CATALOGUE_LIMITS`. */
 export function skillCatalogue(skills: Iterable<Skill>): string | undefined {
-  const lines = [...skills].map((skill) => `- ${skill.name}: ${skill.description}`);
-  if (lines.length === 0) return undefined;
+  const all = [...skills];
+  if (all.length === 0) return undefined;
+  const cut = (text: string, most: number) => (text.length > most ? `${text.slice(0, most - 1)}…` : text);
+  const { skills: most, name, description } = CATALOGUE_LIMITS;
+  const lines = all
+    .slice(0, most)
+    .map((skill) => `- ${cut(skill.name, name)}: ${cut(skill.description, description)}`);
+  if (all.length > most) lines.push(`(and ${all.length - most} more skills, not listed)`);
   return `Skills you can load with the load_skill tool when a task calls for one (only their descriptions are shown here):\n${lines.join("\n")}`;
+}
+
+/** The lines on skills that were skipped, at most `CATALOGUE_LIMITS.skipped` and one saying how many more. */
+export function skippedLines(skipped: readonly string[]): string[] {
+  const most = CATALOGUE_LIMITS.skipped;
+  return skipped.length > most
+    ? [...skipped.slice(0, most), `(and ${skipped.length - most} more skills skipped)`]
+    : [...skipped];
 }
 
 /** The skill at `path`; undefined when there is none; why it is skipped. */
