@@ -86,6 +86,13 @@ describe("MCP arguments that name paths, at any depth", () => {
     expect(many).toMatchObject({ ok: false, error: expect.stringContaining("paths[1]") });
   });
 
+  it("another user's ~ is refused under any key: the server may expand it", async () => {
+    const registry = await start("files", [FILESYSTEM, ws, home, outside]);
+    const read = await run(registry, "files__read_text_file", { path: "~root/.bashrc" });
+    expect(read.ok).toBe(false);
+    expect(read.error).toMatch(/"~root\/\.bashrc" is not a path Troupe can hold to the workspace/);
+  });
+
   it("a file: URI outside the workspace is refused, under any key", async () => {
     const registry = await start("fixture", [FIXTURE]);
     const saved = await run(registry, "fixture__save", {
@@ -156,6 +163,8 @@ describe("pathArguments", () => {
       message: "see ../notes and /api/v1",
       list: ["./x", "plain", { dir: "d" }],
       deep: { a: { b: ["/etc/hosts", "file:///tmp/y", "~"] } },
+      other: "~root/.ssh/id_rsa",
+      tilde: "~nobody",
       endpoint: "/api/v1/users",
       n: 3,
     }).map(({ where, path }) => [where, path]);
@@ -166,6 +175,8 @@ describe("pathArguments", () => {
       ["deep.a.b[0]", "/etc/hosts"],
       ["deep.a.b[1]", "/tmp/y"],
       ["deep.a.b[2]", home],
+      ["other", undefined],
+      ["tilde", undefined],
     ]);
   });
 });

@@ -23,7 +23,7 @@ export interface PathArgument {
 
 /**
  * Every string at any depth of the arguments that names a place: under a path-like key, or one that
- * reads as a path wherever it is (`~`, `~/…`, a `file:` URI, `./…`, `../…`, `…/../…`, or an absolute
+ * reads as a path wherever it is (`~`, `~/…`, `~user/…`, a `file:` URI, `./…`, `../…`, `…/../…`, or an absolute
  * path whose first directory exists here, so `/etc/passwd` is one and `/api/v1` is not). A server may
  * expand `~` or take a URI where its schema says "text": the check goes by what a value is, not only
  * by what its key is called.
@@ -64,7 +64,10 @@ export function checkPathArguments(
   try {
     const checked = mapPaths(args, "", false, (value, where) => {
       const path = pathOf(value);
-      if (path === undefined) refusal(`${where}: "${value}" is not a file URI this machine can read`);
+      if (path === undefined)
+        refusal(
+          `${where}: "${value}" is not a path Troupe can hold to the workspace (another user's ~, or a file URI this machine cannot read)`,
+        );
       let real: string;
       try {
         real = options.readOnly
@@ -122,7 +125,8 @@ function mapPaths(
 }
 
 function readsAsPath(value: string): boolean {
-  if (value === "~" || value.startsWith("~/") || /^file:/i.test(value)) return true;
+  // `~user/…` too: a server may expand it (Python's expanduser does), though Troupe does not.
+  if (/^~[^\s/]*(?:\/|$)/.test(value) || /^file:/i.test(value)) return true;
   if (value.startsWith("./") || value.startsWith("../") || value.includes("/../") || value === "..")
     return true;
   if (!value.startsWith("/")) return false;
@@ -133,6 +137,8 @@ function readsAsPath(value: string): boolean {
 function pathOf(value: string): string | undefined {
   if (value === "~") return homedir();
   if (value.startsWith("~/")) return join(homedir(), value.slice(2));
+  // Another user's home (`~root/…`): a server might expand it; Troupe will not guess where.
+  if (/^~[^\s/]*(?:\/|$)/.test(value)) return undefined;
   if (/^file:/i.test(value)) {
     try {
       return fileURLToPath(value);
