@@ -55,6 +55,8 @@ export const agentEventSchemas = {
     budget,
     depth: z.number(),
     parentId: z.string().optional(),
+    /** Where its tools work (a real path): where `troupe resume` of a local run works again. */
+    workspace: z.string().optional(),
   }),
   /**
    * A worker took the agent over from one that went silent, and goes on from its snapshot in

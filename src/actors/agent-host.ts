@@ -113,7 +113,7 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     },
   });
 
-  disarmWall = begin(actor, options, { settings, events, log, skills });
+  disarmWall = begin(actor, options, { settings, events, log, skills, workspace: deps.workspace });
 
   return {
     runId,
@@ -140,7 +140,13 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
 function begin(
   actor: AgentActor,
   options: StartAgentOptions,
-  parts: { settings: ResolvedAgentSettings; events: EventPublisher; log: Logger; skills: ActiveSkills },
+  parts: {
+    settings: ResolvedAgentSettings;
+    events: EventPublisher;
+    log: Logger;
+    skills: ActiveSkills;
+    workspace: string;
+  },
 ): () => void {
   const { restore, definition } = options;
   const { settings, events, log } = parts;
@@ -166,6 +172,7 @@ function begin(
     budget: settings.budget,
     depth: settings.depth,
     ...(options.parentId ? { parentId: options.parentId } : {}),
+    workspace: parts.workspace,
   });
   actor.start();
   if (options.skill) parts.skills.loaded(options.skill);

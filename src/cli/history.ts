@@ -14,8 +14,9 @@ import { denyingApprover } from "../safety/approver.js";
 import { jsonVisible } from "../util/visible.js";
 import { callApi, connectClient, NoDaemonError } from "./client.js";
 import { humanRenderer, jsonRenderer } from "./render.js";
-import { localBus, RUN_EXIT } from "./run.js";
+import { localBus, RUN_EXIT, Signals } from "./run.js";
 import { table } from "./table.js";
+import { ttyApprover } from "./tty-approver.js";
 
 export class HistoryError extends UserError {
   override name = "HistoryError";
@@ -168,17 +169,33 @@ export async function runResume(
     throw new HistoryError(`run ${runId} is done; nothing to resume (troupe replay ${runId} shows it)`);
   }
   const bus = localBus(config, log);
+  // A resumed run asks on the terminal it runs in, as the first did, once its question is shown.
+  const displayed = new Signals();
+  const interactive = process.stdin.isTTY === true && process.stderr.isTTY === true;
   const runtime = await new Runtime({
     config,
     log,
     bus,
-    approver: denyingApprover("no terminal to ask for approval in a resumed run"),
+    // Where it worked (`troupe run -w DIR`), not where this command runs.
+    ...(root.data.workspace ? { workspace: root.data.workspace } : {}),
+    approver: interactive
+      ? ttyApprover((callId) => displayed.wait(callId))
+      : denyingApprover("no terminal to ask for approval: run troupe resume from a terminal"),
   }).open();
   try {
     const handle = await runtime.resume(runId, root.agentId, { as: "own-record", followUp: CONTINUE });
     if (!handle) throw new HistoryError(`run ${runId} has no snapshot to resume from`);
     const before = new Set(events.map((e) => e.id));
-    return await follow(bus, handle.agentId, runId, flags, (e) => !before.has(e.id));
+    return await follow(
+      bus,
+      handle.agentId,
+      runId,
+      flags,
+      (e) => !before.has(e.id),
+      (envelope) => {
+        if (isEvent(envelope, "approval.requested")) displayed.fire(envelope.data.callId);
+      },
+    );
   } finally {
     await runtime.close();
     await bus.close();
@@ -227,12 +244,14 @@ async function follow(
   runId: string,
   flags: { json?: boolean },
   isNew: (envelope: Envelope) => boolean,
+  shown: (envelope: Envelope) => void = () => {},
 ): Promise<number> {
   const renderer = flags.json ? jsonRenderer() : humanRenderer(() => agentId);
   try {
     for await (const event of bus.eventLog.read({ runId, follow: true })) {
       if (!isNew(event.envelope)) continue;
       renderer.event(event);
+      shown(event.envelope);
       const { envelope } = event;
       if (isEvent(envelope, "agent.stopped") && envelope.agentId === agentId)
         return RUN_EXIT[envelope.data.reason];

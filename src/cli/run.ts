@@ -113,7 +113,7 @@ export async function runTask(
 }
 
 /** One-shot signals by key: `wait` resolves once `fire` was called for the key, before or after. */
-class Signals {
+export class Signals {
   #fired = new Set<string>();
   #waiting = new Map<string, () => void>();
 
