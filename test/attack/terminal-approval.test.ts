@@ -97,44 +97,51 @@ it("troupe run's question shows the whole command quoted and visible, its header
 /** Bytes a terminal would obey that the command carries: none may reach one raw. */
 const obeyed = (text: string) => [...text].filter((char) => char === ESC || char === "\r");
 
-it("the observer's panel, troupe approvals and troupe approve show the same command quoted and visible, and why it is asked below it", async () => {
+/**
+ * A daemon on its embedded server whose agent asks for the scripted shell commands (each its own
+ * turn, call ids as given), a run started through it, and `troupe observe` of that run in tmux.
+ */
+async function observedRun(
+  prefix: string,
+  commands: Array<{ id: string; command: string }>,
+  columns: number,
+) {
   const model = await ScriptedModelServer.start([
-    {
-      match: { turn: 1 },
-      reply: {
-        toolCalls: [
-          { name: "shell", arguments: { command: COMMAND, escalate: "unsandboxed" }, id: "call_status" },
-        ],
-      },
-    },
-    { match: { turn: 2 }, reply: { text: "Fine." }, times: 3 },
+    ...commands.map(({ id, command }, i) => ({
+      match: { turn: i + 1 },
+      reply: { toolCalls: [{ name: "shell", arguments: { command, escalate: "unsandboxed" }, id }] },
+    })),
+    { match: { turn: commands.length + 1 }, reply: { text: "Fine." }, times: 3 },
   ]);
   cleanups.push(() => model.close());
   const h = await embeddedDaemon(
     {
-      "config/troupe.yaml":
-        "nats:\n  prefix: termatk\ndefaultAgent: coder\ndefaultModel: scripted\napproval:\n  timeoutMs: 60000\n",
+      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: coder\ndefaultModel: scripted\napproval:\n  timeoutMs: 60000\n`,
       "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [shell]\n",
     },
     model.baseURL,
     cleanups,
   );
   await h.start();
-  const run = spawnTroupe([...h.cfg, "run", "--json", "--approval", "ask", "Show the status"], {
+  const run = spawnTroupe([...h.cfg, "run", "--json", "--approval", "ask", "Do it"], {
     cwd: h.dir,
     env: h.env,
   });
   cleanups.push(() => void run.child.kill("SIGKILL"));
   await waitFor("the approval request", () => run.stdout().includes('"approval.requested"'), 20_000);
   const runId = (JSON.parse(run.stdout().split("\n")[0] ?? "{}") as { runId: string }).runId;
-
   const observe = Tmux.start([process.execPath, TROUPE_BIN, ...h.cfg, "observe", runId], {
     cwd: h.dir,
     env: h.env,
-    columns: 200,
+    columns,
     rows: 30,
   });
   cleanups.push(() => observe.kill());
+  return { h, run, observe };
+}
+
+it("the observer's panel, troupe approvals and troupe approve show the same command quoted and visible, and why it is asked below it", async () => {
+  const { h, run, observe } = await observedRun("termatk", [{ id: "call_status", command: COMMAND }], 200);
   await waitFor("the observer's panel", () => observe.screen().includes("[a] allow"), 20_000);
   const panel = observe
     .screen()
@@ -222,50 +229,14 @@ it("the observer's panel shows a payload hidden after 300 spaces, and never offe
   const tall = [...Array.from({ length: 39 }, (_, i) => `echo line ${i + 1}`), "echo tall > pwned.txt"].join(
     "\n",
   );
-  const model = await ScriptedModelServer.start([
-    {
-      match: { turn: 1 },
-      reply: {
-        toolCalls: [
-          { name: "shell", arguments: { command: tall, escalate: "unsandboxed" }, id: "call_tall" },
-        ],
-      },
-    },
-    {
-      match: { turn: 2 },
-      reply: {
-        toolCalls: [
-          { name: "shell", arguments: { command: spaced, escalate: "unsandboxed" }, id: "call_spaced" },
-        ],
-      },
-    },
-    { match: { turn: 3 }, reply: { text: "Fine." } },
-  ]);
-  cleanups.push(() => model.close());
-  const h = await embeddedDaemon(
-    {
-      "config/troupe.yaml":
-        "nats:\n  prefix: termtall\ndefaultAgent: coder\ndefaultModel: scripted\napproval:\n  timeoutMs: 60000\n",
-      "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [shell]\n",
-    },
-    model.baseURL,
-    cleanups,
+  const { h, run, observe } = await observedRun(
+    "termtall",
+    [
+      { id: "call_tall", command: tall },
+      { id: "call_spaced", command: spaced },
+    ],
+    100,
   );
-  await h.start();
-  const run = spawnTroupe([...h.cfg, "run", "--json", "--approval", "ask", "List"], {
-    cwd: h.dir,
-    env: h.env,
-  });
-  cleanups.push(() => void run.child.kill("SIGKILL"));
-  await waitFor("the approval request", () => run.stdout().includes('"approval.requested"'), 20_000);
-  const runId = (JSON.parse(run.stdout().split("\n")[0] ?? "{}") as { runId: string }).runId;
-  const observe = Tmux.start([process.execPath, TROUPE_BIN, ...h.cfg, "observe", runId], {
-    cwd: h.dir,
-    env: h.env,
-    columns: 100,
-    rows: 30,
-  });
-  cleanups.push(() => observe.kill());
 
   // Forty lines do not fit in thirty rows: no allow is offered, and `a` allows nothing.
   await waitFor("the tall request", () => observe.screen().includes("command (40 lines):"), 20_000);
