@@ -197,17 +197,23 @@ export class CommandHooks {
       return {
         refused: `it runs in the command sandbox, and ${sandbox?.unavailable ?? "there is none"}; install bubblewrap, or give it sandbox: none`,
       };
-    const confined = sandbox.wrap(
-      {
-        protectedDirs: scope?.protectedDirs ?? [],
-        hiddenDirs: scope?.hiddenDirs ?? [],
-        readPaths: scope?.readPaths ?? [],
-        mode: hook.sandbox === "read-only" ? "read-only" : "workspace-write",
-        network: false,
-        workspace: this.workspace,
-      },
-      [...BASH, hook.command],
-    );
+    let confined: ReturnType<Sandbox["wrap"]>;
+    try {
+      confined = sandbox.wrap(
+        {
+          protectedDirs: scope?.protectedDirs ?? [],
+          hiddenDirs: scope?.hiddenDirs ?? [],
+          readPaths: scope?.readPaths ?? [],
+          mode: hook.sandbox === "read-only" ? "read-only" : "workspace-write",
+          network: false,
+          workspace: this.workspace,
+        },
+        [...BASH, hook.command],
+      );
+    } catch (error) {
+      // The workspace held (something a command left could not be moved aside), or not to be looked at.
+      return { refused: (error as Error).message };
+    }
     return {
       spec: {
         file: confined.file,
