@@ -101,4 +101,9 @@ it("a second daemon on the same data dir refuses in one line, naming the first, 
   // Its record is gone with it: the next daemon starts.
   const third = daemon();
   await waitFor("ready", () => third.stderr().includes("troupe daemon ready"), 20_000);
+  const thirdServer = serverPid(third.stderr());
+  cleanups.push(() => void (alive(thirdServer) && process.kill(thirdServer, "SIGKILL")));
+  third.child.kill("SIGTERM");
+  expect(await third.exit).toBe(0);
+  expect(alive(thirdServer)).toBe(false);
 });
