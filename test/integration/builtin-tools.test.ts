@@ -231,6 +231,17 @@ describe("write_file and edit_file", () => {
     );
     expect(preview?.paths).toEqual(["src/a.ts"]);
     expect(preview?.detail).toContain("-export const b = 2;\n+export const b = 3;");
+    // As git shows one: the file lines first, no line of "=" and no tab after the names.
+    expect(preview?.detail.split("\n").slice(0, 2)).toEqual(["--- a/src/a.ts", "+++ b/src/a.ts"]);
+  });
+
+  it("previews a write of the text already there as no change", async () => {
+    const tool = tools.get("write_file") as Tool;
+    const same = readFileSync(join(ws, "src/a.ts"), "utf8");
+    const preview = await tool.preview?.(parseArgs(tool.parameters, { path: "src/a.ts", content: same }), {
+      workspace: ws,
+    });
+    expect(preview?.detail).toBe("no change: src/a.ts already holds this text\n");
   });
 });
 

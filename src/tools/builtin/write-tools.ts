@@ -22,8 +22,14 @@ async function previewText(
   return typeof text === "object" ? `(its text is not shown: ${text.error})\n` : text;
 }
 
+/**
+ * The change as a unified diff, as git shows one: without the line of `=` the diff library starts
+ * with and the tab it ends each file line with (the first line of every preview and of `troupe
+ * approvals`' WHAT column was that line). A write of the text already there says so.
+ */
 function diffOf(path: string, before: string | undefined, after: string): string {
-  return createTwoFilesPatch(
+  if (before === after) return `no change: ${path} already holds this text\n`;
+  const patch = createTwoFilesPatch(
     before === undefined ? "/dev/null" : `a/${path}`,
     `b/${path}`,
     before ?? "",
@@ -32,6 +38,7 @@ function diffOf(path: string, before: string | undefined, after: string): string
     "",
     { context: 3 },
   );
+  return patch.replace(/^=+\n/, "").replace(/^(---|\+\+\+) (.*)\t$/gm, "$1 $2");
 }
 
 export const writeFileTool = defineTool({
