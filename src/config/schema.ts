@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { ROLES } from "../bus/permissions.js";
 import { APPROVAL_POLICIES, SANDBOX_MODES } from "./policies.js";
-import { DURATION_UNITS, durationSchema, sizeSchema } from "./units.js";
+import { DURATION_UNITS, durationSchema, millisecondsSchema, sizeSchema } from "./units.js";
 
 /** Names users type and the model sees in tool names (`subagent_<name>`): lowercase words. */
 const AGENT_NAME = /^[a-z][a-z0-9_-]{0,63}$/;
@@ -20,8 +20,8 @@ export const budgetSchema = z.strictObject({
   /** Prompt + completion tokens, over all its model calls. */
   maxTokens: positiveInt.optional(),
   maxToolCalls: positiveInt.optional(),
-  /** Wall-clock time from start to stop. */
-  maxWallMs: positiveInt.optional(),
+  /** Wall-clock time from start to stop: milliseconds, or a duration (`5m`, `90s`). */
+  maxWallMs: millisecondsSchema.optional(),
   /** Spend from the price table, in US dollars. */
   maxCostUsd: z.number().positive().optional(),
 });
@@ -38,7 +38,7 @@ export const budgetDefaultsSchema = z.strictObject({
   maxTurns: positiveInt.nullable().default(DEFAULT_BUDGET.maxTurns),
   maxTokens: positiveInt.nullable().default(null),
   maxToolCalls: positiveInt.nullable().default(null),
-  maxWallMs: positiveInt.nullable().default(DEFAULT_BUDGET.maxWallMs),
+  maxWallMs: millisecondsSchema.nullable().default(DEFAULT_BUDGET.maxWallMs),
   maxCostUsd: z.number().positive().nullable().default(null),
 });
 export type BudgetDefaults = z.infer<typeof budgetDefaultsSchema>;

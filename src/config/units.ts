@@ -15,6 +15,25 @@ export const durationSchema = z.union([z.literal(0), z.string()]).transform((tex
   return Number(match[1]) * DURATION_UNITS[match[2] as keyof typeof DURATION_UNITS];
 });
 
+/** Milliseconds as a number, or a duration as people write one (`5m`): more than none either way. */
+export const millisecondsSchema = z.union([z.number(), z.string()]).transform((value, context) => {
+  const match = /^(\d+)(ms|s|m|h|d)$/.exec(String(value).trim());
+  const ms =
+    typeof value === "number"
+      ? value
+      : match
+        ? Number(match[1]) * DURATION_UNITS[match[2] as keyof typeof DURATION_UNITS]
+        : Number.NaN;
+  if (!Number.isSafeInteger(ms) || ms <= 0) {
+    context.addIssue({
+      code: "custom",
+      message: 'must be milliseconds (300000) or a duration such as "5m" or "90s", more than 0',
+    });
+    return z.NEVER;
+  }
+  return ms;
+});
+
 const SIZE_UNITS = { B: 1, KB: 2 ** 10, MB: 2 ** 20, GB: 2 ** 30, TB: 2 ** 40 } as const;
 
 /** An amount of storage as nats-server's config writes one (`512MB`, `10GB`; units of 1024), in bytes. */

@@ -282,3 +282,29 @@ describe("loadConfig", () => {
     ]);
   });
 });
+
+describe("budget durations", () => {
+  const load = (agentYaml: string, troupeYaml = "") => {
+    const cwd = tree({ "config/troupe.yaml": troupeYaml, "config/agents/a.yaml": agentYaml });
+    return readConfig({ cwd, env: {} });
+  };
+
+  it("takes maxWallMs as milliseconds or as a duration like other keys (5m, 90s)", () => {
+    const config = load(
+      "name: a\ndescription: A.\nbudget:\n  maxWallMs: 5m\n",
+      "defaults:\n  budget:\n    maxWallMs: 90s\n",
+    );
+    expect(config.agents.get("a")?.definition.budget.maxWallMs).toBe(300_000);
+    expect(config.troupe.defaults.budget.maxWallMs).toBe(90_000);
+    expect(
+      load("name: a\ndescription: A.\nbudget:\n  maxWallMs: 1500\n").agents.get("a")?.definition.budget
+        .maxWallMs,
+    ).toBe(1500);
+  });
+
+  it("refuses a wall of nothing, in one line naming where", () => {
+    expect(() => load("name: a\ndescription: A.\nbudget:\n  maxWallMs: 0m\n")).toThrow(
+      /config\/agents\/a\.yaml:4:\d+: budget\.maxWallMs/,
+    );
+  });
+});
