@@ -327,11 +327,24 @@ it("kill -9 of node A, the daemon's node, mid-run: the daemon goes on through B 
   );
   await deployment.nodes.kill("nats-1");
   await expectRunWhole(deployment, run);
-  // The stream led from B or C, its lost replica behind.
-  const { stream } = (await deployment.status("observer")).cluster;
+  // The stream led from B or C, its lost replica behind. Asked until the daemon answers: its list is
+  // a sweep of the runs bucket, whose consumer may still be placed anew this soon after the loss.
+  let shown: Status | undefined;
+  await waitFor(
+    "troupe status on the observer's host",
+    async () => {
+      shown = await deployment.status("observer").catch(async () => {
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        return undefined;
+      });
+      return shown !== undefined;
+    },
+    45_000,
+  );
+  const stream = shown?.cluster.stream;
   expect(stream?.leader).toMatch(/^nats-[23]$/);
   expect(stream?.followers).toContainEqual(expect.objectContaining({ name: "nats-1", current: false }));
-}, 120_000);
+}, 150_000);
 
 it("kill -9 of a worker whose explorer is in the middle of a call: the other worker takes the explorer over, and the call is reported as of unknown outcome, not run again", async () => {
   const deployment = await deploy({ replyMs: 300, holdMs: 3000 });
