@@ -1,6 +1,7 @@
 import { resolve } from "node:path";
 import type { NatsConfig } from "../config/schema.js";
 import { localSeedFile } from "../trust/role-credentials.js";
+import { pinnedServerCa } from "../trust/server-tls.js";
 import type { NatsConnectOptions } from "./nats-connect.js";
 import { type Role, roleInbox } from "./permissions.js";
 
@@ -43,8 +44,23 @@ export function natsOptionsFromConfig(
     // Credentials troupe.yaml names are of its `role`, else of the role this command prefers.
     const seed = named === undefined ? localSeedFile(local.dataDir, local.roles) : undefined;
     if (seed) options.nkeySeedFile = seed.file;
+    // The embedded server's credentials, so the embedded server: it must show the data dir's certificate.
+    const ca = seed && !nats.tls && loopbackOnly(nats.url) ? pinnedServerCa(local.dataDir) : undefined;
+    if (ca) options.tls = { caFile: ca, pinned: true };
     const role = seed?.role ?? nats.role ?? local.roles[0];
     if (role) options.inboxPrefix = roleInbox(nats.prefix, role);
   }
   return options;
+}
+
+/** Whether every server a URL names is on this machine's loopback (where the embedded server runs). */
+function loopbackOnly(url: string): boolean {
+  return url.split(",").every((server) => {
+    try {
+      const host = new URL(server.trim().replace(/^(nats|tls):/, "http:")).hostname;
+      return host === "localhost" || host === "[::1]" || /^127\./.test(host);
+    } catch {
+      return false;
+    }
+  });
 }

@@ -24,7 +24,8 @@ export interface NatsConnectOptions {
   nkeySeedFile?: string;
   /** A `.creds` file (JWT + seed). */
   credsFile?: string;
-  tls?: { caFile?: string; certFile?: string; keyFile?: string };
+  /** `pinned`: the CA is the embedded server's own, which only that server can show a certificate of. */
+  tls?: { caFile?: string; certFile?: string; keyFile?: string; pinned?: boolean };
   /** How long to keep trying the first connection. Default 5000. */
   connectTimeoutMs?: number;
   /** Where replies to this connection go (`roleInbox`): only its role may read them. Default `_INBOX`. */
@@ -33,6 +34,11 @@ export interface NatsConnectOptions {
 
 export class BusUnavailableError extends BusError {
   override name = "BusUnavailableError";
+}
+
+/** A server that cannot prove it is the one Troupe pins: never retried, never talked to. */
+export class ServerNotOursError extends BusUnavailableError {
+  override name = "ServerNotOursError";
 }
 
 /**
@@ -50,6 +56,11 @@ export async function connectNats(options: NatsConnectOptions, log: Logger): Pro
       log.debug({ server: nc.getServer() }, "connected to NATS");
       return nc;
     } catch (error) {
+      if (options.tls?.pinned && isTlsRefusal(error))
+        throw new ServerNotOursError(
+          `the server at ${options.url} is not this data dir's nats-server: it shows no certificate of ${options.tls.caFile} (${describe(error)}); another process may hold the port (ss -ltnp shows which): stop it, then start troupe daemon`,
+          { cause: error },
+        );
       if (!isRetryable(error) || Date.now() + delay > deadline) {
         throw new BusUnavailableError(`cannot connect to NATS at ${options.url}: ${describe(error)}`, {
           cause: error,
@@ -147,6 +158,20 @@ export async function acceptsAnonymous(url: string, timeoutMs = 1500): Promise<b
   } catch {
     return false;
   }
+}
+
+/** The server offered no TLS, or a certificate the pinned CA did not sign (or not for this host). */
+function isTlsRefusal(error: unknown): boolean {
+  const text = describe(error);
+  const code =
+    (error as { code?: unknown; cause?: { code?: unknown } }).code ??
+    (error as { cause?: { code?: unknown } }).cause?.code;
+  return (
+    /does not support 'tls'|is not available on this server|certificate|self[- ]signed|Hostname\/IP does not match/i.test(
+      text,
+    ) ||
+    (typeof code === "string" && /CERT|SELF_SIGNED|UNABLE_TO|ALTNAME/.test(code))
+  );
 }
 
 /** Authorization failures are final; a refused or timed-out connection may come up. */

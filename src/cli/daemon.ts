@@ -17,6 +17,7 @@ import { ApproverTrust, localIdentity } from "../trust/approvers.js";
 import { RecordSeal } from "../trust/record-seal.js";
 import { ensureRoleCredentials } from "../trust/role-credentials.js";
 import { privateDir, writePrivateFile } from "../trust/secret-files.js";
+import { ensureServerTls, serverTlsBlock } from "../trust/server-tls.js";
 import { consoleAssets, parseListen, WebConsole } from "../web/web-console.js";
 import { webLoginFile } from "../web/web-login.js";
 import { stopSignal } from "./stop-signal.js";
@@ -205,7 +206,7 @@ async function embeddedServer(
     authorizationBlock(
       Object.entries(keys).map(([role, nkey]) => ({ role: role as keyof typeof keys, nkey })),
       prefix,
-    ),
+    ) + serverTlsBlock(ensureServerTls(data)),
   );
   // JetStream keeps its files under <dir>/jetstream, where earlier versions had them too.
   const server = await NatsServerProcess.start({
@@ -215,7 +216,10 @@ async function embeddedServer(
     detached: { logFile: join(dir, "server.log") },
   });
   writePrivateFile(record, JSON.stringify({ pid: server.pid, port }));
-  log.info({ pid: server.pid, port, storeDir: dir }, "started an embedded nats-server (one user per role)");
+  log.info(
+    { pid: server.pid, port, storeDir: dir },
+    "started an embedded nats-server (one user per role, TLS on a certificate of its data dir's CA)",
+  );
   return {
     pid: server.pid,
     adopted: false,

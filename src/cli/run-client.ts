@@ -4,7 +4,7 @@ import { type AgentEvent, isEvent } from "../actors/agent-events.js";
 import { newRunId } from "../actors/runtime.js";
 import { RemoteError, RequestTimeoutError } from "../bus/bus.js";
 import { followRun } from "../bus/follow-run.js";
-import { BusUnavailableError } from "../bus/nats-connect.js";
+import { BusUnavailableError, ServerNotOursError } from "../bus/nats-connect.js";
 import type { LoadedConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import type { ApiRequest } from "../daemon/api.js";
@@ -33,7 +33,7 @@ export async function runViaDaemon(
   const waitMs = Math.max(0, Number(flags.waitDaemon ?? 30)) * 1000;
   const deadline = Date.now() + waitMs;
   const bus = await connectClient(config, "troupe-run", log, Math.max(1000, waitMs)).catch((error) => {
-    throw error instanceof BusUnavailableError
+    throw error instanceof BusUnavailableError && !(error instanceof ServerNotOursError)
       ? new DaemonUnreachableError(`${error.message} (waited ${waitMs / 1000} s)`, { cause: error })
       : error;
   });

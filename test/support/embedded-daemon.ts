@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { connect, type NatsConnection, nkeyAuthenticator } from "@nats-io/transport-node";
 import { answersNats, freePort } from "../../src/bus/embedded-nats.js";
 import { type Role, roleInbox } from "../../src/bus/permissions.js";
+import { serverTlsFiles } from "../../src/trust/server-tls.js";
 import { runTroupe, TROUPE_BIN, tempTree } from "./cli.js";
 import { waitFor } from "./wait.js";
 
@@ -41,7 +42,13 @@ export async function embeddedDaemon(
       stdio: ["ignore", "ignore", "pipe"],
     });
     daemon.stderr?.on("data", (chunk) => (stderr += chunk));
-    await waitFor("the daemon ready", () => stderr.includes("troupe daemon ready"), timeoutMs);
+    const child = daemon;
+    const ended = () => child.exitCode !== null || child.signalCode !== null;
+    await waitFor("the daemon ready", () => stderr.includes("troupe daemon ready") || ended(), timeoutMs);
+    if (!stderr.includes("troupe daemon ready"))
+      throw new Error(
+        `the daemon exited (${child.exitCode ?? child.signalCode}) before it was ready: ${stderr}`,
+      );
   };
   /** SIGTERM (the daemon stops its server), SIGKILL after 5 s (one stuck at start takes no SIGTERM). */
   const stop = async () => {
@@ -71,6 +78,8 @@ export async function embeddedDaemon(
     const nc = await connect({
       servers: env.NATS_URL,
       authenticator: nkeyAuthenticator(new TextEncoder().encode(seed)),
+      // The server shows a certificate of the data dir's CA; a client that does not pin it is refused.
+      tls: { caFile: serverTlsFiles(join(dir, ".data")).ca },
       inboxPrefix: roleInbox(prefix, role),
     });
     cleanups.push(() => nc.close());
