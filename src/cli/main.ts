@@ -163,6 +163,8 @@ export async function main(argv: string[]): Promise<number> {
     )
     .action(async (flags: { nats?: string; web?: string | true }) => {
       const { runDaemon } = await import("./daemon.js");
+      const { reportUnhandledRejections } = await import("./unhandled.js");
+      reportUnhandledRejections(log("daemon"));
       exitCode = await runDaemon(globals().config, flags.nats, log("daemon"), flags.web);
     });
   program
@@ -317,6 +319,8 @@ export async function main(argv: string[]): Promise<number> {
     )
     .action(async (flags: { heartbeatMs: string; deadAfterMs: string }) => {
       const { runWorker } = await import("./worker.js");
+      const { reportUnhandledRejections } = await import("./unhandled.js");
+      reportUnhandledRejections(log("worker"));
       exitCode = await runWorker(
         globals().config,
         { heartbeatMs: Number(flags.heartbeatMs), deadAfterMs: Number(flags.deadAfterMs) },

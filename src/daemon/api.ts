@@ -20,6 +20,22 @@ export const MAX_TEXT = 32_768;
 /** What runs.list says of a task and a result: the whole is in runs.get. */
 export const LIST_TEXT = 200;
 
+/**
+ * A run named in a request: the shape Troupe gives run ids, at most 64 characters, checked before
+ * it reaches a subject or a key (a 5,000-character one outgrew the server's control line and dropped
+ * the daemon's connection at each lookup).
+ */
+const runRef = z
+  .string()
+  .regex(
+    /^[A-Za-z0-9_-]{1,64}$/,
+    'a run id is at most 64 letters, digits, "_" or "-" (troupe runs lists them)',
+  );
+/** A name from troupe.yaml (an agent, a skill): as the config allows them, never a path or a subject. */
+const nameRef = z
+  .string()
+  .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'a name is at most 64 letters, digits, ".", "_" or "-"');
+
 export const apiRequests = {
   "runs.start": z.strictObject({
     task: z.string().min(1, "say what to do").max(MAX_TEXT, `at most ${MAX_TEXT} characters`),
@@ -28,21 +44,21 @@ export const apiRequests = {
       .string()
       .regex(/^run-[0-9a-z]{26}$/, "a run id is run- and a lower-case ULID")
       .optional(),
-    agent: z.string().optional(),
+    agent: nameRef.optional(),
     approval: z.enum(APPROVAL_POLICIES).optional(),
     mode: z.enum(["act", "plan"]).optional(),
     sandbox: z.enum(SANDBOX_MODES).optional(),
-    skill: z.string().optional(),
+    skill: nameRef.optional(),
     /** An absolute path; it must lie in one of the daemon's workspaces. Default: the daemon's own. */
-    workspace: z.string().startsWith("/", "an absolute path").optional(),
+    workspace: z.string().startsWith("/", "an absolute path").max(4096, "at most 4096 characters").optional(),
   }),
   "runs.list": z.strictObject({}),
-  "runs.get": z.strictObject({ runId: z.string().min(1) }),
+  "runs.get": z.strictObject({ runId: runRef }),
   /** Continue an unfinished or aborted run from its snapshot. */
-  "runs.resume": z.strictObject({ runId: z.string().min(1) }),
-  "runs.abort": z.strictObject({ runId: z.string().min(1), reason: z.string().optional() }),
-  "runs.steer": z.strictObject({ runId: z.string().min(1), text: z.string().min(1).max(MAX_TEXT) }),
-  "runs.followUp": z.strictObject({ runId: z.string().min(1), text: z.string().min(1).max(MAX_TEXT) }),
+  "runs.resume": z.strictObject({ runId: runRef }),
+  "runs.abort": z.strictObject({ runId: runRef, reason: z.string().max(MAX_TEXT).optional() }),
+  "runs.steer": z.strictObject({ runId: runRef, text: z.string().min(1).max(MAX_TEXT) }),
+  "runs.followUp": z.strictObject({ runId: runRef, text: z.string().min(1).max(MAX_TEXT) }),
   "agents.list": z.strictObject({}),
 } as const;
 

@@ -75,11 +75,12 @@ export class Daemon {
       this.log,
     );
     await this.#resumeUnfinished();
-    for (const verb of Object.keys(apiRequests) as ApiVerb[]) {
-      this.#serving.push(
-        this.bus.reply(this.bus.subjects.api(verb), (request) => this.#answer(verb, request)),
-      );
-    }
+    // One subscription for every verb, so that a verb it does not know is told so, not met with
+    // "no responders" (which says no daemon runs).
+    const api = this.bus.subjects.api("x").slice(0, -1);
+    this.#serving.push(
+      this.bus.reply(`${api}>`, (request, subject) => this.#answer(subject.slice(api.length), request)),
+    );
     // Clients watch this to tell a daemon that is away from one that is quiet.
     const beat = () =>
       this.bus.publish(
@@ -110,8 +111,12 @@ export class Daemon {
     this.log.info({ runs: this.#runs.size }, "daemon stopped; unfinished runs resume on the next start");
   }
 
-  async #answer(verb: ApiVerb, request: Envelope): Promise<Envelope> {
-    const data = await this.request(verb, request.data ?? {});
+  async #answer(verb: string, request: Envelope): Promise<Envelope> {
+    if (!Object.hasOwn(apiRequests, verb))
+      throw new RequestRefusedError(
+        `unknown API verb ${JSON.stringify(verb.slice(0, 64))}: this daemon answers ${Object.keys(apiRequests).join(", ")}`,
+      );
+    const data = await this.request(verb as ApiVerb, request.data ?? {});
     return makeEnvelope({ runId: request.runId, agentId: "daemon", seq: 0, type: `${verb}.reply`, data });
   }
 
@@ -247,18 +252,44 @@ export class Daemon {
 
   #track(handle: AgentHandle, record: RunRecord): void {
     this.#runs.set(handle.runId, handle);
-    void handle.done.then(async (output: AgentOutput) => {
-      this.#runs.delete(handle.runId);
-      const finished: RunRecord = {
-        ...record,
-        status: output.reason,
-        stoppedAt: Date.now(),
-        result: output.result,
-        usage: output.total.usage,
-      };
-      await this.#index?.put(finished);
-      this.#retention?.schedule(finished);
-    });
+    void handle.done
+      .then(async (output: AgentOutput) => {
+        this.#runs.delete(handle.runId);
+        const finished: RunRecord = {
+          ...record,
+          status: output.reason,
+          stoppedAt: Date.now(),
+          result: output.result,
+          usage: output.total.usage,
+        };
+        await this.#recordFinished(finished);
+        this.#retention?.schedule(finished);
+      })
+      .catch((error: unknown) => {
+        this.#runs.delete(handle.runId);
+        // Its record still says running: the next start resumes it from what it stored.
+        this.log.error({ err: error, runId: handle.runId }, "a run's end could not be recorded");
+      });
+  }
+
+  /**
+   * A finished run's record, written while NATS is slow or away (a flood, a node lost): tried again
+   * for a minute, as appends are, before the failure is the caller's.
+   */
+  async #recordFinished(finished: RunRecord): Promise<void> {
+    for (let delay = 250, waited = 0; ; waited += delay, delay = Math.min(delay * 2, 5000)) {
+      try {
+        await this.#index?.put(finished);
+        return;
+      } catch (error) {
+        if (waited >= 60_000) throw error;
+        this.log.warn(
+          { err: (error as Error).message, runId: finished.runId },
+          "recording a run's end; trying again",
+        );
+        await new Promise((resolve) => setTimeout(resolve, delay));
+      }
+    }
   }
 
   /**

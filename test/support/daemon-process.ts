@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
-import { afterEach } from "vitest";
+import { afterEach, expect } from "vitest";
 import { TROUPE_BIN, tempTree } from "./cli.js";
 import { waitFor } from "./wait.js";
 
@@ -34,7 +34,11 @@ export function daemonProcesses() {
     });
     let stderr = "";
     daemon.stderr?.on("data", (chunk) => (stderr += chunk));
-    cleanups.push(() => void daemon.kill("SIGKILL"));
+    cleanups.push(() => {
+      daemon.kill("SIGKILL");
+      // No promise of the daemon's was left rejected with no one to catch it (src/cli/unhandled.ts).
+      expect(stderr).not.toContain("unhandled rejection");
+    });
     await waitFor("the daemon to be ready", () => stderr.includes("troupe daemon ready"), 15_000);
     return { dir, daemon, stderr: () => stderr };
   }

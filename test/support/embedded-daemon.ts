@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { connect, type NatsConnection, nkeyAuthenticator } from "@nats-io/transport-node";
+import { expect } from "vitest";
 import { answersNats, freePort } from "../../src/bus/embedded-nats.js";
 import { type Role, roleInbox } from "../../src/bus/permissions.js";
 import { serverTlsFiles } from "../../src/trust/server-tls.js";
@@ -64,6 +65,8 @@ export async function embeddedDaemon(
   const kill = () => daemon?.kill("SIGKILL");
   cleanups.push(async () => {
     await stop();
+    // No promise of the daemon's was left rejected with no one to catch it (src/cli/unhandled.ts).
+    expect(stderr).not.toContain("unhandled rejection");
     // A daemon killed (or stopped before it was ready) leaves its server: stopped by the pid it wrote.
     if (await answersNats("127.0.0.1", port)) {
       const record = join(dir, ".data", "nats", "server.json");
