@@ -126,6 +126,9 @@ export interface KvWatchOptions {
 }
 
 /** JSON values under keys of `[-/_=.A-Za-z0-9]`; revisions only grow. */
+/** Entries of a sweep; `partial` when it stopped at its deadline with more to read. */
+export type KvValues<T> = KvEntry<T>[] & { partial?: boolean };
+
 export interface KvStore {
   readonly name: string;
   get<T = unknown>(key: string): Promise<KvEntry<T> | null>;
@@ -136,8 +139,11 @@ export interface KvStore {
   delete(key: string, options?: KvPutOptions): Promise<void>;
   /** The keys there are (matching a pattern with `*` / `>` when given), sorted. */
   keys(pattern?: string): Promise<string[]>;
-  /** The current value of each key matching the pattern, read in one sweep (not a get per key). */
-  values<T = unknown>(pattern: string): Promise<KvEntry<T>[]>;
+  /**
+   * The current value of each key matching the pattern, read in one sweep (not a get per key).
+   * With `withinMs`, what was read by then: `partial` says the sweep was cut short.
+   */
+  values<T = unknown>(pattern: string, options?: { withinMs?: number }): Promise<KvValues<T>>;
   /**
    * Removes every key matching the pattern, with its history and the markers a delete leaves,
    * so nothing of them stays in the store. Watchers are not told: it is for what nobody watches

@@ -6,6 +6,7 @@ import {
   type KvEntry,
   type KvPutOptions,
   type KvStore,
+  type KvValues,
   type KvWatchOptions,
 } from "./bus.js";
 import type { FileStore } from "./file-store.js";
@@ -69,7 +70,7 @@ export class LocalKv implements KvStore {
     return [...this.#values.keys()].filter((key) => subjectMatches(pattern, key)).sort();
   }
 
-  async values<T>(pattern: string): Promise<KvEntry<T>[]> {
+  async values<T>(pattern: string): Promise<KvValues<T>> {
     return (await this.keys(pattern)).map((key) => {
       const stored = this.#values.get(key) as StoredValue;
       return { key, value: JSON.parse(stored.bytes) as T, revision: stored.revision };

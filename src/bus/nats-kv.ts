@@ -17,6 +17,7 @@ import {
   type KvEntry,
   type KvPutOptions,
   type KvStore,
+  type KvValues,
   type KvWatchOptions,
 } from "./bus.js";
 import type { AckedPublisher } from "./nats-publisher.js";
@@ -130,17 +131,22 @@ class NatsKv implements KvStore {
    * An ordered consumer over the last message of each matching key, read until nothing is pending:
    * one sweep however many keys there are. A deleted key's marker is left out.
    */
-  values<T>(pattern: string): Promise<KvEntry<T>[]> {
+  values<T>(pattern: string, options: { withinMs?: number } = {}): Promise<KvValues<T>> {
     const prefix = `$KV.${this.name}.`;
+    const deadline =
+      options.withinMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + options.withinMs;
     return this.#retry(async () => {
       const consumer = await this.jsm.jetstream().consumers.get(`KV_${this.name}`, {
         filter_subjects: `${prefix}${pattern}`,
         deliver_policy: DeliverPolicy.LastPerSubject,
       });
-      const entries: KvEntry<T>[] = [];
+      const entries: KvValues<T> = [];
       try {
         if ((await consumer.info(true)).num_pending === 0) return entries;
-        const messages = await consumer.consume({ max_messages: 512, expires: 5000 });
+        const messages = await consumer.consume({
+          max_messages: 512,
+          expires: Math.max(1000, Math.min(5000, deadline - Date.now())),
+        });
         for await (const msg of messages) {
           if (!msg.headers?.get("KV-Operation"))
             entries.push({
@@ -149,11 +155,15 @@ class NatsKv implements KvStore {
               revision: msg.seq,
             });
           if (msg.info.pending === 0) break;
+          if (Date.now() >= deadline) {
+            entries.partial = true;
+            break;
+          }
         }
       } finally {
         await consumer.delete().catch(() => {});
       }
-      return entries.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+      return entries.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)) as KvValues<T>;
     });
   }
 

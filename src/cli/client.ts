@@ -1,7 +1,8 @@
-import { NoRespondersError } from "../bus/bus.js";
+import { NoRespondersError, RequestTimeoutError } from "../bus/bus.js";
 import { makeEnvelope } from "../bus/envelope.js";
 import { natsOptionsFromConfig } from "../bus/from-config.js";
 import { NatsBus } from "../bus/nats-bus.js";
+import { BusUnavailableError } from "../bus/nats-connect.js";
 import type { Role } from "../bus/permissions.js";
 import type { LoadedConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
@@ -65,4 +66,26 @@ export async function callApi<V extends ApiVerb>(
     }
     throw error;
   }
+}
+
+/** What runs.list left out, as a line for a person, or undefined when it gave every run. */
+export function leftOutLine(list: {
+  more?: number;
+  skipped?: number;
+  partial?: boolean;
+}): string | undefined {
+  const parts = [
+    ...(list.more ? [`${list.more} older runs not listed`] : []),
+    ...(list.skipped ? [`${list.skipped} records not of this daemon's skipped`] : []),
+    ...(list.partial ? ["the runs bucket was not read whole in time"] : []),
+  ];
+  return parts.length ? `(${parts.join("; ")})` : undefined;
+}
+
+/** Why a list from the daemon is missing, said as what happened: no daemon, no reply, no NATS. */
+export function whyNoList(error: unknown): string {
+  if (error instanceof NoDaemonError) return "no daemon answers";
+  if (error instanceof RequestTimeoutError) return "the daemon did not reply in time";
+  if (error instanceof BusUnavailableError) return "cannot reach NATS";
+  return error instanceof Error ? error.message : String(error);
 }

@@ -4,11 +4,12 @@ import { type ClusterInfo, NatsBus } from "../bus/nats-bus.js";
 import { answersAnonymously } from "../bus/nats-connect.js";
 import { loadConfig } from "../config/load.js";
 import type { ApiRequest, RunRecord } from "../daemon/api.js";
+import type { RunList } from "../daemon/run-index.js";
 import type { Logger } from "../log.js";
 import { listApprovals } from "../safety/answer-approval.js";
 import { jsonVisible, visibleLine } from "../util/visible.js";
 import { approvalsTable } from "./approve.js";
-import { callApi, connectClient } from "./client.js";
+import { callApi, connectClient, leftOutLine } from "./client.js";
 import { table } from "./table.js";
 
 /** `troupe steer` and `troupe abort`: one acknowledged command to a run through the daemon. */
@@ -40,7 +41,8 @@ export async function runStatus(
   const config = loadConfig({ config: configPath });
   const bus = await connectClient(config, "troupe-status", log);
   try {
-    const { runs } = (await callApi(bus, config, "runs.list", {})) as { runs: RunRecord[] };
+    const list = (await callApi(bus, config, "runs.list", {})) as RunList;
+    const { runs } = list;
     const { url, prefix } = config.troupe.nats;
     const open = await answersAnonymously(url, bus.subjects.api("runs.start"));
     // An observer's credentials may not read these: then they are left out.
@@ -77,6 +79,8 @@ export async function runStatus(
       visibleLine(run.task).slice(0, 50),
     ]);
     process.stdout.write(`${table(["RUN", "AGENT", "STATUS", "AGE", "TASK"], rows)}\n`);
+    const leftOut = leftOutLine(list);
+    if (leftOut) process.stdout.write(`${leftOut}\n`);
     if (waiting?.length)
       process.stdout.write(
         `\napprovals waiting (troupe approve CALL_ID --allow|--deny):\n${approvalsTable(waiting, now)}\n`,

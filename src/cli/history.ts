@@ -8,11 +8,12 @@ import { Intake } from "../bus/intake.js";
 import { loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import type { RunRecord } from "../daemon/api.js";
+import type { RunList } from "../daemon/run-index.js";
 import { UserError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { denyingApprover } from "../safety/approver.js";
-import { jsonVisible } from "../util/visible.js";
-import { callApi, connectClient, NoDaemonError } from "./client.js";
+import { jsonVisible, visible } from "../util/visible.js";
+import { callApi, connectClient, leftOutLine, NoDaemonError, whyNoList } from "./client.js";
 import { humanRenderer, jsonRenderer } from "./render.js";
 import { localBus, RUN_EXIT, Signals } from "./run.js";
 import { table } from "./table.js";
@@ -95,8 +96,10 @@ export async function runRuns(
   try {
     const bus = await connectClient(config, "troupe-runs", log, 1000);
     try {
-      const { runs } = (await callApi(bus, config, "runs.list", {})) as { runs: RunRecord[] };
-      for (const run of runs)
+      const list = (await callApi(bus, config, "runs.list", {})) as RunList;
+      const leftOut = leftOutLine(list);
+      if (leftOut) process.stderr.write(`troupe: the daemon's list: ${leftOut.slice(1, -1)}\n`);
+      for (const run of list.runs)
         rows.push({
           runId: run.runId,
           where: "daemon",
@@ -112,8 +115,9 @@ export async function runRuns(
   } catch (error) {
     // No daemon (or no NATS): the local runs are the whole list, and the list says so.
     const { url, prefix } = config.troupe.nats;
-    const why = error instanceof NoDaemonError ? "no daemon answers" : "cannot reach NATS";
-    process.stderr.write(`troupe: the daemon's runs are not listed: ${why} on ${url} (prefix ${prefix})\n`);
+    process.stderr.write(
+      `troupe: the daemon's runs are not listed: ${visible(whyNoList(error))} on ${url} (prefix ${prefix})\n`,
+    );
   }
   rows.sort((a, b) => a.startedAt - b.startedAt);
   if (flags.json) {

@@ -169,15 +169,19 @@ export class Daemon {
         this.#track(handle, record);
         return { runId: handle.runId, agentId: handle.agentId };
       }
-      case "runs.list":
-        // A summary of each, so that however many runs there are the reply fits in one message.
+      case "runs.list": {
+        // The newest, each in summary, so that however many runs there are the reply fits in one
+        // message; what was left out is counted.
+        const { runs, ...left } = (await this.#index?.list()) ?? { runs: [] };
         return {
-          runs: (await this.#records()).map(({ result, task, ...run }) => ({
+          runs: runs.map(({ result, task, ...run }) => ({
             ...run,
             task: task.slice(0, LIST_TEXT),
             ...(result === undefined ? {} : { result: result.slice(0, LIST_TEXT) }),
           })),
+          ...left,
         };
+      }
       case "runs.get": {
         const record = await this.#index?.get(data.runId as string);
         if (!record) throw new RequestRefusedError(`no run ${data.runId}`);
@@ -330,10 +334,6 @@ export class Daemon {
   /** Closes the runtimes made for other workspaces. */
   async close(): Promise<void> {
     for (const runtime of this.#runtimes.values()) await (await runtime.catch(() => undefined))?.close();
-  }
-
-  async #records(): Promise<RunRecord[]> {
-    return (await this.#index?.list()) ?? [];
   }
 
   /** Resumes the runs left running; the finished ones still holding state get their removal scheduled. */

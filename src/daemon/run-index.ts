@@ -8,6 +8,21 @@ import { type RunRecord, runRecordSchema } from "./api.js";
  * start until that state is removed. Start-up reads these, not every run there ever was.
  */
 const HELD = "held";
+/** How long a list may read the bucket, and how many of the newest runs it gives (the reply is one message). */
+const LIST_WITHIN_MS = 5000;
+const LIST_LIMIT = 1000;
+/** Start-up's reads of the bucket, and how many stray held marks one start removes. */
+const START_WITHIN_MS = 10_000;
+const RELEASE_AT_START = 100;
+
+/** What runs.list gives: the newest runs, and how many older ones and unreadable keys it left out. */
+export interface RunList {
+  runs: RunRecord[];
+  more?: number;
+  skipped?: number;
+  partial?: boolean;
+}
+
 /** Set once the held keys cover every run (a bucket from before them is read in full once). */
 const HELD_COMPLETE = "index.held";
 
@@ -39,33 +54,65 @@ export class RunIndex {
     await this.kv.put(record.runId, this.seal.seal(record));
   }
 
-  /** Every run of this daemon's, oldest first, read in one sweep of the bucket. */
-  async list(): Promise<RunRecord[]> {
-    const records: RunRecord[] = [];
-    for (const { key, value } of await this.kv.values("*")) {
-      const record = this.#open(key, value);
-      if (record) records.push(record);
-    }
-    return records.sort((a, b) => a.startedAt - b.startedAt);
+  /**
+   * This daemon's runs, oldest first, read in one sweep of the bucket: the newest `limit` of what
+   * the sweep read within `withinMs`. Anyone with a seed can have the server write junk into the
+   * bucket (docs/nats-permissions.md): what does not open is skipped and counted, with one warning
+   * line a call; a bucket flooded past the deadline gives what was read by then, `partial`.
+   */
+  async list(options: { withinMs?: number; limit?: number } = {}): Promise<RunList> {
+    const { records, skipped, partial } = await this.#sweep(options.withinMs ?? LIST_WITHIN_MS);
+    const limit = options.limit ?? LIST_LIMIT;
+    return {
+      runs: records.slice(-limit),
+      ...(records.length > limit ? { more: records.length - limit } : {}),
+      ...(skipped ? { skipped } : {}),
+      ...(partial ? { partial } : {}),
+    };
   }
 
-  /** The runs that still hold stored state: every unfinished run, and the finished ones not yet released. */
+  /**
+   * The runs that still hold stored state: every unfinished run, and the finished ones not yet
+   * released. Two sweeps (the marks, the records), however many keys a flood left; a mark with no
+   * record of this daemon's is released, at most RELEASE_AT_START of them a start.
+   */
   async held(): Promise<RunRecord[]> {
     if (!(await this.kv.get(HELD_COMPLETE))) {
-      const all = await this.list();
+      const { records: all } = await this.#sweep(START_WITHIN_MS);
       for (const record of all) await this.kv.put(`${HELD}.${record.runId}`, {});
       await this.kv.put(HELD_COMPLETE, { since: Date.now() });
       return all;
     }
-    const held: RunRecord[] = [];
-    // The marks in one sweep (not a get each), then the record of each.
-    for (const { key } of await this.kv.values(`${HELD}.*`)) {
-      const runId = key.slice(HELD.length + 1);
-      const record = await this.get(runId);
-      if (record) held.push(record);
-      else await this.release(runId);
-    }
+    const marks = (await this.kv.values(`${HELD}.*`, { withinMs: START_WITHIN_MS })).map(({ key }) =>
+      key.slice(HELD.length + 1),
+    );
+    const { records } = await this.#sweep(START_WITHIN_MS);
+    const byId = new Map(records.map((record) => [record.runId, record]));
+    const held = marks.flatMap((runId) => byId.get(runId) ?? []);
+    const unfound = marks.filter((runId) => !byId.has(runId));
+    for (const runId of unfound.slice(0, RELEASE_AT_START)) await this.release(runId);
+    if (unfound.length > 0)
+      this.log.warn({ marks: unfound.length }, "held marks with no run record of this daemon's: released");
     return held.sort((a, b) => a.startedAt - b.startedAt);
+  }
+
+  async #sweep(withinMs: number): Promise<{ records: RunRecord[]; skipped: number; partial: boolean }> {
+    const records: RunRecord[] = [];
+    let skipped = 0;
+    const entries = await this.kv.values("*", { withinMs });
+    for (const { key, value } of entries) {
+      const record = this.#open(key, value);
+      if (record) records.push(record);
+      else skipped++;
+    }
+    if (skipped > 0) this.log.warn({ skipped }, "run records this daemon did not seal: left out");
+    if (entries.partial)
+      this.log.warn({ read: entries.length }, "the runs bucket was not read whole in time");
+    return {
+      records: records.sort((a, b) => a.startedAt - b.startedAt),
+      skipped,
+      partial: entries.partial === true,
+    };
   }
 
   /** Its record goes without a trace (troupe.yaml's `nats.kv.ttl`); its events stay, per the stream's limits. */
@@ -81,8 +128,6 @@ export class RunIndex {
   #open(key: string, value: unknown): RunRecord | undefined {
     const opened = this.seal.open(value);
     const parsed = opened && runRecordSchema.safeParse(opened);
-    if (parsed?.success && parsed.data.runId === key) return parsed.data;
-    this.log.warn({ runId: key }, "a run record this daemon did not seal: left alone");
-    return undefined;
+    return parsed?.success && parsed.data.runId === key ? parsed.data : undefined;
   }
 }

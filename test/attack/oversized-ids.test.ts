@@ -63,5 +63,7 @@ it("40 requests naming a 5,000-character run id are each refused, the daemon sta
     )
     .then((reply) => reply.json<{ type: string; data: { message?: string } }>());
   expect(unknown.type).toBe("error");
-  expect(unknown.data.message).toContain('unknown API verb "runs.delete": this daemon answers runs.start, runs.list');
+  expect(unknown.data.message).toContain(
+    'unknown API verb "runs.delete": this daemon answers runs.start, runs.list',
+  );
 }, 60_000);
