@@ -43,9 +43,13 @@ export function natsOptionsFromConfig(
   if (local) {
     // Credentials troupe.yaml names are of its `role`, else of the role this command prefers.
     const seed = named === undefined ? localSeedFile(local.dataDir, local.roles) : undefined;
-    if (seed) options.nkeySeedFile = seed.file;
-    // The embedded server's credentials, so the embedded server: it must show the data dir's certificate.
-    const ca = seed && !nats.tls && loopbackOnly(nats.url) ? pinnedServerCa(local.dataDir) : undefined;
+    if (seed) {
+      options.nkeySeedFile = seed.file;
+      options.credentialsFrom = `the ${seed.role}'s seed of data dir ${local.dataDir}: a daemon of another data dir has other seeds; set TROUPE_DATA_DIR, or troupe.yaml's dataDir, to the daemon's`;
+    }
+    // On loopback, where the data dir's daemon runs its server: that server must show a certificate
+    // of the data dir's CA (troupe.yaml's `nats.tls` names another).
+    const ca = !nats.tls && loopbackOnly(nats.url) ? pinnedServerCa(local.dataDir) : undefined;
     if (ca) options.tls = { caFile: ca, pinned: true };
     const role = seed?.role ?? nats.role ?? local.roles[0];
     if (role) options.inboxPrefix = roleInbox(nats.prefix, role);

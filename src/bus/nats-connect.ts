@@ -28,6 +28,8 @@ export interface NatsConnectOptions {
   tls?: { caFile?: string; certFile?: string; keyFile?: string; pinned?: boolean };
   /** How long to keep trying the first connection. Default 5000. */
   connectTimeoutMs?: number;
+  /** Whose credentials these are, said when the server refuses them (the data dir they came from). */
+  credentialsFrom?: string;
   /** Where replies to this connection go (`roleInbox`): only its role may read them. Default `_INBOX`. */
   inboxPrefix?: string;
 }
@@ -62,7 +64,8 @@ export async function connectNats(options: NatsConnectOptions, log: Logger): Pro
           { cause: error },
         );
       if (!isRetryable(error) || Date.now() + delay > deadline) {
-        throw new BusUnavailableError(`cannot connect to NATS at ${options.url}: ${describe(error)}`, {
+        const whose = !isRetryable(error) && options.credentialsFrom ? ` (${options.credentialsFrom})` : "";
+        throw new BusUnavailableError(`cannot connect to NATS at ${options.url}: ${describe(error)}${whose}`, {
           cause: error,
         });
       }

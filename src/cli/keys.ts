@@ -4,7 +4,8 @@ import { dataDir } from "../config/paths.js";
 import { UserError } from "../errors.js";
 import { createKey, keysDir, localIdentity } from "../trust/approvers.js";
 import { ensureRoleCredentials, roleSeedFile } from "../trust/role-credentials.js";
-import { readSecretFile } from "../trust/secret-files.js";
+import { readSecretFile, secretExists } from "../trust/secret-files.js";
+import { pinnedServerCa } from "../trust/server-tls.js";
 import { table } from "./table.js";
 
 /** `troupe keys create NAME`: a new approver key; prints its public key for the daemon's troupe.yaml. */
@@ -41,10 +42,25 @@ export class CredentialsUsageError extends UserError {
 export function runCredentials(
   configPath: string | undefined,
   role: string | undefined,
-  flags: { serverConfig?: boolean },
+  flags: { serverConfig?: boolean; ca?: boolean },
 ): number {
   const config = loadConfig({ config: configPath });
   const data = dataDir(config.troupe.dataDir);
+  if (flags.ca) {
+    const ca = pinnedServerCa(data);
+    if (!ca)
+      throw new CredentialsUsageError(
+        `no CA in data dir ${data}: its daemon makes one when it first starts its own nats-server`,
+      );
+    process.stdout.write(`${ca}\n`);
+    return 0;
+  }
+  // Seeds are the daemon's to make (a server config is made to be used with new ones): made here for
+  // a data dir no daemon uses, they would be handed out and refused.
+  if (!flags.serverConfig && !ROLES.some((r) => secretExists(roleSeedFile(data, r))))
+    throw new CredentialsUsageError(
+      `no credentials in data dir ${data}: its daemon makes them at its first start; if yours runs with another data dir, set TROUPE_DATA_DIR (or troupe.yaml's dataDir) to that one`,
+    );
   const keys = ensureRoleCredentials(data);
   if (flags.serverConfig) {
     const users = ROLES.map((r) => ({ role: r, nkey: keys[r] }));
@@ -60,7 +76,7 @@ export function runCredentials(
     throw new CredentialsUsageError(`no role "${role}": the roles are ${ROLES.join(", ")}`);
   process.stdout.write(readSecretFile(roleSeedFile(data, role as Role)));
   process.stderr.write(
-    `that is the ${role}'s seed: save it on the other host as ${role}.nk (chmod 600) and set nats.nkeySeedFile: ${role}.nk in its troupe.yaml\n`,
+    `that is the ${role}'s seed: save it on the other host as ${role}.nk (chmod 600) and set nats.nkeySeedFile: ${role}.nk in its troupe.yaml; the embedded server's TLS is checked against the CA troupe credentials --ca names (nats.tls.caFile)\n`,
   );
   return 0;
 }

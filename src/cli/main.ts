@@ -302,7 +302,8 @@ export async function main(argv: string[]): Promise<number> {
     )
     .argument("[role]", "daemon, worker, client, approver or observer")
     .option("--server-config", "print the authorization block for a nats-server of your own")
-    .action(async (role: string | undefined, flags: { serverConfig?: boolean }) => {
+    .option("--ca", "print the path of the CA certificate the embedded server's TLS is checked against")
+    .action(async (role: string | undefined, flags: { serverConfig?: boolean; ca?: boolean }) => {
       const { runCredentials } = await import("./keys.js");
       exitCode = runCredentials(globals().config, role, flags);
     });

@@ -8,6 +8,7 @@ import { silentLogger } from "../../src/log.js";
 import { listApprovals } from "../../src/safety/answer-approval.js";
 import { approvalKey } from "../../src/safety/bus-approver.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { serverTlsFiles } from "../../src/trust/server-tls.js";
 import { runTroupe, TROUPE_BIN } from "../support/cli.js";
 import { embeddedDaemon } from "../support/embedded-daemon.js";
 import { waitFor } from "../support/wait.js";
@@ -67,6 +68,7 @@ it("a worker's copy of a live approval, written over it as closed, is put back: 
     url: env.NATS_URL,
     prefix,
     nkeySeedFile: join(dir, "worker.nk"),
+    tls: { caFile: serverTlsFiles(join(dir, ".data")).ca },
     inboxPrefix: roleInbox(prefix, "worker"),
     log: silentLogger,
   });

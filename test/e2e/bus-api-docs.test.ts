@@ -62,12 +62,14 @@ it("the API and event scripts of docs/daemon.md drive a daemon on its embedded s
   });
   const seed = await runTroupe(["--config", join(dir, "config"), "credentials", "client"], { cwd: dir });
   expect(seed.stdout).toMatch(/^SU[A-Z2-7]+\n?$/);
-  const env = { NATS_URL: url, TROUPE_PREFIX: prefix, NATS_SEED: seed.stdout };
+  const ca = await runTroupe(["--config", join(dir, "config"), "credentials", "--ca"], { cwd: dir });
+  const env = { NATS_URL: url, TROUPE_PREFIX: prefix, NATS_SEED: seed.stdout, NATS_CA: ca.stdout.trim() };
 
   // Anonymous is refused: the seed is what lets the script in.
   const anonymous = await node(scriptDir, ["api.mjs", "agents.list"], {
     NATS_URL: url,
     TROUPE_PREFIX: prefix,
+    NATS_CA: env.NATS_CA,
   });
   expect(anonymous.code).not.toBe(0);
 

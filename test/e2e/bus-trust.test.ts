@@ -11,6 +11,7 @@ import { uniquePrefix } from "../../src/bus/subjects.js";
 import { findApproval } from "../../src/safety/answer-approval.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { roleSeedFile } from "../../src/trust/role-credentials.js";
+import { serverTlsFiles } from "../../src/trust/server-tls.js";
 import { answerRef, newIdentity } from "../support/approvers.js";
 import { onTerminal, runTroupe, spawnTroupe, tempTree, withoutNatsUrl } from "../support/cli.js";
 import { waitFor } from "../support/wait.js";
@@ -56,6 +57,7 @@ async function project(model: ScriptedModelServer, extra = "") {
       url,
       prefix,
       nkeySeedFile: roleSeedFile(join(dir, ".data"), role),
+      tls: { caFile: serverTlsFiles(join(dir, ".data")).ca },
       inboxPrefix: roleInbox(prefix, role),
     });
   return { dir, url, prefix, daemon, troupe, follow, as, data: join(dir, ".data") };
@@ -95,7 +97,10 @@ describe("the embedded default", () => {
     const s = await project(model);
     expect(s.daemon.stderr()).toMatch(/nats-server pid \d+/);
     expect(s.daemon.stderr()).not.toContain("open to anyone");
-    await expect(connect({ servers: s.url, maxReconnectAttempts: 0 })).rejects.toThrow(/Authorization/i);
+    // With the CA (the server's TLS passes) and no credentials: refused.
+    await expect(
+      connect({ servers: s.url, maxReconnectAttempts: 0, tls: { caFile: serverTlsFiles(s.data).ca } }),
+    ).rejects.toThrow(/Authorization/i);
     expect(statSync(join(s.data, "credentials")).mode & 0o777).toBe(0o700);
     for (const role of ROLES) expect(statSync(roleSeedFile(s.data, role)).mode & 0o777).toBe(0o600);
 
@@ -165,10 +170,13 @@ describe("the embedded default", () => {
     expect(done.code).toBe(0);
     const runId = jsonLines(done.stdout)[0]?.runId as string;
 
-    // The other host, as docs/nats-permissions.md sets it up: the printed seed, its role, no data dir of the daemon's.
+    // The other host, as docs/nats-permissions.md sets it up: the printed seed, its role, the CA the
+    // server's certificate is checked against, no data dir of the daemon's.
+    const ca = (await s.troupe(["credentials", "--ca"])).stdout.trim();
     const other = tempTree({
-      "config/troupe.yaml": `nats:\n  url: ${s.url}\n  prefix: ${s.prefix}\n  nkeySeedFile: observer.nk\n  role: observer\n`,
+      "config/troupe.yaml": `nats:\n  url: ${s.url}\n  prefix: ${s.prefix}\n  nkeySeedFile: observer.nk\n  role: observer\n  tls:\n    caFile: nats-ca.pem\n`,
       "config/observer.nk": printed.stdout,
+      "config/nats-ca.pem": readFileSync(ca, "utf8"),
     });
     cleanups.push(other.dispose);
     chmodSync(join(other.dir, "config", "observer.nk"), 0o600);

@@ -12,6 +12,7 @@ import { findApproval } from "../../src/safety/answer-approval.js";
 import { type ApprovalRecord, answerKey, approvalKey } from "../../src/safety/bus-approver.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { roleSeedFile } from "../../src/trust/role-credentials.js";
+import { serverTlsFiles } from "../../src/trust/server-tls.js";
 import { signAnswer } from "../../src/trust/signed-answer.js";
 import { newIdentity } from "../support/approvers.js";
 import { runTroupe, spawnTroupe, tempTree, withoutNatsUrl } from "../support/cli.js";
@@ -35,6 +36,7 @@ const as = (role: Role) =>
     url,
     prefix,
     nkeySeedFile: roleSeedFile(join(dir, ".data"), role),
+    tls: { caFile: serverTlsFiles(join(dir, ".data")).ca },
     inboxPrefix: roleInbox(prefix, role),
     connectTimeoutMs: 2000,
   });
@@ -105,8 +107,12 @@ async function nothingHappened(): Promise<void> {
 
 describe("the red team's steps, replayed against the defaults", () => {
   it("1. a client with no credentials can't connect, so can't start a yolo run", async () => {
-    await expect(connect({ servers: url, maxReconnectAttempts: 0 })).rejects.toThrow(/Authorization/i);
-    await expect(NatsBus.connect({ url, prefix, connectTimeoutMs: 1000 })).rejects.toThrow(/Authorization/i);
+    // With the CA (the server's TLS passes) and no credentials: refused.
+    const tls = { caFile: serverTlsFiles(join(dir, ".data")).ca };
+    await expect(connect({ servers: url, maxReconnectAttempts: 0, tls })).rejects.toThrow(/Authorization/i);
+    await expect(NatsBus.connect({ url, prefix, connectTimeoutMs: 1000, tls })).rejects.toThrow(
+      /Authorization/i,
+    );
     // Even the client role, which may start runs, is held to the ceiling.
     const bus = await as("client");
     const refused = await bus
