@@ -65,9 +65,12 @@ export async function connectNats(options: NatsConnectOptions, log: Logger): Pro
         );
       if (!isRetryable(error) || Date.now() + delay > deadline) {
         const whose = !isRetryable(error) && options.credentialsFrom ? ` (${options.credentialsFrom})` : "";
-        throw new BusUnavailableError(`cannot connect to NATS at ${options.url}: ${describe(error)}${whose}`, {
-          cause: error,
-        });
+        throw new BusUnavailableError(
+          `cannot connect to NATS at ${options.url}: ${describe(error)}${whose}`,
+          {
+            cause: error,
+          },
+        );
       }
       await new Promise((resolve) => setTimeout(resolve, delay));
       delay = Math.min(delay * 2, 1000);
