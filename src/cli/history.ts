@@ -7,7 +7,6 @@ import { FileStore } from "../bus/file-store.js";
 import { Intake } from "../bus/intake.js";
 import { loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
-import type { RunRecord } from "../daemon/api.js";
 import type { RunList } from "../daemon/run-index.js";
 import { UserError } from "../errors.js";
 import type { Logger } from "../log.js";
