@@ -3,7 +3,7 @@ import type { Bus } from "../bus/bus.js";
 import { type ClusterInfo, NatsBus } from "../bus/nats-bus.js";
 import { answersAnonymously } from "../bus/nats-connect.js";
 import { loadConfig } from "../config/load.js";
-import type { ApiRequest, RunRecord } from "../daemon/api.js";
+import type { ApiRequest } from "../daemon/api.js";
 import type { RunList } from "../daemon/run-index.js";
 import type { Logger } from "../log.js";
 import { listApprovals } from "../safety/answer-approval.js";

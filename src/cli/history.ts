@@ -12,7 +12,7 @@ import { UserError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { denyingApprover } from "../safety/approver.js";
 import { jsonVisible, visible } from "../util/visible.js";
-import { callApi, connectClient, leftOutLine, NoDaemonError, whyNoList } from "./client.js";
+import { callApi, connectClient, leftOutLine, whyNoList } from "./client.js";
 import { humanRenderer, jsonRenderer } from "./render.js";
 import { localBus, RUN_EXIT, Signals } from "./run.js";
 import { table } from "./table.js";
