@@ -40,7 +40,9 @@ export async function runInspect(
     const events = [];
     for await (const { envelope } of bus.eventLog.read({ runId })) events.push(envelope);
     if (events.length === 0)
-      throw new InspectError(`no events for run ${runId}; troupe status lists the runs`);
+      throw new InspectError(
+        `no events for run ${runId} here or on the daemon; troupe runs lists them, local runs too`,
+      );
     process.stdout.write(`${describe(agentOf(events, runId, agentId), runId).join("\n")}\n`);
     return 0;
   } finally {

@@ -411,7 +411,8 @@ async function reportError(error: unknown): Promise<number> {
       ? ": start one with troupe daemon (it starts NATS here), or point --nats (or NATS_URL) at yours"
       : "";
     say(`troupe: ${error.message.replace(/: connect ECONNREFUSED \S+$/, "")}${hint}`);
-    return EXIT.failed;
+    // As for no daemon: nothing was done, and trying again later may work.
+    return EXIT.unreachable;
   }
   // The daemon turned the request down (a workspace it does not serve, a policy beyond its ceiling):
   // the user's to mend, said as the daemon said it.
@@ -420,8 +421,10 @@ async function reportError(error: unknown): Promise<number> {
     say(`troupe: ${error.message.slice(error.subject.length + 2)}`);
     return EXIT.usage;
   }
-  // What `troupe run` waited for and never had: exit 4, so a wrapper can tell it from a bad command.
-  if (error instanceof UnreachableError) {
+  // What `troupe run` waited for and never had, or no daemon to ask: exit 4, so a wrapper can tell
+  // it from a bad command.
+  const { NoDaemonError } = await import("./client.js");
+  if (error instanceof UnreachableError || error instanceof NoDaemonError) {
     say(`troupe: ${error.message}`);
     return EXIT.unreachable;
   }

@@ -1,6 +1,15 @@
 import { relative } from "node:path";
 import type { z } from "zod";
 import { didYouMean } from "../util/did-you-mean.js";
+
+/** Keys other tools take that Troupe spells otherwise on purpose, with what to write instead. */
+const KEY_HINTS: Record<string, string> = {
+  apiKey:
+    ": a key is never written in troupe.yaml; set apiKeyEnv to the name of the environment variable that holds it",
+  api_key:
+    ": a key is never written in troupe.yaml; set apiKeyEnv to the name of the environment variable that holds it",
+};
+
 import { type ConfigProblem, formatPath } from "./problems.js";
 
 export type Path = ReadonlyArray<PropertyKey>;
@@ -52,7 +61,11 @@ export abstract class ConfigFile {
         const known = knownKeys(schema, issue.path);
         for (const key of issue.keys) {
           this.problems.push(
-            this.problem([...issue.path, key], `unknown key${didYouMean(key, known)}`, "key"),
+            this.problem(
+              [...issue.path, key],
+              `unknown key${KEY_HINTS[key] ?? didYouMean(key, known)}`,
+              "key",
+            ),
           );
         }
       } else {

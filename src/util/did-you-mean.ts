@@ -13,9 +13,29 @@ export function closest(word: string, candidates: Iterable<string>): string | un
   return bestDistance <= allowed ? best : undefined;
 }
 
+/**
+ * Names other tools use for what Troupe calls otherwise: what a user brings from Claude Code,
+ * Codex or a shell, and no spelling distance finds.
+ */
+const SYNONYMS: Record<string, string[]> = {
+  shell: ["bash", "sh", "exec", "run", "terminal", "command"],
+  read_file: ["read", "cat", "view"],
+  write_file: ["write", "create_file"],
+  edit_file: ["edit", "str_replace", "multiedit", "multi_edit"],
+  list_dir: ["ls", "list", "dir", "list_files"],
+  apply_patch: ["patch"],
+  grep: ["search", "rg", "ripgrep"],
+  glob: ["find"],
+};
+
 /** ` (did you mean "x"?)`, or nothing. */
 export function didYouMean(word: string, candidates: Iterable<string>): string {
-  const match = closest(word, candidates);
+  const list = [...candidates];
+  const synonym = Object.entries(SYNONYMS).find(
+    ([name, others]) => list.includes(name) && others.includes(word.toLowerCase()),
+  )?.[0];
+  if (synonym) return ` (did you mean "${synonym}"? Troupe calls it so)`;
+  const match = closest(word, list);
   return match === undefined ? "" : ` (did you mean "${match}"?)`;
 }
 

@@ -311,11 +311,12 @@ describe("troupe daemon", () => {
     expect(down.stderr).toBe(
       "troupe: cannot connect to NATS at nats://127.0.0.1:1: connection refused: start one with troupe daemon (it starts NATS here), or point --nats (or NATS_URL) at yours\n",
     );
-    expect(down.code).toBe(1);
+    // No NATS and no daemon alike: exit 4, nothing done, worth trying again (docs/daemon.md).
+    expect(down.code).toBe(4);
     // The same config with --nats reaches the server named, where no daemon answers.
     const chosen = await runTroupe(["--nats", url, ...config, "status"], { cwd: dir });
     expect(chosen.stderr).toMatch(/^troupe: no daemon answers on nats:\/\/\S+ \(prefix t[0-9a-z]+\)/);
-    expect(chosen.code).toBe(2);
+    expect(chosen.code).toBe(4);
   });
 
   it("--id runs once per key: a second submission, while the first runs and after it finished, follows the same run", async () => {
