@@ -68,10 +68,17 @@ export async function main(argv: string[]): Promise<number> {
     )
     .action(async (paths: string[], flags: { checkServers?: boolean }) => {
       const { loadConfig } = await import("../config/load.js");
+      const { existsSync } = await import("node:fs");
+      const { join } = await import("node:path");
+      // A config dir given alone (it holds troupe.yaml) is checked as the config, not as agent files.
+      const asConfig =
+        paths.length === 1 && !globals().config && existsSync(join(paths[0] ?? "", "troupe.yaml"))
+          ? paths[0]
+          : undefined;
       // Reading to check starts nothing; starting the servers needs a trusted config.
       const config = loadConfig({
-        config: globals().config,
-        extraAgents: paths,
+        config: asConfig ?? globals().config,
+        extraAgents: asConfig ? [] : paths,
         untrusted: flags.checkServers ? "refuse" : "read",
       });
       const names = [...config.agents.keys()].sort();
@@ -79,7 +86,7 @@ export async function main(argv: string[]): Promise<number> {
       process.stdout.write(
         `ok: ${names.length} agent${names.length === 1 ? "" : "s"} (${names.join(", ")}) in ${config.dir}\n`,
       );
-      if (!flags.checkServers && !globals().config && !process.env.TROUPE_CONFIG) {
+      if (!flags.checkServers && !asConfig && !globals().config && !process.env.TROUPE_CONFIG) {
         const { untrustedNote } = await import("./trust.js");
         const note = untrustedNote(config.dir);
         if (note) process.stderr.write(`troupe: note: ${note}\n`);

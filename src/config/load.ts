@@ -75,13 +75,14 @@ function loadConfigDir(options: LoadOptions, env: NodeJS.ProcessEnv, cwd: string
   } else {
     troupe = troupeConfigSchema.parse({});
   }
-  if (!troupe) throw new ConfigError(problems);
-  troupe = { ...troupe, mcpServers: mcpServersOf(troupe, configFile, dir, cwd, problems) };
-  // Agents naming the servers of a file that did not load would only repeat its problems.
-  if (problems.length > 0) throw new ConfigError(problems);
+  if (troupe) troupe = { ...troupe, mcpServers: mcpServersOf(troupe, configFile, dir, cwd, problems) };
+  // With troupe.yaml in error, each agent file is still checked on its own, so that every problem is
+  // told in one pass; the checks across files (tools, servers, subagents) would only repeat its.
+  const settingsBroken = problems.length > 0;
+  const settings = troupe ?? troupeConfigSchema.parse({});
 
   const agentFiles = new Map<string, string>();
-  const agentsDir = resolve(dir, troupe.agentsDir);
+  const agentsDir = resolve(dir, settings.agentsDir);
   if (existsSync(agentsDir))
     for (const file of yamlFilesIn(agentsDir)) agentFiles.set(realpathSync(file), file);
   for (const extra of options.extraAgents ?? []) {
@@ -109,6 +110,7 @@ function loadConfigDir(options: LoadOptions, env: NodeJS.ProcessEnv, cwd: string
       if (typeof named === "string") unloaded.add(named);
     }
   }
+  if (settingsBroken || !troupe) throw new ConfigError(problems);
   const agents = checkAgents(loaded, troupe, configFile, problems, unloaded);
   // A tool module runs at start: protected by its real path, it must be named by it too.
   for (const { definition, file } of loaded)
@@ -147,7 +149,20 @@ export function resolveConfigDir(given: string | undefined, cwd: string): string
         },
       ]);
     }
-    return statSync(path).isDirectory() ? path : dirname(path);
+    if (!statSync(path).isDirectory()) return dirname(path);
+    // A directory with nothing of a config in it is most likely not the one meant (the project
+    // itself, or its parent): said, rather than run with the defaults.
+    if (!existsSync(join(path, CONFIG_FILE)) && !existsSync(join(path, "agents")))
+      throw new ConfigError([
+        {
+          file: given,
+          line: 1,
+          col: 1,
+          path: "",
+          message: `no ${CONFIG_FILE} and no agents/ in this directory: pass the config dir that holds them (docs/configuration.md shows one)`,
+        },
+      ]);
+    return path;
   }
   const local = resolve(cwd, "config");
   return existsSync(join(local, CONFIG_FILE)) ? local : BUILTIN_CONFIG_DIR;
