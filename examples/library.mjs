@@ -31,7 +31,10 @@ const handle = runtime.start({ task: "What is the weather in Lisbon?" });
 for await (const event of handle.events()) {
   if (event.type === "tool.requested") console.log(`tool: ${event.data.name} ${event.data.arguments}`);
   if (event.type === "model.delta") process.stdout.write(event.data.text);
-  if (event.type === "agent.stopped")
-    console.log(`\nstopped: ${event.data.reason}, ${event.data.turns} turns`);
+  if (event.type === "agent.stopped") {
+    const why = event.data.error ?? event.data.limit;
+    console.log(`\nstopped: ${event.data.reason}${why ? ` (${why})` : ""}, ${event.data.turns} turns`);
+    if (event.data.reason !== "done") process.exitCode = 1;
+  }
 }
 await runtime.close();

@@ -64,7 +64,13 @@ export async function createRuntime(options: CreateRuntimeOptions = {}): Promise
     throw new UserError("createRuntime: settings go with agents; without agents, give a config directory");
   const config = loadConfig({
     ...(options.agents
-      ? { inline: { settings: options.settings ?? {}, agents: options.agents } }
+      ? {
+          inline: {
+            settings: options.settings ?? {},
+            agents: options.agents,
+            codeTools: (options.tools ?? []).map((tool) => tool.name),
+          },
+        }
       : { config: options.config }),
     ...(options.env ? { env: options.env } : {}),
   });

@@ -22,6 +22,8 @@ export function checkAgents(
   problems: ConfigProblem[],
   /** Agents whose files did not load (their problems are reported): no one is told they are missing. */
   unloaded: ReadonlySet<string> = new Set(),
+  /** Tools given in code (the library's `tools`): listed as the built-in ones are. */
+  codeTools: ReadonlySet<string> = new Set(),
 ): Map<string, LoadedAgent> {
   const agents = new Map<string, LoadedAgent>();
   for (const agent of loaded) {
@@ -50,7 +52,7 @@ export function checkAgents(
   problems.push(...findCycles(agents));
 
   for (const agent of agents.values())
-    checkTools(agent, config, subagentNames.has(agent.definition.name), problems);
+    checkTools(agent, config, subagentNames.has(agent.definition.name), problems, codeTools);
 
   if (
     config.defaultAgent !== undefined &&
@@ -73,6 +75,7 @@ function checkTools(
   config: TroupeConfig,
   isSubagent: boolean,
   problems: ConfigProblem[],
+  codeTools: ReadonlySet<string>,
 ): void {
   const { definition, file } = agent;
   if (
@@ -92,6 +95,8 @@ function checkTools(
   const builtins = Object.keys(BUILTIN_TOOL_EFFECTS);
   definition.tools.forEach((tool, i) => {
     const at = ["tools", i];
+    // A tool given in code comes with its effect declared in code, and is held to it where it runs.
+    if (codeTools.has(tool)) return;
     const effect = BUILTIN_TOOL_EFFECTS[tool];
     if (effect !== undefined) {
       if (effect !== "read" && !SANDBOXED_TOOLS.has(tool) && (definition.readOnly || isSubagent)) {
@@ -120,7 +125,7 @@ function checkTools(
       }
       return;
     }
-    const candidates = [...builtins, ...servers.map((server) => `${server}${MCP_SEPARATOR}*`)];
+    const candidates = [...builtins, ...codeTools, ...servers.map((server) => `${server}${MCP_SEPARATOR}*`)];
     const hint =
       didYouMean(tool, candidates) ||
       (/ - /.test(tool)

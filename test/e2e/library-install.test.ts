@@ -88,6 +88,8 @@ describe("Troupe in a project on zod 3", () => {
     expect(versionOf("node_modules/zod")).toBe(ZOD_3);
     expect(versionOf("node_modules/troupe/node_modules/zod")).toMatch(/^4\./);
     expect(install.stdout + install.stderr).not.toMatch(/EBADENGINE/);
+    // The example the README points at comes with the package.
+    expect(existsSync(join(project, "node_modules/troupe/examples/library.mjs"))).toBe(true);
   });
 
   it("runs tools defined with the project's zod (zod 3, and its zod/v4): shown to the model, called with parsed arguments", async () => {
