@@ -119,7 +119,8 @@ export async function main(argv: string[]): Promise<number> {
   program
     .command("run")
     .description("run a task on an agent and show it as it happens")
-    .argument("<task>", 'what the agent should do; "-" reads it from stdin')
+    .argument("[task]", 'what the agent should do; "-" reads it from stdin')
+    .option("-f, --file <path>", "read the task from this file")
     .option("--local", "run in this process on the in-process bus (no daemon)")
     .option("-a, --agent <name>", "the agent to run (default: the config's defaultAgent)")
     .option("-w, --workspace <dir>", "the directory the agent works in (default: the config's workspace)")
@@ -147,9 +148,19 @@ export async function main(argv: string[]): Promise<number> {
       "how long to wait for NATS and a daemon to take the run, through a restart (exit 4 after)",
       "30",
     )
-    .action(async (given: string, flags: RunFlags) => {
-      const task = given === "-" ? await readStdin() : given;
-      if (task.trim() === "") throw new UsageError('say what the agent should do: troupe run "TASK"');
+    .action(async (given: string | undefined, flags: RunFlags & { file?: string }) => {
+      if (given !== undefined && flags.file !== undefined)
+        throw new UsageError("give the task or --file, not both");
+      const task =
+        flags.file !== undefined
+          ? await readTaskFile(flags.file)
+          : given === "-"
+            ? await readStdin()
+            : (given ?? "");
+      if (task.trim() === "")
+        throw new UsageError(
+          'say what the agent should do: troupe run "TASK" (or - for stdin, or --file PATH)',
+        );
       const { loadConfig } = await import("../config/load.js");
       const config = loadConfig({ config: globals().config });
       if (flags.local) {
@@ -385,6 +396,17 @@ function commandLine(action: Command): string {
 }
 
 /** All of stdin, for `troupe run -` (a task kept off every command line). */
+/** A task from a file: its text, or one line saying why it cannot be read. */
+async function readTaskFile(path: string): Promise<string> {
+  const { readFile } = await import("node:fs/promises");
+  try {
+    return await readFile(path, "utf8");
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new UsageError(`--file ${path}: ${code === "ENOENT" ? "no such file" : (error as Error).message}`);
+  }
+}
+
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);

@@ -38,7 +38,13 @@ const nameRef = z
 
 export const apiRequests = {
   "runs.start": z.strictObject({
-    task: z.string().min(1, "say what to do").max(MAX_TEXT, `at most ${MAX_TEXT} characters`),
+    task: z
+      .string()
+      .min(1, "say what to do")
+      .max(
+        MAX_TEXT,
+        `a task is at most ${MAX_TEXT} characters: put the text in a file in the workspace and name the file in the task`,
+      ),
     /** Chosen by the client (a fresh `run-<ulid>`), so it can follow the run's events before it starts. */
     runId: z
       .string()

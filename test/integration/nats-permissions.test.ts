@@ -510,7 +510,7 @@ describe("NATS roles", () => {
       data: { task: "x".repeat(40_000) },
     });
     await expect(client.request(client.subjects.api("runs.start"), start)).rejects.toThrow(
-      /task: at most 32768 characters/,
+      /task: a task is at most 32768 characters: put the text in a file in the workspace and name the file in the task/,
     );
     await client.close();
     await daemon.stop();

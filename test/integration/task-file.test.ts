@@ -1,0 +1,38 @@
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, expect, it } from "vitest";
+import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { runTroupe, tempTree } from "../support/cli.js";
+
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+it("troupe run --file PATH takes the task from a file, and says in one line when it cannot", async () => {
+  const model = await ScriptedModelServer.start([{ match: { turn: 1 }, reply: { text: "Read it." } }]);
+  cleanups.push(() => model.close());
+  const { dir, dispose } = tempTree({
+    "config/troupe.yaml": `defaultModel: scripted\nproviders:\n  openai:\n    baseURL: ${model.baseURL}\n    models:\n      scripted: {}\n`,
+    "config/agents/a.yaml": "name: a\ndescription: A.\n",
+  });
+  cleanups.push(dispose);
+  const task = "Summarise the notes:\nline one\nline two\n";
+  writeFileSync(join(dir, "task.md"), task);
+  const cfg = ["--config", join(dir, "config")];
+  const ran = await runTroupe([...cfg, "run", "--local", "--json", "--file", "task.md"], {
+    cwd: dir,
+    env: { OPENAI_API_KEY: "" },
+  });
+  expect(ran.code, ran.stderr).toBe(0);
+  expect(JSON.stringify(model.requests[0]?.body.messages.at(-1))).toContain(
+    JSON.stringify(task).slice(1, -1),
+  );
+
+  const missing = await runTroupe([...cfg, "run", "--local", "--file", "nope.md"], { cwd: dir });
+  expect(missing.code).toBe(2);
+  expect(missing.stderr).toBe("troupe: --file nope.md: no such file\n");
+  const both = await runTroupe([...cfg, "run", "--local", "--file", "task.md", "hello"], { cwd: dir });
+  expect(both.code).toBe(2);
+  expect(both.stderr).toBe("troupe: give the task or --file, not both\n");
+});
