@@ -30,12 +30,13 @@ export interface StorageSettings {
 }
 
 /** The stream settings a troupe.yaml key stands for, as JetStream names them. */
-type Wanted = Partial<Pick<StreamConfig, "max_age" | "max_bytes" | "num_replicas" | "storage">>;
+type Wanted = Partial<Pick<StreamConfig, "max_age" | "max_bytes" | "max_msgs" | "num_replicas" | "storage">>;
 
 /** The key of troupe.yaml each setting comes from, and whether JetStream can change it in place. */
 const SETTINGS = {
   max_age: { key: "maxAge", changes: true },
   max_bytes: { key: "maxBytes", changes: true },
+  max_msgs: { key: "maxEntries", changes: true },
   num_replicas: { key: "replicas", changes: true },
   storage: { key: "storage", changes: false },
 } as const;
@@ -50,8 +51,29 @@ function eventStreamWanted(settings: StreamSettings | undefined): Wanted {
   return wanted;
 }
 
-function bucketWanted(settings: KvSettings | undefined): Wanted {
-  return settings?.replicas === undefined ? {} : { num_replicas: settings.replicas };
+/**
+ * How many keys each bucket holds at most, unless troupe.yaml's `nats.kv.maxEntries` says: anyone
+ * with a seed can have the server write into a bucket (a get's reply), and a flood then fills a
+ * bounded space and is refused, not stored. A count, not bytes: a byte limit is reserved from the
+ * server's store for every stream that has one, and a few buckets would use up a shared server.
+ */
+export const BUCKET_ENTRIES: Record<string, number> = {
+  snapshots: 100_000,
+  journal: 1_000_000,
+  approvals: 100_000,
+  answers: 100_000,
+  runs: 200_000,
+  workers: 10_000,
+  actors: 100_000,
+};
+
+function bucketWanted(bucket: string, settings: KvSettings | undefined): Wanted {
+  const name = Object.keys(BUCKET_ENTRIES).find((short) => bucket.endsWith(`_${short}`));
+  const entries = settings?.maxEntries ?? (name ? BUCKET_ENTRIES[name] : undefined);
+  return {
+    ...(settings?.replicas === undefined ? {} : { num_replicas: settings.replicas }),
+    ...(entries === undefined ? {} : { max_msgs: entries }),
+  };
 }
 
 /** Makes the event stream if it is missing; with settings, changes an existing one to them. */
@@ -88,7 +110,7 @@ export async function ensureBucketStream(
   log: Logger,
 ): Promise<void> {
   const name = `KV_${bucket}`;
-  const wanted = bucketWanted(storage?.kv);
+  const wanted = bucketWanted(bucket, storage?.kv);
   const info = await ensureStream(jsm, name, "nats.kv", storage !== undefined, wanted, log, () => ({
     name,
     subjects: [`$KV.${bucket}.>`],

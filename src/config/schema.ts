@@ -232,6 +232,8 @@ export const natsConfigSchema = z.strictObject({
   kv: z
     .strictObject({
       replicas: z.number().int().min(1).max(5).optional(),
+      /** The most keys a bucket holds (each has its default: docs/nats-permissions.md); past it, a new key is refused. */
+      maxEntries: z.number().int().min(100).optional(),
       /** How long a finished run's record stays in `<prefix>_runs`; absent or `0`: for good. */
       ttl: durationSchema.optional(),
     })

@@ -66,3 +66,30 @@ it("16,000 junk run records and 5,000 junk held marks: troupe status answers, on
   // a mark: within seconds of a clean start.
   expect(Date.now() - started).toBeLessThan(cleanStart + 8000);
 }, 90_000);
+
+it("a bucket holds a bounded number of keys: a flood past nats.kv.maxEntries is refused, not stored", async () => {
+  const prefix = "bounded";
+  const h = await embeddedDaemon(
+    {
+      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\n  kv:\n    maxEntries: 500\n`,
+      "config/agents/a.yaml": "name: a\ndescription: A.\n",
+    },
+    "http://127.0.0.1:9/v1",
+    cleanups,
+  );
+  await h.start();
+  const nc = await h.connectAs("observer", prefix);
+  for (let i = 0; i < 2_000; i++)
+    nc.publish(`$JS.API.STREAM.MSG.GET.${prefix.toUpperCase()}_EVENTS`, JSON.stringify({ seq: 1 }), {
+      reply: `$KV.${prefix}_runs.run-junk${i}`,
+    });
+  await nc.flush();
+  const jsm = await jetstreamManager(await h.connectAs("daemon", prefix));
+  const stored = async () => (await jsm.streams.info(`KV_${prefix}_runs`)).state.messages;
+  await waitFor("the bucket full", async () => (await stored()) >= 500, 20_000);
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  expect(await stored()).toBe(500);
+  expect((await jsm.streams.info(`KV_${prefix}_journal`)).config.max_msgs).toBe(500);
+  const status = await runTroupe([...h.cfg, "status"], { cwd: h.dir, env: h.env });
+  expect(status.code, status.stderr).toBe(0);
+}, 60_000);
