@@ -11,7 +11,7 @@ import type { RunList } from "../daemon/run-index.js";
 import { UserError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { denyingApprover } from "../safety/approver.js";
-import { jsonVisible, visible } from "../util/visible.js";
+import { jsonVisible, visible, visibleLine } from "../util/visible.js";
 import { callApi, connectClient, leftOutLine, whyNoList } from "./client.js";
 import { humanRenderer, jsonRenderer } from "./render.js";
 import { localBus, RUN_EXIT, Signals } from "./run.js";
@@ -29,9 +29,11 @@ interface RunRow {
   where: "local" | "daemon";
   agent: string;
   state: string;
-  tokens: number;
-  costUsd: number;
+  /** Spent so far (local) or in all (a daemon run once it stopped); undefined while not known. */
+  tokens: number | undefined;
+  costUsd: number | undefined;
   startedAt: number;
+  task: string;
 }
 
 export function storeOf(config: ReturnType<typeof loadConfig>): FileStore {
@@ -90,6 +92,7 @@ export async function runRuns(
       tokens: (usage?.inputTokens ?? 0) + (usage?.outputTokens ?? 0),
       costUsd: usage?.costUsd ?? 0,
       startedAt: started.ts,
+      task: started.data.task,
     });
   }
   try {
@@ -104,9 +107,10 @@ export async function runRuns(
           where: "daemon",
           agent: run.agent,
           state: run.status,
-          tokens: 0,
-          costUsd: 0,
+          tokens: run.usage ? run.usage.inputTokens + run.usage.outputTokens : undefined,
+          costUsd: run.usage?.costUsd,
           startedAt: run.startedAt,
+          task: run.task,
         });
     } finally {
       await bus.close();
@@ -128,14 +132,15 @@ export async function runRuns(
     ms < 3_600_000 ? `${Math.round(ms / 60_000)}m` : `${Math.round(ms / 3_600_000)}h`;
   process.stdout.write(
     `${table(
-      ["RUN", "WHERE", "AGENT", "STATE", "SPEND", "AGE"],
+      ["RUN", "WHERE", "AGENT", "STATE", "SPEND", "AGE", "TASK"],
       rows.map((r) => [
         r.runId,
         r.where,
-        r.agent,
+        visibleLine(r.agent),
         r.state,
-        r.where === "local" ? `${r.tokens} tokens $${r.costUsd.toFixed(4)}` : "-",
+        r.tokens === undefined ? "-" : `${r.tokens} tokens $${(r.costUsd ?? 0).toFixed(4)}`,
         age(now - r.startedAt),
+        visibleLine(r.task).slice(0, 40),
       ]),
     )}\n`,
   );

@@ -73,6 +73,11 @@ describe("troupe daemon", () => {
       status: "done",
       result: "The notes say: daemon notes.",
     });
+    // troupe runs shows a daemon run's task and what it spent, as it does a local run's.
+    const listed = await runTroupe(["--config", join(dir, "config"), "runs"], { cwd: dir, env });
+    const row = listed.stdout.split("\n").find((line) => line.startsWith(runId)) ?? "";
+    expect(row).toMatch(/ daemon +worker +done +\d+ tokens \$\d+\.\d{4} +\d+m +What do the notes say\?$/);
+    expect(row).not.toMatch(/ 0 tokens/);
     expect((await ask("agents.list", {})).data).toMatchObject({
       agents: [{ name: "worker", tools: ["read_file"] }],
     });
