@@ -17,7 +17,7 @@ import { visible, visibleLine } from "../util/visible.js";
 import { callApi, connectClient, NoDaemonError } from "./client.js";
 import { watchDaemon } from "./daemon-contact.js";
 import { humanRenderer, jsonRenderer } from "./render.js";
-import { RUN_EXIT, type RunFlags } from "./run.js";
+import { RUN_EXIT, type RunFlags, sayHowToGoOn } from "./run.js";
 import { ttyApprover } from "./tty-approver.js";
 
 /**
@@ -145,6 +145,7 @@ export async function runViaDaemon(
       reading.abort();
       await events.return?.();
     }
+    sayHowToGoOn(runId, output?.reason ?? "aborted", flags.json);
     return output ? RUN_EXIT[output.reason] : RUN_EXIT.aborted;
   } finally {
     reading.abort();

@@ -30,6 +30,17 @@ export interface RunFlags {
 }
 
 /** Exit codes of `troupe run`, by why the agent stopped. */
+/**
+ * On a person's terminal, after a run stopped short of done: its id and how to go on, so nobody has
+ * to find the id in the scrollback. Nothing for a script (--json, or stderr not a terminal).
+ */
+export function sayHowToGoOn(runId: string, reason: AgentOutput["reason"], json: boolean | undefined): void {
+  if (json || !process.stderr.isTTY || reason === "done") return;
+  process.stderr.write(
+    `troupe: run ${runId} stopped (${reason}): troupe resume ${runId} goes on from there\n`,
+  );
+}
+
 export const RUN_EXIT: Record<AgentOutput["reason"], number> = {
   done: 0,
   failed: 1,
@@ -103,6 +114,8 @@ export async function runTask(
     const output = await handle.done;
     await Promise.race([shown, new Promise((resolve) => setTimeout(resolve, 2000))]);
     reading.abort();
+    renderer.close();
+    sayHowToGoOn(handle.runId, output.reason, flags.json);
     return RUN_EXIT[output.reason];
   } finally {
     renderer.close();

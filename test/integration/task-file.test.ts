@@ -2,7 +2,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, expect, it } from "vitest";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
-import { runTroupe, tempTree } from "../support/cli.js";
+import { onTerminal, runTroupe, tempTree } from "../support/cli.js";
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
@@ -35,4 +35,26 @@ it("troupe run --file PATH takes the task from a file, and says in one line when
   const both = await runTroupe([...cfg, "run", "--local", "--file", "task.md", "hello"], { cwd: dir });
   expect(both.code).toBe(2);
   expect(both.stderr).toBe("troupe: give the task or --file, not both\n");
+});
+
+it("a run that stops short of done says, on a terminal, its id and how to go on", async () => {
+  const model = await ScriptedModelServer.start([
+    { match: {}, reply: { toolCalls: [{ name: "read_file", arguments: { path: "notes.txt" } }] }, times: 10 },
+  ]);
+  cleanups.push(() => model.close());
+  const { dir, dispose } = tempTree({
+    "config/troupe.yaml": `defaultModel: scripted\nproviders:\n  openai:\n    baseURL: ${model.baseURL}\n    models:\n      scripted: {}\n`,
+    "config/agents/a.yaml": "name: a\ndescription: A.\ntools: [read_file]\nbudget:\n  maxTurns: 2\n",
+    "notes.txt": "notes\n",
+  });
+  cleanups.push(dispose);
+  const shown = onTerminal(["--config", join(dir, "config"), "run", "--local", "read the notes"], {
+    cwd: dir,
+    env: { ...process.env, TROUPE_DATA_DIR: join(dir, ".data"), OPENAI_API_KEY: "" },
+  });
+  cleanups.push(() => shown.child.kill("SIGKILL"));
+  expect(await shown.exit).toBe(3);
+  expect(shown.output()).toMatch(
+    /troupe: run (run-[0-9a-z]{26}) stopped \(budget_exhausted\): troupe resume \1 goes on from there\r?\n/,
+  );
 });
