@@ -440,8 +440,11 @@ async function reportError(error: unknown): Promise<number> {
       ? ": start one with troupe daemon (it starts NATS here), or point --nats (or NATS_URL) at yours"
       : "";
     say(`troupe: ${error.message.replace(/: connect ECONNREFUSED \S+$/, "")}${hint}`);
-    // As for no daemon: nothing was done, and trying again later may work.
-    return EXIT.unreachable;
+    // Nothing there (as for no daemon): nothing was done, and trying again later may work. Refused
+    // credentials or a server that is not Troupe's will not mend themselves.
+    return hint || /timeout|timed out|ENOTFOUND|EHOSTUNREACH|ECONNRESET/i.test(error.message)
+      ? EXIT.unreachable
+      : EXIT.failed;
   }
   // The daemon turned the request down (a workspace it does not serve, a policy beyond its ceiling):
   // the user's to mend, said as the daemon said it.
