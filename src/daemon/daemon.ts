@@ -5,6 +5,7 @@ import { type Bus, RequestRefusedError, type Subscription } from "../bus/bus.js"
 import { type Envelope, makeEnvelope } from "../bus/envelope.js";
 import { KV_BUCKETS } from "../bus/permissions.js";
 import type { ApprovalPolicyName } from "../config/policies.js";
+import { UserError } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import type { SandboxMode } from "../sandbox/plan.js";
@@ -145,15 +146,17 @@ export class Daemon {
         if (refusal) throw new RequestRefusedError(refusal);
         const workspace = data.workspace ? this.#allowedWorkspace(data.workspace) : undefined;
         const runtime = await this.#runtime(workspace);
-        const handle = runtime.start({
-          task: data.task as string,
-          ...(data.runId ? { runId: data.runId } : {}),
-          ...(data.agent ? { agent: data.agent } : {}),
-          ...(data.approval ? { approval: data.approval as never } : {}),
-          ...(data.mode ? { mode: data.mode as "act" | "plan" } : {}),
-          ...(data.sandbox ? { sandbox: data.sandbox as SandboxMode } : {}),
-          ...(data.skill ? { skill: data.skill } : {}),
-        });
+        const handle = refusingUserErrors(() =>
+          runtime.start({
+            task: data.task as string,
+            ...(data.runId ? { runId: data.runId } : {}),
+            ...(data.agent ? { agent: data.agent } : {}),
+            ...(data.approval ? { approval: data.approval as never } : {}),
+            ...(data.mode ? { mode: data.mode as "act" | "plan" } : {}),
+            ...(data.sandbox ? { sandbox: data.sandbox as SandboxMode } : {}),
+            ...(data.skill ? { skill: data.skill } : {}),
+          }),
+        );
         const record: RunRecord = {
           runId: handle.runId,
           agentId: handle.agentId,
@@ -365,4 +368,14 @@ function grantsOf(record: { approval?: string; mode?: string; sandbox?: string }
     ...(record.mode ? { mode: record.mode as "act" | "plan" } : {}),
     ...(record.sandbox ? { sandbox: record.sandbox as SandboxMode } : {}),
   };
+}
+
+/** A start the client's request made impossible (an unknown agent, a task too big) is its to mend. */
+function refusingUserErrors<T>(start: () => T): T {
+  try {
+    return start();
+  } catch (error) {
+    if (error instanceof UserError) throw new RequestRefusedError(error.message, { cause: error });
+    throw error;
+  }
 }

@@ -58,3 +58,23 @@ it("a run that stops short of done says, on a terminal, its id and how to go on"
     /troupe: run (run-[0-9a-z]{26}) stopped \(budget_exhausted\): troupe resume \1 goes on from there\r?\n/,
   );
 });
+
+it("a task that would fill more than half the model's window is refused up front with both sizes", async () => {
+  const model = await ScriptedModelServer.start([{ match: {}, reply: { text: "never asked" } }]);
+  cleanups.push(() => model.close());
+  const { dir, dispose } = tempTree({
+    "config/troupe.yaml": `defaultModel: scripted\nproviders:\n  openai:\n    baseURL: ${model.baseURL}\n    models:\n      scripted:\n        contextWindow: 2000\n`,
+    "config/agents/a.yaml": "name: a\ndescription: A.\n",
+  });
+  cleanups.push(dispose);
+  writeFileSync(join(dir, "task.md"), `Summarise these words: ${"lorem ipsum dolor sit amet ".repeat(400)}`);
+  const refused = await runTroupe(["--config", join(dir, "config"), "run", "--local", "--file", "task.md"], {
+    cwd: dir,
+    env: { OPENAI_API_KEY: "" },
+  });
+  expect(refused.code).toBe(2);
+  expect(refused.stderr).toMatch(
+    /^troupe: the task is \d{4} tokens and scripted takes 2000 in all: put the text in a file in the workspace and name the file in the task\n$/,
+  );
+  expect(model.requests).toHaveLength(0);
+});
