@@ -143,6 +143,7 @@ export async function main(argv: string[]): Promise<number> {
     )
     .option("--json", "print every event as one JSON line on stdout, and nothing else there")
     .option("--id <key>", "run once per key: the same key again follows the run it started (or a run id)")
+    .option("--detach", "leave the run to the daemon once it has taken it; print its id")
     .option(
       "--wait-daemon <seconds>",
       "how long to wait for NATS and a daemon to take the run, through a restart (exit 4 after)",
@@ -163,6 +164,8 @@ export async function main(argv: string[]): Promise<number> {
         );
       const { loadConfig } = await import("../config/load.js");
       const config = loadConfig({ config: globals().config });
+      if (flags.local && flags.detach)
+        throw new UsageError("--detach leaves a run to the daemon: a --local run ends with this process");
       if (flags.local) {
         const { runTask } = await import("./run.js");
         exitCode = await runTask(config, task, flags, log("run"));

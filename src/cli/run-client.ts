@@ -68,6 +68,14 @@ export async function runViaDaemon(
       // The daemon takes it only inside its workspaces, and says so otherwise.
       ...(flags.workspace ? { workspace: resolvePath(flags.workspace) } : {}),
     });
+    if (flags.detach) {
+      // The id on stdout, for a script; how to come back, for a person.
+      process.stdout.write(flags.json ? `${JSON.stringify(started)}\n` : `${started.runId}\n`);
+      process.stderr.write(
+        `troupe: run ${started.runId} goes on in the daemon: troupe run --id ${started.runId} follows it again (and answers its approvals), troupe observe ${started.runId} watches\n`,
+      );
+      return 0;
+    }
     const renderer = flags.json ? jsonRenderer() : humanRenderer(() => started.agentId);
     let pressed = 0;
     const onSigint = () => {

@@ -27,6 +27,8 @@ export interface RunFlags {
   waitDaemon?: string;
   /** An idempotency key: the same key submitted again follows the run it made (`--id`). */
   id?: string;
+  /** Leave the run to the daemon once it has taken it (`--detach`). */
+  detach?: boolean;
 }
 
 /** Exit codes of `troupe run`, by why the agent stopped. */
