@@ -97,6 +97,8 @@ function update(node: TreeNode, event: AgentEvent): void {
     case "state.changed": {
       const { data } = event;
       node.state = data.to;
+      // Moving again after it stopped: resumed, and no longer stopped for the reason it gave then.
+      if (data.to !== "stopped") node.reason = undefined;
       node.transitions.push({ ...data, at: event.ts });
       if (data.to === "callingModel") {
         node.text = "";

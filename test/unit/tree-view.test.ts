@@ -162,3 +162,24 @@ describe("the observer's approval panel", () => {
     expect(view.allowable).toBeUndefined();
   });
 });
+
+describe("an agent resumed after it stopped", () => {
+  it("is shown moving again, not stopped for its old reason, and its new approval is pending", () => {
+    const { builder } = tree(0);
+    const node = builder.apply(
+      event("lead", 2, "agent.stopped", {
+        reason: "aborted",
+        result: "",
+        usage: { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, costUsd: 0 },
+        turns: 1,
+        toolCalls: 0,
+        total: { usage: { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, costUsd: 0 }, toolCalls: 0 },
+      }),
+    );
+    expect(node?.reason).toBe("aborted");
+    builder.apply(event("lead", 3, "state.changed", { from: "stopped", to: "callingModel" }));
+    builder.apply(event("lead", 4, "state.changed", { from: "callingModel", to: "awaitingApproval" }));
+    expect(node?.reason).toBeUndefined();
+    expect(node?.state).toBe("awaitingApproval");
+  });
+});
