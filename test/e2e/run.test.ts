@@ -178,7 +178,7 @@ describe("troupe run --local", () => {
     expect(empty).toMatchObject({
       code: 2,
       stdout: "",
-      stderr: 'troupe: say what the agent should do: troupe run "TASK"\n',
+      stderr: 'troupe: say what the agent should do: troupe run "TASK" (or - for stdin, or --file PATH)\n',
     });
     expect(server.requests).toHaveLength(0);
     const version = await runTroupe(["--version"], { cwd: dir });
