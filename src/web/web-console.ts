@@ -157,7 +157,12 @@ export class WebConsole {
   /** A login answers with the page itself, the session in it: the page keeps it in its origin's storage. */
   async #login(url: URL, response: ServerResponse): Promise<void> {
     const session = this.auth.login(url.searchParams.get("token") ?? "");
-    if (!session) return json(response, 401, { error: "this login link was used already, or is not one" });
+    if (!session) {
+      // A person's browser, not a script, opens a login: a page that says what to do.
+      response.writeHead(401, { ...SECURITY_HEADERS, "content-type": "text/html; charset=utf-8" });
+      response.end(USED_LOGIN_PAGE);
+      return;
+    }
     const page = await readFile(join(this.options.assets, "index.html"), "utf8");
     response.writeHead(200, { ...SECURITY_HEADERS, "content-type": "text/html; charset=utf-8" });
     response.end(page.replace(sessionMeta(""), sessionMeta(session)));
@@ -213,6 +218,14 @@ function shown(record: ApprovalRecord) {
   const { request, requestId, status, createdAt, expiresAt, reason, by } = record;
   return { request, requestId, status, createdAt, expiresAt, reason, by };
 }
+
+const USED_LOGIN_PAGE = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Troupe: login used</title></head>
+<body>
+<h1>This login link was used already, or is not one</h1>
+<p>Each link logs in once. Run <code>troupe web</code> on the daemon's machine for a new one.</p>
+</body></html>
+`;
 
 export function json(response: ServerResponse, status: number, value: unknown): void {
   response.writeHead(status, { ...SECURITY_HEADERS, "content-type": "application/json" });

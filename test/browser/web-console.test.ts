@@ -341,7 +341,11 @@ it("prints a fresh login with troupe web, each good once, and says so in one lin
   const session = /<meta name="troupe-session" content="([^"]+)"/.exec(await used.text())?.[1];
   const whoami = await fetch(`${origin}/api/whoami`, { headers: { authorization: `Bearer ${session}` } });
   expect(await whoami.json()).toEqual({ name: expect.any(String) });
-  expect((await fetch(url)).status).toBe(401);
+  const again = await fetch(url);
+  expect(again.status).toBe(401);
+  // A page a person can read, not JSON.
+  expect(again.headers.get("content-type")).toBe("text/html; charset=utf-8");
+  expect(await again.text()).toContain("Run <code>troupe web</code> on the daemon's machine for a new one.");
   const second = (await runTroupe([...config, "web"], { cwd: dir, env })).stdout.trim();
   expect(second).not.toBe(url);
   expect((await fetch(second)).status).toBe(200);
