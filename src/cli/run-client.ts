@@ -46,13 +46,15 @@ export async function runViaDaemon(
       process.stderr.write(
         `troupe: run ${runId} (troupe run --id ${flags.id ?? runId} … follows it again)\n`,
       );
+    // Status lines: through the approver once there is one, so none glues onto an open question.
+    let status = (line: string): void => void process.stderr.write(`${line}\n`);
     let reconnecting = false;
     const events = followRun(bus, runId, {
       signal: reading.signal,
       onRetry: () => {
         if (reconnecting) return;
         reconnecting = true;
-        process.stderr.write("troupe: reconnecting to NATS…\n");
+        status("troupe: reconnecting to NATS…");
       },
     })[Symbol.asyncIterator]();
     const first = events.next();
@@ -91,6 +93,7 @@ export async function runViaDaemon(
     process.on("SIGINT", onSigint);
     // On a terminal, this client is one of the places an approval can be answered; the first answer wins.
     const asker = process.stdin.isTTY && process.stderr.isTTY ? ttyApprover() : undefined;
+    if (asker) status = (line) => asker.say(line);
     // What is asked is the request its host wrote (the record), not the event that announced it.
     const asked = new Set<string>();
     const answerHere = async (envelope: AgentEvent<"approval.requested">) => {
@@ -122,13 +125,11 @@ export async function runViaDaemon(
       lost: (ms) => {
         if (told) return;
         told = true;
-        process.stderr.write(
-          `troupe: lost contact with the daemon (last seen ${Math.round(ms / 1000)} s ago); waiting…\n`,
-        );
+        status(`troupe: lost contact with the daemon (last seen ${Math.round(ms / 1000)} s ago); waiting…`);
       },
       back: () => {
         told = false;
-        process.stderr.write("troupe: the daemon is back\n");
+        status("troupe: the daemon is back");
       },
     });
     let output: AgentOutput | undefined;

@@ -11,6 +11,11 @@ export interface TtyApprover extends Approver {
    * asked, and never asked if it waits its turn. Its `decide` rejects.
    */
   cancel(callId: string): void;
+  /**
+   * A status line (reconnecting, the daemon back): on a line of its own, never glued to an open
+   * question, which is asked again below it.
+   */
+  say(line: string): void;
 }
 
 export class QuestionWithdrawnError extends TroupeError {
@@ -33,7 +38,7 @@ export function ttyApprover(
   const always = new Set<string>();
   const withdrawn = new Set<string>();
   const lines = lineReader(input);
-  let asking: { callId: string; stop: AbortController } | undefined;
+  let asking: { callId: string; stop: AbortController; question: string } | undefined;
   let queue: Promise<unknown> = Promise.resolve();
   const ask = async (request: ApprovalRequest, signal: AbortSignal): Promise<ApprovalAnswer> => {
     await shown(request.callId);
@@ -43,11 +48,10 @@ export function ttyApprover(
     if (always.has(request.tool) && !escalation)
       return { approved: true, by: "user", reason: "always allowed in this run" };
     const stop = new AbortController();
-    asking = { callId: request.callId, stop };
+    const question = `? allow ${visibleLine(request.tool)} (${visibleLine(request.callId)})? y = yes, n [reason] = no, ${escalation ? "a = this once (it leaves the sandbox)" : "a = always"}: `;
+    asking = { callId: request.callId, stop, question };
     try {
-      output.write(
-        `${describeRequest(request)}\n? allow ${visibleLine(request.tool)} (${visibleLine(request.callId)})? y = yes, n [reason] = no, ${escalation ? "a = this once (it leaves the sandbox)" : "a = always"}: `,
-      );
+      output.write(`${describeRequest(request)}\n${question}`);
       for (;;) {
         const answer = await lines.next(AbortSignal.any([signal, stop.signal]));
         if (answer === undefined) throw new Error("the terminal closed before an answer");
@@ -80,6 +84,10 @@ export function ttyApprover(
       const next = queue.then(() => ask(request, signal));
       queue = next.catch(() => {});
       return next;
+    },
+    say(line) {
+      if (asking) output.write(`\n${line}\n${asking.question}`);
+      else output.write(`${line}\n`);
     },
     cancel(callId) {
       withdrawn.add(callId);

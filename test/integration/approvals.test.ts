@@ -165,6 +165,35 @@ describe("approval requests", () => {
     expect(printed.match(/\? allow shell \(c-shell\)\?/g)).toHaveLength(2);
   });
 
+  it("on a terminal: a status line while a question is open goes on a line of its own, and the question is asked again below it", async () => {
+    const input = new PassThrough();
+    const output = new PassThrough();
+    let printed = "";
+    output.on("data", (chunk) => (printed += chunk));
+    const approver = ttyApprover(async () => {}, input, output);
+    approver.say("troupe: before any question");
+    const answered = approver.decide(
+      {
+        runId: "r",
+        agentId: "a",
+        callId: "c-1",
+        tool: "shell",
+        arguments: "{}",
+        effect: "execute",
+        detail: "make",
+        paths: [],
+      },
+      new AbortController().signal,
+    );
+    await new Promise((resolve) => setImmediate(resolve));
+    approver.say("troupe: reconnecting to NATS…");
+    input.write("y\n");
+    expect(await answered).toEqual({ approved: true, by: "user" });
+    const question = "? allow shell (c-1)? y = yes, n [reason] = no, a = always: ";
+    expect(printed.startsWith("troupe: before any question\n")).toBe(true);
+    expect(printed.endsWith(`${question}\ntroupe: reconnecting to NATS…\n${question}`)).toBe(true);
+  });
+
   it("on a terminal: a call leaving the sandbox is asked every time, whatever was answered `a` before", async () => {
     const input = new PassThrough();
     const output = new PassThrough();
