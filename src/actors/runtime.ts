@@ -12,6 +12,7 @@ import { persistedFacts } from "../machines/agent-persisted.js";
 import { reopen } from "../machines/agent-reopen.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import { ModelRouter, type ModelRouterOptions } from "../model/model-router.js";
+import type { ChatMessage } from "../model/types.js";
 import { type Approver, denyingApprover } from "../safety/approver.js";
 import { Redactor } from "../safety/redact.js";
 import { type TroupeDirs, workspaceRefusal } from "../safety/refused-workspace.js";
@@ -33,6 +34,7 @@ import type { AgentHooks } from "./agent-hooks.js";
 import { startAgent } from "./agent-host.js";
 import { type AgentRecord, AgentStore, ToolJournal } from "./agent-store.js";
 import { AgentControls } from "./agent-stream.js";
+import { finishedChildAnswers } from "./finished-children.js";
 import { nextSeqOf } from "./next-seq.js";
 import { actorKey, type SpawnRequest, workerPlacement } from "./placement.js";
 
@@ -280,7 +282,9 @@ export class Runtime {
     const stopped = record.done;
     if (stopped) {
       if (options.followUp === undefined) return undefined;
-      record = reopened(record);
+      const messages =
+        (record.snapshot as { context?: { messages?: ChatMessage[] } }).context?.messages ?? [];
+      record = reopened(record, await finishedChildAnswers(this.bus, runId, agentId, messages));
     }
     const definition = this.agent(record.name);
     const nextSeq = await nextSeqOf(this.bus, runId, agentId, record.nextSeq);
@@ -426,8 +430,8 @@ export function secretsOf(config: LoadedConfig, env: NodeJS.ProcessEnv): Redacto
 }
 
 /** A stopped agent's record made ready to go on: its machine reopened (`reopen`), no longer done. */
-function reopened(record: AgentRecord): AgentRecord {
-  return { ...record, done: false, snapshot: reopen(record.snapshot) };
+function reopened(record: AgentRecord, answers: ReadonlyMap<string, ChatMessage>): AgentRecord {
+  return { ...record, done: false, snapshot: reopen(record.snapshot, answers) };
 }
 
 export function newRunId(): string {

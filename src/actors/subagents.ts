@@ -80,7 +80,7 @@ export function subagentTools(
   const tools = children.map(
     (child) =>
       defineTool({
-        name: `subagent_${child.name}`,
+        name: `${SUBAGENT_TOOL_PREFIX}${child.name}`,
         description: child.description,
         // A subagent only reads, so several run at once.
         effect: "read",
@@ -114,7 +114,7 @@ export function subagentTools(
           const budget = carve(child.budget, parent, [...running.values()], sharesLeft);
           sharesLeft = Math.max(1, sharesLeft - 1);
           // The same call gets the same child: a parent resumed after a crash finds it again.
-          const childId = `${child.name}-${createHash("sha256").update(`${parent.runId}/${parent.agentId}/${callId}`).digest("hex").slice(0, 10)}`;
+          const childId = childIdOf(child.name, parent.runId, parent.agentId, callId);
           const reservation: Reservation = { cap: budget, spent: { usage: { ...ZERO_USAGE }, toolCalls: 0 } };
           running.set(childId, reservation);
           try {
@@ -209,7 +209,7 @@ export function carve(own: Budget, parent: ParentSide, siblings: Reservation[], 
   return budget;
 }
 
-interface ChildOutcome {
+export interface ChildOutcome {
   reason: SubagentStopReason;
   result: string;
   error?: string;
@@ -328,7 +328,15 @@ function tellToAbort(parent: ParentSide, childId: string, reason: string): void 
     .catch(() => {});
 }
 
-function resultOf(name: string, childId: string, outcome: ChildOutcome, spent: Spend): ToolResult {
+/** The tool a parent calls to run the child `name`. */
+export const SUBAGENT_TOOL_PREFIX = "subagent_";
+
+/** The id of the child one call starts: the same call gets the same child, so a resumed parent finds it. */
+export function childIdOf(name: string, runId: string, parentId: string, callId: string): string {
+  return `${name}-${createHash("sha256").update(`${runId}/${parentId}/${callId}`).digest("hex").slice(0, 10)}`;
+}
+
+export function resultOf(name: string, childId: string, outcome: ChildOutcome, spent: Spend): ToolResult {
   const tokens = spent.usage.inputTokens + spent.usage.outputTokens;
   const footer = `[subagent ${name} (${childId}) stopped: ${outcome.reason}; ${tokens} tokens, ${spent.toolCalls} tool calls, $${spent.usage.costUsd.toFixed(4)}]`;
   const answer = outcome.result || "(no answer)";

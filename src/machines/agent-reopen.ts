@@ -1,5 +1,6 @@
 import type { Snapshot } from "xstate";
 import { TroupeError } from "../errors.js";
+import type { ChatMessage } from "../model/types.js";
 import { agentMachine } from "./agent-machine.js";
 import type { AgentContext } from "./agent-types.js";
 
@@ -16,7 +17,10 @@ export class NotStoppedError extends TroupeError {
  * (`resolveState`) rather than anyone editing its snapshot. The format is the machine's persisted
  * snapshot, as before.
  */
-export function reopen(persisted: unknown): Snapshot<unknown> {
+export function reopen(
+  persisted: unknown,
+  answers: ReadonlyMap<string, ChatMessage> = new Map(),
+): Snapshot<unknown> {
   const stopped = persisted as { status?: unknown; value?: unknown; context?: AgentContext };
   if (stopped.status !== "done" || stopped.value !== "stopped" || !stopped.context)
     throw new NotStoppedError(`only a stopped agent can be reopened (this one is ${String(stopped.value)})`);
@@ -24,7 +28,34 @@ export function reopen(persisted: unknown): Snapshot<unknown> {
   const state = agentMachine.resolveState({
     value: "idle",
     // What ended it, and the last call it was making, are behind it.
-    context: { ...context, stop: null, finalizing: null, batch: [] },
+    context: {
+      ...context,
+      messages: withAnswers(context.messages, answers),
+      stop: null,
+      finalizing: null,
+      batch: [],
+    },
   });
   return agentMachine.getPersistedSnapshot(state);
+}
+
+/** Each answer put with the results of its call's assistant message (the calls without one get "unknown" later). */
+function withAnswers(messages: ChatMessage[], answers: ReadonlyMap<string, ChatMessage>): ChatMessage[] {
+  if (answers.size === 0) return messages;
+  const out: ChatMessage[] = [];
+  for (let i = 0; i < messages.length; i++) {
+    const message = messages[i] as ChatMessage;
+    out.push(message);
+    if (message.role !== "assistant" || !message.tool_calls?.length) continue;
+    let next = i + 1;
+    for (; next < messages.length && messages[next]?.role === "tool"; next++)
+      out.push(messages[next] as ChatMessage);
+    const had = new Set(out.flatMap((m) => (m.role === "tool" ? [m.tool_call_id] : [])));
+    for (const call of message.tool_calls) {
+      const answer = answers.get(call.id);
+      if (answer && !had.has(call.id)) out.push(answer);
+    }
+    i = next - 1;
+  }
+  return out;
 }
