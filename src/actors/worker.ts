@@ -128,12 +128,15 @@ export class Worker {
   async #takeOverFromTheDead(): Promise<void> {
     const bus = this.runtime.bus;
     const workers = await bus.kv("workers");
-    const now = Date.now();
     const dead: string[] = [];
     for (const id of await workers.keys()) {
       if (id === this.id) continue;
       const entry = await workers.get<Heartbeat>(id);
       if (!entry) continue;
+      // When it was read, not when the sweep began: reads held up while this worker's own link was
+      // down (retried until it came back) would otherwise date a fresh beat to before the cut, and
+      // a live worker be taken for dead by the one that was cut off.
+      const now = Date.now();
       const seen = this.#seen.get(id);
       if (!seen || seen.revision !== entry.revision)
         this.#seen.set(id, { revision: entry.revision, changedAt: now });
