@@ -5,7 +5,6 @@ import { LocalBus } from "../bus/local-bus.js";
 import { ulid } from "../bus/ulid.js";
 import type { LoadedConfig } from "../config/load.js";
 import type { AgentDefinition, ApprovalPolicy } from "../config/schema.js";
-import { countTextTokens } from "../context/tokens.js";
 import { UserError } from "../errors.js";
 import { type Logger, silentLogger } from "../log.js";
 import { persistedFacts } from "../machines/agent-persisted.js";
@@ -37,6 +36,7 @@ import { AgentControls } from "./agent-stream.js";
 import { finishedChildAnswers } from "./finished-children.js";
 import { nextSeqOf } from "./next-seq.js";
 import { actorKey, type SpawnRequest, workerPlacement } from "./placement.js";
+import { assertTaskFits } from "./task-size.js";
 
 export interface RuntimeOptions {
   config: LoadedConfig;
@@ -63,11 +63,6 @@ export class UnknownAgentError extends UserError {
 
 export class UnknownSkillError extends UserError {
   override name = "UnknownSkillError";
-}
-
-/** A task the agent's model could not take in at all: refused before anything starts. */
-export class TaskTooLargeError extends UserError {
-  override name = "TaskTooLargeError";
 }
 
 export class WorkspaceError extends UserError {
@@ -232,25 +227,10 @@ export class Runtime {
     this.models.assertConfigured(agent.model ?? this.#config.troupe.defaultModel);
   }
 
-  /**
-   * A task that by itself fills more than half the model's window leaves no room to work: refused
-   * with its size and the window, rather than compacted upward and then summarised away.
-   */
-  #assertTaskFits(definition: AgentDefinition, task: string): void {
-    const model = this.models.resolve(definition.model ?? this.#config.troupe.defaultModel);
-    // Counting is costly for a long text; one of fewer characters than that has fewer tokens.
-    if (task.length <= model.contextWindow / 2) return;
-    const tokens = countTextTokens(task);
-    if (tokens > model.contextWindow / 2)
-      throw new TaskTooLargeError(
-        `the task is ${tokens} tokens and ${model.id} takes ${model.contextWindow} in all: put the text in a file in the workspace and name the file in the task`,
-      );
-  }
-
   start(options: RunOptions): AgentHandle {
     const definition = this.agent(options.agent);
     const { task, skill } = this.#skillFor(definition, options);
-    this.#assertTaskFits(definition, task);
+    assertTaskFits(task, this.models.resolve(definition.model ?? this.#config.troupe.defaultModel));
     return startAgent(this.#deps(), {
       definition,
       task,

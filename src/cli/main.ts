@@ -150,18 +150,8 @@ export async function main(argv: string[]): Promise<number> {
       "30",
     )
     .action(async (given: string | undefined, flags: RunFlags & { file?: string }) => {
-      if (given !== undefined && flags.file !== undefined)
-        throw new UsageError("give the task or --file, not both");
-      const task =
-        flags.file !== undefined
-          ? await readTaskFile(flags.file)
-          : given === "-"
-            ? await readStdin()
-            : (given ?? "");
-      if (task.trim() === "")
-        throw new UsageError(
-          'say what the agent should do: troupe run "TASK" (or - for stdin, or --file PATH)',
-        );
+      const { readTask } = await import("./task-input.js");
+      const task = await readTask(given, flags.file);
       const { loadConfig } = await import("../config/load.js");
       const config = loadConfig({ config: globals().config });
       if (flags.local && flags.detach)
@@ -399,23 +389,6 @@ function commandLine(action: Command): string {
 }
 
 /** All of stdin, for `troupe run -` (a task kept off every command line). */
-/** A task from a file: its text, or one line saying why it cannot be read. */
-async function readTaskFile(path: string): Promise<string> {
-  const { readFile } = await import("node:fs/promises");
-  try {
-    return await readFile(path, "utf8");
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    throw new UsageError(`--file ${path}: ${code === "ENOENT" ? "no such file" : (error as Error).message}`);
-  }
-}
-
-async function readStdin(): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString("utf8");
-}
-
 /** A command called the wrong way: one line, exit 2. */
 class UsageError extends UserError {
   override name = "UsageError";
