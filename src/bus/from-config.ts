@@ -23,8 +23,8 @@ export function natsOptionsFromConfig(
   configDir: string,
   env: NodeJS.ProcessEnv = process.env,
   local?: LocalCredentials,
-): NatsConnectOptions & { prefix: string } {
-  const options: NatsConnectOptions & { prefix: string } = { url: nats.url, prefix: nats.prefix };
+): NatsConnectOptions & { prefix: string; role?: Role } {
+  const options: NatsConnectOptions & { prefix: string; role?: Role } = { url: nats.url, prefix: nats.prefix };
   const fromEnv = (name: string | undefined) => (name === undefined ? undefined : env[name]);
   const password = nats.password ?? fromEnv(nats.passwordEnv);
   const token = nats.token ?? fromEnv(nats.tokenEnv);
@@ -52,7 +52,10 @@ export function natsOptionsFromConfig(
     const ca = !nats.tls && loopbackOnly(nats.url) ? pinnedServerCa(local.dataDir) : undefined;
     if (ca) options.tls = { caFile: ca, pinned: true };
     const role = seed?.role ?? nats.role ?? local.roles[0];
-    if (role) options.inboxPrefix = roleInbox(nats.prefix, role);
+    if (role) {
+      options.role = role;
+      options.inboxPrefix = roleInbox(nats.prefix, role);
+    }
   }
   return options;
 }

@@ -20,9 +20,10 @@ import { type Envelope, encodeEnvelope } from "./envelope.js";
 import { Intake } from "./intake.js";
 import { BusUnavailableError, connectNats, type NatsConnectOptions } from "./nats-connect.js";
 import { NatsEventLog } from "./nats-event-log.js";
-import { openNatsKv } from "./nats-kv.js";
+import { blindNatsKv, openNatsKv } from "./nats-kv.js";
 import { AckedPublisher } from "./nats-publisher.js";
 import { ensureEventStream, type StorageSettings } from "./nats-streams.js";
+import type { Role } from "./permissions.js";
 import { sentByTheServer } from "./server-sent.js";
 import { DEFAULT_PREFIX, type Subjects, subjectMatches, subjects } from "./subjects.js";
 
@@ -36,6 +37,11 @@ export interface NatsBusOptions extends NatsConnectOptions {
    * troupe.yaml's `nats.stream` and `nats.kv` say (nats-streams.ts). Without it they are only made.
    */
   storage?: StorageSettings;
+  /**
+   * Whose credentials these are. A person's role (client, approver, observer) writes answers
+   * blind: never opening their bucket, which its account may not see (permissions.ts).
+   */
+  role?: Role;
 }
 
 /** The bus on a real NATS server: core subjects, JetStream for the event log, KV for state. */
@@ -55,6 +61,7 @@ export class NatsBus implements Bus {
     private readonly appendTimeoutMs: number,
     inboxPrefix: string | undefined,
     private readonly storage: StorageSettings | undefined,
+    private readonly role: Role | undefined,
   ) {
     this.intake = new Intake(this.stats, logger);
     this.#publisher = new AckedPublisher(connection, inboxPrefix);
@@ -93,7 +100,16 @@ export class NatsBus implements Bus {
         await new Promise((resolve) => setTimeout(resolve, delay));
       }
     }
-    return new NatsBus(names, nc, jsm, logger, appendTimeoutMs, options.inboxPrefix, options.storage);
+    return new NatsBus(
+      names,
+      nc,
+      jsm,
+      logger,
+      appendTimeoutMs,
+      options.inboxPrefix,
+      options.storage,
+      options.role,
+    );
   }
 
   publish(subject: string, envelope: Envelope): void {
@@ -141,7 +157,9 @@ export class NatsBus implements Bus {
         if (error || !msg.reply || this.#redirected(pattern, msg)) return;
         // A reply goes to an inbox, nowhere else: a requester that names a stream's subject (a
         // bucket key) as its reply would have this connection's rights write the answer there.
-        if (!msg.reply.startsWith("_INBOX")) {
+        // `_R_.` is the server's own reply subject for a request from another account (an import
+        // of the API): it leads back to the requester's reply there, in that account.
+        if (!msg.reply.startsWith("_INBOX") && !msg.reply.startsWith("_R_.")) {
           this.stats.malformed++;
           this.logger.warn(
             { subject: msg.subject, reply: msg.reply },
@@ -171,6 +189,10 @@ export class NatsBus implements Bus {
     this.#ensureOpen();
     const bucket = this.subjects.bucket(name);
     let store = this.#buckets.get(bucket);
+    if (!store && name === "answers" && BLIND_ROLES.has(this.role)) {
+      store = Promise.resolve(blindNatsKv(this.#publisher, bucket));
+      this.#buckets.set(bucket, store);
+    }
     if (!store) {
       store = openNatsKv(this.connection, this.jsm, this.#publisher, bucket, this.storage, this.logger);
       store.catch(() => this.#buckets.delete(bucket));
@@ -259,6 +281,8 @@ export class NatsBus implements Bus {
     if (this.#closed) throw new BusClosedError();
   }
 }
+
+const BLIND_ROLES = new Set<Role | undefined>(["client", "approver", "observer"]);
 
 function isNoResponders(error: unknown): boolean {
   if (error instanceof errors.NoRespondersError) return true;

@@ -12,6 +12,7 @@ import { AsyncQueue } from "./async-queue.js";
 import {
   assertKvKey,
   BusClosedError,
+  BusError,
   type KvChange,
   KvConflictError,
   type KvEntry,
@@ -44,6 +45,39 @@ export async function openNatsKv(
   // 5 s on top of the election held `troupe status` past its own 10 s.
   const kv = await new Kvm(jetstream(nc, { timeout: KV_ATTEMPT_MS })).create(bucket, { history: 1 });
   return new NatsKv(bucket, kv, jsm, publisher, retryMs);
+}
+
+/**
+ * A bucket this connection writes and never reads (a person's role and the answers bucket): each
+ * write is a publish on the key's subject, expecting the key new, with no look at the bucket's
+ * stream first. In the people's account the subjects are an import of the hosts' bucket, which
+ * that account cannot see (permissions.ts, `accountsBlock`).
+ */
+export function blindNatsKv(publisher: AckedPublisher, bucket: string): KvStore {
+  const blind = (): never => {
+    throw new BusError(`bucket ${bucket} is written blind by this role: it may not read it`);
+  };
+  const create = async (key: string, value: unknown): Promise<number> => {
+    const subject = `$KV.${bucket}.${assertKvKey(key)}`;
+    const bytes = encoder.encode(JSON.stringify(value));
+    try {
+      return (await publisher.publish(subject, bytes, { expectedLastSubjectSeq: 0 })).seq;
+    } catch (error) {
+      if (isWrongLastSequence(error)) throw new KvConflictError(bucket, key, 0, { cause: error });
+      throw error;
+    }
+  };
+  return {
+    name: bucket,
+    get: blind,
+    put: (key, value, options) => (options?.expectedRevision === 0 ? create(key, value) : blind()),
+    create,
+    delete: blind,
+    keys: blind,
+    values: blind,
+    forget: blind,
+    watch: blind,
+  };
 }
 
 /**

@@ -41,7 +41,7 @@ const SETTINGS = {
   storage: { key: "storage", changes: false },
 } as const;
 
-function eventStreamWanted(settings: StreamSettings | undefined): Wanted {
+export function eventStreamWanted(settings: StreamSettings | undefined): Wanted {
   const wanted: Wanted = {};
   if (settings?.maxAge !== undefined) wanted.max_age = nanos(settings.maxAge);
   if (settings?.maxBytes !== undefined) wanted.max_bytes = settings.maxBytes;
@@ -67,7 +67,7 @@ export const BUCKET_ENTRIES: Record<string, number> = {
   actors: 100_000,
 };
 
-function bucketWanted(bucket: string, settings: KvSettings | undefined): Wanted {
+export function bucketWanted(bucket: string, settings: KvSettings | undefined): Wanted {
   const name = Object.keys(BUCKET_ENTRIES).find((short) => bucket.endsWith(`_${short}`));
   const entries = settings?.maxEntries ?? (name ? BUCKET_ENTRIES[name] : undefined);
   return {

@@ -1,11 +1,12 @@
-import { readFileSync, rmSync } from "node:fs";
+import { existsSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { Runtime } from "../actors/runtime.js";
 import { answersNats, findNatsServer, NATS_INSTALL_HINT, NatsServerProcess } from "../bus/embedded-nats.js";
 import { natsOptionsFromConfig } from "../bus/from-config.js";
 import { NatsBus } from "../bus/nats-bus.js";
 import { acceptsAnonymous, answersAnonymously } from "../bus/nats-connect.js";
-import { authorizationBlock } from "../bus/permissions.js";
+import { accountNames, accountsBlock } from "../bus/permissions.js";
+import { ensureViews } from "../bus/nats-views.js";
 import { loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import { Daemon } from "../daemon/daemon.js";
@@ -15,8 +16,8 @@ import type { Logger } from "../log.js";
 import { BusApprover } from "../safety/bus-approver.js";
 import { ApproverTrust, localIdentity } from "../trust/approvers.js";
 import { RecordSeal } from "../trust/record-seal.js";
-import { ensureRoleCredentials } from "../trust/role-credentials.js";
-import { privateDir, writePrivateFile } from "../trust/secret-files.js";
+import { ensureRoleCredentials, ensureViewsCredentials, viewsSeedFile } from "../trust/role-credentials.js";
+import { privateDir, secretExists, writePrivateFile } from "../trust/secret-files.js";
 import { ensureServerTls, serverTlsBlock } from "../trust/server-tls.js";
 import { consoleAssets, parseListen, WebConsole } from "../web/web-console.js";
 import { webLoginFile } from "../web/web-login.js";
@@ -45,13 +46,10 @@ export async function runDaemon(
   process.once("exit", () => held.release());
   const embedded = await embeddedServer(nats.url, nats.embedded, nats.prefix, data, log);
   if (!embedded) await refuseSquatter(nats.url, natsUrl !== undefined || config.natsUrlChosen === true);
-  const bus = await NatsBus.connect({
-    ...natsOptionsFromConfig(nats, config.dir, process.env, { dataDir: data, roles: ["daemon"] }),
-    name: "troupe-daemon",
-    log,
-    // The daemon alone makes and changes the stream and the buckets (the other roles may not).
-    storage: { stream: nats.stream, kv: nats.kv },
-  });
+  const connection = natsOptionsFromConfig(nats, config.dir, process.env, { dataDir: data, roles: ["daemon"] });
+  const storage = { stream: nats.stream, kv: nats.kv };
+  // The daemon alone makes and changes the stream and the buckets (the other roles may not).
+  const bus = await NatsBus.connect({ ...connection, name: "troupe-daemon", log, storage });
   const trust = new ApproverTrust(config.troupe.approvers, data);
   // Approvals are records on the bus: any terminal may answer them, with a signed answer.
   const approver = new BusApprover(bus, config.troupe.approval.timeoutMs, trust, log);
@@ -67,6 +65,13 @@ export async function runDaemon(
     ...(workspaces.length ? { workspaces: workspaces.map((root) => resolve(config.dir, root)) } : {}),
   });
   await daemon.start();
+  // A server configured with the data dir's accounts (this daemon's own, or an operator's from
+  // `troupe credentials --server-config`) takes the views seed: the people's copies exist before
+  // anyone is told ready. Another server refuses it, and the roles read the streams themselves.
+  if (secretExists(viewsSeedFile(data))) {
+    const { url, tls } = connection;
+    await ensureViews({ url, ...(tls ? { tls } : {}), nkeySeedFile: viewsSeedFile(data) }, nats.prefix, storage, log);
+  }
   process.stderr.write(
     `troupe daemon ready on ${nats.url} (prefix ${nats.prefix}${embedded ? `, nats-server pid ${embedded.pid}${embedded.adopted ? " adopted" : ""}` : ""})\n`,
   );
@@ -203,11 +208,13 @@ async function embeddedServer(
   const keys = ensureRoleCredentials(data);
   writePrivateFile(
     conf,
-    authorizationBlock(
+    accountsBlock(
       Object.entries(keys).map(([role, nkey]) => ({ role: role as keyof typeof keys, nkey })),
+      ensureViewsCredentials(data),
       prefix,
     ) + serverTlsBlock(ensureServerTls(data)),
   );
+  moveStoreIntoAccount(dir, accountNames(prefix).hosts, log);
   // JetStream keeps its files under <dir>/jetstream, where earlier versions had them too.
   const server = await NatsServerProcess.start({
     storeDir: dir,
@@ -228,6 +235,19 @@ async function embeddedServer(
       rmSync(record, { force: true });
     },
   };
+}
+
+/**
+ * Streams an earlier Troupe kept in the server's one account (`$G`) go to the hosts' account, where
+ * this config keeps them: JetStream stores each account's streams in a directory of its name, and
+ * the server is not running yet.
+ */
+function moveStoreIntoAccount(dir: string, account: string, log: Logger): void {
+  const from = join(dir, "jetstream", "$G");
+  const to = join(dir, "jetstream", account);
+  if (!existsSync(from) || existsSync(to)) return;
+  renameSync(from, to);
+  log.info({ from, to }, "moved the streams of the one-account server into the hosts' account");
 }
 
 /** The pid of the server `server.json` names, when it is alive, on that port, with this data dir's config. */

@@ -1,9 +1,9 @@
-import { authorizationBlock, ROLES, type Role } from "../bus/permissions.js";
+import { accountsBlock, ROLES, type Role } from "../bus/permissions.js";
 import { loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import { UserError } from "../errors.js";
 import { createKey, keysDir, localIdentity } from "../trust/approvers.js";
-import { ensureRoleCredentials, roleSeedFile } from "../trust/role-credentials.js";
+import { ensureRoleCredentials, ensureViewsCredentials, roleSeedFile } from "../trust/role-credentials.js";
 import { readSecretFile, secretExists } from "../trust/secret-files.js";
 import { pinnedServerCa } from "../trust/server-tls.js";
 import { table } from "./table.js";
@@ -37,7 +37,7 @@ export class CredentialsUsageError extends UserError {
 /**
  * `troupe credentials [ROLE] [--server-config]`: the embedded server's role credentials, to hand to
  * a worker or an observer on another host (the seed of ROLE, for its `nats.nkeySeedFile`), or the
- * `authorization` block for a nats-server of your own.
+ * `accounts` block for a nats-server of your own.
  */
 export function runCredentials(
   configPath: string | undefined,
@@ -64,7 +64,7 @@ export function runCredentials(
   const keys = ensureRoleCredentials(data);
   if (flags.serverConfig) {
     const users = ROLES.map((r) => ({ role: r, nkey: keys[r] }));
-    process.stdout.write(authorizationBlock(users, config.troupe.nats.prefix));
+    process.stdout.write(accountsBlock(users, ensureViewsCredentials(data), config.troupe.nats.prefix));
     return 0;
   }
   if (role === undefined) {

@@ -7,8 +7,8 @@ import { TROUPE_BIN } from "../support/cli.js";
 import { embeddedDaemon } from "../support/embedded-daemon.js";
 import { waitFor } from "../support/wait.js";
 
-/* ATTACK (observer seed): "a finished write or command is never run again" (at most once, with notice).
- * The observer has the server write a stream API's JSON reply over the journal entry of a command
+/* ATTACK (worker seed; an observer's write lands nowhere now, test/attack/reply-subject-writes.test.ts): "a finished write or command is never run again" (at most once, with notice).
+ * Someone with a seed has the server write a stream API's JSON reply over the journal entry of a command
  * while it runs (STREAM.MSG.GET on the event stream, its reply subject the entry's key). The daemon
  * dies during the command; the next one found no journal entry it could read and ran the command
  * again. What is under a call's key and is not an entry now counts as a start of unknown outcome. */
@@ -18,7 +18,7 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 }, 60_000);
 
-it("a command cut short by a crash is not run again, whatever an observer wrote over its journal entry", async () => {
+it("a command cut short by a crash is not run again, whatever a worker's seed wrote over its journal entry", async () => {
   const model = await ScriptedModelServer.start([
     {
       match: { turn: 1 },
@@ -54,7 +54,7 @@ it("a command cut short by a crash is not run again, whatever an observer wrote 
   await waitFor("its line written", () => existsSync(join(dir, "ledger.txt")), 5000);
   const { runId, agentId } = JSON.parse(out.split("\n")[0] ?? "{}") as { runId: string; agentId: string };
 
-  const nc = await h.connectAs("observer", prefix);
+  const nc = await h.connectAs("worker", prefix);
   nc.publish(`$JS.API.STREAM.MSG.GET.${prefix.toUpperCase()}_EVENTS`, JSON.stringify({ seq: 1 }), {
     reply: `$KV.${prefix}_journal.${runId}.${agentId}.call_1_0`,
   });

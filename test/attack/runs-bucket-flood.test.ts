@@ -4,7 +4,7 @@ import { runTroupe } from "../support/cli.js";
 import { embeddedDaemon } from "../support/embedded-daemon.js";
 import { waitFor } from "../support/wait.js";
 
-/* ATTACK (observer seed): a stream API's reply sent onto keys of the runs bucket, 16,000 times in a
+/* ATTACK (worker seed: the one seed but the daemon's in the hosts' account; the people's roles land nothing there, test/attack/reply-subject-writes.test.ts): a stream API's reply sent onto keys of the runs bucket, 16,000 times in a
  * moment, and 5,000 junk `held.*` marks. The daemon read every key with a warning line each:
  * runs.list timed out, troupe status failed, and each start took seconds longer. Now runs.list reads
  * within its deadline and counts what it skipped in one line; start-up reads the marks in one sweep. */
@@ -25,7 +25,7 @@ it("16,000 junk run records and 5,000 junk held marks: troupe status answers, on
     cleanups,
   );
   await h.start();
-  const nc = await h.connectAs("observer", prefix);
+  const nc = await h.connectAs("worker", prefix);
   const junk = (key: string) =>
     nc.publish(`$JS.API.STREAM.MSG.GET.${prefix.toUpperCase()}_EVENTS`, JSON.stringify({ seq: 1 }), {
       reply: `$KV.${prefix}_runs.${key}`,
@@ -81,7 +81,7 @@ it("a bucket holds a bounded number of keys: a flood past nats.kv.maxEntries is 
     cleanups,
   );
   await h.start();
-  const nc = await h.connectAs("observer", prefix);
+  const nc = await h.connectAs("worker", prefix);
   for (let i = 0; i < 2_000; i++)
     nc.publish(`$JS.API.STREAM.MSG.GET.${prefix.toUpperCase()}_EVENTS`, JSON.stringify({ seq: 1 }), {
       reply: `$KV.${prefix}_runs.run-junk${i}`,

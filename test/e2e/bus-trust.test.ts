@@ -59,6 +59,7 @@ async function project(model: ScriptedModelServer, extra = "") {
       nkeySeedFile: roleSeedFile(join(dir, ".data"), role),
       tls: { caFile: serverTlsFiles(join(dir, ".data")).ca },
       inboxPrefix: roleInbox(prefix, role),
+      role,
     });
   return { dir, url, prefix, daemon, troupe, follow, as, data: join(dir, ".data") };
 }
@@ -163,8 +164,10 @@ describe("the embedded default", () => {
     expect(printed.code).toBe(0);
     expect(printed.stdout).toBe(readFileSync(roleSeedFile(s.data, "observer"), "utf8"));
     const server = await s.troupe(["credentials", "--server-config"]);
-    expect(server.stdout).toMatch(/^authorization \{\n {2}users = \[\n/);
-    expect(server.stdout.match(/nkey: "U[A-Z2-7]{55}"/g)).toHaveLength(ROLES.length);
+    // Two accounts: the daemon's and the workers', and the people's (with the daemon's views key).
+    expect(server.stdout).toMatch(/^accounts \{\n {2}"\w+_hosts": \{\n/);
+    expect(server.stdout).toMatch(/\n {2}"\w+_users": \{\n/);
+    expect(server.stdout.match(/nkey: "U[A-Z2-7]{55}"/g)).toHaveLength(ROLES.length + 1);
 
     const done = await s.troupe(["run", "--json", "Say hello"]);
     expect(done.code).toBe(0);

@@ -38,6 +38,7 @@ const as = (role: Role) =>
     nkeySeedFile: roleSeedFile(join(dir, ".data"), role),
     tls: { caFile: serverTlsFiles(join(dir, ".data")).ca },
     inboxPrefix: roleInbox(prefix, role),
+    role,
     connectTimeoutMs: 2000,
   });
 const mallory = newIdentity("mallory");

@@ -1,0 +1,107 @@
+import {
+  DiscardPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  jetstreamManager,
+  RetentionPolicy,
+  StorageType,
+  type StreamConfig,
+} from "@nats-io/jetstream";
+import type { Logger } from "../log.js";
+import { connectNats, type NatsConnectOptions } from "./nats-connect.js";
+import { bucketWanted, eventStreamWanted, type StorageSettings } from "./nats-streams.js";
+import { mirroredStreams, mirrorSource, roleInbox, VIEWS } from "./permissions.js";
+import { subjects } from "./subjects.js";
+
+/** What became of the people's copies: made (or already there), or not, on a server without the accounts. */
+export type ViewsOutcome = "kept" | "no-accounts";
+
+/**
+ * Makes the people's read-only copies of the event log and of the buckets they read (permissions.ts,
+ * `accountsBlock`), or brings their limits to the daemon's settings: mirrors in the people's account
+ * of the streams in the hosts' account, under the same names, so a client, an approver or an
+ * observer reads them as it would the streams themselves. Connects as the daemon's views identity
+ * (`connection.nkeySeedFile`); a server that refuses it has no such accounts (one started by an
+ * earlier Troupe, or an operator's own with the one-account config): the roles then read the
+ * streams themselves, and nothing is made.
+ */
+export async function ensureViews(
+  connection: NatsConnectOptions,
+  prefix: string,
+  storage: StorageSettings | undefined,
+  log: Logger,
+): Promise<ViewsOutcome> {
+  let nc: Awaited<ReturnType<typeof connectNats>>;
+  try {
+    nc = await connectNats(
+      { ...connection, name: "troupe-daemon-views", inboxPrefix: roleInbox(prefix, VIEWS) },
+      log,
+    );
+  } catch (error) {
+    if (!/authorization violation/i.test(String((error as Error).cause ?? error))) throw error;
+    log.warn(
+      "this nats-server has no separate account for clients, approvers and observers (started by an earlier Troupe, or configured so): they read the streams themselves",
+    );
+    return "no-accounts";
+  }
+  try {
+    const jsm = await jetstreamManager(nc);
+    for (const wanted of viewConfigs(prefix, storage)) {
+      const info = await jsm.streams.info(wanted.name).catch((error) => {
+        if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound)
+          return undefined;
+        throw error;
+      });
+      // The stream itself, not a copy: a server with one account, open or configured so.
+      if (info && !info.config.mirror) return "no-accounts";
+      if (!info) {
+        await jsm.streams.add(wanted);
+        log.info({ stream: wanted.name }, "made the people's read-only copy of a stream");
+      } else if (differs(info.config, wanted)) {
+        await jsm.streams.update(wanted.name, { ...info.config, ...limitsOf(wanted) });
+        log.info({ stream: wanted.name }, "the people's copy of a stream takes the daemon's limits");
+      }
+    }
+    return "kept";
+  } finally {
+    await nc.close();
+  }
+}
+
+type ViewConfig = Partial<StreamConfig> & { name: string };
+
+/** The mirror of each stream the people read, with the limits the daemon gives the stream itself. */
+export function viewConfigs(prefix: string, storage: StorageSettings | undefined): ViewConfig[] {
+  const s = subjects(prefix);
+  const source = mirrorSource(prefix);
+  return mirroredStreams(prefix).map((name) => {
+    const isEvents = name === s.eventStream;
+    const limits = isEvents ? eventStreamWanted(storage?.stream) : bucketWanted(name.slice(3), storage?.kv);
+    return {
+      name,
+      mirror: { name, external: { api: source.api, deliver: source.deliver(name) } },
+      storage: limits.storage ?? StorageType.File,
+      retention: RetentionPolicy.Limits,
+      // A copy never refuses what its stream took: the oldest goes first.
+      discard: DiscardPolicy.Old,
+      ...(isEvents ? {} : { max_msgs_per_subject: 1 }),
+      allow_direct: true,
+      mirror_direct: true,
+      ...limitsOf(limits),
+    };
+  });
+}
+
+function limitsOf(config: Partial<StreamConfig>): Partial<StreamConfig> {
+  const out: Partial<StreamConfig> = {};
+  if (config.max_age !== undefined) out.max_age = config.max_age;
+  if (config.max_msgs !== undefined) out.max_msgs = config.max_msgs;
+  if (config.max_bytes !== undefined) out.max_bytes = config.max_bytes;
+  if (config.num_replicas !== undefined) out.num_replicas = config.num_replicas;
+  return out;
+}
+
+function differs(have: Partial<StreamConfig>, want: Partial<StreamConfig>): boolean {
+  const limits = limitsOf(want);
+  return (Object.keys(limits) as Array<keyof StreamConfig>).some((key) => have[key] !== limits[key]);
+}

@@ -1,0 +1,116 @@
+import { spawn } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { AckPolicy, DeliverPolicy, jetstreamManager } from "@nats-io/jetstream";
+import { afterEach, expect, it } from "vitest";
+import { KV_BUCKETS, type Role } from "../../src/bus/permissions.js";
+import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { TROUPE_BIN } from "../support/cli.js";
+import { embeddedDaemon } from "../support/embedded-daemon.js";
+import { waitFor } from "../support/wait.js";
+
+/* ATTACK (the client's, approver's and observer's seeds, on the default embedded server): the server
+ * is asked to send what it stores onto subjects of Troupe's state. A stream API's answer (a get, a
+ * direct get) with a bucket key as its reply subject was written over that key, the snapshot of a
+ * running agent included (after a restart the run could never be resumed); a consumer whose deliver
+ * subject is a key did the same for every message of the stream. Now those roles live in an account
+ * of their own (permissions.ts, accountsBlock): every subject they name resolves there, where no
+ * stream stores anything, and the running run is resumed after a restart as if nothing happened. */
+
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+}, 60_000);
+
+const PEOPLE: Role[] = ["client", "approver", "observer"];
+
+it("reply subjects and deliver subjects of a person's role write nothing into any bucket or the event log, and a running run resumes after a restart", async () => {
+  const model = await ScriptedModelServer.start([
+    {
+      match: { turn: 1 },
+      reply: { toolCalls: [{ name: "shell", arguments: { command: "echo ran >> ledger.txt; sleep 5" } }] },
+      times: 10,
+    },
+    { match: { turn: 2 }, reply: { text: "all done" }, times: 10 },
+  ]);
+  cleanups.push(() => model.close());
+  const prefix = "rsw";
+  const h = await embeddedDaemon(
+    {
+      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: coder\ndefaultModel: scripted\n`,
+      "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [shell]\n",
+    },
+    model.baseURL,
+    cleanups,
+  );
+  const { dir, env, cfg } = h;
+  await h.start();
+  const client = spawn(
+    process.execPath,
+    [TROUPE_BIN, ...cfg, "run", "--json", "--approval", "auto-edit", "append"],
+    { cwd: dir, env, stdio: ["ignore", "pipe", "ignore"] },
+  );
+  cleanups.push(() => client.kill("SIGKILL"));
+  let out = "";
+  client.stdout.on("data", (c) => (out += c));
+  const exit = new Promise<number | null>((r) => client.once("exit", r));
+  await waitFor("the command started", () => out.includes('"tool.started"'), 15_000);
+  await waitFor("its line written", () => existsSync(join(dir, "ledger.txt")), 5000);
+  const { runId, agentId } = JSON.parse(out.split("\n")[0] ?? "{}") as { runId: string; agentId: string };
+
+  const events = `${prefix.toUpperCase()}_EVENTS`;
+  const keyOf = (bucket: string, role: Role) => `$KV.${prefix}_${bucket}.${runId}.${agentId}.${role}`;
+  const forged = (role: Role) => `${prefix}.evt.${runId}.${role}.agent.stopped`;
+  for (const role of PEOPLE) {
+    const nc = await h.connectAs(role, prefix);
+    for (const bucket of [...KV_BUCKETS, "runs"]) {
+      // The same key as the agent's own snapshot, and one of the role's name in every bucket.
+      const targets = [keyOf(bucket, role), `$KV.${prefix}_${bucket}.${runId}.${agentId}`];
+      for (const reply of targets) {
+        nc.publish(`$JS.API.STREAM.MSG.GET.${events}`, JSON.stringify({ seq: 1 }), { reply });
+        nc.publish(`$JS.API.DIRECT.GET.${events}`, JSON.stringify({ seq: 1 }), { reply });
+      }
+    }
+    nc.publish(`$JS.API.STREAM.MSG.GET.${events}`, JSON.stringify({ seq: 1 }), { reply: forged(role) });
+    // A push consumer of the whole event log, delivering onto the agent's snapshot key.
+    const jsm = await jetstreamManager(nc);
+    await jsm.consumers
+      .add(events, {
+        deliver_subject: keyOf("snapshots", role),
+        ack_policy: AckPolicy.None,
+        deliver_policy: DeliverPolicy.All,
+        inactive_threshold: 5_000_000_000,
+      })
+      .catch(() => {});
+    await nc.flush();
+  }
+  await new Promise((r) => setTimeout(r, 500));
+
+  // What the hosts' account holds, read as the daemon: nothing of any of those writes.
+  const jsm = await jetstreamManager(await h.connectAs("daemon", prefix));
+  for (const bucket of KV_BUCKETS) {
+    for (const role of PEOPLE) {
+      const info = await jsm.streams.info(`KV_${prefix}_${bucket}`, { subjects_filter: keyOf(bucket, role) });
+      expect(Object.keys(info.state.subjects ?? {}), `${bucket} ${role}`).toEqual([]);
+    }
+    if (bucket === "snapshots") continue;
+    const own = await jsm.streams.info(`KV_${prefix}_${bucket}`, {
+      subjects_filter: `$KV.${prefix}_${bucket}.${runId}.${agentId}`,
+    });
+    expect(Object.keys(own.state.subjects ?? {}), bucket).toEqual([]);
+  }
+  const snapshot = await jsm.streams.getMessage(`KV_${prefix}_snapshots`, {
+    last_by_subj: `$KV.${prefix}_snapshots.${runId}.${agentId}`,
+  });
+  // Still the agent's own snapshot (JSON of that agent), not a stream's answer or an event.
+  expect((snapshot?.json() as { agentId?: string }).agentId).toBe(agentId);
+  const forgedEvents = await jsm.streams.info(events, { subjects_filter: `${prefix}.evt.${runId}.*.agent.stopped` });
+  expect(Object.keys(forgedEvents.state.subjects ?? {})).toEqual([]);
+
+  // The daemon dies mid-command; the next one resumes the run from its snapshot, to the end.
+  h.kill();
+  await h.start();
+  expect(await exit).toBe(0);
+  expect(out).toContain("all done");
+  expect(readFileSync(join(dir, "ledger.txt"), "utf8")).toBe("ran\n");
+}, 90_000);
