@@ -24,7 +24,10 @@ export function natsOptionsFromConfig(
   env: NodeJS.ProcessEnv = process.env,
   local?: LocalCredentials,
 ): NatsConnectOptions & { prefix: string; role?: Role } {
-  const options: NatsConnectOptions & { prefix: string; role?: Role } = { url: nats.url, prefix: nats.prefix };
+  const options: NatsConnectOptions & { prefix: string; role?: Role } = {
+    url: nats.url,
+    prefix: nats.prefix,
+  };
   const fromEnv = (name: string | undefined) => (name === undefined ? undefined : env[name]);
   const password = nats.password ?? fromEnv(nats.passwordEnv);
   const token = nats.token ?? fromEnv(nats.tokenEnv);

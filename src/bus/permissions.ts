@@ -249,7 +249,9 @@ export function accountsBlock(users: ServerUser[], viewsNkey: string, prefix = "
       `      { ${e.kind}: { account: ${q(hosts)}, subject: ${q(e.subject)} }${e.to ? `, to: ${q(e.to)}` : ""} }`,
   );
   const usersOf = (roles: readonly Role[]) =>
-    users.filter((user) => roles.includes(user.role)).map((user) => userLine(user, rolePermissions(user.role, prefix)));
+    users
+      .filter((user) => roles.includes(user.role))
+      .map((user) => userLine(user, rolePermissions(user.role, prefix)));
   const views = userLine({ role: VIEWS, nkey: viewsNkey }, viewsPermissions(prefix));
   return `accounts {
   ${q(hosts)}: {

@@ -5,8 +5,8 @@ import { answersNats, findNatsServer, NATS_INSTALL_HINT, NatsServerProcess } fro
 import { natsOptionsFromConfig } from "../bus/from-config.js";
 import { NatsBus } from "../bus/nats-bus.js";
 import { acceptsAnonymous, answersAnonymously } from "../bus/nats-connect.js";
-import { accountNames, accountsBlock } from "../bus/permissions.js";
 import { ensureViews } from "../bus/nats-views.js";
+import { accountNames, accountsBlock } from "../bus/permissions.js";
 import { loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import { Daemon } from "../daemon/daemon.js";
@@ -46,7 +46,10 @@ export async function runDaemon(
   process.once("exit", () => held.release());
   const embedded = await embeddedServer(nats.url, nats.embedded, nats.prefix, data, log);
   if (!embedded) await refuseSquatter(nats.url, natsUrl !== undefined || config.natsUrlChosen === true);
-  const connection = natsOptionsFromConfig(nats, config.dir, process.env, { dataDir: data, roles: ["daemon"] });
+  const connection = natsOptionsFromConfig(nats, config.dir, process.env, {
+    dataDir: data,
+    roles: ["daemon"],
+  });
   const storage = { stream: nats.stream, kv: nats.kv };
   // The daemon alone makes and changes the stream and the buckets (the other roles may not).
   const bus = await NatsBus.connect({ ...connection, name: "troupe-daemon", log, storage });
@@ -70,7 +73,12 @@ export async function runDaemon(
   // anyone is told ready. Another server refuses it, and the roles read the streams themselves.
   if (secretExists(viewsSeedFile(data))) {
     const { url, tls } = connection;
-    await ensureViews({ url, ...(tls ? { tls } : {}), nkeySeedFile: viewsSeedFile(data) }, nats.prefix, storage, log);
+    await ensureViews(
+      { url, ...(tls ? { tls } : {}), nkeySeedFile: viewsSeedFile(data) },
+      nats.prefix,
+      storage,
+      log,
+    );
   }
   process.stderr.write(
     `troupe daemon ready on ${nats.url} (prefix ${nats.prefix}${embedded ? `, nats-server pid ${embedded.pid}${embedded.adopted ? " adopted" : ""}` : ""})\n`,

@@ -312,7 +312,10 @@ export async function main(argv: string[]): Promise<number> {
       "the embedded NATS's credentials per role: list them, print ROLE's seed for another host, or a server config",
     )
     .argument("[role]", "daemon, worker, client, approver or observer")
-    .option("--server-config", "print the accounts block (users, imports, exports) for a nats-server of your own")
+    .option(
+      "--server-config",
+      "print the accounts block (users, imports, exports) for a nats-server of your own",
+    )
     .option("--ca", "print the path of the CA certificate the embedded server's TLS is checked against")
     .action(async (role: string | undefined, flags: { serverConfig?: boolean; ca?: boolean }) => {
       const { runCredentials } = await import("./keys.js");

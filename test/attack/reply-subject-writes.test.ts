@@ -103,8 +103,11 @@ it("reply subjects and deliver subjects of a person's role write nothing into an
     last_by_subj: `$KV.${prefix}_snapshots.${runId}.${agentId}`,
   });
   // Still the agent's own snapshot (JSON of that agent), not a stream's answer or an event.
-  expect((snapshot?.json() as { agentId?: string }).agentId).toBe(agentId);
-  const forgedEvents = await jsm.streams.info(events, { subjects_filter: `${prefix}.evt.${runId}.*.agent.stopped` });
+  const value = snapshot ? (snapshot.json() as { agentId?: string }) : undefined;
+  expect(value?.agentId).toBe(agentId);
+  const forgedEvents = await jsm.streams.info(events, {
+    subjects_filter: `${prefix}.evt.${runId}.*.agent.stopped`,
+  });
   expect(Object.keys(forgedEvents.state.subjects ?? {})).toEqual([]);
 
   // The daemon dies mid-command; the next one resumes the run from its snapshot, to the end.
