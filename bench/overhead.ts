@@ -20,6 +20,7 @@ import type { Approver } from "../src/safety/approver.js";
 import { ScriptedModelServer } from "../src/testing/scripted-model-server.js";
 import { defineTool, type Tool } from "../src/tools/tool.js";
 import { clientApart, runThroughDaemon } from "./daemon-client.js";
+import { defaultServer } from "./default-server.js";
 
 export interface OverheadResult {
   name: string;
@@ -298,13 +299,16 @@ async function durableFloor(
 async function throughDaemon(
   baseURL: string,
   nats: () => Promise<Bus>,
+  secured?: { client: () => Promise<Bus>; views: () => Promise<void> },
 ): Promise<{ once: () => Promise<void>; close: () => Promise<void> }> {
   const daemonBus = await nats();
-  const clientBus = await nats();
   const { runtime } = troupe(baseURL, daemonBus);
   await runtime.open();
   const daemon = new Daemon(runtime, silentLogger);
   await daemon.start();
+  // On the default server the client reads the people's copies, made once the streams are.
+  await secured?.views();
+  const clientBus = await (secured?.client ?? nats)();
   const once = () => runThroughDaemon(clientBus);
   const close = async () => {
     await daemon.stop();
@@ -317,6 +321,8 @@ async function throughDaemon(
 
 export async function measureOverhead(n: number, url: string, prefix: string): Promise<OverheadResult[]> {
   const nats = () => NatsBus.connect({ url, prefix });
+  // What a user runs by default: TLS, and the client in the people's account reading copies.
+  const byDefault = await defaultServer([prefix]);
   const server = await scripted();
   const closing: Array<() => Promise<void>> = [];
   try {
@@ -336,6 +342,11 @@ export async function measureOverhead(n: number, url: string, prefix: string): P
     // The same daemon's runs, asked for and followed from another process (one daemon per prefix).
     const client = await clientApart(url, prefix);
     closing.push(client.close);
+    const secured = await throughDaemon(server.baseURL, () => byDefault.as("daemon", prefix), {
+      client: () => byDefault.as("client", prefix),
+      views: () => byDefault.views(prefix),
+    });
+    closing.push(secured.close);
     return await measure(server, n, [
       { name: "a: raw openai SDK loop (floor)", once: rawLoop(server.baseURL) },
       { name: "b: @openai/agents 0.14 (tracing off)", once: openaiAgents(server.baseURL) },
@@ -344,9 +355,11 @@ export async function measureOverhead(n: number, url: string, prefix: string): P
       { name: "d′: the daemon's runtime on NATS, in process", once: durable.once },
       { name: "e: durable floor (a + a request, an acked append per turn)", once: floor.once },
       { name: "d″: d with the client in a process of its own, as troupe run is", once: client.run },
+      { name: "d‴: d on the default server (TLS, two accounts, the client on copies)", once: secured.once },
     ]);
   } finally {
     for (const close of closing.reverse()) await close();
     await server.close();
+    await byDefault.stop();
   }
 }

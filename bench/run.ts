@@ -209,15 +209,9 @@ async function main(): Promise<void> {
     const overhead = await measureOverhead(quick ? 40 : 200, url, durablePrefix);
     for (const result of overhead)
       add({ name: `turn overhead, ${result.name}`, value: result.perTurnMs, unit: "ms/turn" });
-    const [a, b, c, d, inProcess, floor, clientApart] = overhead.map((result) => result.perTurnMs) as [
-      number,
-      number,
-      number,
-      number,
-      number,
-      number,
-      number,
-    ];
+    const [a, b, c, d, inProcess, floor, clientApart, secured] = overhead.map(
+      (result) => result.perTurnMs,
+    ) as [number, number, number, number, number, number, number, number];
     add({
       name: "ratio c/b (Troupe local vs @openai/agents)",
       value: c / b,
@@ -229,6 +223,12 @@ async function main(): Promise<void> {
       value: d / b,
       unit: "",
       target: "≤ 1.0",
+    });
+    add({
+      name: "ratio d‴/b (d on the default server: TLS, two accounts, vs @openai/agents)",
+      value: secured / b,
+      unit: "",
+      target: "≤ d/b + 0.1",
     });
     add({ name: "ratio c/a (Troupe local vs the raw SDK loop)", value: c / a, unit: "" });
     add({

@@ -12,10 +12,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { connect } from "@nats-io/transport-node";
+import { connect, nkeyAuthenticator } from "@nats-io/transport-node";
 import { NatsServerProcess } from "../src/bus/embedded-nats.js";
 import { makeEnvelope } from "../src/bus/envelope.js";
+import { roleInbox } from "../src/bus/permissions.js";
 import { ScriptedModelServer } from "../src/testing/scripted-model-server.js";
+import { roleSeedFile } from "../src/trust/role-credentials.js";
+import { serverTlsFiles } from "../src/trust/server-tls.js";
+import { writeDefaultServerConfig } from "./default-server.js";
 
 const flag = (name: string, fallback: string) => {
   const at = process.argv.indexOf(`--${name}`);
@@ -82,14 +86,18 @@ const model = await ScriptedModelServer.start([
 ]);
 
 const storeDir = join(root, "nats-store");
-let nats = await NatsServerProcess.start({ storeDir });
+// The server as the daemon starts its own: TLS on the data dir's CA, the two accounts. Every process
+// of the soak finds its role's seed and the CA in the data dir, as on a user's machine.
+const dataDir = join(root, "data");
+const conf = writeDefaultServerConfig(dataDir, join(root, "nats.conf"), ["troupe"]);
+let nats = await NatsServerProcess.start({ storeDir, args: ["-c", conf] });
 const env = {
   ...process.env,
   HOME: root,
   NATS_URL: nats.url,
   OPENAI_BASE_URL: model.baseURL,
   OPENAI_API_KEY: "",
-  TROUPE_DATA_DIR: join(root, "data"),
+  TROUPE_DATA_DIR: dataDir,
   // A client that fails says where, with the stack.
   TROUPE_DEBUG: "1",
 };
@@ -234,8 +242,15 @@ for (const child of active) child.kill("SIGKILL");
 await clientsDone;
 const rssAtEnd = rss.at(-1) ?? 0;
 
-// What the daemon has on record, read from its API.
-const nc = await connect({ servers: nats.url });
+// What the daemon has on record, read from its API, and the storage, as the daemon sees them.
+const nc = await connect({
+  servers: nats.url,
+  authenticator: nkeyAuthenticator(
+    new TextEncoder().encode(readFileSync(roleSeedFile(dataDir, "daemon"), "utf8").trim()),
+  ),
+  tls: { caFile: serverTlsFiles(dataDir).ca },
+  inboxPrefix: roleInbox("troupe", "daemon"),
+});
 const reply = await nc.request(
   "troupe.api.runs.list",
   JSON.stringify(makeEnvelope({ runId: "soak", agentId: "soak", seq: 0, type: "runs.list", data: {} })),

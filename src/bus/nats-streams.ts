@@ -41,8 +41,16 @@ const SETTINGS = {
   storage: { key: "storage", changes: false },
 } as const;
 
+/**
+ * How many events the stream keeps unless troupe.yaml's `nats.stream.maxEntries` says; the oldest go
+ * past it. Whoever may append (a host's seed) cannot grow the log without bound. A count, not bytes,
+ * for the reason `BUCKET_ENTRIES` gives.
+ */
+export const EVENT_STREAM_ENTRIES = 10_000_000;
+
 export function eventStreamWanted(settings: StreamSettings | undefined): Wanted {
   const wanted: Wanted = {};
+  if (settings?.maxEntries !== undefined) wanted.max_msgs = settings.maxEntries;
   if (settings?.maxAge !== undefined) wanted.max_age = nanos(settings.maxAge);
   if (settings?.maxBytes !== undefined) wanted.max_bytes = settings.maxBytes;
   if (settings?.replicas !== undefined) wanted.num_replicas = settings.replicas;
@@ -84,16 +92,29 @@ export async function ensureEventStream(
   log: Logger,
 ): Promise<void> {
   const wanted = eventStreamWanted(storage?.stream);
-  await ensureStream(jsm, names.eventStream, `nats.stream`, storage !== undefined, wanted, log, () => ({
-    name: names.eventStream,
-    subjects: [names.events()],
-    storage: StorageType.File,
-    retention: RetentionPolicy.Limits,
-    discard: DiscardPolicy.Old,
-    ...wanted,
-    // JetStream keeps the duplicate window within max_age.
-    duplicate_window: Math.min(nanos(DUPLICATE_WINDOW_MS), wanted.max_age || Number.POSITIVE_INFINITY),
-  }));
+  const info = await ensureStream(
+    jsm,
+    names.eventStream,
+    `nats.stream`,
+    storage !== undefined,
+    wanted,
+    log,
+    () => ({
+      name: names.eventStream,
+      subjects: [names.events()],
+      storage: StorageType.File,
+      retention: RetentionPolicy.Limits,
+      discard: DiscardPolicy.Old,
+      max_msgs: EVENT_STREAM_ENTRIES,
+      ...wanted,
+      // JetStream keeps the duplicate window within max_age.
+      duplicate_window: Math.min(nanos(DUPLICATE_WINDOW_MS), wanted.max_age || Number.POSITIVE_INFINITY),
+    }),
+  );
+  // A stream with no bound at all (made by an earlier Troupe) gets the default one; a bound an
+  // operator set is theirs.
+  if (storage !== undefined && info?.config.max_msgs === -1 && wanted.max_msgs === undefined)
+    await reconcileStream(jsm, info, "nats.stream", { max_msgs: EVENT_STREAM_ENTRIES }, log);
 }
 
 /**

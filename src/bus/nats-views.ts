@@ -9,7 +9,12 @@ import {
 } from "@nats-io/jetstream";
 import type { Logger } from "../log.js";
 import { connectNats, type NatsConnectOptions } from "./nats-connect.js";
-import { bucketWanted, eventStreamWanted, type StorageSettings } from "./nats-streams.js";
+import {
+  bucketWanted,
+  EVENT_STREAM_ENTRIES,
+  eventStreamWanted,
+  type StorageSettings,
+} from "./nats-streams.js";
 import { mirroredStreams, mirrorSource, roleInbox, VIEWS } from "./permissions.js";
 import { subjects } from "./subjects.js";
 
@@ -76,7 +81,9 @@ export function viewConfigs(prefix: string, storage: StorageSettings | undefined
   const source = mirrorSource(prefix);
   return mirroredStreams(prefix).map((name) => {
     const isEvents = name === s.eventStream;
-    const limits = isEvents ? eventStreamWanted(storage?.stream) : bucketWanted(name.slice(3), storage?.kv);
+    const limits = isEvents
+      ? { max_msgs: EVENT_STREAM_ENTRIES, ...eventStreamWanted(storage?.stream) }
+      : bucketWanted(name.slice(3), storage?.kv);
     return {
       name,
       mirror: { name, external: { api: source.api, deliver: source.deliver(name) } },

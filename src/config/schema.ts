@@ -215,7 +215,8 @@ export const natsConfigSchema = z.strictObject({
   embedded: z.boolean().default(true),
   /**
    * The event stream (`<PREFIX>_EVENTS`), as the daemon makes it, or changes it to when it exists
-   * (a setting left out leaves the stream's own). Absent: no limits, one replica, on file.
+   * (a setting left out leaves the stream's own). Absent: at most 10,000,000 events (the oldest go),
+   * no age limit, one replica, on file.
    */
   stream: z
     .strictObject({
@@ -223,6 +224,8 @@ export const natsConfigSchema = z.strictObject({
       maxAge: durationSchema.optional(),
       /** The oldest events are removed past this size. */
       maxBytes: sizeSchema.optional(),
+      /** The oldest events are removed past this many (default `EVENT_STREAM_ENTRIES`). */
+      maxEntries: z.number().int().min(1000).optional(),
       /** Copies kept on a NATS cluster (1 to 5). */
       replicas: z.number().int().min(1).max(5).optional(),
       storage: z.enum(["file", "memory"]).optional(),

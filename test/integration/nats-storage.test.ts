@@ -2,7 +2,7 @@ import { jetstreamManager, StorageType } from "@nats-io/jetstream";
 import { connect, millis, type NatsConnection, nanos } from "@nats-io/transport-node";
 import { afterEach, beforeEach, expect, inject, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
-import type { StorageSettings } from "../../src/bus/nats-streams.js";
+import { EVENT_STREAM_ENTRIES, type StorageSettings } from "../../src/bus/nats-streams.js";
 import { subjects, uniquePrefix } from "../../src/bus/subjects.js";
 import { memoryLogger } from "../../src/log.js";
 import { removePrefix } from "../support/buses.js";
@@ -84,4 +84,19 @@ it("says in one line why a stream could not be made as troupe.yaml says (replica
   await expect(open({ kv: { replicas: 3 } })).rejects.toThrow(
     `could not make stream KV_${prefix}_runs as troupe.yaml's nats.kv says: replicas > 1 not supported in non-clustered mode`,
   );
+});
+
+it("bounds the event stream by default: made with EVENT_STREAM_ENTRIES, an unbounded one from before bounded, nats.stream.maxEntries taken", async () => {
+  const jsm = await jetstreamManager(nc);
+  const name = subjects(prefix).eventStream;
+  // As an earlier Troupe made it: no count limit at all.
+  await jsm.streams.add({ name, subjects: [subjects(prefix).events()], storage: StorageType.File });
+  expect((await streamOf(name)).max_msgs).toBe(-1);
+  expect(await open({})).toEqual([]);
+  expect((await streamOf(name)).max_msgs).toBe(EVENT_STREAM_ENTRIES);
+  await open({ stream: { maxEntries: 5000 } });
+  expect((await streamOf(name)).max_msgs).toBe(5000);
+  await jsm.streams.delete(name);
+  await open(); // as any role makes it
+  expect((await streamOf(name)).max_msgs).toBe(EVENT_STREAM_ENTRIES);
 });
