@@ -319,7 +319,12 @@ async function throughDaemon(
   return { once, close };
 }
 
-export async function measureOverhead(n: number, url: string, prefix: string): Promise<OverheadResult[]> {
+export async function measureOverhead(
+  n: number,
+  url: string,
+  prefix: string,
+  floorPrefix: string,
+): Promise<OverheadResult[]> {
   const nats = () => NatsBus.connect({ url, prefix });
   // What a user runs by default: TLS, and the client in the people's account reading copies.
   const byDefault = await defaultServer([prefix]);
@@ -337,7 +342,7 @@ export async function measureOverhead(n: number, url: string, prefix: string): P
     const durable = troupe(server.baseURL, natsBus);
     await durable.runtime.open();
     closing.push(() => durable.runtime.close());
-    const floor = await durableFloor(server.baseURL, nats);
+    const floor = await durableFloor(server.baseURL, () => NatsBus.connect({ url, prefix: floorPrefix }));
     closing.push(floor.close);
     // The same daemon's runs, asked for and followed from another process (one daemon per prefix).
     const client = await clientApart(url, prefix);

@@ -198,6 +198,8 @@ async function main(): Promise<void> {
   }
   const prefix = uniquePrefix("bench");
   const durablePrefix = uniquePrefix("benchd");
+  // The durable floor's request is no verb of the daemon's: on a prefix of its own.
+  const floorPrefix = uniquePrefix("bfloor");
   const daemonPrefix = uniquePrefix("bd");
   const recoveryPrefix = uniquePrefix("br");
   const scalePrefix = uniquePrefix("bs");
@@ -206,7 +208,7 @@ async function main(): Promise<void> {
   const fanoutPrefix = uniquePrefix("bf");
   try {
     await measureBus("NatsBus", () => NatsBus.connect({ url, prefix }));
-    const overhead = await measureOverhead(quick ? 40 : 200, url, durablePrefix);
+    const overhead = await measureOverhead(quick ? 40 : 200, url, durablePrefix, floorPrefix);
     for (const result of overhead)
       add({ name: `turn overhead, ${result.name}`, value: result.perTurnMs, unit: "ms/turn" });
     const [a, b, c, d, inProcess, floor, clientApart, secured] = overhead.map(
@@ -352,6 +354,7 @@ async function main(): Promise<void> {
       const ours = [
         prefix,
         durablePrefix,
+        floorPrefix,
         daemonPrefix,
         recoveryPrefix,
         scalePrefix,
