@@ -232,6 +232,12 @@ async function main(): Promise<void> {
       unit: "",
       target: "≤ d/b + 0.1",
     });
+    add({
+      name: "what the default server adds to d/b (d‴/b − d/b)",
+      value: (secured - d) / b,
+      unit: "",
+      target: "≤ 0.1",
+    });
     add({ name: "ratio c/a (Troupe local vs the raw SDK loop)", value: c / a, unit: "" });
     add({
       name: "ratio d′/b (the daemon's runtime alone vs @openai/agents)",
