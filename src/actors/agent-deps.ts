@@ -1,6 +1,7 @@
 import type { Bus } from "../bus/bus.js";
 import type { AgentDefinition, ApprovalPolicy, Budget, TroupeConfig } from "../config/schema.js";
 import type { Logger } from "../log.js";
+import type { RebuiltHistory } from "../machines/agent-reopen.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import type { ModelRouter } from "../model/model-router.js";
 import type { Approver } from "../safety/approver.js";
@@ -96,6 +97,11 @@ export interface StartAgentOptions {
    * policy, sandbox) are the options above, never the record's: see `Runtime.resume`.
    */
   restore?: AgentRecord;
+  /**
+   * With `restore`: its snapshot could not be read, and this is its history from the event log
+   * (log-history.ts), which the agent goes on from instead of the record's snapshot.
+   */
+  rebuilt?: RebuiltHistory;
 }
 
 /** A running agent: its id, its result when it stops, and the commands it takes. */

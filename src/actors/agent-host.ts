@@ -6,6 +6,7 @@ import { buildSystemPrompt } from "../context/system-prompt.js";
 import type { Logger } from "../log.js";
 import { totalSpend } from "../machines/agent-machine.js";
 import { persistedFacts } from "../machines/agent-persisted.js";
+import { rebuild } from "../machines/agent-reopen.js";
 import type { AgentCommand } from "../machines/agent-types.js";
 import { ZERO_USAGE } from "../model/types.js";
 import { readOnlyLimit } from "../safety/policy.js";
@@ -24,6 +25,7 @@ import { askEach, catalogueFor, skillDirsFor, toolView } from "./agent-tools.js"
 import { Clearance } from "./clearance.js";
 import { EventPublisher } from "./event-publisher.js";
 import { armWall, hostedActor } from "./hosted-machine.js";
+import { REBUILT_NOTE } from "./log-history.js";
 import { subagentTools } from "./subagents.js";
 
 const NOTHING_SPENT = { usage: ZERO_USAGE, toolCalls: 0 };
@@ -54,23 +56,24 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
   const send = (command: AgentCommand) => link.actor?.send(command);
 
   const { actors, skills } = actorsOf(deps, options, settings, { agentId, events, startedAt, link, send });
-  const { actor, release: unhost } = hostedActor(actors, {
-    input: {
-      runId,
-      agentId,
-      name: definition.name,
-      systemPrompt: buildSystemPrompt(
-        definition,
-        deps.workspace,
-        [UNTRUSTED_NOTE, ...catalogueFor(definition, deps), ...(settings.mode === "plan" ? [PLAN_NOTE] : [])],
-        { readHardLinks: deps.config.sandbox.readHardLinks, hiddenDirs: deps.hiddenDirs },
-      ),
-      budget,
-      onToolError: definition.onToolError,
-      elapsedMs: restore?.elapsedMs ?? 0,
-    },
-    ...(restore ? { snapshot: restore.snapshot as Snapshot<unknown> } : {}),
-  });
+  const input = {
+    runId,
+    agentId,
+    name: definition.name,
+    systemPrompt: buildSystemPrompt(
+      definition,
+      deps.workspace,
+      [UNTRUSTED_NOTE, ...catalogueFor(definition, deps), ...(settings.mode === "plan" ? [PLAN_NOTE] : [])],
+      { readHardLinks: deps.config.sandbox.readHardLinks, hiddenDirs: deps.hiddenDirs },
+    ),
+    budget,
+    onToolError: definition.onToolError,
+    elapsedMs: restore?.elapsedMs ?? 0,
+  };
+  const snapshot = options.rebuilt
+    ? rebuild(input, options.rebuilt)
+    : (restore?.snapshot as Snapshot<unknown>);
+  const { actor, release: unhost } = hostedActor(actors, { input, ...(restore ? { snapshot } : {}) });
   link.actor = actor;
 
   // Commands reach an agent on its control subjects, from its parent or any client (acked by reply).
@@ -156,7 +159,10 @@ function begin(
     log.info({ state }, "agent resumed from its snapshot");
     // Taken over from a worker that went silent: readers learn the new epoch before anything that
     // worker still sends when its link comes back, and drop that.
-    if (options.epoch) events.emit("agent.resumed", { state });
+    if (options.epoch || options.rebuilt)
+      events.emit("agent.resumed", { state, ...(options.rebuilt ? { rebuilt: true as const } : {}) });
+    // Rebuilt from the log: it is told so, and goes on.
+    if (options.rebuilt) actor.send({ type: "START", task: REBUILT_NOTE });
     const disarm =
       actor.getSnapshot().status === "active"
         ? armWall(settings.budget.maxWallMs, restore.elapsedMs, (type) => actor.send({ type }))

@@ -176,9 +176,14 @@ export class AgentStore {
         `the snapshot of ${agentId} was written by another version of Troupe (record v${String(raw?.v)}, machine v${String(raw?.machineVersion)}; this one reads v${AGENT_RECORD_VERSION}/v${AGENT_MACHINE_VERSION})`,
       );
     }
+    const parsed = agentRecordSchema.safeParse(entry.value);
+    // Anything else under the key (a stored message the server was asked to send there, another
+    // agent's record copied over it) is no snapshot of this agent.
+    if (!parsed.success || keyOf(parsed.data.runId, parsed.data.agentId) !== key)
+      throw new IncompatibleRecordError(`the snapshot of ${agentId} is not a record of it`);
     this.#revisions.set(key, entry.revision);
     this.#moved.delete(key);
-    return agentRecordSchema.parse(entry.value);
+    return parsed.data;
   }
 
   /**

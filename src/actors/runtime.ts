@@ -31,9 +31,10 @@ import type { AgentDeps, AgentHandle, StartAgentOptions } from "./agent-deps.js"
 import { isEvent } from "./agent-events.js";
 import type { AgentHooks } from "./agent-hooks.js";
 import { startAgent } from "./agent-host.js";
-import { type AgentRecord, AgentStore, ToolJournal } from "./agent-store.js";
+import { type AgentRecord, AgentStore, IncompatibleRecordError, ToolJournal } from "./agent-store.js";
 import { AgentControls } from "./agent-stream.js";
 import { finishedChildAnswers } from "./finished-children.js";
+import { loadOrRebuild } from "./log-history.js";
 import { nextSeqOf } from "./next-seq.js";
 import { actorKey, type SpawnRequest, workerPlacement } from "./placement.js";
 import { assertTaskFits } from "./task-size.js";
@@ -256,9 +257,13 @@ export class Runtime {
     options: { as: ResumeAs; followUp?: string; epoch?: number },
   ): Promise<AgentHandle | undefined> {
     if (!this.#persistence) throw new Error("resume needs an opened runtime");
-    const { agents } = this.#persistence;
-    let record = await (options.epoch ? agents.takeOver(runId, agentId) : agents.load(runId, agentId));
-    if (!record) return undefined;
+    const loaded = await loadOrRebuild(this.#persistence, this.bus, this.#log, {
+      runId,
+      agentId,
+      ...options,
+    });
+    if (!loaded) return undefined;
+    let { record } = loaded;
     const stopped = record.done;
     if (stopped) {
       if (options.followUp === undefined) return undefined;
@@ -275,6 +280,7 @@ export class Runtime {
       agentId,
       ...(record.parentId ? { parentId: record.parentId } : {}),
       restore: { ...record, nextSeq },
+      ...(loaded.rebuilt ? { rebuilt: loaded.rebuilt } : {}),
       ...(options.epoch ? { epoch: options.epoch } : {}),
       ...rightsOf(record, options.as),
       ...(stopped && options.followUp !== undefined ? { followUp: options.followUp } : {}),
@@ -338,7 +344,11 @@ export class Runtime {
     runId: string,
     childId: string,
   ): Promise<{ stopped: AgentOutput } | { running: true } | undefined> {
-    const record = await this.#persistence?.agents.load(runId, childId);
+    const record = await this.#persistence?.agents.load(runId, childId).catch((error) => {
+      // Not readable: what its events say decides (below), and a resume rebuilds it from them.
+      if (error instanceof IncompatibleRecordError) return { done: false } as const;
+      throw error;
+    });
     if (!record) return undefined;
     if (record.done) {
       const { output } = persistedFacts(record.snapshot);

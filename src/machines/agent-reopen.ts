@@ -1,8 +1,8 @@
-import type { Snapshot } from "xstate";
+import { createActor, type Snapshot } from "xstate";
 import { TroupeError } from "../errors.js";
 import type { ChatMessage } from "../model/types.js";
 import { agentMachine } from "./agent-machine.js";
-import type { AgentContext } from "./agent-types.js";
+import type { AgentContext, AgentInput } from "./agent-types.js";
 
 /** A snapshot that cannot be reopened: it is not of a stopped agent. */
 export class NotStoppedError extends TroupeError {
@@ -58,4 +58,34 @@ function withAnswers(messages: ChatMessage[], answers: ReadonlyMap<string, ChatM
     i = next - 1;
   }
   return out;
+}
+
+/** What an agent's conversation and spending were, rebuilt from elsewhere than its snapshot. */
+export interface RebuiltHistory {
+  /** After the system prompt. */
+  messages: ChatMessage[];
+  usage: AgentContext["usage"];
+  turns: number;
+  toolCalls: number;
+}
+
+/**
+ * A persisted snapshot in `idle` of an agent whose snapshot was lost, made from its history
+ * (log-history.ts): its input's context (the system prompt it is given now) with that conversation
+ * and spending, where a START (a note saying what happened) takes it on. Made by the machine
+ * (`resolveState`), as `reopen` makes its state.
+ */
+export function rebuild(input: AgentInput, history: RebuiltHistory): Snapshot<unknown> {
+  const initial = createActor(agentMachine, { input }).getSnapshot().context;
+  const state = agentMachine.resolveState({
+    value: "idle",
+    context: {
+      ...initial,
+      messages: [...initial.messages, ...history.messages],
+      usage: history.usage,
+      turns: history.turns,
+      toolCalls: history.toolCalls,
+    },
+  });
+  return agentMachine.getPersistedSnapshot(state);
 }
