@@ -12,9 +12,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { jetstreamManager } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
 import { connect, nkeyAuthenticator } from "@nats-io/transport-node";
 import { NatsServerProcess } from "../src/bus/embedded-nats.js";
-import { makeEnvelope } from "../src/bus/envelope.js";
 import { roleInbox } from "../src/bus/permissions.js";
 import { ScriptedModelServer } from "../src/testing/scripted-model-server.js";
 import { roleSeedFile } from "../src/trust/role-credentials.js";
@@ -251,13 +251,11 @@ const nc = await connect({
   tls: { caFile: serverTlsFiles(dataDir).ca },
   inboxPrefix: roleInbox("troupe", "daemon"),
 });
-const reply = await nc.request(
-  "troupe.api.runs.list",
-  JSON.stringify(makeEnvelope({ runId: "soak", agentId: "soak", seq: 0, type: "runs.list", data: {} })),
-  { timeout: 10_000 },
-);
-const records = (reply.json() as { data: { runs: Array<{ task: string; status: string; result?: string }> } })
-  .data.runs;
+// Every record, read from the runs bucket (runs.list sends the newest 1,000).
+const runsBucket = await new Kvm(nc).open("troupe_runs");
+const records: Array<{ task: string; status: string; result?: string }> = [];
+for await (const key of await runsBucket.keys("run-*"))
+  records.push((await runsBucket.get(key))?.json() as (typeof records)[number]);
 for (const record of records)
   if (record.result?.includes("(the shell:"))
     process.stderr.write(`soak: ${record.task}: ${record.result}\n`);
