@@ -117,6 +117,13 @@ export class Daemon {
       throw new RequestRefusedError(
         `unknown API verb ${JSON.stringify(verb.slice(0, 64))}: this daemon answers ${Object.keys(apiRequests).join(", ")}`,
       );
+    // A request says what it is. A stored message a reader had a consumer deliver onto an API subject
+    // (through the people's import its reply is the server's `_R_.`, like a real request's) is an
+    // event or a record, never one of the verb's type.
+    if (request.type !== verb)
+      throw new RequestRefusedError(
+        `a ${verb} request has type "${verb}", not ${JSON.stringify(request.type.slice(0, 64))}`,
+      );
     const data = await this.request(verb as ApiVerb, request.data ?? {});
     return makeEnvelope({ runId: request.runId, agentId: "daemon", seq: 0, type: `${verb}.reply`, data });
   }

@@ -94,6 +94,15 @@ describe("troupe daemon", () => {
     expect(badId.message).toContain(
       "invalid runs.start request: runId: a run id is run- and a lower-case ULID",
     );
+    // A request is of its subject's verb: a stored message a consumer delivers onto an API subject (an
+    // event, a record) is no request, whatever its data would pass for.
+    const other = await bus
+      .request(
+        bus.subjects.api("runs.abort"),
+        makeEnvelope({ runId, agentId: "x", seq: 0, type: "runs.get", data: { runId } }),
+      )
+      .catch((error) => error);
+    expect(other.message).toContain('a runs.abort request has type "runs.abort", not "runs.get"');
     await bus.connection.publish(bus.subjects.api("runs.list"), new TextEncoder().encode("not an envelope"));
     expect((await ask("runs.list", {})).data).toMatchObject({ runs: [{ runId }] });
     const chosen = `run-${"0".repeat(10)}${"a".repeat(16)}`;

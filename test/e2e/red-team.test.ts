@@ -97,7 +97,8 @@ async function nothingHappened(): Promise<void> {
   expect(existsSync(join(dir, "pwned"))).toBe(false);
   const observer = await as("observer");
   try {
-    const runs = (await observer.request(observer.subjects.api("runs.list"), startRequest({}))).data as {
+    const list = makeEnvelope({ runId: "new", agentId: "cli", seq: 0, type: "runs.list", data: {} });
+    const runs = (await observer.request(observer.subjects.api("runs.list"), list)).data as {
       runs: Array<{ runId: string; status: string }>;
     };
     expect(runs.runs.map((r) => [r.runId, r.status])).toEqual([[runId, "running"]]);
