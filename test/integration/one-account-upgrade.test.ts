@@ -1,0 +1,51 @@
+import { join } from "node:path";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
+import { afterEach, expect, it } from "vitest";
+import { NatsServerProcess } from "../../src/bus/embedded-nats.js";
+import { embeddedDaemon } from "../support/embedded-daemon.js";
+
+/* A data dir whose server an earlier Troupe ran with one account keeps what it stored: the daemon
+ * that starts the two-account server moves the streams into the hosts' account first, and the
+ * people's copies hold the old events too. */
+
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+}, 60_000);
+
+it("a data dir of the one-account server keeps its streams: moved into the hosts' account, copied for the people", async () => {
+  const prefix = "upgrade";
+  const h = await embeddedDaemon(
+    {
+      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\n`,
+      "config/agents/a.yaml": "name: a\ndescription: A.\n",
+    },
+    "http://127.0.0.1:9/v1",
+    cleanups,
+  );
+  // What an earlier daemon left: its server's store, streams in the one (global) account.
+  const earlier = await NatsServerProcess.start({ storeDir: join(h.dir, ".data", "nats") });
+  const nc = await connect({ servers: earlier.url });
+  const stream = `${prefix.toUpperCase()}_EVENTS`;
+  await (await jetstreamManager(nc)).streams.add({ name: stream, subjects: [`${prefix}.evt.>`] });
+  await jetstream(nc).publish(`${prefix}.evt.run-old.a.agent.started`, JSON.stringify({ old: true }));
+  await nc.close();
+  await earlier.stop();
+
+  await h.start();
+  const stored = async (role: "daemon" | "observer") => {
+    const jsm = await jetstreamManager(await h.connectAs(role, prefix));
+    for (let tries = 0; tries < 50; tries++) {
+      const found = await jsm.streams
+        .getMessage(stream, { last_by_subj: `${prefix}.evt.run-old.a.agent.started` })
+        .catch(() => null);
+      if (found) return found.json<{ old?: boolean }>();
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return null;
+  };
+  expect(await stored("daemon")).toEqual({ old: true });
+  // The observer reads its copy in the people's account.
+  expect(await stored("observer")).toEqual({ old: true });
+}, 60_000);
