@@ -23,13 +23,17 @@ export const LOADED_AT_ROOT = ["config/troupe.yaml"];
 
 /**
  * What makes a directory a git dir to git while it looks for a repository: a HEAD, objects and refs
- * side by side. Git follows links to each (and takes an executable file for refs), so any entry of
- * those names counts, whatever it is; a directory with all three is protected like a `.git`.
+ * side by side, or a HEAD and a `commondir` file, which names another directory for the objects,
+ * refs and config (a linked worktree's git dir: git reads that config). Git follows links to each
+ * (and takes an executable file for refs), so any entry of those names counts, whatever it is; a
+ * directory of either shape is protected like a `.git`.
  */
 export const REPOSITORY_PARTS = ["HEAD", "objects", "refs"] as const;
+const LINKED_PARTS = ["HEAD", "commondir"] as const;
 
 /** Whether entries of these names, side by side, make a directory git takes for a repository. */
 export function isRepositoryShape(names: Iterable<string>): boolean {
   const present = new Set(names);
-  return REPOSITORY_PARTS.every((part) => present.has(part));
+  const has = (parts: readonly string[]) => parts.every((part) => present.has(part));
+  return has(REPOSITORY_PARTS) || has(LINKED_PARTS);
 }

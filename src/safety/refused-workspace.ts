@@ -42,7 +42,10 @@ export function workspaceRefusal(workspace: string, dirs: TroupeDirs): string | 
   return undefined;
 }
 
-/** What git checks before it takes a directory for a git dir: a HEAD, and objects/ and refs/. */
+/**
+ * What git checks before it takes a directory for a git dir: a HEAD, and objects/ and refs/, or a
+ * `commondir` file naming where they are (a linked worktree's git dir).
+ */
 function looksLikeGitDir(dir: string): boolean {
   const is = (name: string, directory: boolean) => {
     try {
@@ -52,5 +55,5 @@ function looksLikeGitDir(dir: string): boolean {
       return false;
     }
   };
-  return is("HEAD", false) && is("objects", true) && is("refs", true);
+  return is("HEAD", false) && ((is("objects", true) && is("refs", true)) || is("commondir", false));
 }

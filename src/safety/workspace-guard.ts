@@ -89,8 +89,8 @@ function refusal(root: string, step: string, protectedDirs: readonly string[]): 
 
 /**
  * Why a write to `target` touches a repository git would run code from: it is inside a directory
- * that holds a HEAD, objects and refs (its config and hooks run at the next git command there), or
- * it would give a directory holding two of them the third, itself or by a directory it makes.
+ * git takes for a repository (a HEAD with objects and refs, or with a commondir: its config and hooks
+ * run at the next git command there), or it would complete that shape, itself or by a directory it makes.
  */
 function repositoryRefusal(root: string, target: string): string | undefined {
   if (!isInside(root, target)) return undefined;
@@ -99,9 +99,9 @@ function repositoryRefusal(root: string, target: string): string | undefined {
     const names = namesIn(dir);
     const shown = relative(root, dir) || ".";
     if (isRepositoryShape(names))
-      return `is inside ${shown}/, which git takes for a repository (it holds HEAD, objects and refs) and runs code from; tools may not change it`;
+      return `is inside ${shown}/, which git takes for a repository (it holds HEAD with objects and refs, or with commondir) and runs code from; tools may not change it`;
     if (isRepositoryShape([...names, part]))
-      return `would make ${shown}/ a directory git takes for a repository (HEAD, objects and refs side by side), which runs code at the next git command there; tools may not`;
+      return `would make ${shown}/ a directory git takes for a repository (HEAD with objects and refs, or with commondir), which runs code at the next git command there; tools may not`;
     dir = join(dir, part);
   }
   return undefined;

@@ -120,3 +120,70 @@ it("a repository under a directory whose name is not UTF-8 is found and moved as
   expect(found.length).toBeGreaterThan(0);
   expect(existsSync(marker())).toBe(false);
 });
+
+/* ATTACK (an outside review): a HEAD and a `commondir` file make a git dir too (a linked worktree's),
+ * with objects, refs and config in the directory commondir names: git reads that config, and a
+ * `core.pager` there ran at the user's `git branch` in the directory, planted by write tools or one
+ * command under auto-edit. */
+const pagerConfig = () => `[core]\n\tpager = "touch ${marker()}; cat"\n`;
+
+/** The user's `git branch` on a terminal (the pager runs only there), in a directory of the workspace. */
+function userGitBranch(at: string): void {
+  try {
+    execFileSync("script", ["-qc", "git branch", "/dev/null"], {
+      cwd: at,
+      stdio: "ignore",
+      input: "",
+      env: {
+        PATH: process.env.PATH,
+        HOME: dir,
+        TERM: "xterm",
+        GIT_CONFIG_NOSYSTEM: "1",
+        GIT_CEILING_DIRECTORIES: dir,
+      },
+    });
+  } catch {}
+}
+
+function plantLinked(at: string): void {
+  for (const sub of ["c/objects", "c/refs/heads"]) mkdirSync(join(at, sub), { recursive: true });
+  writeFileSync(join(at, "HEAD"), "ref: refs/heads/main\n");
+  writeFileSync(join(at, "commondir"), "c\n");
+  writeFileSync(join(at, "c/config"), pagerConfig());
+}
+
+it("a HEAD with a commondir runs the user's git, as the test plants it: what the attacks below must not reach", () => {
+  const planted = join(dir, "linked");
+  plantLinked(planted);
+  userGitBranch(planted);
+  expect(existsSync(marker())).toBe(true);
+});
+
+it("write tools may not pair a HEAD with a commondir, nor write in a directory that has both", async () => {
+  await run(
+    write("x/HEAD", "ref: refs/heads/main\n"),
+    write("x/commondir", "c\n"),
+    write("x/c/objects/keep", ""),
+    write("x/c/refs/heads/keep", ""),
+    write("x/c/config", pagerConfig()),
+  );
+  expect(existsSync(join(dir, "ws/x/commondir"))).toBe(false);
+  userGitBranch(join(dir, "ws/x"));
+  expect(existsSync(marker())).toBe(false);
+
+  plantLinked(join(dir, "ws/y"));
+  await run(write("y/c/config", pagerConfig().replace("touch", "touch -c")), write("y/HEAD", "x\n"));
+  expect(readdirSync(join(dir, "ws/y")).some((name) => name.startsWith("HEAD.quarantined-"))).toBe(false);
+  expect(execFileSync("cat", [join(dir, "ws/y/HEAD")]).toString()).toBe("ref: refs/heads/main\n");
+});
+
+it("a HEAD with a commondir made by a command is moved aside by the sandbox", async () => {
+  await run(
+    shell(
+      `mkdir -p y/c/objects y/c/refs/heads && echo 'ref: refs/heads/main' > y/HEAD && echo c > y/commondir && printf '%s' '${pagerConfig()}' > y/c/config`,
+    ),
+  );
+  expect(readdirSync(join(dir, "ws/y")).some((name) => name.startsWith("HEAD.quarantined-"))).toBe(true);
+  userGitBranch(join(dir, "ws/y"));
+  expect(existsSync(marker())).toBe(false);
+});
