@@ -37,7 +37,10 @@ export function ttyApprover(
 ): TtyApprover {
   const always = new Set<string>();
   const withdrawn = new Set<string>();
-  const lines = lineReader(input);
+  // On a terminal, what was typed before a question is not its answer: a model's text can draw a
+  // question of its own, and a `y` typed to that would otherwise answer the real one that follows.
+  const person = (input as { isTTY?: boolean }).isTTY === true;
+  const lines = lineReader(input, person);
   let asking: { callId: string; stop: AbortController; question: string } | undefined;
   let queue: Promise<unknown> = Promise.resolve();
   const ask = async (request: ApprovalRequest, signal: AbortSignal): Promise<ApprovalAnswer> => {
@@ -52,6 +55,8 @@ export function ttyApprover(
     asking = { callId: request.callId, stop, question };
     try {
       output.write(`${describeRequest(request)}\n${question}`);
+      if (person && lines.dropTyped() > 0)
+        output.write(`\n(what was typed before this question was ignored: answer it now)\n${question}`);
       for (;;) {
         const answer = await lines.next(AbortSignal.any([signal, stop.signal]));
         if (answer === undefined) throw new Error("the terminal closed before an answer");
@@ -100,29 +105,54 @@ export function ttyApprover(
 }
 
 /**
- * The terminal's lines, one at a time, read from one readline for the approver's life: a line typed
- * (or pasted) before its question is asked waits for it, and a wait given up (the question
- * withdrawn) leaves the next line to the next question. Undefined once the input ends.
+ * The terminal's lines, one at a time, read from one readline for the approver's life; a wait given
+ * up (the question withdrawn) leaves the next line to the next question. `eager` (a terminal): read
+ * from the start, so that what was typed before a question is read by the time it is asked, and can
+ * be dropped (`dropTyped`). Otherwise (a pipe: a script's answers, given ahead) read from the first
+ * question on, every line kept.
  */
-function lineReader(input: NodeJS.ReadableStream) {
-  let lines: AsyncIterator<string> | undefined;
-  let pending: Promise<IteratorResult<string>> | undefined;
+function lineReader(input: NodeJS.ReadableStream, eager: boolean) {
+  const queue: string[] = [];
+  let ended = false;
+  let wake: (() => void) | undefined;
+  let reading = false;
+  const open = () => {
+    if (reading) return;
+    reading = true;
+    const rl = createInterface({ input, terminal: false });
+    rl.on("line", (text) => {
+      queue.push(text);
+      wake?.();
+    });
+    rl.on("close", () => {
+      ended = true;
+      wake?.();
+    });
+  };
+  if (eager) open();
   return {
-    next(signal: AbortSignal): Promise<string | undefined> {
-      lines ??= createInterface({ input, terminal: false })[Symbol.asyncIterator]();
-      pending ??= lines.next();
-      const read = pending;
-      return new Promise((resolve, reject) => {
-        const abort = () => reject(signal.reason);
-        if (signal.aborted) return abort();
-        signal.addEventListener("abort", abort, { once: true });
-        void read.then((result) => {
-          if (signal.aborted) return;
-          signal.removeEventListener("abort", abort);
-          pending = undefined;
-          resolve(result.done ? undefined : result.value);
-        }, reject);
-      });
+    /** Drops the lines read so far (typed before the question now asked); says how many. */
+    dropTyped(): number {
+      return queue.splice(0).length;
+    },
+    /** The next line; undefined once the input ends. */
+    async next(signal: AbortSignal): Promise<string | undefined> {
+      open();
+      for (;;) {
+        signal.throwIfAborted();
+        const first = queue.shift();
+        if (first !== undefined) return first;
+        if (ended) return undefined;
+        await new Promise<void>((resolve, reject) => {
+          const abort = () => reject(signal.reason);
+          signal.addEventListener("abort", abort, { once: true });
+          wake = () => {
+            signal.removeEventListener("abort", abort);
+            wake = undefined;
+            resolve();
+          };
+        });
+      }
     },
   };
 }

@@ -165,6 +165,39 @@ describe("approval requests", () => {
     expect(printed.match(/\? allow shell \(c-shell\)\?/g)).toHaveLength(2);
   });
 
+  it("on a terminal: what was typed before the question is not its answer (a model's text can draw a question of its own)", async () => {
+    const input = Object.assign(new PassThrough(), { isTTY: true });
+    const output = new PassThrough();
+    let printed = "";
+    output.on("data", (chunk) => (printed += chunk));
+    let show: () => void = () => {};
+    const shown = new Promise<void>((resolve) => (show = resolve));
+    const approver = ttyApprover(() => shown, input, output);
+    const answered = approver.decide(
+      {
+        runId: "r",
+        agentId: "a",
+        callId: "c-1",
+        tool: "shell",
+        arguments: "{}",
+        effect: "execute",
+        detail: "touch /outside",
+        paths: [],
+        escalation: "it asks to run outside the sandbox",
+      },
+      new AbortController().signal,
+    );
+    // Typed while the output still drew the model's fake question: before the real one is asked.
+    input.write("y\n");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    show();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(printed).toContain("? allow shell (c-1)?");
+    input.write("n not that\n");
+    expect(await answered).toEqual({ approved: false, by: "user", reason: "not that" });
+    expect(printed).toContain("(what was typed before this question was ignored: answer it now)");
+  });
+
   it("on a terminal: a status line while a question is open goes on a line of its own, and the question is asked again below it", async () => {
     const input = new PassThrough();
     const output = new PassThrough();
