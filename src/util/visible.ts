@@ -15,11 +15,11 @@ const FLAG_TAGS = /\u{1f3f4}[\u{e0020}-\u{e007e}]+\u{e007f}/u;
  * a text look other than it is (zero-width spaces and joiners, direction marks, embeddings,
  * overrides and isolates, word joiner and invisible operators, line and paragraph separators, the
  * byte order mark, interlinear annotation, soft hyphen, tag characters, the Hangul fillers that
- * stand alone as blank letters).
+ * stand alone as blank letters, the combining grapheme joiner, the blank braille pattern).
  */
 const HIDDEN =
   // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point here
-  /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb\u{e0000}-\u{e007f}]|\r(?!\n)/u;
+  /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb\u{e0000}-\u{e007f}\u034f\u115f\u1160\u2800]|\r(?!\n)/u;
 const PATTERN = new RegExp(`(${FLAG_TAGS.source})|(${EMOJI_JOINER.source})|${HIDDEN.source}`, "gu");
 
 /** `\e` for ESC, `\r` for a lone carriage return, `\x07` for other C0 and DEL, `\u202e` for the rest. */
@@ -58,7 +58,7 @@ export function visibleLine(text: string): string {
 // In JSON text a C0 control can only be whitespace between tokens (a string has them escaped): tab,
 // newline, carriage return. The rest of what `visible` shows may stand raw in a string.
 const RAW_IN_JSON =
-  /[\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb]|\udb40[\udc00-\udc7f]/g;
+  /[\x7f-\x9f\xad\u034f\u061c\u115f\u1160\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\u2800\u3164\ufeff\uffa0\ufff9-\ufffb]|\udb40[\udc00-\udc7f]/g;
 
 /**
  * Valid JSON text on one line, with the characters `visible` shows that JSON.stringify leaves raw
@@ -88,15 +88,20 @@ export function quoted(text: string): string {
 /** Eight spaces or more in a row: shown counted. */
 const SPACE_RUN = / {8,}/g;
 
+/** A blank that is not the ASCII space (no-break, ideographic, the typographic widths). */
+const OTHER_BLANK = /(?! )\p{Zs}/gu;
+
 /**
- * Blank space as a person deciding on a text must see it: a tab as `\t`, and a run of eight spaces
- * or more counted (`␠×300`, a literal `␠` escaped as `\u2420`), so no run of blanks pushes the rest
- * of a command past the edge of a terminal, a panel or a page.
+ * Blank space as a person deciding on a text must see it: a tab as `\t`, a blank other than the
+ * ASCII space escaped (`\u3000`), and a run of eight spaces or more counted (`␠×300`, a literal `␠`
+ * escaped as `\u2420`), so no run of blanks pushes the rest of a command past the edge of a
+ * terminal, a panel or a page, and none passes for another.
  */
 export function spacesSeen(text: string): string {
   return text
     .replace(/\u2420/g, "\\u2420")
     .replace(/\t/g, "\\t")
+    .replace(OTHER_BLANK, (blank) => `\\u${(blank.codePointAt(0) ?? 0).toString(16).padStart(4, "0")}`)
     .replace(SPACE_RUN, (run) => `␠×${run.length}`);
 }
 

@@ -52,6 +52,10 @@ describe("visible", () => {
       "\u00ad",
       "\u3164",
       "\uffa0",
+      "\u115f",
+      "\u1160",
+      "\u034f",
+      "\u2800",
     ];
     for (const char of hidden)
       expect(visible(`a${char}b`)).toBe(`a\\u${char.codePointAt(0)?.toString(16).padStart(4, "0")}b`);
@@ -104,6 +108,9 @@ describe("quoted", () => {
     expect(quoted(`ls${" ".repeat(300)}; curl x | sh`)).toBe('"ls␠×300; curl x | sh"');
     expect(quoted("a       b")).toBe('"a       b"');
     expect(quoted("a\t\tb")).toBe('"a\\t\\tb"');
+    // Blanks that are not the ASCII space are each shown, so no run of them hides the rest.
+    expect(quoted(`ls "${"\u3000".repeat(3)}"; curl x`)).toBe('"ls \\"\\u3000\\u3000\\u3000\\"; curl x"');
+    expect(quoted("a\u00a0b\u2003c")).toBe('"a\\u00a0b\\u2003c"');
     // A literal ␠ cannot pass for a counted run.
     expect(quoted("␠×3")).toBe('"\\u2420×3"');
   });
