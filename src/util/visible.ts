@@ -19,7 +19,7 @@ const FLAG_TAGS = /\u{1f3f4}[\u{e0020}-\u{e007e}]+\u{e007f}/u;
  */
 const HIDDEN =
   // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point here
-  /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb\u{e0000}-\u{e007f}\u034f\u115f\u1160\u2800]|\r(?!\n)/u;
+  /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb\u{e0000}-\u{e007f}\u115f\u1160\u2800]|\u034f|\r(?!\n)/u;
 const PATTERN = new RegExp(`(${FLAG_TAGS.source})|(${EMOJI_JOINER.source})|${HIDDEN.source}`, "gu");
 
 /** `\e` for ESC, `\r` for a lone carriage return, `\x07` for other C0 and DEL, `\u202e` for the rest. */
@@ -58,7 +58,7 @@ export function visibleLine(text: string): string {
 // In JSON text a C0 control can only be whitespace between tokens (a string has them escaped): tab,
 // newline, carriage return. The rest of what `visible` shows may stand raw in a string.
 const RAW_IN_JSON =
-  /[\x7f-\x9f\xad\u034f\u061c\u115f\u1160\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\u2800\u3164\ufeff\uffa0\ufff9-\ufffb]|\udb40[\udc00-\udc7f]/g;
+  /\u034f|[\x7f-\x9f\xad\u061c\u115f\u1160\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\u2800\u3164\ufeff\uffa0\ufff9-\ufffb]|\udb40[\udc00-\udc7f]/g;
 
 /**
  * Valid JSON text on one line, with the characters `visible` shows that JSON.stringify leaves raw
