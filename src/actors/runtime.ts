@@ -271,7 +271,7 @@ export class Runtime {
         (record.snapshot as { context?: { messages?: ChatMessage[] } }).context?.messages ?? [];
       record = reopened(record, await finishedChildAnswers(this.bus, runId, agentId, messages));
     }
-    const definition = this.agent(record.name);
+    const definition = this.agent(trustedName(record, options.as, agentId, this.#log));
     const nextSeq = await nextSeqOf(this.bus, runId, agentId, record.nextSeq);
     return startAgent(this.#deps(), {
       definition,
@@ -331,7 +331,8 @@ export class Runtime {
       runId: request.runId,
       agentId: request.childId,
       parentId: request.parentId,
-      depth: request.depth,
+      // A spawn request is a worker's to send: whatever it says, what it starts is a subagent.
+      depth: Math.max(1, request.depth),
       budget: request.budget,
     });
   }
@@ -440,7 +441,23 @@ export interface RunGrants {
  * (kept where only the daemon writes), a subagent (read-only, whatever its record says), or an
  * agent whose record only this process writes (a local run's files), taken at its word.
  */
-export type ResumeAs = { root: RunGrants } | "child" | "own-record";
+export type ResumeAs = { root: RunGrants; agent?: string } | "child" | "own-record";
+
+/**
+ * Whose definition (tools, policy, sandbox) an agent resumes with: never its snapshot's word alone,
+ * which a host's seed can write. The run's first agent is the one its sealed run record names; a
+ * subagent the one its id was made from (`childIdOf`); a local run's own record is taken at its word.
+ */
+function trustedName(record: AgentRecord, as: ResumeAs, agentId: string, log: Logger): string {
+  const child = /^(.+)-[0-9a-f]{10}$/.exec(agentId)?.[1];
+  const trusted = typeof as === "object" ? as.agent : as === "child" ? child : undefined;
+  if (trusted === undefined || trusted === record.name) return record.name;
+  log.warn(
+    { agentId, snapshot: record.name, agent: trusted },
+    "a snapshot names another agent than its run or id: resumed as the one they name",
+  );
+  return trusted;
+}
 
 function rightsOf(
   record: AgentRecord,

@@ -50,6 +50,8 @@ export class Daemon {
   #retention: Retention | undefined;
   #beating: NodeJS.Timeout | undefined;
   #runtimes = new Map<string, Promise<Runtime>>();
+  /** Run ids a runs.start has taken and not yet recorded: two at once with one id start one run. */
+  #starting = new Set<string>();
 
   constructor(
     private readonly runtime: Runtime,
@@ -143,41 +145,62 @@ export class Daemon {
     return this.#handle(verb, parsed.data as never);
   }
 
+  /** A runs.start that passed its checks: the run started, recorded and followed. */
+  async #start(data: Record<string, string | undefined>): Promise<{ runId: string; agentId: string }> {
+    const workspace = data.workspace ? this.#allowedWorkspace(data.workspace) : undefined;
+    const runtime = await this.#runtime(workspace);
+    const handle = refusingUserErrors(() =>
+      runtime.start({
+        task: data.task as string,
+        ...(data.runId ? { runId: data.runId } : {}),
+        ...(data.agent ? { agent: data.agent } : {}),
+        ...(data.approval ? { approval: data.approval as never } : {}),
+        ...(data.mode ? { mode: data.mode as "act" | "plan" } : {}),
+        ...(data.sandbox ? { sandbox: data.sandbox as SandboxMode } : {}),
+        ...(data.skill ? { skill: data.skill } : {}),
+      }),
+    );
+    const record: RunRecord = {
+      runId: handle.runId,
+      agentId: handle.agentId,
+      agent: data.agent ?? this.runtime.agent().name,
+      task: data.task as string,
+      status: "running",
+      startedAt: Date.now(),
+      ...grantsOf(data),
+      ...(data.skill ? { skill: data.skill } : {}),
+      ...(workspace ? { workspace } : {}),
+    };
+    await this.#index?.put(record);
+    this.#track(handle, record);
+    return { runId: handle.runId, agentId: handle.agentId };
+  }
+
   async #handle(verb: ApiVerb, data: Record<string, string | undefined>): Promise<unknown> {
     switch (verb) {
       case "runs.start": {
         if (!this.#accepting) throw new RequestRefusedError("the daemon is shutting down");
-        if (data.runId && (this.#runs.has(data.runId) || (await this.#index?.taken(data.runId))))
-          throw new RequestRefusedError(`run ${data.runId} exists`);
-        const refusal = beyondCeiling(data as never, this.options.maxApproval ?? "auto-edit");
+        const ceiling = this.options.maxApproval ?? "auto-edit";
+        const refusal = beyondCeiling(data as never, ceiling);
         if (refusal) throw new RequestRefusedError(refusal);
-        const workspace = data.workspace ? this.#allowedWorkspace(data.workspace) : undefined;
-        const runtime = await this.#runtime(workspace);
-        const handle = refusingUserErrors(() =>
-          runtime.start({
-            task: data.task as string,
-            ...(data.runId ? { runId: data.runId } : {}),
-            ...(data.agent ? { agent: data.agent } : {}),
-            ...(data.approval ? { approval: data.approval as never } : {}),
-            ...(data.mode ? { mode: data.mode as "act" | "plan" } : {}),
-            ...(data.sandbox ? { sandbox: data.sandbox as SandboxMode } : {}),
-            ...(data.skill ? { skill: data.skill } : {}),
-          }),
-        );
-        const record: RunRecord = {
-          runId: handle.runId,
-          agentId: handle.agentId,
-          agent: data.agent ?? this.runtime.agent().name,
-          task: data.task as string,
-          status: "running",
-          startedAt: Date.now(),
-          ...grantsOf(data),
-          ...(data.skill ? { skill: data.skill } : {}),
-          ...(workspace ? { workspace } : {}),
-        };
-        await this.#index?.put(record);
-        this.#track(handle, record);
-        return { runId: handle.runId, agentId: handle.agentId };
+        // An agent the client names is held to the ceiling for its own policy too: naming one whose
+        // YAML says yolo is asking for yolo. (The default agent is the operator's choice.)
+        if (data.agent) {
+          const named = refusingUserErrors(() => this.runtime.agent(data.agent));
+          const own = beyondCeiling({ approval: named.approval, sandbox: named.sandbox } as never, ceiling);
+          if (own) throw new RequestRefusedError(`agent "${named.name}": ${own}`);
+        }
+        const runId = data.runId;
+        if (runId && (this.#starting.has(runId) || this.#runs.has(runId)))
+          throw new RequestRefusedError(`run ${runId} exists`);
+        if (!runId) return this.#start(data);
+        this.#starting.add(runId);
+        try {
+          if (await this.#index?.taken(runId)) throw new RequestRefusedError(`run ${runId} exists`);
+          return await this.#start(data);
+        } finally {
+          this.#starting.delete(runId);
+        }
       }
       case "runs.list": {
         // The newest, each in summary, so that however many runs there are the reply fits in one
@@ -208,7 +231,7 @@ export class Daemon {
         const handle = await this.#runtime(found.workspace)
           .then((runtime) =>
             runtime.resume(found.runId, found.agentId, {
-              as: { root: grantsOf(found) },
+              as: { root: grantsOf(found), agent: found.agent },
               followUp: "Continue the task where you left off.",
             }),
           )
@@ -355,7 +378,7 @@ export class Daemon {
       }
       try {
         const handle = await (await this.#runtime(record.workspace)).resume(record.runId, record.agentId, {
-          as: { root: grantsOf(record) },
+          as: { root: grantsOf(record), agent: record.agent },
         });
         if (handle) {
           this.log.info({ runId: record.runId }, "resumed an unfinished run");

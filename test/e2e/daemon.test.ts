@@ -106,7 +106,16 @@ describe("troupe daemon", () => {
     await bus.connection.publish(bus.subjects.api("runs.list"), new TextEncoder().encode("not an envelope"));
     expect((await ask("runs.list", {})).data).toMatchObject({ runs: [{ runId }] });
     const chosen = `run-${"0".repeat(10)}${"a".repeat(16)}`;
-    expect((await ask("runs.start", { task: "t", runId: chosen })).data).toMatchObject({ runId: chosen });
+    // Five at once with one id: one run starts, the others are told it exists (none orphaned).
+    const racing = await Promise.all(
+      Array.from({ length: 5 }, () =>
+        ask("runs.start", { task: "t", runId: chosen }).catch((error) => error),
+      ),
+    );
+    expect(racing.filter((reply) => !(reply instanceof Error))).toHaveLength(1);
+    expect(racing.filter((reply) => reply instanceof Error).map((e) => e.message)).toEqual(
+      Array(4).fill(expect.stringContaining(`run ${chosen} exists`)),
+    );
     // A typo in troupe steer is the steerer's to hear, in one line; the daemon's terminal stays quiet.
     const before = stderr();
     const typo = await runTroupe(["--config", join(dir, "config"), "steer", "run-typo", "go on"], {

@@ -59,6 +59,7 @@ beforeAll(async () => {
   const tree = tempTree({
     "config/troupe.yaml": `nats:\n  url: ${url}\n  prefix: ${prefix}\ndefaultAgent: worker\ndefaultModel: scripted\nproviders:\n  openai:\n    baseURL: ${model.baseURL}\n`,
     "config/agents/worker.yaml": "name: worker\ndescription: Works.\ntools: [shell]\n",
+    "config/agents/ops.yaml": "name: ops\ndescription: Operates.\ntools: [shell]\napproval: yolo\n",
   });
   dir = tree.dir;
   cleanups.push(tree.dispose);
@@ -121,6 +122,13 @@ describe("the red team's steps, replayed against the defaults", () => {
       .request(bus.subjects.api("runs.start"), startRequest({ task: "id > pwned", approval: "yolo" }))
       .catch((error) => error);
     expect(refused.message).toMatch(/approval "yolo" is beyond this daemon's maxApproval "auto-edit"/);
+    // Nor by naming an agent whose own YAML says yolo.
+    const named = await bus
+      .request(bus.subjects.api("runs.start"), startRequest({ task: "id > pwned", agent: "ops" }))
+      .catch((error) => error);
+    expect(named.message).toMatch(
+      /agent "ops": approval "yolo" is beyond this daemon's maxApproval "auto-edit"/,
+    );
     await bus.close();
     await nothingHappened();
   });
