@@ -13,7 +13,7 @@ import { RecordSeal } from "../trust/record-seal.js";
 import { isInside, realPathOrUndefined } from "../util/paths.js";
 import { type ApiVerb, apiRequests, beyondCeiling, LIST_TEXT, type RunRecord } from "./api.js";
 import { Retention } from "./retention.js";
-import { RunIndex } from "./run-index.js";
+import { RunIndex, type RunList } from "./run-index.js";
 
 /** How often the daemon says it is alive (`<p>.beat.daemon`). */
 export const BEAT_MS = 1000;
@@ -52,6 +52,12 @@ export class Daemon {
   #runtimes = new Map<string, Promise<Runtime>>();
   /** Run ids a runs.start has taken and not yet recorded: two at once with one id start one run. */
   #starting = new Set<string>();
+  /**
+   * The runs.list sweep under way: requests that come meanwhile share it. A burst of lists (a
+   * reader's seed may send thousands a second) costs one sweep at a time, not one each, and the
+   * verbs behind them are not kept waiting.
+   */
+  #listing: Promise<RunList> | undefined;
 
   constructor(
     private readonly runtime: Runtime,
@@ -205,7 +211,10 @@ export class Daemon {
       case "runs.list": {
         // The newest, each in summary, so that however many runs there are the reply fits in one
         // message; what was left out is counted.
-        const { runs, ...left } = (await this.#index?.list()) ?? { runs: [] };
+        this.#listing ??= (this.#index?.list() ?? Promise.resolve<RunList>({ runs: [] })).finally(() => {
+          this.#listing = undefined;
+        });
+        const { runs, ...left } = await this.#listing;
         return {
           runs: runs.map(({ result, task, ...run }) => ({
             ...run,

@@ -184,3 +184,18 @@ it("removes a finished run's record after nats.kv.ttl, its events staying; a dae
   const events = await collect(under.bus.eventLog.read({ runId }));
   expect(events.map((e) => e.envelope.type)).toContain("agent.stopped");
 });
+
+it("a burst of runs.list shares one sweep of the runs bucket at a time: a reader's flood is not one sweep a request", async () => {
+  const d = await daemon(60_000);
+  const runs = await under.bus.kv("runs");
+  const values = runs.values.bind(runs);
+  let sweeps = 0;
+  runs.values = (pattern, options) => {
+    if (pattern === "*") sweeps++;
+    return values(pattern, options);
+  };
+  const answers = await Promise.all(Array.from({ length: 200 }, () => d.request("runs.list", {})));
+  expect(answers.every((answer) => Array.isArray((answer as { runs: unknown[] }).runs))).toBe(true);
+  expect(sweeps).toBeGreaterThan(0);
+  expect(sweeps).toBeLessThan(20);
+});
