@@ -1,13 +1,10 @@
-import { spawn } from "node:child_process";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, expect, it } from "vitest";
 import { REBUILT_NOTE } from "../../src/actors/log-history.js";
 import { MISSING_RESULT } from "../../src/context/repair.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
-import { TROUPE_BIN } from "../support/cli.js";
-import { embeddedDaemon } from "../support/embedded-daemon.js";
-import { waitFor } from "../support/wait.js";
+import { embeddedDaemon, runToCommand } from "../support/embedded-daemon.js";
 
 /* ATTACK (worker seed, the one besides the daemon's that reaches the snapshots): a stream API's
  * answer sent over the snapshot of an agent while it runs a command. The next daemon could not read
@@ -45,26 +42,16 @@ it("an agent whose snapshot was overwritten with junk is rebuilt from the event 
     model.baseURL,
     cleanups,
   );
-  const { dir, env, cfg } = h;
+  const { dir } = h;
   writeFileSync(join(dir, "notes.txt"), "the secret word is marmalade\n");
   await h.start();
-  const client = spawn(
-    process.execPath,
-    [TROUPE_BIN, ...cfg, "run", "--json", "--approval", "auto-edit", "append"],
-    { cwd: dir, env, stdio: ["ignore", "pipe", "ignore"] },
+  const run = await runToCommand(
+    h,
+    cleanups,
+    (o) => o.includes('"name":"shell"') && o.includes('"tool.started"'),
   );
-  cleanups.push(() => client.kill("SIGKILL"));
-  let out = "";
-  client.stdout.on("data", (c) => (out += c));
-  const exit = new Promise<number | null>((r) => client.once("exit", r));
-  await waitFor(
-    "the command started",
-    () => out.includes('"name":"shell"') && out.includes('"tool.started"'),
-    15_000,
-  );
-  await waitFor("its line written", () => existsSync(join(dir, "ledger.txt")), 5000);
   await new Promise((r) => setTimeout(r, 300)); // its snapshot in executingTools stored
-  const { runId, agentId } = JSON.parse(out.split("\n")[0] ?? "{}") as { runId: string; agentId: string };
+  const { runId, agentId, exit } = run;
 
   const nc = await h.connectAs("worker", prefix);
   nc.publish(`$JS.API.STREAM.MSG.GET.${prefix.toUpperCase()}_EVENTS`, JSON.stringify({ seq: 1 }), {
@@ -77,8 +64,8 @@ it("an agent whose snapshot was overwritten with junk is rebuilt from the event 
   const requestsBefore = model.requests.length;
   await h.start();
   expect(await exit).toBe(0);
-  expect(out).toContain("all done");
-  expect(out).toMatch(/"type":"agent\.resumed"[^\n]*"rebuilt":true/);
+  expect(run.out()).toContain("all done");
+  expect(run.out()).toMatch(/"type":"agent\.resumed"[^\n]*"rebuilt":true/);
   expect(readFileSync(join(dir, "ledger.txt"), "utf8")).toBe("ran\n");
 
   // What the rebuilt agent was given: its turns and calls from the log, the read's output from its

@@ -1,13 +1,10 @@
-import { spawn } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { AckPolicy, DeliverPolicy, jetstreamManager } from "@nats-io/jetstream";
 import { afterEach, expect, it } from "vitest";
 import { KV_BUCKETS, type Role } from "../../src/bus/permissions.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
-import { TROUPE_BIN } from "../support/cli.js";
-import { embeddedDaemon } from "../support/embedded-daemon.js";
-import { waitFor } from "../support/wait.js";
+import { embeddedDaemon, runToCommand } from "../support/embedded-daemon.js";
 
 /* ATTACK (the client's, approver's and observer's seeds, on the default embedded server): the server
  * is asked to send what it stores onto subjects of Troupe's state. A stream API's answer (a get, a
@@ -43,20 +40,10 @@ it("reply subjects and deliver subjects of a person's role write nothing into an
     model.baseURL,
     cleanups,
   );
-  const { dir, env, cfg } = h;
+  const { dir } = h;
   await h.start();
-  const client = spawn(
-    process.execPath,
-    [TROUPE_BIN, ...cfg, "run", "--json", "--approval", "auto-edit", "append"],
-    { cwd: dir, env, stdio: ["ignore", "pipe", "ignore"] },
-  );
-  cleanups.push(() => client.kill("SIGKILL"));
-  let out = "";
-  client.stdout.on("data", (c) => (out += c));
-  const exit = new Promise<number | null>((r) => client.once("exit", r));
-  await waitFor("the command started", () => out.includes('"tool.started"'), 15_000);
-  await waitFor("its line written", () => existsSync(join(dir, "ledger.txt")), 5000);
-  const { runId, agentId } = JSON.parse(out.split("\n")[0] ?? "{}") as { runId: string; agentId: string };
+  const run = await runToCommand(h, cleanups);
+  const { runId, agentId, exit } = run;
 
   const events = `${prefix.toUpperCase()}_EVENTS`;
   const keyOf = (bucket: string, role: Role) => `$KV.${prefix}_${bucket}.${runId}.${agentId}.${role}`;
@@ -114,6 +101,6 @@ it("reply subjects and deliver subjects of a person's role write nothing into an
   h.kill();
   await h.start();
   expect(await exit).toBe(0);
-  expect(out).toContain("all done");
+  expect(run.out()).toContain("all done");
   expect(readFileSync(join(dir, "ledger.txt"), "utf8")).toBe("ran\n");
 }, 90_000);

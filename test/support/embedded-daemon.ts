@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { connect, type NatsConnection, nkeyAuthenticator } from "@nats-io/transport-node";
 import { expect } from "vitest";
@@ -90,4 +90,29 @@ export async function embeddedDaemon(
   };
 
   return { dir, env, cfg, start, stop, kill, connectAs, stderr: () => stderr };
+}
+
+/**
+ * `troupe run --json --approval auto-edit append` against the daemon of `h`, followed until the
+ * command it runs has started (`started`, on its output so far) and written ledger.txt: the run's
+ * ids, its output as it grows, and its exit.
+ */
+export async function runToCommand(
+  h: { dir: string; env: NodeJS.ProcessEnv; cfg: string[] },
+  cleanups: Array<() => unknown>,
+  started: (out: string) => boolean = (out) => out.includes('"tool.started"'),
+): Promise<{ runId: string; agentId: string; out: () => string; exit: Promise<number | null> }> {
+  const client = spawn(
+    process.execPath,
+    [TROUPE_BIN, ...h.cfg, "run", "--json", "--approval", "auto-edit", "append"],
+    { cwd: h.dir, env: h.env, stdio: ["ignore", "pipe", "ignore"] },
+  );
+  cleanups.push(() => client.kill("SIGKILL"));
+  let out = "";
+  client.stdout?.on("data", (c) => (out += c));
+  const exit = new Promise<number | null>((r) => client.once("exit", r));
+  await waitFor("the command started", () => started(out), 15_000);
+  await waitFor("its line written", () => existsSync(join(h.dir, "ledger.txt")), 5000);
+  const { runId, agentId } = JSON.parse(out.split("\n")[0] ?? "{}") as { runId: string; agentId: string };
+  return { runId, agentId, out: () => out, exit };
 }
