@@ -10,8 +10,8 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Bus } from "../src/bus/bus.js";
 import { NatsServerProcess } from "../src/bus/embedded-nats.js";
-import type { Envelope } from "../src/bus/envelope.js";
 import { uniquePrefix } from "../src/bus/subjects.js";
+import type { Envelope } from "../src/events/envelope.js";
 import { startCluster } from "../test/support/nats-cluster.js";
 import { stopChild } from "./processes.js";
 

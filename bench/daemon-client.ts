@@ -8,9 +8,9 @@ import { fork } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { newRunId } from "../src/actors/runtime.js";
 import type { Bus } from "../src/bus/bus.js";
-import { makeEnvelope } from "../src/bus/envelope.js";
 import { followRun } from "../src/bus/follow-run.js";
 import { NatsBus } from "../src/bus/nats-bus.js";
+import { makeEnvelope } from "../src/events/envelope.js";
 import { stopChild } from "./processes.js";
 
 export async function runThroughDaemon(bus: Bus): Promise<void> {

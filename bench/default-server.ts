@@ -9,7 +9,8 @@ import { join } from "node:path";
 import { NatsServerProcess } from "../src/bus/embedded-nats.js";
 import { NatsBus } from "../src/bus/nats-bus.js";
 import { ensureViews } from "../src/bus/nats-views.js";
-import { accountsBlock, ROLES, type Role, roleInbox } from "../src/bus/permissions.js";
+import { accountsBlock, roleInbox } from "../src/bus/permissions.js";
+import { ROLES, type Role } from "../src/config/roles.js";
 import { silentLogger } from "../src/log.js";
 import {
   ensureRoleCredentials,

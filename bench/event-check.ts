@@ -4,11 +4,12 @@
  * then the envelope's own check) and with it (Intake.decodeEach), and the check alone; µs per event,
  * the best of five rounds. Run alone: `npm run bench:events`. Not part of `npm run bench`.
  */
-import { checkEventData } from "../src/actors/agent-events.js";
+
 import type { BusStats } from "../src/bus/bus.js";
-import { encodeEnvelope, makeEnvelope, parseEnvelope } from "../src/bus/envelope.js";
 import { Intake } from "../src/bus/intake.js";
 import { subjects } from "../src/bus/subjects.js";
+import { checkEventData } from "../src/events/agent-events.js";
+import { encodeEnvelope, makeEnvelope, parseEnvelope } from "../src/events/envelope.js";
 import { silentLogger } from "../src/log.js";
 
 const COUNT = 100_000;

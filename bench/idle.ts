@@ -13,9 +13,9 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
 import type { AgentHandle } from "../src/actors/agent-deps.js";
+import type { Approver } from "../src/approvals/approver.js";
 import type { Bus } from "../src/bus/bus.js";
 import { NatsBus } from "../src/bus/nats-bus.js";
-import type { Approver } from "../src/safety/approver.js";
 import { defineTool, type Tool } from "../src/tools/tool.js";
 import { startModelProcess } from "./model-process.js";
 import { benchRuntime } from "./overhead.js";

@@ -8,15 +8,15 @@ import { Agent, OpenAIChatCompletionsModel, run, setTracingDisabled, tool } from
 import OpenAI from "openai";
 import { z } from "zod";
 import { Runtime } from "../src/actors/runtime.js";
+import type { Approver } from "../src/approvals/approver.js";
 import type { Bus } from "../src/bus/bus.js";
-import { makeEnvelope } from "../src/bus/envelope.js";
 import { LocalBus } from "../src/bus/local-bus.js";
 import { NatsBus } from "../src/bus/nats-bus.js";
 import { agentSchema, troupeConfigSchema } from "../src/config/schema.js";
 import { YamlFile } from "../src/config/yaml-file.js";
 import { Daemon } from "../src/daemon/daemon.js";
+import { makeEnvelope } from "../src/events/envelope.js";
 import { silentLogger } from "../src/log.js";
-import type { Approver } from "../src/safety/approver.js";
 import { ScriptedModelServer } from "../src/testing/scripted-model-server.js";
 import { defineTool, type Tool } from "../src/tools/tool.js";
 import { clientApart, runThroughDaemon } from "./daemon-client.js";

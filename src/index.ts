@@ -6,11 +6,11 @@
  */
 
 export type { AgentHandle } from "./actors/agent-deps.js";
-export type { AgentEvent, AgentEventMap, AgentEventType } from "./actors/agent-events.js";
 export type { AgentHooks, BeforeToolDecision, HookContext, NextTurn } from "./actors/agent-hooks.js";
 export { buildRunTree, type TreeNode } from "./actors/run-tree.js";
 // The errors a caller can receive: every one is a TroupeError; a UserError is the caller's to mend.
 export { type RunOptions, UnknownAgentError, UnknownSkillError, WorkspaceError } from "./actors/runtime.js";
+export type { ApprovalAnswer, ApprovalRequest, Approver } from "./approvals/approver.js";
 export {
   BusClosedError,
   BusError,
@@ -28,7 +28,9 @@ export type {
   TroupeConfig,
   TroupeSettings,
 } from "./config/schema.js";
+export { UntrustedConfigError } from "./config/trusted-configs.js";
 export { TroupeError, UnreachableError, UserError } from "./errors.js";
+export type { AgentEvent, AgentEventMap, AgentEventType } from "./events/agent-events.js";
 export {
   type CreateRuntimeOptions,
   createRuntime,
@@ -43,10 +45,8 @@ export {
   ModelNotConfiguredError,
 } from "./model/errors.js";
 export type { ChatMessage, Usage } from "./model/types.js";
-export type { ApprovalAnswer, ApprovalRequest, Approver } from "./safety/approver.js";
 export { McpToolCollisionError } from "./tools/mcp/mcp-connection.js";
 export { defineTool, type Tool, type ToolContext, type ToolResult } from "./tools/tool.js";
 export { ToolModuleError } from "./tools/tool-modules.js";
 export type { ToolSchema } from "./tools/tool-schema.js";
 export { ToolArgumentsError, ToolSchemaError } from "./tools/tool-schema.js";
-export { UntrustedConfigError } from "./trust/trusted-configs.js";

@@ -1,6 +1,7 @@
 import type { AgentHandle } from "./actors/agent-deps.js";
 import type { AgentHooks } from "./actors/agent-hooks.js";
 import { type RunOptions, Runtime, type RuntimeOptions } from "./actors/runtime.js";
+import type { Approver } from "./approvals/approver.js";
 import type { Bus } from "./bus/bus.js";
 import { LocalBus } from "./bus/local-bus.js";
 import { NatsBus, type NatsBusOptions } from "./bus/nats-bus.js";
@@ -8,7 +9,6 @@ import { loadConfig } from "./config/load.js";
 import type { AgentDefinition, AgentSettings, ApprovalPolicy, TroupeSettings } from "./config/schema.js";
 import { UserError } from "./errors.js";
 import type { Logger } from "./log.js";
-import type { Approver } from "./safety/approver.js";
 import type { SandboxMode } from "./sandbox/plan.js";
 import type { Tool } from "./tools/tool.js";
 

@@ -1,7 +1,6 @@
 import type { AgentDefinition } from "../config/schema.js";
 import { type CompactionSettings, overThreshold } from "../context/compaction.js";
 import { ContextLevels, contextPercent } from "../context/context-levels.js";
-import { estimateMessagesTokens } from "../context/tokens.js";
 import type {
   ApprovalDecision,
   CompactionInput,
@@ -10,6 +9,7 @@ import type {
   ModelTurnInput,
   ToolBatchOutput,
 } from "../machines/agent-types.js";
+import { estimateMessagesTokens } from "../model/tokens.js";
 import type { ChatMessage } from "../model/types.js";
 import type { Confinement } from "../sandbox/plan.js";
 import type { ActiveSkills } from "../skills/active-skills.js";

@@ -1,8 +1,8 @@
+import type { SandboxSettings } from "../approvals/policy.js";
 import { effectiveBudget } from "../config/budget.js";
 import type { AgentDefinition, ApprovalPolicy, Budget, TroupeConfig } from "../config/schema.js";
 import type { CompactionSettings } from "../context/compaction.js";
 import type { ResolvedModel } from "../model/model-router.js";
-import type { SandboxSettings } from "../safety/policy.js";
 import type { SandboxMode } from "../sandbox/plan.js";
 import type { StartAgentOptions } from "./agent-deps.js";
 

@@ -1,12 +1,12 @@
 import { z } from "zod";
+import { callKey } from "../approvals/bus-approver.js";
 import type { Bus, KvStore } from "../bus/bus.js";
 import { KvConflictError } from "../bus/bus.js";
 import { approvalPolicySchema, budgetSchema, sandboxModeSchema } from "../config/schema.js";
+import type { ToolEffect } from "../config/tool-catalog.js";
 import { TroupeError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { AGENT_MACHINE_VERSION } from "../machines/agent-machine.js";
-import { callKey } from "../safety/bus-approver.js";
-import type { ToolEffect } from "../tools/catalog.js";
 import type { BatchJournal } from "../tools/run-batch.js";
 import type { ToolResult } from "../tools/tool.js";
 

@@ -1,8 +1,8 @@
 import { type Bus, RequestRefusedError, type Subscription } from "../bus/bus.js";
-import { type Envelope, makeEnvelope } from "../bus/envelope.js";
-import { MAX_TEXT } from "../daemon/api.js";
+import { type AgentEvent, isAgentEvent } from "../events/agent-events.js";
+import { type Envelope, makeEnvelope } from "../events/envelope.js";
+import { MAX_TEXT } from "../limits.js";
 import type { AgentCommand } from "../machines/agent-types.js";
-import { type AgentEvent, isAgentEvent } from "./agent-events.js";
 
 /** The run's events from its start, ending with this agent's `agent.stopped`; types this build does not know are left out. */
 export async function* eventsUntilStopped(

@@ -1,7 +1,7 @@
 import type { AgentDefinition } from "../config/schema.js";
 import { type CompactionSettings, compactMessages, type Summarize } from "../context/compaction.js";
-import { countToolSpecTokens, maxToolSpecTokens } from "../context/tokens.js";
 import type { ApprovalDecision } from "../machines/agent-types.js";
+import { countToolSpecTokens, maxToolSpecTokens } from "../model/tokens.js";
 import type { ChatMessage, ToolSpec, Usage } from "../model/types.js";
 import { skillCatalogue, skippedLines } from "../skills/skills.js";
 import { type PlannedCall, parseArguments } from "../tools/plan.js";

@@ -1,8 +1,8 @@
 import type { Bus } from "../bus/bus.js";
-import { type Envelope, makeEnvelope } from "../bus/envelope.js";
+import type { AgentEventMap, AgentEventType } from "../events/agent-events.js";
+import { type Envelope, makeEnvelope } from "../events/envelope.js";
 import type { Logger } from "../log.js";
 import type { Redactor } from "../safety/redact.js";
-import type { AgentEventMap, AgentEventType } from "./agent-events.js";
 
 /** Events one append carries at most; more wait for the next. */
 const MAX_BATCH = 512;

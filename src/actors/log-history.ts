@@ -1,10 +1,10 @@
 import type { Bus } from "../bus/bus.js";
+import { type AgentEventMap, isEvent } from "../events/agent-events.js";
 import type { Logger } from "../log.js";
 import { AGENT_MACHINE_VERSION } from "../machines/agent-machine.js";
 import type { RebuiltHistory } from "../machines/agent-reopen.js";
 import { type ChatMessage, type Usage, ZERO_USAGE } from "../model/types.js";
 import { resultContent } from "../tools/tool.js";
-import { type AgentEventMap, isEvent } from "./agent-events.js";
 import {
   AGENT_RECORD_VERSION,
   type AgentRecord,

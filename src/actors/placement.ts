@@ -1,8 +1,8 @@
 import { hostname } from "node:os";
 import { z } from "zod";
 import { type Bus, KvConflictError, NoRespondersError, RequestTimeoutError } from "../bus/bus.js";
-import { makeEnvelope } from "../bus/envelope.js";
 import { budgetSchema } from "../config/schema.js";
+import { makeEnvelope } from "../events/envelope.js";
 import type { Logger } from "../log.js";
 import type { ChildSpec } from "./subagents.js";
 

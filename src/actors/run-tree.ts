@@ -1,7 +1,7 @@
-import type { Envelope } from "../bus/envelope.js";
 import type { Budget } from "../config/schema.js";
+import { type AgentEvent, type AgentEventMap, isAgentEvent, isEvent } from "../events/agent-events.js";
+import type { Envelope } from "../events/envelope.js";
 import type { Usage } from "../model/types.js";
-import { type AgentEvent, type AgentEventMap, isAgentEvent, isEvent } from "./agent-events.js";
 
 /** One agent of a run as its events describe it. */
 export interface TreeNode {

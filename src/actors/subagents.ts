@@ -1,15 +1,15 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import type { Bus } from "../bus/bus.js";
-import { makeEnvelope } from "../bus/envelope.js";
 import { EventFilter } from "../bus/event-filter.js";
 import type { AgentDefinition, Budget } from "../config/schema.js";
+import { isEvent, type SubagentStopReason } from "../events/agent-events.js";
+import { makeEnvelope } from "../events/envelope.js";
 import { wallGraceMs } from "../machines/agent-rules.js";
 import type { AgentOutput, Spend } from "../machines/agent-types.js";
 import { addUsage, type Usage, ZERO_USAGE } from "../model/types.js";
 import type { CommandHooks } from "../tools/command-hooks.js";
 import { defineTool, type Tool, type ToolResult, toolError } from "../tools/tool.js";
-import { isEvent, type SubagentStopReason } from "./agent-events.js";
 import type { EventPublisher } from "./event-publisher.js";
 
 /** A child with no wall-time limit of its own or its parent's still stops after this long. */

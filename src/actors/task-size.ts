@@ -1,5 +1,5 @@
-import { countTextTokens } from "../context/tokens.js";
 import { UserError } from "../errors.js";
+import { countTextTokens } from "../model/tokens.js";
 
 /** A task the agent's model could not take in at all: refused before anything starts. */
 export class TaskTooLargeError extends UserError {

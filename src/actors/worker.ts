@@ -1,7 +1,7 @@
 import type { Subscription } from "../bus/bus.js";
-import { makeEnvelope } from "../bus/envelope.js";
-import { ulid } from "../bus/ulid.js";
+import { makeEnvelope } from "../events/envelope.js";
 import type { Logger } from "../log.js";
+import { ulid } from "../util/ulid.js";
 import type { AgentHandle } from "./agent-deps.js";
 import { nextSeqOf } from "./next-seq.js";
 import {

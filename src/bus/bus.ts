@@ -1,5 +1,5 @@
 import { TroupeError } from "../errors.js";
-import type { Envelope } from "./envelope.js";
+import type { Envelope } from "../events/envelope.js";
 import type { Subjects } from "./subjects.js";
 
 /**

@@ -1,4 +1,4 @@
-import type { Envelope } from "./envelope.js";
+import type { Envelope } from "../events/envelope.js";
 
 /** What a reader has let through of one agent's events. */
 interface AgentSeen {

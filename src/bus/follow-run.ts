@@ -1,6 +1,6 @@
+import type { Envelope } from "../events/envelope.js";
 import { AsyncQueue } from "./async-queue.js";
 import { type Bus, BusClosedError } from "./bus.js";
-import type { Envelope } from "./envelope.js";
 import { EventFilter } from "./event-filter.js";
 
 export interface FollowOptions {

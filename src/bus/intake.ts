@@ -1,4 +1,12 @@
-import { checkEventData } from "../actors/agent-events.js";
+import { checkEventData } from "../events/agent-events.js";
+import {
+  decodeEnvelope,
+  type Envelope,
+  encodeEnvelope,
+  MalformedEnvelopeError,
+  makeEnvelope,
+  parseEnvelope,
+} from "../events/envelope.js";
 import type { Logger } from "../log.js";
 import {
   type BusStats,
@@ -9,14 +17,6 @@ import {
   RequestRefusedError,
   type Responder,
 } from "./bus.js";
-import {
-  decodeEnvelope,
-  type Envelope,
-  encodeEnvelope,
-  MalformedEnvelopeError,
-  makeEnvelope,
-  parseEnvelope,
-} from "./envelope.js";
 
 const decoder = new TextDecoder();
 
@@ -27,7 +27,7 @@ const decoder = new TextDecoder();
  *
  * Every event another process wrote passes here (a subscription, a read of the log or of the local
  * store), so this is where an agent event's `data` is checked against its type's schema
- * (src/actors/agent-events.ts), once: one that does not fit is dropped like a malformed envelope,
+ * (src/events/agent-events.ts), once: one that does not fit is dropped like a malformed envelope,
  * with one warning line naming the event and what is wrong; consumers then trust the type. An event
  * of a type this build does not know (a newer build's) is passed on, for consumers to ignore.
  */

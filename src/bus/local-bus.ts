@@ -1,3 +1,4 @@
+import { type Envelope, encodeEnvelope } from "../events/envelope.js";
 import { type Logger, silentLogger } from "../log.js";
 import { AsyncQueue } from "./async-queue.js";
 import {
@@ -18,7 +19,6 @@ import {
   type SubscribeOptions,
   type Subscription,
 } from "./bus.js";
-import { type Envelope, encodeEnvelope } from "./envelope.js";
 import { EventFilter } from "./event-filter.js";
 import type { FileStore } from "./file-store.js";
 import { Intake } from "./intake.js";

@@ -1,5 +1,7 @@
 import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
 import { errors, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import type { Role } from "../config/roles.js";
+import { type Envelope, encodeEnvelope } from "../events/envelope.js";
 import { type Logger, silentLogger } from "../log.js";
 import {
   type Bus,
@@ -16,14 +18,12 @@ import {
   type SubscribeOptions,
   type Subscription,
 } from "./bus.js";
-import { type Envelope, encodeEnvelope } from "./envelope.js";
 import { Intake } from "./intake.js";
 import { BusUnavailableError, connectNats, type NatsConnectOptions } from "./nats-connect.js";
 import { NatsEventLog } from "./nats-event-log.js";
 import { blindNatsKv, openNatsKv } from "./nats-kv.js";
 import { AckedPublisher } from "./nats-publisher.js";
 import { ensureEventStream, type StorageSettings } from "./nats-streams.js";
-import type { Role } from "./permissions.js";
 import { sentByTheServer } from "./server-sent.js";
 import { DEFAULT_PREFIX, type Subjects, subjectMatches, subjects } from "./subjects.js";
 

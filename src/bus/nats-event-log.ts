@@ -1,4 +1,5 @@
 import { errors } from "@nats-io/transport-node";
+import { type Envelope, encodeEnvelope } from "../events/envelope.js";
 import type { Logger } from "../log.js";
 import {
   type AppendAck,
@@ -8,7 +9,6 @@ import {
   type LoggedEvent,
   type ReadOptions,
 } from "./bus.js";
-import { type Envelope, encodeEnvelope } from "./envelope.js";
 import { type LogReaderParts, readLog } from "./nats-log-reader.js";
 import type { AckedPublisher } from "./nats-publisher.js";
 import type { Subjects } from "./subjects.js";

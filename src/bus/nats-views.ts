@@ -7,6 +7,7 @@ import {
   StorageType,
   type StreamConfig,
 } from "@nats-io/jetstream";
+import { VIEWS } from "../config/roles.js";
 import type { Logger } from "../log.js";
 import { connectNats, type NatsConnectOptions } from "./nats-connect.js";
 import {
@@ -15,7 +16,7 @@ import {
   eventStreamWanted,
   type StorageSettings,
 } from "./nats-streams.js";
-import { mirroredStreams, mirrorSource, roleInbox, VIEWS } from "./permissions.js";
+import { mirroredStreams, mirrorSource, roleInbox } from "./permissions.js";
 import { subjects } from "./subjects.js";
 
 /** What became of the people's copies: made (or already there), or not, on a server without the accounts. */

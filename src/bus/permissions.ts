@@ -1,12 +1,5 @@
+import { ROLES, type Role, VIEWS } from "../config/roles.js";
 import { subjects } from "./subjects.js";
-
-/**
- * Who connects to Troupe's NATS. The daemon hosts runs and serves the API; a worker hosts
- * subagents; a client (`troupe run`, `steer`, `abort`, `status`) starts and commands runs through
- * the API; an approver answers approvals; an observer only watches.
- */
-export const ROLES = ["daemon", "worker", "client", "approver", "observer"] as const;
-export type Role = (typeof ROLES)[number];
 
 /** Every KV bucket Troupe uses, by its name under the prefix. */
 export const KV_BUCKETS = [
@@ -174,13 +167,6 @@ function userLine(
   const responses = p.allowResponses ? ", allow_responses: true" : "";
   return `      # ${entry.role}\n      { ${who}, permissions: { publish: ${rule(p.publish)}, subscribe: ${rule(p.subscribe)}${responses} } }`;
 }
-
-/**
- * The internal identity the daemon makes the people's copies with (`<dataDir>/credentials/views.nk`):
- * it may make and change those copies in the people's account and nothing else. No command
- * connects as it.
- */
-export const VIEWS = "views" as const;
 
 /**
  * The two accounts of a server Troupe configures. `hosts` holds every stream and bucket, and only

@@ -1,5 +1,5 @@
 import { TroupeError } from "../errors.js";
-import { ulid } from "./ulid.js";
+import { ulid } from "../util/ulid.js";
 
 /**
  * Every subject and JetStream/KV name Troupe uses is built here, from one prefix (default `troupe`).

@@ -1,10 +1,10 @@
+import { answerApproval, findApprovals, listApprovals } from "../approvals/answer-approval.js";
+import type { ApprovalRecord } from "../approvals/bus-approver.js";
 import type { NatsBus } from "../bus/nats-bus.js";
 import { type LoadedConfig, loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import { UserError } from "../errors.js";
 import type { Logger } from "../log.js";
-import { answerApproval, findApprovals, listApprovals } from "../safety/answer-approval.js";
-import type { ApprovalRecord } from "../safety/bus-approver.js";
 import { localIdentity } from "../trust/approvers.js";
 import { jsonVisible, visible, visibleLine } from "../util/visible.js";
 import { APPROVER_ROLES, callApi, connectClient } from "./client.js";

@@ -1,13 +1,13 @@
 import { NoRespondersError, RequestTimeoutError } from "../bus/bus.js";
-import { makeEnvelope } from "../bus/envelope.js";
-import { natsOptionsFromConfig } from "../bus/from-config.js";
 import { NatsBus } from "../bus/nats-bus.js";
 import { BusUnavailableError } from "../bus/nats-connect.js";
-import type { Role } from "../bus/permissions.js";
+import { natsOptionsFromConfig } from "../compose/nats-options.js";
 import type { LoadedConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
+import type { Role } from "../config/roles.js";
 import type { ApiRequest, ApiVerb } from "../daemon/api.js";
 import { UserError } from "../errors.js";
+import { makeEnvelope } from "../events/envelope.js";
 import type { Logger } from "../log.js";
 
 export class NoDaemonError extends UserError {

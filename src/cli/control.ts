@@ -1,4 +1,5 @@
 import type { Heartbeat } from "../actors/placement.js";
+import { listApprovals } from "../approvals/answer-approval.js";
 import type { Bus } from "../bus/bus.js";
 import { type ClusterInfo, NatsBus } from "../bus/nats-bus.js";
 import { answersAnonymously } from "../bus/nats-connect.js";
@@ -6,7 +7,6 @@ import { loadConfig } from "../config/load.js";
 import type { ApiRequest } from "../daemon/api.js";
 import type { RunList } from "../daemon/run-index.js";
 import type { Logger } from "../log.js";
-import { listApprovals } from "../safety/answer-approval.js";
 import { jsonVisible, visibleLine } from "../util/visible.js";
 import { approvalsTable } from "./approve.js";
 import { callApi, connectClient, leftOutLine } from "./client.js";

@@ -1,8 +1,8 @@
 import { AgentStore } from "../actors/agent-store.js";
 import { buildRunTree, type TreeNode } from "../actors/run-tree.js";
-import type { Envelope } from "../bus/envelope.js";
 import { type LoadedConfig, loadConfig } from "../config/load.js";
 import { UserError } from "../errors.js";
+import type { Envelope } from "../events/envelope.js";
 import type { Logger } from "../log.js";
 import { agentMachine } from "../machines/agent-machine.js";
 import { persistedFacts } from "../machines/agent-persisted.js";

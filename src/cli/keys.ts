@@ -1,11 +1,12 @@
-import { accountsBlock, ROLES, type Role } from "../bus/permissions.js";
+import { accountsBlock } from "../bus/permissions.js";
 import { loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
+import { ROLES, type Role } from "../config/roles.js";
 import { UserError } from "../errors.js";
 import { createKey, keysDir, localIdentity } from "../trust/approvers.js";
 import { ensureRoleCredentials, ensureViewsCredentials, roleSeedFile } from "../trust/role-credentials.js";
-import { readSecretFile, secretExists } from "../trust/secret-files.js";
 import { pinnedServerCa } from "../trust/server-tls.js";
+import { readSecretFile, secretExists } from "../util/secret-files.js";
 import { table } from "./table.js";
 
 /** `troupe keys create NAME`: a new approver key; prints its public key for the daemon's troupe.yaml. */

@@ -1,11 +1,11 @@
 import { emitKeypressEvents } from "node:readline";
-import { isEvent } from "../actors/agent-events.js";
 import { RunTreeBuilder } from "../actors/run-tree.js";
+import { answerApproval, awaitApproval } from "../approvals/answer-approval.js";
+import { type ApprovalRecord, type ApprovalRef, approvalKey } from "../approvals/bus-approver.js";
 import { loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
+import { isEvent } from "../events/agent-events.js";
 import type { Logger } from "../log.js";
-import { answerApproval, awaitApproval } from "../safety/answer-approval.js";
-import { type ApprovalRecord, type ApprovalRef, approvalKey } from "../safety/bus-approver.js";
 import { localIdentity } from "../trust/approvers.js";
 import { jsonVisible } from "../util/visible.js";
 import { APPROVER_ROLES, connectClient } from "./client.js";

@@ -1,5 +1,5 @@
-import { type AgentEventMap, isAgentEvent } from "../actors/agent-events.js";
 import type { LoggedEvent } from "../bus/bus.js";
+import { type AgentEventMap, isAgentEvent } from "../events/agent-events.js";
 import { jsonVisible, visible, visibleLine } from "../util/visible.js";
 import { contextBar } from "./tree-view.js";
 

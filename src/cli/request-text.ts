@@ -1,4 +1,4 @@
-import type { ApprovalRequest } from "../safety/approver.js";
+import type { ApprovalRequest } from "../approvals/approver.js";
 import { quoted, visibleLine } from "../util/visible.js";
 
 /** What every terminal that asks shows of a request: the parts of it a person decides on. */

@@ -1,15 +1,15 @@
 import { join } from "node:path";
 import type { AgentHandle } from "../actors/agent-deps.js";
-import { isEvent } from "../actors/agent-events.js";
 import { Runtime, type RuntimeOptions } from "../actors/runtime.js";
+import { denyingApprover } from "../approvals/approver.js";
 import { FileStore } from "../bus/file-store.js";
 import { LocalBus } from "../bus/local-bus.js";
 import type { LoadedConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import type { ApprovalPolicy } from "../config/schema.js";
+import { isEvent } from "../events/agent-events.js";
 import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
-import { denyingApprover } from "../safety/approver.js";
 import type { SandboxMode } from "../sandbox/plan.js";
 import { humanRenderer, jsonRenderer } from "./render.js";
 import { ttyApprover } from "./tty-approver.js";

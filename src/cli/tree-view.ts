@@ -1,7 +1,7 @@
 import cliTruncate from "cli-truncate";
 import type { RunTreeBuilder, TreeNode } from "../actors/run-tree.js";
+import { type ApprovalRecord, type ApprovalRef, approvalKey } from "../approvals/bus-approver.js";
 import { contextLevel } from "../context/context-levels.js";
-import { type ApprovalRecord, type ApprovalRef, approvalKey } from "../safety/bus-approver.js";
 import { visibleLine } from "../util/visible.js";
 import { becauseLine, quotedLines, requestText, textLabel } from "./request-text.js";
 

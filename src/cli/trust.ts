@@ -1,7 +1,6 @@
 import { existsSync, realpathSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { CONFIG_FILE, isTroupesOwn, type LoadedConfig, loadConfig } from "../config/load.js";
-import { UserError } from "../errors.js";
 import {
   assertTrusted,
   readTrustStore,
@@ -11,7 +10,8 @@ import {
   trustStorePath,
   UntrustedConfigError,
   writeTrustStore,
-} from "../trust/trusted-configs.js";
+} from "../config/trusted-configs.js";
+import { UserError } from "../errors.js";
 import { isInside, realPathOrUndefined } from "../util/paths.js";
 
 /**

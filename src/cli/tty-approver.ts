@@ -1,6 +1,6 @@
 import { createInterface } from "node:readline/promises";
+import type { ApprovalAnswer, ApprovalRequest, Approver } from "../approvals/approver.js";
 import { TroupeError } from "../errors.js";
-import type { ApprovalAnswer, ApprovalRequest, Approver } from "../safety/approver.js";
 import { visibleLine } from "../util/visible.js";
 import { describeRequest } from "./request-text.js";
 

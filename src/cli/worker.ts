@@ -1,11 +1,11 @@
 import { Runtime } from "../actors/runtime.js";
 import { Worker, type WorkerOptions } from "../actors/worker.js";
-import { natsOptionsFromConfig } from "../bus/from-config.js";
+import { denyingApprover } from "../approvals/approver.js";
 import { NatsBus } from "../bus/nats-bus.js";
+import { natsOptionsFromConfig } from "../compose/nats-options.js";
 import { loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import type { Logger } from "../log.js";
-import { denyingApprover } from "../safety/approver.js";
 import { stopSignal } from "./stop-signal.js";
 
 /** `troupe worker`: joins the worker queue and hosts subagents until SIGINT or SIGTERM. */

@@ -1,14 +1,14 @@
+import { didYouMean } from "../util/did-you-mean.js";
+import type { LoadedAgent } from "./loaded.js";
+import type { ConfigProblem } from "./problems.js";
+import type { TroupeConfig } from "./schema.js";
 import {
   BUILTIN_TOOL_EFFECTS,
   MCP_SEPARATOR,
   SANDBOXED_TOOLS,
   splitMcpToolName,
   type ToolEffect,
-} from "../tools/catalog.js";
-import { didYouMean } from "../util/did-you-mean.js";
-import type { LoadedAgent } from "./loaded.js";
-import type { ConfigProblem } from "./problems.js";
-import type { TroupeConfig } from "./schema.js";
+} from "./tool-catalog.js";
 import type { YamlFile } from "./yaml-file.js";
 
 /**

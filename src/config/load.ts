@@ -1,7 +1,6 @@
 import { existsSync, readdirSync, realpathSync, statSync } from "node:fs";
 import { basename, dirname, extname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { assertTrusted } from "../trust/trusted-configs.js";
 import { realPathOrUndefined } from "../util/paths.js";
 import { checkAgents } from "./check-agents.js";
 import { withEnv } from "./env.js";
@@ -11,6 +10,7 @@ import type { LoadedAgent, LoadedConfig } from "./loaded.js";
 import { mcpServersOf } from "./mcp-servers-from.js";
 import { ConfigError, type ConfigProblem } from "./problems.js";
 import { agentSchema, type TroupeConfig, troupeConfigSchema } from "./schema.js";
+import { assertTrusted } from "./trusted-configs.js";
 import { YamlFile } from "./yaml-file.js";
 
 export type { LoadedAgent, LoadedConfig };

@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { ROLES } from "../bus/permissions.js";
 import { APPROVAL_POLICIES, SANDBOX_MODES } from "./policies.js";
+import { ROLES } from "./roles.js";
 import { DURATION_UNITS, durationSchema, millisecondsSchema, sizeSchema } from "./units.js";
 
 /** Names users type and the model sees in tool names (`subagent_<name>`): lowercase words. */

@@ -1,6 +1,11 @@
+import {
+  countMessagesTokens,
+  countMessageTokens,
+  countTextTokens,
+  maxMessagesTokens,
+} from "../model/tokens.js";
 import type { ChatMessage, Usage } from "../model/types.js";
 import { addUsage, ZERO_USAGE } from "../model/types.js";
-import { countMessagesTokens, countMessageTokens, countTextTokens, maxMessagesTokens } from "./tokens.js";
 
 export interface CompactionSettings {
   contextWindow: number;

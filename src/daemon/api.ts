@@ -1,21 +1,12 @@
 import { z } from "zod";
+import { POLICY_SANDBOX } from "../approvals/policy.js";
 import {
   APPROVAL_POLICIES,
   type ApprovalPolicyName,
   POLICY_RANK,
   SANDBOX_MODES,
 } from "../config/policies.js";
-import { POLICY_SANDBOX } from "../safety/policy.js";
-
-/**
- * The daemon's API on `<p>.api.<verb>` (request/reply). Each request's `data` is checked against its
- * schema; a malformed one gets an error reply and the daemon carries on.
- */
-/**
- * The most a task, a steer or a follow-up may say. More is not a task but a file, and a request near
- * the server's 1 MiB limit would leave no room for the replies that carry it (runs.list).
- */
-export const MAX_TEXT = 32_768;
+import { MAX_TEXT } from "../limits.js";
 
 /** What runs.list says of a task and a result: the whole is in runs.get. */
 export const LIST_TEXT = 200;
@@ -36,6 +27,10 @@ const nameRef = z
   .string()
   .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'a name is at most 64 letters, digits, ".", "_" or "-"');
 
+/**
+ * The daemon's API on `<p>.api.<verb>` (request/reply). Each request's `data` is checked against its
+ * schema; a malformed one gets an error reply and the daemon carries on.
+ */
 export const apiRequests = {
   "runs.start": z.strictObject({
     task: z

@@ -1,7 +1,7 @@
 import { closeSync, openSync, readFileSync, rmSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { UserError } from "../errors.js";
-import { privateDir } from "../trust/secret-files.js";
+import { privateDir } from "../util/secret-files.js";
 
 /** Another live daemon holds the data dir: one line naming it, and how to go on. */
 export class DataDirHeldError extends UserError {

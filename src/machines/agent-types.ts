@@ -1,10 +1,10 @@
 import type { Budget } from "../config/schema.js";
+import type { StopReason } from "../events/agent-events.js";
 import type { AssistantMessage, ChatMessage, FinishReason, Usage } from "../model/types.js";
 import type { PlannedCall } from "../tools/plan.js";
 import type { ToolResult } from "../tools/tool.js";
 
-/** Why an agent stopped: the output of its machine's final state. */
-export type StopReason = "done" | "aborted" | "budget_exhausted" | "failed" | "loop_detected";
+export type { StopReason };
 
 /** What a subtree spent. */
 export interface Spend {
@@ -123,7 +123,7 @@ export interface ToolBatchOutput {
 /**
  * What the machine is told: the commands a host sends it (a task, steering, a follow-up, an abort), and
  * what the host heard on its behalf (the wall's moments, a subagent's spending). Not the agent's
- * published events (`AgentEvent` in src/actors/agent-events.ts): those are what it says.
+ * published events (`AgentEvent` in src/events/agent-events.ts): those are what it says.
  */
 export type AgentCommand =
   | { type: "START"; task: string }

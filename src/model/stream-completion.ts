@@ -1,6 +1,6 @@
 import { APIConnectionError, APIUserAbortError, type default as OpenAI } from "openai";
-import { countMessagesTokens, countTextTokens, countToolSpecTokens } from "../context/tokens.js";
 import { TroupeError } from "../errors.js";
+import { countMessagesTokens, countTextTokens, countToolSpecTokens } from "./tokens.js";
 import { ToolCallAssembler } from "./tool-call-assembler.js";
 import type { AssistantMessage, FinishReason, ModelRequest, Usage } from "./types.js";
 

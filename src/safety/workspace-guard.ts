@@ -6,7 +6,6 @@ export class PathOutsideWorkspaceError extends TroupeError {
   override name = "PathOutsideWorkspaceError";
 }
 
-import { isSkillPath } from "../skills/skill-path.js";
 import { isInside, lstatOrUndefined } from "../util/paths.js";
 import { isProtectedName, isRepositoryShape, LOADED_AT_ROOT } from "./protected-paths.js";
 
@@ -49,10 +48,6 @@ export function isHidden(real: string, hiddenDirs: readonly string[] = []): bool
  * `config` (to anywhere) or a symlink into `.git` is no way round.
  */
 export function resolveForWrite(workspace: string, path: string, options: GuardOptions = {}): string {
-  // read_file reads `skill:NAME/PATH` from the skill; a write there would make a workspace file of
-  // that name which no read could reach.
-  if (isSkillPath(path))
-    throw new PathOutsideWorkspaceError(`"${path}" is a skill's file, which tools may read but not change`);
   const root = realpathSync(workspace);
   const real = resolveInWorkspace(root, path, options);
   const protectedDirs = (options.protectedDirs ?? []).flatMap((dir) => [

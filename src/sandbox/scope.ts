@@ -1,8 +1,8 @@
 import { resolve } from "node:path";
 import type { LoadedConfig } from "../config/load.js";
 import { dataDir, userConfigDir } from "../config/paths.js";
-import { privateDir } from "../trust/secret-files.js";
 import { isInside, realPathOrUndefined } from "../util/paths.js";
+import { privateDir } from "../util/secret-files.js";
 import { sandboxEnv } from "./env.js";
 import type { HostPlanRequest } from "./host-plan.js";
 import type { Sandbox } from "./sandbox.js";

@@ -1,9 +1,12 @@
 import { type Dirent, readdirSync, realpathSync } from "node:fs";
-import type { FileHandle } from "node:fs/promises";
 import { join } from "node:path";
-import { isRefusal, openConfined } from "../safety/confined-read.js";
-import { refusalError } from "../tools/builtin/guarded.js";
-import { type ToolContext, type ToolResult, toolError } from "../tools/tool.js";
+
+/** How a read tool names a skill's own file: `skill:NAME/PATH`, PATH relative to the skill's dir. */
+export const SKILL_PATH_PREFIX = "skill:";
+
+export function isSkillPath(path: string): boolean {
+  return path.startsWith(SKILL_PATH_PREFIX);
+}
 
 /** Files a skill discloses at most; the rest are not listed (and still readable by path). */
 const MAX_LISTED = 200;
@@ -37,7 +40,7 @@ export function skillFiles(skill: { dir?: string }): string[] {
 }
 
 /** A skill's dir (a real path when found) still resolves to itself: no link on the way was swapped since. */
-function stillThere(dir: string): boolean {
+export function stillThere(dir: string): boolean {
   try {
     return realpathSync(dir) === dir;
   } catch {
@@ -61,41 +64,4 @@ export function parseSkillPath(path: string): { name: string; relative: string }
   if (segments.some((segment) => segment.startsWith(".")))
     return { problem: `"${path}" names a hidden file, which a skill does not disclose` };
   return { name, relative };
-}
-
-/**
- * Opens a skill's own file, `skill:NAME/PATH`, for reading: only a skill this agent may load
- * (`context.skillDirs`, real paths from when the skills were found), and only a file inside that
- * skill's directory, judged where it is opened
- * (its real path, no symbolic link out, the descriptor checked again) as workspace reads are. Outside
- * the workspace guard's scope, and read-only: no tool writes here.
- */
-export async function openSkillFile(
-  context: Pick<ToolContext, "skillDirs" | "readHardLinks" | "hiddenDirs">,
-  path: string,
-): Promise<FileHandle | ToolResult> {
-  const parsed = parseSkillPath(path);
-  if ("problem" in parsed)
-    return toolError(parsed.problem, "use a path exactly as the loaded skill lists it");
-  const dir = context.skillDirs?.get(parsed.name);
-  if (!dir) {
-    const names = [...(context.skillDirs?.keys() ?? [])];
-    return toolError(
-      `no skill "${parsed.name}" with files that this agent may load`,
-      `read the files of one of: ${names.join(", ") || "(none)"}`,
-    );
-  }
-  // Judged against where the skill was found, never where its path leads now.
-  if (!stillThere(dir)) return toolError(`the skill "${parsed.name}" is gone`, "do without it");
-  const handle = await openConfined(dir, join(dir, parsed.relative), {
-    readHardLinks: context.readHardLinks,
-    hiddenDirs: context.hiddenDirs,
-  });
-  if (!isRefusal(handle)) return handle;
-  if (handle.refused === "outside")
-    return toolError(
-      `"${path}" leads outside the skill's directory`,
-      "read only the files the loaded skill lists",
-    );
-  return refusalError(handle, path);
 }

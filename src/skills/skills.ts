@@ -4,8 +4,7 @@ import { parse } from "yaml";
 import { z } from "zod";
 import type { Logger } from "../log.js";
 import { type Note, type NoteRefusal, readNoteSync, skippedNote } from "../safety/note-read.js";
-import { skillFiles } from "./skill-files.js";
-import { SKILL_PATH_PREFIX } from "./skill-path.js";
+import { SKILL_PATH_PREFIX, skillFiles } from "./skill-files.js";
 import type { LoadedSkill } from "./skill-types.js";
 
 export type { LoadedSkill };

@@ -1,4 +1,4 @@
-import { countMessagesTokens, countTextTokens } from "../context/tokens.js";
+import { countMessagesTokens, countTextTokens } from "../model/tokens.js";
 import type { ChatMessage } from "../model/types.js";
 
 /**

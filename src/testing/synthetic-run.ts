@@ -1,6 +1,6 @@
-import type { AgentEventMap } from "../actors/agent-events.js";
 import type { Bus } from "../bus/bus.js";
-import { type Envelope, makeEnvelope } from "../bus/envelope.js";
+import type { AgentEventMap } from "../events/agent-events.js";
+import { type Envelope, makeEnvelope } from "../events/envelope.js";
 
 const usage = { inputTokens: 100, outputTokens: 20, cachedInputTokens: 0, costUsd: 0.0001 };
 

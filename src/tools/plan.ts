@@ -1,8 +1,8 @@
+import { decide, type PolicyDecision, type SandboxSettings } from "../approvals/policy.js";
 import type { ApprovalPolicy } from "../config/schema.js";
+import type { ToolEffect } from "../config/tool-catalog.js";
 import type { ToolCall } from "../model/types.js";
-import { decide, type PolicyDecision, type SandboxSettings } from "../safety/policy.js";
 import type { Confinement } from "../sandbox/plan.js";
-import type { ToolEffect } from "./catalog.js";
 import { type ToolRegistry, type ToolResult, toolError } from "./tool.js";
 import { parseArgs, ToolArgumentsError, type ToolSchema } from "./tool-schema.js";
 

@@ -1,9 +1,9 @@
+import type { CallJudgement } from "../approvals/policy.js";
+import type { ToolEffect } from "../config/tool-catalog.js";
 import { UserError } from "../errors.js";
 import type { ToolSpec } from "../model/types.js";
-import type { CallJudgement } from "../safety/policy.js";
 import type { Confinement } from "../sandbox/plan.js";
 import type { LoadedSkill } from "../skills/skill-types.js";
-import type { ToolEffect } from "./catalog.js";
 import { type ArgsOf, argsJsonSchema, type ToolSchema } from "./tool-schema.js";
 
 /**

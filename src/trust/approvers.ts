@@ -3,7 +3,7 @@ import { userInfo } from "node:os";
 import { join } from "node:path";
 import { createUser, fromPublic, fromSeed, type KeyPair } from "@nats-io/nkeys";
 import { UserError } from "../errors.js";
-import { createSecretFile, readSecretFile, secretExists } from "./secret-files.js";
+import { createSecretFile, readSecretFile, secretExists } from "../util/secret-files.js";
 
 /** Approver names: what `by` shows. */
 export const APPROVER_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;

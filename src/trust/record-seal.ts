@@ -1,6 +1,6 @@
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { join } from "node:path";
-import { createSecretFile, readSecretFile } from "./secret-files.js";
+import { createSecretFile, readSecretFile } from "../util/secret-files.js";
 
 /**
  * A seal on what only the daemon writes and reads (the run index): an HMAC with a key kept in its

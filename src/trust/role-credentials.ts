@@ -1,8 +1,8 @@
 import { join } from "node:path";
 import { createUser, fromSeed } from "@nats-io/nkeys";
-import { ROLES, type Role, VIEWS } from "../bus/permissions.js";
+import { ROLES, type Role, VIEWS } from "../config/roles.js";
 import { UserError } from "../errors.js";
-import { createSecretFile, readSecretFile, secretExists } from "./secret-files.js";
+import { createSecretFile, readSecretFile, secretExists } from "../util/secret-files.js";
 
 /**
  * The NATS credentials of each role for the embedded nats-server: one nkey seed per role in

@@ -1,7 +1,7 @@
 import { join } from "node:path";
+import { secretExists, writePrivateFile } from "../util/secret-files.js";
 import { makeServerCertificates } from "./certificates.js";
 import { credentialsDir } from "./role-credentials.js";
-import { secretExists, writePrivateFile } from "./secret-files.js";
 
 /**
  * The embedded nats-server's TLS, in `<dataDir>/credentials/` (0600, in a 0700 dir): a CA made at

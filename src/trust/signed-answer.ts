@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
-import { ulid } from "../bus/ulid.js";
+import { ulid } from "../util/ulid.js";
 import { ApproverTrust, type Identity } from "./approvers.js";
 
 /** Clocks of different hosts disagree a little; an answer may be this much older than its request. */

@@ -1,11 +1,11 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { isEvent } from "../actors/agent-events.js";
+import { listApprovals } from "../approvals/answer-approval.js";
 import type { Bus } from "../bus/bus.js";
 import type { RunRecord } from "../daemon/api.js";
 import type { Daemon } from "../daemon/daemon.js";
+import { isEvent } from "../events/agent-events.js";
 import type { Logger } from "../log.js";
 import type { Usage } from "../model/types.js";
-import { listApprovals } from "../safety/answer-approval.js";
 import { type EventStream, openEventStream } from "./server-events.js";
 
 /** One line of the runs list: the run's record, what it has spent, and who waits on a person. */

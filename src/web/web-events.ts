@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Bus } from "../bus/bus.js";
-import type { Envelope } from "../bus/envelope.js";
+import type { Envelope } from "../events/envelope.js";
 import { openEventStream } from "./server-events.js";
 
 /** Events go out together when they come this close: one message for a burst, not one for each. */

@@ -1,11 +1,11 @@
 import { afterEach, beforeEach, expect, inject, it } from "vitest";
 import { z } from "zod";
 import { Runtime } from "../../src/actors/runtime.js";
+import { readApproval } from "../../src/approvals/answer-approval.js";
+import { BusApprover } from "../../src/approvals/bus-approver.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { uniquePrefix } from "../../src/bus/subjects.js";
 import { memoryLogger } from "../../src/log.js";
-import { readApproval } from "../../src/safety/answer-approval.js";
-import { BusApprover } from "../../src/safety/bus-approver.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { defineTool, type Tool } from "../../src/tools/tool.js";
 import { answerRef, newIdentity, trusting } from "../support/approvers.js";

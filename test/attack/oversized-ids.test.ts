@@ -1,5 +1,5 @@
 import { afterEach, expect, it } from "vitest";
-import { makeEnvelope } from "../../src/bus/envelope.js";
+import { makeEnvelope } from "../../src/events/envelope.js";
 import { runTroupe } from "../support/cli.js";
 import { embeddedDaemon } from "../support/embedded-daemon.js";
 

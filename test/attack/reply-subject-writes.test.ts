@@ -2,7 +2,8 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { AckPolicy, DeliverPolicy, jetstreamManager } from "@nats-io/jetstream";
 import { afterEach, expect, it } from "vitest";
-import { KV_BUCKETS, type Role } from "../../src/bus/permissions.js";
+import { KV_BUCKETS } from "../../src/bus/permissions.js";
+import type { Role } from "../../src/config/roles.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { embeddedDaemon, runToCommand } from "../support/embedded-daemon.js";
 

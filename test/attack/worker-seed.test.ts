@@ -2,9 +2,9 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, expect, it } from "vitest";
-import { isEvent } from "../../src/actors/agent-events.js";
 import { Runtime } from "../../src/actors/runtime.js";
 import { LocalBus } from "../../src/bus/local-bus.js";
+import { isEvent } from "../../src/events/agent-events.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { testConfig } from "../support/config.js";
 

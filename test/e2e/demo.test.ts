@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { mkdirSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import type { Envelope } from "../../src/bus/envelope.js";
+import type { Envelope } from "../../src/events/envelope.js";
 import { exited, runTroupe, TROUPE_BIN, tempTree } from "../support/cli.js";
 
 describe("troupe demo", () => {

@@ -1,8 +1,8 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { AgentEventMap } from "../../src/actors/agent-events.js";
-import type { Envelope } from "../../src/bus/envelope.js";
+import type { AgentEventMap } from "../../src/events/agent-events.js";
+import type { Envelope } from "../../src/events/envelope.js";
 import { ScriptedModelServer, type ScriptedReply } from "../../src/testing/scripted-model-server.js";
 import { runTroupe, tempTree } from "../support/cli.js";
 

@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { afterEach, beforeEach, expect, it } from "vitest";
-import type { Envelope } from "../../src/bus/envelope.js";
+import type { Envelope } from "../../src/events/envelope.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { onTerminal, runTroupe, tempTree } from "../support/cli.js";
 

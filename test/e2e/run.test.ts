@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { freePort } from "../../src/bus/embedded-nats.js";
-import type { Envelope } from "../../src/bus/envelope.js";
+import type { Envelope } from "../../src/events/envelope.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { runTroupe, TROUPE_BIN, tempTree } from "../support/cli.js";
 

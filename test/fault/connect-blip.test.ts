@@ -2,8 +2,8 @@ import { createServer, type Server, Socket } from "node:net";
 import { join } from "node:path";
 import { afterEach, expect, it } from "vitest";
 import { NatsServerProcess } from "../../src/bus/embedded-nats.js";
-import { makeEnvelope } from "../../src/bus/envelope.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
+import { makeEnvelope } from "../../src/events/envelope.js";
 import { tempTree } from "../support/cli.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];

@@ -4,7 +4,7 @@ import { fileURLToPath } from "node:url";
 import { afterEach, expect, it } from "vitest";
 import type { Heartbeat } from "../../src/actors/placement.js";
 import type { ClusterInfo } from "../../src/bus/nats-bus.js";
-import type { Role } from "../../src/bus/permissions.js";
+import type { Role } from "../../src/config/roles.js";
 import {
   type ChatRequest,
   ScriptedModelServer,

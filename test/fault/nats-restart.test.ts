@@ -3,9 +3,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, expect, it } from "vitest";
 import { NatsServerProcess } from "../../src/bus/embedded-nats.js";
-import { type Envelope, makeEnvelope } from "../../src/bus/envelope.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { uniquePrefix } from "../../src/bus/subjects.js";
+import { type Envelope, makeEnvelope } from "../../src/events/envelope.js";
 import { collect, waitFor } from "../support/wait.js";
 
 const cleanups: Array<() => Promise<void>> = [];

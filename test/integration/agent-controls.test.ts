@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AgentControls } from "../../src/actors/agent-stream.js";
 import { RemoteError } from "../../src/bus/bus.js";
-import { makeEnvelope } from "../../src/bus/envelope.js";
+import { makeEnvelope } from "../../src/events/envelope.js";
 import type { AgentCommand } from "../../src/machines/agent-types.js";
 import { type BusUnderTest, natsBus } from "../support/buses.js";
 

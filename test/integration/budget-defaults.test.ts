@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { AgentEventMap } from "../../src/actors/agent-events.js";
 import { Runtime } from "../../src/actors/runtime.js";
-import type { Envelope } from "../../src/bus/envelope.js";
+import type { AgentEventMap } from "../../src/events/agent-events.js";
+import type { Envelope } from "../../src/events/envelope.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { tempTree } from "../support/cli.js";
 import { testConfig } from "../support/config.js";

@@ -1,11 +1,11 @@
 import { mkdirSync, readFileSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { BUILTIN_TOOL_EFFECTS } from "../../src/config/tool-catalog.js";
 import { resolveForWrite, resolveInWorkspace } from "../../src/safety/workspace-guard.js";
 import { commandEnv } from "../../src/sandbox/env.js";
 import { binaryFileError, binarySkippedNote } from "../../src/tools/builtin/file-notes.js";
 import { builtinTools } from "../../src/tools/builtin/index.js";
-import { BUILTIN_TOOL_EFFECTS } from "../../src/tools/catalog.js";
 import type { Tool, ToolContext, ToolResult } from "../../src/tools/tool.js";
 import { parseArgs } from "../../src/tools/tool-schema.js";
 import { tempTree } from "../support/cli.js";

@@ -1,9 +1,14 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { findApproval } from "../../src/approvals/answer-approval.js";
+import type { ApprovalRequest, RejectedAnswer } from "../../src/approvals/approver.js";
+import {
+  type ApprovalRecord,
+  answerKey,
+  approvalKey,
+  BusApprover,
+} from "../../src/approvals/bus-approver.js";
 import type { Bus, KvStore } from "../../src/bus/bus.js";
 import { silentLogger } from "../../src/log.js";
-import { findApproval } from "../../src/safety/answer-approval.js";
-import type { ApprovalRequest, RejectedAnswer } from "../../src/safety/approver.js";
-import { type ApprovalRecord, answerKey, approvalKey, BusApprover } from "../../src/safety/bus-approver.js";
 import { signAnswer } from "../../src/trust/signed-answer.js";
 import { answerRef, newIdentity, trusting } from "../support/approvers.js";
 import { type BusUnderTest, localBus, natsBus } from "../support/buses.js";

@@ -7,7 +7,7 @@ import {
   RemoteError,
   RequestTimeoutError,
 } from "../../src/bus/bus.js";
-import { type Envelope, makeEnvelope } from "../../src/bus/envelope.js";
+import { type Envelope, makeEnvelope } from "../../src/events/envelope.js";
 import { memoryLogger } from "../../src/log.js";
 import { type BusUnderTest, bothBuses } from "../support/buses.js";
 import { collect, waitFor } from "../support/wait.js";

@@ -1,11 +1,11 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import type { AgentEventMap } from "../../src/actors/agent-events.js";
 import { Runtime } from "../../src/actors/runtime.js";
 import { SUMMARIZER_PROMPT } from "../../src/actors/summarizer.js";
-import type { Envelope } from "../../src/bus/envelope.js";
 import { ContextLevels } from "../../src/context/context-levels.js";
-import { countMessagesTokens, countTextTokens } from "../../src/context/tokens.js";
+import type { AgentEventMap } from "../../src/events/agent-events.js";
+import type { Envelope } from "../../src/events/envelope.js";
+import { countMessagesTokens, countTextTokens } from "../../src/model/tokens.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { defineTool, type Tool } from "../../src/tools/tool.js";
 import { tempTree } from "../support/cli.js";

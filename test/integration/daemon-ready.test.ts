@@ -1,7 +1,7 @@
 import { afterEach, expect, it } from "vitest";
 import { Runtime } from "../../src/actors/runtime.js";
-import { makeEnvelope } from "../../src/bus/envelope.js";
 import { Daemon } from "../../src/daemon/daemon.js";
+import { makeEnvelope } from "../../src/events/envelope.js";
 import { silentLogger } from "../../src/log.js";
 import { type BusUnderTest, natsBus } from "../support/buses.js";
 import { testConfig } from "../support/config.js";

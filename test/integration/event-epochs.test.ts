@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { Bus } from "../../src/bus/bus.js";
-import { type Envelope, makeEnvelope } from "../../src/bus/envelope.js";
 import { followRun } from "../../src/bus/follow-run.js";
+import { type Envelope, makeEnvelope } from "../../src/events/envelope.js";
 import { bothBuses, busPerTest } from "../support/buses.js";
 import { collect } from "../support/wait.js";
 

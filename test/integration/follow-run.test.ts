@@ -1,8 +1,8 @@
 import { JetStreamApiError } from "@nats-io/jetstream";
 import { describe, expect, it } from "vitest";
 import type { Bus } from "../../src/bus/bus.js";
-import { type Envelope, makeEnvelope } from "../../src/bus/envelope.js";
 import { followRun } from "../../src/bus/follow-run.js";
+import { type Envelope, makeEnvelope } from "../../src/events/envelope.js";
 import { bothBuses, busPerTest } from "../support/buses.js";
 
 const usage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, costUsd: 0 };

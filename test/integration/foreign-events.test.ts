@@ -4,7 +4,6 @@
 import { connect, type NatsConnection } from "nats";
 import { afterEach, beforeEach, expect, inject, it } from "vitest";
 import { buildRunTree } from "../../src/actors/run-tree.js";
-import type { Envelope } from "../../src/bus/envelope.js";
 import { FileStore } from "../../src/bus/file-store.js";
 import { followRun } from "../../src/bus/follow-run.js";
 import { LocalBus } from "../../src/bus/local-bus.js";
@@ -12,6 +11,7 @@ import { NatsBus } from "../../src/bus/nats-bus.js";
 import { subjects, uniquePrefix } from "../../src/bus/subjects.js";
 import { eventsOf } from "../../src/cli/history.js";
 import { humanRenderer } from "../../src/cli/render.js";
+import type { Envelope } from "../../src/events/envelope.js";
 import { memoryLogger } from "../../src/log.js";
 import { removePrefix } from "../support/buses.js";
 import { tempTree } from "../support/cli.js";

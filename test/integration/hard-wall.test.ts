@@ -1,8 +1,8 @@
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import type { AgentEventMap } from "../../src/actors/agent-events.js";
 import { Runtime } from "../../src/actors/runtime.js";
-import { countTextTokens } from "../../src/context/tokens.js";
+import type { AgentEventMap } from "../../src/events/agent-events.js";
+import { countTextTokens } from "../../src/model/tokens.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { defineTool, type Tool } from "../../src/tools/tool.js";
 import { tempTree } from "../support/cli.js";

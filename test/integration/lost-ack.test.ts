@@ -1,8 +1,8 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { afterEach, expect, inject, it } from "vitest";
-import { makeEnvelope } from "../../src/bus/envelope.js";
 import { subjects } from "../../src/bus/subjects.js";
+import { makeEnvelope } from "../../src/events/envelope.js";
 import { type AckDroppingRelay, ackDroppingRelay } from "../support/ack-dropping-relay.js";
 import { type BusUnderTest, natsBus } from "../support/buses.js";
 import { waitFor } from "../support/wait.js";

@@ -5,12 +5,12 @@ import { join } from "node:path";
 import { createUser } from "@nats-io/nkeys";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsServerProcess } from "../../src/bus/embedded-nats.js";
-import { makeEnvelope } from "../../src/bus/envelope.js";
-import { natsOptionsFromConfig } from "../../src/bus/from-config.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { BusUnavailableError } from "../../src/bus/nats-connect.js";
 import { refuseSquatter } from "../../src/cli/daemon.js";
+import { natsOptionsFromConfig } from "../../src/compose/nats-options.js";
 import { natsConfigSchema } from "../../src/config/schema.js";
+import { makeEnvelope } from "../../src/events/envelope.js";
 
 let dir: string;
 let server: NatsServerProcess;

@@ -1,8 +1,8 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import { describe, expect, it } from "vitest";
 import type { Bus } from "../../src/bus/bus.js";
-import { makeEnvelope } from "../../src/bus/envelope.js";
 import type { NatsBus } from "../../src/bus/nats-bus.js";
+import { makeEnvelope } from "../../src/events/envelope.js";
 import { busPerTest, natsBus } from "../support/buses.js";
 import { waitFor } from "../support/wait.js";
 

@@ -7,20 +7,15 @@ import { connect, headers } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Runtime } from "../../src/actors/runtime.js";
 import { Worker } from "../../src/actors/worker.js";
+import { BusApprover } from "../../src/approvals/bus-approver.js";
 import { NatsServerProcess } from "../../src/bus/embedded-nats.js";
-import { encodeEnvelope, makeEnvelope } from "../../src/bus/envelope.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { BusUnavailableError } from "../../src/bus/nats-connect.js";
-import {
-  authorizationBlock,
-  KV_BUCKETS,
-  type Role,
-  roleInbox,
-  rolePermissions,
-} from "../../src/bus/permissions.js";
+import { authorizationBlock, KV_BUCKETS, roleInbox, rolePermissions } from "../../src/bus/permissions.js";
+import type { Role } from "../../src/config/roles.js";
 import { Daemon } from "../../src/daemon/daemon.js";
+import { encodeEnvelope, makeEnvelope } from "../../src/events/envelope.js";
 import { silentLogger } from "../../src/log.js";
-import { BusApprover } from "../../src/safety/bus-approver.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { RecordSeal } from "../../src/trust/record-seal.js";
 import { ensureRoleCredentials, roleSeedFile } from "../../src/trust/role-credentials.js";

@@ -2,10 +2,10 @@ import { JetStreamApiCodes, JetStreamApiError, jetstreamManager } from "@nats-io
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { BusClosedError } from "../../src/bus/bus.js";
-import { makeEnvelope } from "../../src/bus/envelope.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { AckedPublisher, PublishTimeoutError } from "../../src/bus/nats-publisher.js";
 import { uniquePrefix } from "../../src/bus/subjects.js";
+import { makeEnvelope } from "../../src/events/envelope.js";
 import { removePrefix } from "../support/buses.js";
 
 const encoder = new TextEncoder();

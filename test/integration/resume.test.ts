@@ -1,9 +1,9 @@
 import { afterEach, beforeEach, expect, inject, it } from "vitest";
 import { z } from "zod";
 import { Runtime } from "../../src/actors/runtime.js";
-import type { Envelope } from "../../src/bus/envelope.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { uniquePrefix } from "../../src/bus/subjects.js";
+import type { Envelope } from "../../src/events/envelope.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { defineTool, type Tool } from "../../src/tools/tool.js";
 import { removePrefix } from "../support/buses.js";

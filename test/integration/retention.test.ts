@@ -1,9 +1,9 @@
 import { afterEach, beforeEach, expect, it } from "vitest";
 import { Runtime } from "../../src/actors/runtime.js";
 import type { Bus } from "../../src/bus/bus.js";
-import { makeEnvelope } from "../../src/bus/envelope.js";
 import type { RunRecord } from "../../src/daemon/api.js";
 import { Daemon } from "../../src/daemon/daemon.js";
+import { makeEnvelope } from "../../src/events/envelope.js";
 import { silentLogger } from "../../src/log.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { RecordSeal } from "../../src/trust/record-seal.js";

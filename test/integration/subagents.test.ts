@@ -1,10 +1,10 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { AgentEventMap } from "../../src/actors/agent-events.js";
 import { buildRunTree } from "../../src/actors/run-tree.js";
 import { Runtime } from "../../src/actors/runtime.js";
-import { type Envelope, makeEnvelope } from "../../src/bus/envelope.js";
+import type { AgentEventMap } from "../../src/events/agent-events.js";
+import { type Envelope, makeEnvelope } from "../../src/events/envelope.js";
 import type { AgentOutput } from "../../src/machines/agent-types.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { tempTree } from "../support/cli.js";

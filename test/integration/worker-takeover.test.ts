@@ -2,7 +2,7 @@ import { afterEach, beforeEach, expect, it } from "vitest";
 import type { Placement } from "../../src/actors/placement.js";
 import { Runtime } from "../../src/actors/runtime.js";
 import { Worker } from "../../src/actors/worker.js";
-import { makeEnvelope } from "../../src/bus/envelope.js";
+import { makeEnvelope } from "../../src/events/envelope.js";
 import { silentLogger } from "../../src/log.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { type BusUnderTest, natsBus } from "../support/buses.js";

@@ -1,9 +1,9 @@
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { answerApproval, readApproval } from "../../src/approvals/answer-approval.js";
+import type { ApprovalRef } from "../../src/approvals/bus-approver.js";
 import type { Bus } from "../../src/bus/bus.js";
-import { answerApproval, readApproval } from "../../src/safety/answer-approval.js";
-import type { ApprovalRef } from "../../src/safety/bus-approver.js";
 import { ApproverTrust, createKey, type Identity, identityFromFile } from "../../src/trust/approvers.js";
 
 /** A key made as `troupe keys create NAME` makes it, in a data dir of its own. */

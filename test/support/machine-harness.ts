@@ -1,4 +1,5 @@
 import { type Actor, createActor, fromPromise, SimulatedClock, type Snapshot } from "xstate";
+import type { ToolEffect } from "../../src/config/tool-catalog.js";
 import { agentMachine } from "../../src/machines/agent-machine.js";
 import type {
   AgentInput,
@@ -11,7 +12,6 @@ import type {
 } from "../../src/machines/agent-types.js";
 import type { ChatMessage } from "../../src/model/types.js";
 import { ZERO_USAGE } from "../../src/model/types.js";
-import type { ToolEffect } from "../../src/tools/catalog.js";
 import type { PlannedCall } from "../../src/tools/plan.js";
 
 /** A model turn that answers with text. */

@@ -1,16 +1,16 @@
 import { describe, expect, expectTypeOf, it } from "vitest";
+import type { Budget } from "../../src/config/schema.js";
+import type { ToolEffect } from "../../src/config/tool-catalog.js";
 import {
   type AgentEventMap,
   checkEventData,
   isAgentEvent,
   isEvent,
   type SubagentStopReason,
-} from "../../src/actors/agent-events.js";
-import { type Envelope, makeEnvelope } from "../../src/bus/envelope.js";
-import type { Budget } from "../../src/config/schema.js";
+} from "../../src/events/agent-events.js";
+import { type Envelope, makeEnvelope } from "../../src/events/envelope.js";
 import type { AgentOutput } from "../../src/machines/agent-types.js";
 import type { FinishReason, Usage } from "../../src/model/types.js";
-import type { ToolEffect } from "../../src/tools/catalog.js";
 
 const envelope = (type: string, data: unknown): Envelope =>
   makeEnvelope({ runId: "run-1", agentId: "lead", seq: 0, type, data });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { decide } from "../../src/approvals/policy.js";
 import { analyzeCommand } from "../../src/safety/command-analysis.js";
-import { decide } from "../../src/safety/policy.js";
 import { shellTool } from "../../src/tools/builtin/shell.js";
 
 const WS = "/home/dev/project";

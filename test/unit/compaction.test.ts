@@ -9,7 +9,7 @@ import {
   countToolSpecTokens,
   maxMessagesTokens,
   maxToolSpecTokens,
-} from "../../src/context/tokens.js";
+} from "../../src/model/tokens.js";
 import type { ChatMessage } from "../../src/model/types.js";
 import { ZERO_USAGE } from "../../src/model/types.js";
 import { tempTree } from "../support/cli.js";

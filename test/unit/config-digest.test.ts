@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { changedFiles, digestConfig } from "../../src/trust/config-digest.js";
+import { changedFiles, digestConfig } from "../../src/config/config-digest.js";
 import { tempTree } from "../support/cli.js";
 
 const disposers: Array<() => void> = [];

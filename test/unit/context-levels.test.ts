@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ContextLevels, contextLevel } from "../../src/context/context-levels.js";
-import { countMessagesTokens, estimateMessagesTokens } from "../../src/context/tokens.js";
+import { countMessagesTokens, estimateMessagesTokens } from "../../src/model/tokens.js";
 import type { ChatMessage } from "../../src/model/types.js";
 
 describe("context levels", () => {

@@ -4,7 +4,7 @@ import {
   MalformedEnvelopeError,
   makeEnvelope,
   parseEnvelope,
-} from "../../src/bus/envelope.js";
+} from "../../src/events/envelope.js";
 
 const good = makeEnvelope({
   runId: "r1",

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { EventPublisher, TEXT_HOLD_CHARS } from "../../src/actors/event-publisher.js";
 import type { AppendAck } from "../../src/bus/bus.js";
-import type { Envelope } from "../../src/bus/envelope.js";
 import { LocalBus } from "../../src/bus/local-bus.js";
+import type { Envelope } from "../../src/events/envelope.js";
 import { silentLogger } from "../../src/log.js";
 import { Redactor } from "../../src/safety/redact.js";
 

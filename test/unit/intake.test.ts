@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import type { BusStats } from "../../src/bus/bus.js";
-import { encodeEnvelope, makeEnvelope } from "../../src/bus/envelope.js";
 import { Intake } from "../../src/bus/intake.js";
 import { subjects } from "../../src/bus/subjects.js";
+import { encodeEnvelope, makeEnvelope } from "../../src/events/envelope.js";
 import { silentLogger } from "../../src/log.js";
 
 const s = subjects("troupe");

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { makeEnvelope } from "../../src/bus/envelope.js";
 import { humanRenderer } from "../../src/cli/render.js";
+import { makeEnvelope } from "../../src/events/envelope.js";
 
 /** A stream that keeps what is written to it, a terminal or not. */
 function sink(isTTY: boolean) {

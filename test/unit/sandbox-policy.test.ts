@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node
 import { homedir, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { decide, type SandboxSettings } from "../../src/safety/policy.js";
+import { decide, type SandboxSettings } from "../../src/approvals/policy.js";
 import { HostPlanner, SANDBOX_HOME } from "../../src/sandbox/host-plan.js";
 import { beyond, bwrapArgs, type SandboxPlan } from "../../src/sandbox/plan.js";
 

@@ -1,6 +1,6 @@
 import { countTokens } from "gpt-tokenizer/encoding/o200k_base";
 import { describe, expect, it } from "vitest";
-import { countMessagesTokens, countTextTokens } from "../../src/context/tokens.js";
+import { countMessagesTokens, countTextTokens } from "../../src/model/tokens.js";
 
 const encodeOnce = (text: string) => countTokens(text, { disallowedSpecial: new Set<string>() });
 

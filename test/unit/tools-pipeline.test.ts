@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
+import { decideByEffect } from "../../src/approvals/policy.js";
 import { mcpServerSchema } from "../../src/config/schema.js";
 import { MISSING_RESULT, repairToolPairs } from "../../src/context/repair.js";
 import { callSignature, detectLoop } from "../../src/machines/loop-detection.js";
 import type { ChatMessage } from "../../src/model/types.js";
-import { decideByEffect } from "../../src/safety/policy.js";
 import { mcpTool } from "../../src/tools/mcp/mcp-tool.js";
 import { planCalls } from "../../src/tools/plan.js";
 import { type BatchJournal, runBatch } from "../../src/tools/run-batch.js";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { RunTreeBuilder } from "../../src/actors/run-tree.js";
-import { makeEnvelope } from "../../src/bus/envelope.js";
 import { renderFrame, type ViewState } from "../../src/cli/tree-view.js";
+import { makeEnvelope } from "../../src/events/envelope.js";
 
 const event = (agentId: string, seq: number, type: string, data: unknown, parentId?: string) =>
   makeEnvelope({ runId: "run-1", agentId, seq, type, data, ...(parentId ? { parentId } : {}) });

@@ -5,8 +5,8 @@ import { describe, expect, it } from "vitest";
 import { apiRequests, beyondCeiling } from "../../src/daemon/api.js";
 import { ApproverTrust, createKey, identityFromFile, localIdentity } from "../../src/trust/approvers.js";
 import { ensureRoleCredentials } from "../../src/trust/role-credentials.js";
-import { readSecretFile } from "../../src/trust/secret-files.js";
 import { type AnswerContent, signAnswer, verifyAnswer } from "../../src/trust/signed-answer.js";
+import { readSecretFile } from "../../src/util/secret-files.js";
 import { newIdentity, trusting } from "../support/approvers.js";
 
 const ana = newIdentity("ana");

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ulid } from "../../src/bus/ulid.js";
+import { ulid } from "../../src/util/ulid.js";
 
 const CROCKFORD = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 

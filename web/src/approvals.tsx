@@ -1,5 +1,5 @@
 import { useEffect, useState } from "preact/hooks";
-import type { ApprovalRequest } from "../../src/safety/approver.js";
+import type { ApprovalRequest } from "../../src/approvals/approver.js";
 import { spacesSeen, visible } from "../../src/util/visible.js";
 import { get, post } from "./api.js";
 

@@ -1,6 +1,6 @@
-import { isAgentEvent } from "../../src/actors/agent-events.js";
 import { RunTreeBuilder, type TreeNode } from "../../src/actors/run-tree.js";
-import type { Envelope } from "../../src/bus/envelope.js";
+import { isAgentEvent } from "../../src/events/agent-events.js";
+import type { Envelope } from "../../src/events/envelope.js";
 
 /** One item of an agent's conversation as the page shows it. */
 export type Item =

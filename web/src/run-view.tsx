@@ -1,6 +1,6 @@
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import type { TreeNode } from "../../src/actors/run-tree.js";
-import type { Envelope } from "../../src/bus/envelope.js";
+import type { Envelope } from "../../src/events/envelope.js";
 import type { MachineGraph } from "../../src/machines/diagram.js";
 import { follow, formatAge, formatTokens, get, post } from "./api.js";
 import { Approvals } from "./approvals.js";

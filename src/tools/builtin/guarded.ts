@@ -1,5 +1,6 @@
 import { realpathSync } from "node:fs";
 import type { FileHandle } from "node:fs/promises";
+import { join } from "node:path";
 import { isRefusal, openConfined, type ReadRefusal, readConfined } from "../../safety/confined-read.js";
 import { PathChangedError, removeFile, replaceFile } from "../../safety/replace-file.js";
 import {
@@ -7,6 +8,7 @@ import {
   resolveForWrite,
   resolveInWorkspace,
 } from "../../safety/workspace-guard.js";
+import { isSkillPath, parseSkillPath, stillThere } from "../../skills/skill-files.js";
 import { type ToolContext, type ToolResult, toolError } from "../tool.js";
 
 /** The real path to read, or the error result the model gets. */
@@ -16,12 +18,56 @@ export function readablePath(context: ToolContext, path: string): string | ToolR
 
 /** The real path to write, or the error result the model gets. */
 export function writablePath(context: ToolContext, path: string): string | ToolResult {
+  // read_file reads `skill:NAME/PATH` from the skill; a write there would make a workspace file of
+  // that name which no read could reach.
+  if (isSkillPath(path))
+    return toolError(
+      `"${path}" is a skill's file, which tools may read but not change`,
+      "use a path inside the workspace that tools may change",
+    );
   return guard(() =>
     resolveForWrite(context.workspace, path, {
       protectedDirs: context.protectedDirs ?? [],
       hiddenDirs: context.hiddenDirs,
     }),
   );
+}
+
+/**
+ * Opens a skill's own file, `skill:NAME/PATH`, for reading: only a skill this agent may load
+ * (`context.skillDirs`, real paths from when the skills were found), and only a file inside that
+ * skill's directory, judged where it is opened
+ * (its real path, no symbolic link out, the descriptor checked again) as workspace reads are. Outside
+ * the workspace guard's scope, and read-only: no tool writes here.
+ */
+export async function openSkillFile(
+  context: Pick<ToolContext, "skillDirs" | "readHardLinks" | "hiddenDirs">,
+  path: string,
+): Promise<FileHandle | ToolResult> {
+  const parsed = parseSkillPath(path);
+  if ("problem" in parsed)
+    return toolError(parsed.problem, "use a path exactly as the loaded skill lists it");
+  const dir = context.skillDirs?.get(parsed.name);
+  if (!dir) {
+    const names = [...(context.skillDirs?.keys() ?? [])];
+    return toolError(
+      `no skill "${parsed.name}" with files that this agent may load`,
+      `read the files of one of: ${names.join(", ") || "(none)"}`,
+    );
+  }
+  // Judged against where the skill was found, never where its path leads now.
+  if (!stillThere(dir)) return toolError(`the skill "${parsed.name}" is gone`, "do without it");
+  const handle = await openConfined(dir, join(dir, parsed.relative), {
+    readHardLinks: context.readHardLinks,
+    hiddenDirs: context.hiddenDirs,
+  });
+  if (!isRefusal(handle)) return handle;
+  if (handle.refused === "outside")
+    return toolError(
+      `"${path}" leads outside the skill's directory`,
+      "read only the files the loaded skill lists",
+    );
+  return refusalError(handle, path);
 }
 
 /** The file at `real` opened for reading, checked where it is opened; or the error result. */

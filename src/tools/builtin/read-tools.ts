@@ -2,11 +2,11 @@ import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { isHidden, workspaceRelative } from "../../safety/workspace-guard.js";
-import { openSkillFile } from "../../skills/skill-files.js";
-import { isSkillPath } from "../../skills/skill-path.js";
+
+import { isSkillPath } from "../../skills/skill-files.js";
 import { defineTool, toolError } from "../tool.js";
 import { binaryFileError, NO_NEWLINE_NOTE } from "./file-notes.js";
-import { openForRead, readablePath } from "./guarded.js";
+import { openForRead, openSkillFile, readablePath } from "./guarded.js";
 import { type Line, type LineIndex, lineIndexOf, MAX_LINE_BYTES, readLines } from "./line-index.js";
 
 const DEFAULT_LIMIT = 400;

@@ -1,6 +1,6 @@
 import type { McpServerConfig } from "../../config/schema.js";
+import { MCP_SEPARATOR, splitMcpToolName } from "../../config/tool-catalog.js";
 import { type Logger, silentLogger } from "../../log.js";
-import { MCP_SEPARATOR, splitMcpToolName } from "../catalog.js";
 import type { ToolRegistry } from "../tool.js";
 import { type ConnectionState, McpConnection, McpToolCollisionError } from "./mcp-connection.js";
 import { defaultLaunchScope, type LaunchScope } from "./mcp-launch.js";

@@ -1,6 +1,6 @@
 import type { McpServerConfig } from "../../config/schema.js";
+import type { ToolEffect } from "../../config/tool-catalog.js";
 import { type Logger, silentLogger } from "../../log.js";
-import type { ToolEffect } from "../catalog.js";
 import { clientFactory } from "./mcp-client.js";
 import { type LaunchScope, McpLaunchRefusedError } from "./mcp-launch.js";
 import { mcpToolEffect, mcpToolName } from "./mcp-tool.js";

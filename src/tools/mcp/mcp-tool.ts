@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { McpServerConfig } from "../../config/schema.js";
-import { MCP_SEPARATOR, type ToolEffect } from "../catalog.js";
+import { MCP_SEPARATOR, type ToolEffect } from "../../config/tool-catalog.js";
 import { type Tool, type ToolResult, toolError } from "../tool.js";
 import { checkPathArguments } from "./mcp-paths.js";
 import { McpServerDownError } from "./mcp-transport.js";

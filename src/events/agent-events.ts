@@ -1,6 +1,5 @@
 import { z } from "zod";
-import type { Envelope } from "../bus/envelope.js";
-import type { AgentOutput } from "../machines/agent-types.js";
+import type { Envelope } from "./envelope.js";
 
 /*
  * Every event an agent publishes, as zod schemas: the source of truth for `AgentEventMap`, and what
@@ -29,6 +28,9 @@ const budget = z.object({
 const toolEffect = z.enum(["read", "write", "execute"]);
 const finishReason = z.enum(["stop", "tool_calls", "length", "content_filter", "error", "other"]);
 const stopReason = z.enum(["done", "aborted", "budget_exhausted", "failed", "loop_detected"]);
+
+/** Why an agent stopped: the output of its machine's final state. */
+export type StopReason = z.infer<typeof stopReason>;
 
 /** The output of an agent's machine (AgentOutput in src/machines/agent-types.ts). */
 const agentOutput = z.object({
@@ -210,7 +212,7 @@ export type AgentEvent<T extends AgentEventType = AgentEventType> = {
 }[T];
 
 /** A subagent stops for an agent's reasons, or because it ran past its wall time. */
-export type SubagentStopReason = AgentOutput["reason"] | "timeout";
+export type SubagentStopReason = StopReason | "timeout";
 
 /**
  * Narrows an envelope to the event `type`. The payload is trusted as it stands: an event from

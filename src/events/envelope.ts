@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { TroupeError } from "../errors.js";
-import { ulid } from "./ulid.js";
+import { ulid } from "../util/ulid.js";
 
 /**
  * The one message shape on the bus (DESIGN.md). `id` doubles as the JetStream `Nats-Msg-Id`,

@@ -1,11 +1,11 @@
 import { existsSync, realpathSync } from "node:fs";
 import { join, relative } from "node:path";
 import { z } from "zod";
-import { userConfigDir } from "../config/paths.js";
 import { UserError } from "../errors.js";
 import { isInside } from "../util/paths.js";
+import { readSecretFile, writePrivateFile } from "../util/secret-files.js";
 import { type ConfigDigest, changedFiles, digestConfig } from "./config-digest.js";
-import { readSecretFile, writePrivateFile } from "./secret-files.js";
+import { userConfigDir } from "./paths.js";
 
 /**
  * A config dir found from the working directory that the user has not trusted, or that changed

@@ -1,6 +1,6 @@
 import { createRequire } from "node:module";
 import type * as O200k from "gpt-tokenizer/encoding/o200k_base";
-import type { ChatMessage, ToolSpec } from "../model/types.js";
+import type { ChatMessage, ToolSpec } from "./types.js";
 
 /** The encoding's tables take a few hundred ms to load: loaded at the first count, not at start. */
 const require = createRequire(import.meta.url);

@@ -1,9 +1,10 @@
 import { resolve } from "node:path";
+import type { NatsConnectOptions } from "../bus/nats-connect.js";
+import { roleInbox } from "../bus/permissions.js";
+import type { Role } from "../config/roles.js";
 import type { NatsConfig } from "../config/schema.js";
 import { localSeedFile } from "../trust/role-credentials.js";
 import { pinnedServerCa } from "../trust/server-tls.js";
-import type { NatsConnectOptions } from "./nats-connect.js";
-import { type Role, roleInbox } from "./permissions.js";
 
 /** Where a connection that troupe.yaml gives no credentials for looks for the embedded server's. */
 export interface LocalCredentials {

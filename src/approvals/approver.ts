@@ -1,4 +1,4 @@
-import type { ToolEffect } from "../tools/catalog.js";
+import type { ToolEffect } from "../config/tool-catalog.js";
 
 export interface ApprovalRequest {
   runId: string;

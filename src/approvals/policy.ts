@@ -1,6 +1,6 @@
 import type { ApprovalPolicy } from "../config/schema.js";
+import type { ToolEffect } from "../config/tool-catalog.js";
 import type { Confinement, SandboxMode } from "../sandbox/plan.js";
-import type { ToolEffect } from "../tools/catalog.js";
 
 export type PolicyDecision = "allow" | "ask" | "deny";
 

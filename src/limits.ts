@@ -1,0 +1,10 @@
+/*
+ * Limits more than one layer holds to: here, at the bottom, so that the daemon's API and the agent
+ * host that serves the same requests read one number.
+ */
+
+/**
+ * The most a task, a steer or a follow-up may say. More is not a task but a file, and a request near
+ * the server's 1 MiB limit would leave no room for the replies that carry it (runs.list).
+ */
+export const MAX_TEXT = 32_768;
