@@ -1,7 +1,7 @@
 import { z } from "zod";
-import { callKey } from "../approvals/bus-approver.js";
 import type { Bus, KvStore } from "../bus/bus.js";
 import { KvConflictError } from "../bus/bus.js";
+import { callKey } from "../bus/subjects.js";
 import { approvalPolicySchema, budgetSchema, sandboxModeSchema } from "../config/schema.js";
 import type { ToolEffect } from "../config/tool-catalog.js";
 import { TroupeError } from "../errors.js";

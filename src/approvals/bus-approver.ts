@@ -1,5 +1,6 @@
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { type Bus, KvConflictError, type KvEntry, type KvStore } from "../bus/bus.js";
+import { callKey } from "../bus/subjects.js";
 import type { Logger } from "../log.js";
 import type { ApproverTrust } from "../trust/approvers.js";
 import { requestDigest, type SignedAnswer, verifyAnswer } from "../trust/signed-answer.js";
@@ -37,17 +38,6 @@ export interface ApprovalRef {
   agentId: string;
   callId: string;
 }
-
-/** The longest call id kept as it is in a key; the model chooses call ids, of any length. */
-const PLAIN_CALL_ID = /^[-_A-Za-z0-9]{1,64}$/;
-
-/**
- * A call id as one short KV key token: a plain id of up to 64 characters as it is, any other as `=`
- * and the base64url of its SHA-256 (a plain id has no `=`), so two call ids never share a record
- * and no key outgrows a subject the server takes (a longer one dropped the connection).
- */
-export const callKey = (callId: string) =>
-  PLAIN_CALL_ID.test(callId) ? callId : `=${createHash("sha256").update(callId).digest("base64url")}`;
 
 export const approvalKey = ({ runId, agentId, callId }: ApprovalRef) =>
   `${runId}.${agentId}.${callKey(callId)}`;

@@ -1,4 +1,4 @@
-import { ROLES, type Role, VIEWS } from "../config/roles.js";
+import { type Role, VIEWS } from "../config/roles.js";
 import { subjects } from "./subjects.js";
 
 /** Every KV bucket Troupe uses, by its name under the prefix. */

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { TroupeError } from "../errors.js";
 import { ulid } from "../util/ulid.js";
 
@@ -118,3 +119,14 @@ export function subjectMatches(pattern: string, subject: string): boolean {
 export function uniquePrefix(base = "t"): string {
   return `${base}${ulid().toLowerCase()}`;
 }
+
+/** The longest call id kept as it is in a key; the model chooses call ids, of any length. */
+const PLAIN_CALL_ID = /^[-_A-Za-z0-9]{1,64}$/;
+
+/**
+ * A call id as one short KV key token: a plain id of up to 64 characters as it is, any other as `=`
+ * and the base64url of its SHA-256 (a plain id has no `=`), so two call ids never share a record
+ * and no key outgrows a subject the server takes (a longer one dropped the connection).
+ */
+export const callKey = (callId: string) =>
+  PLAIN_CALL_ID.test(callId) ? callId : `=${createHash("sha256").update(callId).digest("base64url")}`;
