@@ -125,10 +125,10 @@ export interface KvWatchOptions {
   signal?: AbortSignal;
 }
 
-/** JSON values under keys of `[-/_=.A-Za-z0-9]`; revisions only grow. */
 /** Entries of a sweep; `partial` when it stopped at its deadline with more to read. */
 export type KvValues<T> = KvEntry<T>[] & { partial?: boolean };
 
+/** JSON values under keys of `[-/_=.A-Za-z0-9]`; revisions only grow. */
 export interface KvStore {
   readonly name: string;
   get<T = unknown>(key: string): Promise<KvEntry<T> | null>;

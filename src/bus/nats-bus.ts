@@ -201,7 +201,6 @@ export class NatsBus implements Bus {
     return store;
   }
 
-  /** Waits out NATS being away (up to the append timeout), as appends and KV writes do. */
   /**
    * Where this connection is and how the event stream is kept, as NATS reports them: the server
    * and its cluster, and the stream's replicas (its leader, and whether each other one is current).

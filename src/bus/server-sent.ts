@@ -1,4 +1,4 @@
-/**
+/*
  * Messages the server sent on someone's behalf. NATS permissions say who may publish on a subject,
  * but whoever may read a stream can have the server send a stored message to a subject of their
  * choosing: a push consumer's deliveries (which keep the stored subject and carry a `$JS.` ack

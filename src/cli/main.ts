@@ -391,7 +391,6 @@ function commandLine(action: Command): string {
   return ["troupe", ...names].join(" ");
 }
 
-/** All of stdin, for `troupe run -` (a task kept off every command line). */
 /** A command called the wrong way: one line, exit 2. */
 class UsageError extends UserError {
   override name = "UsageError";
@@ -449,8 +448,10 @@ async function reportError(error: unknown): Promise<number> {
   return EXIT.failed;
 }
 
-/** Troupe's version, from its package.json (two levels above this file, in src/ and in dist/). */
-/** From the package's package.json: two levels up from dist/cli, three from the bench's build of src/cli. */
+/**
+ * Troupe's version, from its package.json: two levels up from dist/cli, three from the bench's build
+ * of src/cli.
+ */
 function troupeVersion(): string {
   for (const up of ["../../package.json", "../../../package.json"]) {
     try {

@@ -31,7 +31,6 @@ export interface RunFlags {
   detach?: boolean;
 }
 
-/** Exit codes of `troupe run`, by why the agent stopped. */
 /**
  * On a person's terminal, after a run stopped short of done: its id and how to go on, so nobody has
  * to find the id in the scrollback. Nothing for a script (--json, or stderr not a terminal).
@@ -43,6 +42,7 @@ export function sayHowToGoOn(runId: string, reason: AgentOutput["reason"], json:
   );
 }
 
+/** Exit codes of `troupe run`, by why the agent stopped. */
 export const RUN_EXIT: Record<AgentOutput["reason"], number> = {
   done: 0,
   failed: 1,

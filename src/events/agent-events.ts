@@ -63,8 +63,8 @@ export const agentEventSchemas = {
   /**
    * A worker took the agent over from one that went silent, and goes on from its snapshot in
    * `state`. Its epoch is higher than the old host's: readers drop what that host still sends.
+   * `rebuilt`: its snapshot could not be read; it goes on from its history in this log.
    */
-  /** `rebuilt`: its snapshot could not be read; it goes on from its history in this log. */
   "agent.resumed": z.object({ state: z.string(), rebuilt: z.literal(true).optional() }),
   /** The machine entered a state (transient states are not seen). */
   "state.changed": z.object({ from: z.string(), to: z.string() }),

@@ -2,7 +2,7 @@
  * What a sandboxed command may see and touch, as data: an ordered list of mounts, the network, the
  * directory it starts in. `bwrapArgs` turns a plan into bubblewrap's arguments without touching the
  * machine, so the policy is tested without spawning anything; `src/sandbox/host-plan.ts` builds a
- * plan from the machine, and `src/sandbox/bubblewrap.ts` runs it.
+ * plan from the machine, and `src/sandbox/sandbox.ts` runs a command under it.
  */
 
 import { SANDBOX_MODES } from "../config/policies.js";
