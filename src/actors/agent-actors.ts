@@ -42,7 +42,6 @@ export interface AgentActorsSetup {
   tools: ReturnType<typeof toolView>;
   clearance: Clearance;
   /** Told how many subagent calls a batch holds, so each gets its share of the budget. */
-  children: { beginBatch(calls: number): void };
   /** The directories of the skills whose files it may read (`skill:NAME/PATH`). */
   skillDirs: Map<string, string>;
   /** The skills it has loaded, told of each load. */
@@ -142,7 +141,6 @@ export class AgentActors implements HostedActors {
   async runTools(input: { calls: PlannedCall[] }, signal: AbortSignal): Promise<ToolBatchOutput> {
     const { deps, definition, runId, agentId, events, registry, journal, gate } = this.setup;
     const { run, refused } = await this.setup.clearance.clear(input.calls, signal);
-    this.setup.children.beginBatch(run.filter((call) => call.name.startsWith("subagent_")).length);
     const ran = await runBatch(run, {
       registry,
       context: {

@@ -202,7 +202,7 @@ function actorsOf(
   const { definition, runId, restore } = options;
   const { agentId, events } = agent;
   const children = childrenOf(deps, options, { ...agent, budget: settings.budget, depth: settings.depth });
-  const own = [...children.tools, ...(deps.moduleTools?.get(definition.name) ?? [])];
+  const own = [...children, ...(deps.moduleTools?.get(definition.name) ?? [])];
   const registry = own.length > 0 ? deps.tools.with(own) : deps.tools;
   const tools = toolView(
     [...definition.tools, ...own.map((tool) => tool.name)],
@@ -225,7 +225,6 @@ function actorsOf(
     registry,
     tools,
     clearance: clearanceOf(deps, settings, { runId, agentId, events, registry, tools, skills }),
-    children,
     skillDirs: skillDirsFor(definition, deps, options.skill?.name),
     skills,
     ...journalOf(deps, runId, agentId, restore),

@@ -9,11 +9,18 @@ import { wallGraceMs } from "../machines/agent-rules.js";
 import type { AgentOutput, Spend } from "../machines/agent-types.js";
 import { addUsage, type Usage, ZERO_USAGE } from "../model/types.js";
 import type { CommandHooks } from "../tools/command-hooks.js";
-import { defineTool, type Tool, type ToolResult, toolError } from "../tools/tool.js";
+import { defineTool, type Tool, type ToolContext, type ToolResult, toolError } from "../tools/tool.js";
 import type { EventPublisher } from "./event-publisher.js";
 
 /** A child with no wall-time limit of its own or its parent's still stops after this long. */
 const DEFAULT_CHILD_WALL_MS = 600_000;
+/**
+ * A child stops itself at its wall and grace; one that has not by this long after (its host gone) is
+ * told to abort and counts as a timeout.
+ */
+const PAST_GRACE_MS = 1000;
+/** How long a child told to abort has to say it stopped before it is left behind, not waited for. */
+const ABORT_ANSWER_MS = 2000;
 
 export interface SubagentLimits {
   /** How deep subagents may nest under a top-level agent. */
@@ -68,16 +75,10 @@ interface Reservation {
  * carved out of what the parent has left, charges what the child spends to the parent as it goes,
  * and returns the child's answer as a structured result. A failing child never fails the parent.
  */
-export function subagentTools(
-  children: readonly AgentDefinition[],
-  parent: ParentSide,
-): { tools: Tool[]; beginBatch(calls: number): void } {
+export function subagentTools(children: readonly AgentDefinition[], parent: ParentSide): Tool[] {
   const running = new Map<string, Reservation>();
-  let sharesLeft = 1;
-  const beginBatch = (calls: number) => {
-    sharesLeft = Math.max(1, calls);
-  };
-  const tools = children.map(
+  const names = new Set(children.map((child) => `${SUBAGENT_TOOL_PREFIX}${child.name}`));
+  return children.map(
     (child) =>
       defineTool({
         name: `${SUBAGENT_TOOL_PREFIX}${child.name}`,
@@ -97,7 +98,7 @@ export function subagentTools(
             .describe("Facts the subagent needs: paths, names, what is already known"),
         }),
         timeoutMs: 24 * 3_600_000,
-        async execute({ task, context }, { signal, callId }) {
+        async execute({ task, context }, { signal, callId, batch }) {
           const depth = parent.depth + 1;
           if (depth > parent.limits.maxDepth) {
             return toolError(
@@ -111,8 +112,7 @@ export function subagentTools(
               "wait for their results, then call again",
             );
           }
-          const budget = carve(child.budget, parent, [...running.values()], sharesLeft);
-          sharesLeft = Math.max(1, sharesLeft - 1);
+          const budget = carve(child.budget, parent, [...running.values()], sharesOf(callId, batch, names));
           // The same call gets the same child: a parent resumed after a crash finds it again.
           const childId = childIdOf(child.name, parent.runId, parent.agentId, callId);
           const reservation: Reservation = { cap: budget, spent: { usage: { ...ZERO_USAGE }, toolCalls: 0 } };
@@ -145,8 +145,30 @@ export function subagentTools(
         },
       }) as Tool,
   );
-  return { tools, beginBatch };
 }
+
+/**
+ * Among the subagent calls of a batch, in the model's order, how many are this call and those after
+ * it: each takes its share of what the parent has left when it starts, those before it having taken
+ * theirs (and holding them back), so n calls of one batch each get about a nth.
+ */
+function sharesOf(callId: string, batch: ToolContext["batch"], names: ReadonlySet<string>): number {
+  const children = (batch ?? []).filter((call) => names.has(call.name));
+  const at = children.findIndex((call) => call.id === callId);
+  return at < 0 ? 1 : children.length - at;
+}
+
+/** A budget's dimensions a child's share is carved in: what counts against each, and its least. */
+const SHARED: readonly {
+  key: "maxTokens" | "maxToolCalls" | "maxCostUsd";
+  used: (spend: Spend) => number;
+  whole: boolean;
+  least: number;
+}[] = [
+  { key: "maxTokens", used: (s) => s.usage.inputTokens + s.usage.outputTokens, whole: true, least: 1 },
+  { key: "maxToolCalls", used: (s) => s.toolCalls, whole: true, least: 1 },
+  { key: "maxCostUsd", used: (s) => s.usage.costUsd, whole: false, least: 1e-9 },
+];
 
 /**
  * The child's budget: its own turns; for tokens, tool calls, cost and wall time the smaller of its
@@ -154,59 +176,25 @@ export function subagentTools(
  */
 export function carve(own: Budget, parent: ParentSide, siblings: Reservation[], shares: number): Budget {
   const spent = parent.spent();
-  const held = (dimension: (s: Spend) => number, cap: (b: Budget) => number | undefined) =>
-    siblings.reduce((sum, r) => sum + Math.max(0, (cap(r.cap) ?? 0) - dimension(r.spent)), 0);
-  const tokens = (s: Spend) => s.usage.inputTokens + s.usage.outputTokens;
-  const left = (limit: number | undefined, used: number, heldBack: number) =>
-    limit === undefined ? undefined : Math.max(0, (limit - used - heldBack) / shares);
-  const pick = (mine: number | undefined, available: number | undefined, round: boolean) => {
-    const value = mine === undefined ? available : available === undefined ? mine : Math.min(mine, available);
-    return value === undefined ? undefined : round ? Math.floor(value) : value;
-  };
   const budget: Budget = {};
   if (own.maxTurns !== undefined) budget.maxTurns = own.maxTurns;
-  const maxTokens = pick(
-    own.maxTokens,
-    left(
-      parent.budget.maxTokens,
-      tokens(spent),
-      held(tokens, (b) => b.maxTokens),
-    ),
-    true,
-  );
-  if (maxTokens !== undefined) budget.maxTokens = Math.max(1, maxTokens);
-  const maxToolCalls = pick(
-    own.maxToolCalls,
-    left(
-      parent.budget.maxToolCalls,
-      spent.toolCalls,
-      held(
-        (s) => s.toolCalls,
-        (b) => b.maxToolCalls,
-      ),
-    ),
-    true,
-  );
-  if (maxToolCalls !== undefined) budget.maxToolCalls = Math.max(1, maxToolCalls);
-  const maxCostUsd = pick(
-    own.maxCostUsd,
-    left(
-      parent.budget.maxCostUsd,
-      spent.usage.costUsd,
-      held(
-        (s) => s.usage.costUsd,
-        (b) => b.maxCostUsd,
-      ),
-    ),
-    false,
-  );
-  if (maxCostUsd !== undefined) budget.maxCostUsd = Math.max(1e-9, maxCostUsd);
+  for (const { key, used, whole, least } of SHARED) {
+    const limit = parent.budget[key];
+    const heldBack = siblings.reduce((sum, r) => sum + Math.max(0, (r.cap[key] ?? 0) - used(r.spent)), 0);
+    const left = limit === undefined ? undefined : Math.max(0, (limit - used(spent) - heldBack) / shares);
+    const value = smaller(own[key], left);
+    if (value !== undefined) budget[key] = Math.max(least, whole ? Math.floor(value) : value);
+  }
   const wallLeft =
     parent.budget.maxWallMs === undefined
       ? undefined
       : parent.budget.maxWallMs - (Date.now() - parent.startedAt);
-  budget.maxWallMs = Math.max(1, Math.floor(pick(own.maxWallMs, wallLeft, true) ?? DEFAULT_CHILD_WALL_MS));
+  budget.maxWallMs = Math.max(1, Math.floor(smaller(own.maxWallMs, wallLeft) ?? DEFAULT_CHILD_WALL_MS));
   return budget;
+}
+
+function smaller(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
 }
 
 export interface ChildOutcome {
@@ -261,9 +249,9 @@ async function runChild(
       timedOut = true;
       abortChild(`past its wall time of ${wall} ms`);
       // A child that does not answer the abort promptly is not waited for.
-      setTimeout(() => settle({ reason: "timeout", result: "" }), 2000).unref();
+      setTimeout(() => settle({ reason: "timeout", result: "" }), ABORT_ANSWER_MS).unref();
     },
-    wall + wallGraceMs(wall) + 1000,
+    wall + wallGraceMs(wall) + PAST_GRACE_MS,
   );
   try {
     await parent.bus.flush();
@@ -324,7 +312,9 @@ function tellToAbort(parent: ParentSide, childId: string, reason: string): void 
   });
   // Commands are requests the child acks.
   parent.bus
-    .request(parent.bus.subjects.control(parent.runId, childId, "abort"), envelope, { timeoutMs: 2000 })
+    .request(parent.bus.subjects.control(parent.runId, childId, "abort"), envelope, {
+      timeoutMs: ABORT_ANSWER_MS,
+    })
     .catch(() => {});
 }
 

@@ -56,6 +56,8 @@ export async function runBatch(
   };
   options.signal.addEventListener("abort", onAbort, { once: true });
   const results: Record<string, ToolResult> = {};
+  const batch = calls.map(({ id, name }) => ({ id, name }));
+  options = { ...options, context: { ...options.context, batch } };
   let group: PlannedCall[] = [];
   const flush = async () => {
     const reads = group;

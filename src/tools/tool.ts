@@ -62,6 +62,8 @@ export interface ToolContext {
    * it, whatever its plan or approval said.
    */
   sandboxLimit?: Confinement;
+  /** The calls that run in this call's batch, this one among them, in the order the model made them. */
+  batch?: readonly { id: string; name: string }[];
 }
 
 /** What a person deciding on a call sees: the exact change or command, and the paths it touches. */

@@ -216,6 +216,42 @@ describe("subagents", () => {
     await rt.close();
   });
 
+  it("share what the parent has left among the subagent calls of one batch, in the model's order", async () => {
+    const parent = { ...lead, budget: { maxTokens: 90_000, maxToolCalls: 30 } };
+    server.script(
+      {
+        match: { ...as("lead"), turn: 1 },
+        reply: {
+          toolCalls: [
+            subagentCall("explorer", "one"),
+            { name: "read_file", arguments: { path: "README.md" } },
+            subagentCall("reviewer", "two"),
+            subagentCall("explorer", "three"),
+          ],
+        },
+      },
+      { match: as("explorer"), reply: { text: "seen" }, times: 2 },
+      { match: as("reviewer"), reply: { text: "fine" } },
+      { match: { ...as("lead"), turn: 2 }, reply: { text: "done" } },
+    );
+    const rt = runtime([parent, explorer, reviewer]);
+    const handle = rt.start({ task: "Look around", agent: "lead" });
+    expect((await handle.done).reason).toBe("done");
+    const events = await eventsOf(rt, handle.runId);
+    const budgets = events
+      .filter((e) => e.type === "subagent.spawned")
+      .map((e) => (e.data as AgentEventMap["subagent.spawned"]).budget);
+    const left = 90_000 - firstTurnTokens(events, handle.agentId);
+    // Three children, each about a third of what was left (a read_file between them takes no share).
+    expect(budgets.map((budget) => budget.maxTokens)).toEqual([
+      Math.floor(left / 3),
+      Math.floor((left - Math.floor(left / 3)) / 2),
+      left - Math.floor(left / 3) - Math.floor((left - Math.floor(left / 3)) / 2),
+    ]);
+    expect(budgets.map((budget) => budget.maxToolCalls)).toEqual([10, 10, 10]);
+    await rt.close();
+  });
+
   it("keep a parent within its own budget through its children", async () => {
     const parent = { ...lead, budget: { maxTokens: 1500 } };
     server.script(
