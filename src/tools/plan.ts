@@ -1,4 +1,5 @@
-import { decide, type PolicyDecision, type SandboxSettings } from "../approvals/policy.js";
+import { decideCall } from "../approvals/decide-call.js";
+import type { PolicyDecision, SandboxSettings } from "../approvals/policy.js";
 import type { ApprovalPolicy } from "../config/schema.js";
 import type { ToolEffect } from "../config/tool-catalog.js";
 import type { ToolCall } from "../model/types.js";
@@ -122,13 +123,20 @@ export function planCalls(
       };
     }
     const judgement = tool.judge?.(parseArguments(tool.parameters, call.function.arguments), workspace);
-    const decided = decide(policy, tool.effect, judgement, tool.sandboxed ? sandbox : undefined);
-    const { reason, next, sandbox: confinement } = decided;
-    const leaving = tool.sandboxed && reason !== undefined;
-    const decision =
-      decided.decision === "ask" && !leaving && judgement?.understood !== false && options.preApproved?.(name)
-        ? "allow"
-        : decided.decision;
+    const {
+      decision,
+      reason,
+      next,
+      sandbox: confinement,
+    } = decideCall(
+      { tool: name, effect: tool.effect, sandboxed: tool.sandboxed === true, judgement },
+      {
+        policy,
+        sandbox,
+        autoApproved: (name) => registry.get(name)?.autoApproved,
+        ...(options.preApproved ? { skillAllowed: options.preApproved } : {}),
+      },
+    );
     const planned: PlannedCall = {
       ...base,
       effect: tool.effect,

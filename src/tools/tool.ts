@@ -104,6 +104,11 @@ export interface Tool<Args = unknown> {
    * calls are confined rather than judged, and a read-only agent may have it, confined read-only.
    */
   sandboxed?: boolean;
+  /**
+   * The operator allowed its calls in advance, under every policy (an MCP server's `autoApprove` in
+   * troupe.yaml): where. Not for a sandboxed tool, whose calls are decided by where they run.
+   */
+  autoApproved?: string;
   /** The arguments' JSON Schema as the model sees it, when it does not come from `parameters` (MCP tools). */
   jsonSchema?: Record<string, unknown>;
   /** What this call would do, for the approval policy (the shell tool parses its command). */

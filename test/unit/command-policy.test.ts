@@ -1,5 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { decide } from "../../src/approvals/policy.js";
+import { decideCall } from "../../src/approvals/decide-call.js";
+import type { CallJudgement } from "../../src/approvals/policy.js";
+import type { ApprovalPolicy } from "../../src/config/schema.js";
+import type { ToolEffect } from "../../src/config/tool-catalog.js";
 import { analyzeCommand } from "../../src/safety/command-analysis.js";
 import { shellTool } from "../../src/tools/builtin/shell.js";
 
@@ -7,6 +10,14 @@ const WS = "/home/dev/project";
 const judge = (command: string) => shellTool().judge?.({ command, timeout_ms: 1000 }, WS);
 const decision = (policy: "ask" | "auto-edit" | "never-ask" | "yolo", command: string) =>
   decide(policy, "execute", judge(command)).decision;
+
+/** The decision on a call of a tool that is not sandboxed, judged as `judgement` says. */
+function decide(policy: ApprovalPolicy, effect: ToolEffect, judgement?: CallJudgement) {
+  return decideCall(
+    { tool: "t", effect, sandboxed: false, judgement },
+    { policy, sandbox: { network: false, readOnly: false } },
+  );
+}
 
 describe("shell commands judged by a real parser", () => {
   it.each([

@@ -2,15 +2,20 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node
 import { homedir, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { decide, type SandboxSettings } from "../../src/approvals/policy.js";
+import { decideCall } from "../../src/approvals/decide-call.js";
+import type { SandboxSettings } from "../../src/approvals/policy.js";
+import type { ApprovalPolicy } from "../../src/config/schema.js";
 import { HostPlanner, SANDBOX_HOME } from "../../src/sandbox/host-plan.js";
 import { beyond, bwrapArgs, type SandboxPlan } from "../../src/sandbox/plan.js";
 
 /* The sandbox's policy as data: which calls run where, and what bubblewrap is told. Nothing spawns here. */
 
 const available: SandboxSettings = { network: false, readOnly: false };
-const shell = (policy: Parameters<typeof decide>[0], settings: SandboxSettings, judgement = {}) =>
-  decide(policy, "execute", { safe: false, ...judgement }, settings);
+const shell = (policy: ApprovalPolicy, settings: SandboxSettings, judgement = {}) =>
+  decideCall(
+    { tool: "shell", effect: "execute", sandboxed: true, judgement: { safe: false, ...judgement } },
+    { policy, sandbox: settings },
+  );
 
 describe("where a sandboxed call runs, by policy", () => {
   it.each([

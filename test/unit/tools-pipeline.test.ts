@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { decideByEffect } from "../../src/approvals/policy.js";
+import { decideCall } from "../../src/approvals/decide-call.js";
 import { mcpServerSchema } from "../../src/config/schema.js";
 import { MISSING_RESULT, repairToolPairs } from "../../src/context/repair.js";
 import { callSignature, detectLoop } from "../../src/machines/loop-detection.js";
@@ -103,7 +103,11 @@ describe("planCalls", () => {
     ["never-ask", "read", "allow"],
     ["yolo", "execute", "allow"],
   ] as const)("policy %s on a %s tool: %s", (policy, effect, expected) => {
-    expect(decideByEffect(policy, effect)).toBe(expected);
+    const decided = decideCall(
+      { tool: "t", effect, sandboxed: false },
+      { policy, sandbox: { network: false, readOnly: false } },
+    );
+    expect(decided.decision).toBe(expected);
   });
 
   it("plans a denial under never-ask as an error result", () => {

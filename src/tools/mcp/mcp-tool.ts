@@ -67,7 +67,7 @@ export function mcpTool(caller: McpCaller, info: McpToolInfo, workspace: string)
     ...(info.annotations?.idempotentHint === true ? { idempotent: true } : {}),
     // Cline's `autoApprove`: the operator allowed these calls in advance, applied where the policy decides.
     ...(caller.config.autoApprove.includes(info.name)
-      ? { judge: () => ({ safe: false, preApproved: `autoApprove of the MCP server "${caller.server}"` }) }
+      ? { autoApproved: `autoApprove of the MCP server "${caller.server}"` }
       : {}),
     parameters: z.record(z.string(), z.unknown()),
     jsonSchema: { type: "object", ...info.inputSchema },
