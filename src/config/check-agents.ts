@@ -4,6 +4,7 @@ import type { ConfigProblem } from "./problems.js";
 import type { TroupeConfig } from "./schema.js";
 import {
   BUILTIN_TOOL_EFFECTS,
+  builtinEffect,
   MCP_SEPARATOR,
   SANDBOXED_TOOLS,
   splitMcpToolName,
@@ -97,7 +98,7 @@ function checkTools(
     const at = ["tools", i];
     // A tool given in code comes with its effect declared in code, and is held to it where it runs.
     if (codeTools.has(tool)) return;
-    const effect = BUILTIN_TOOL_EFFECTS[tool];
+    const effect = builtinEffect(tool);
     if (effect !== undefined) {
       if (effect !== "read" && !SANDBOXED_TOOLS.has(tool) && (definition.readOnly || isSubagent)) {
         const why = definition.readOnly ? "a read-only agent" : "a subagent (every subagent is read-only)";

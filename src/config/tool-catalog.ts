@@ -1,11 +1,9 @@
-/**
- * What a tool does to the world. Read tools run in parallel and are the only ones a subagent may
- * have; write and execute tools run one at a time and go through the approval policy.
- */
-export type ToolEffect = "read" | "write" | "execute";
+import type { ToolEffect } from "../events/agent-events.js";
+
+export type { ToolEffect };
 
 /** The built-in tools by name, with their effect: what agent YAML may list under `tools`. */
-export const BUILTIN_TOOL_EFFECTS: Readonly<Record<string, ToolEffect>> = {
+export const BUILTIN_TOOL_EFFECTS = {
   read_file: "read",
   list_dir: "read",
   glob: "read",
@@ -15,7 +13,23 @@ export const BUILTIN_TOOL_EFFECTS: Readonly<Record<string, ToolEffect>> = {
   edit_file: "write",
   apply_patch: "write",
   shell: "execute",
-};
+} as const satisfies Record<string, ToolEffect>;
+
+export type BuiltinToolName = keyof typeof BUILTIN_TOOL_EFFECTS;
+
+/** A built-in tool's name and effect, as its definition takes them: the catalog is their one source. */
+export function builtin<N extends BuiltinToolName>(
+  name: N,
+): { name: N; effect: (typeof BUILTIN_TOOL_EFFECTS)[N] } {
+  return { name, effect: BUILTIN_TOOL_EFFECTS[name] };
+}
+
+/** The effect of the built-in tool of that name; undefined when there is none. */
+export function builtinEffect(name: string): ToolEffect | undefined {
+  return Object.hasOwn(BUILTIN_TOOL_EFFECTS, name)
+    ? BUILTIN_TOOL_EFFECTS[name as BuiltinToolName]
+    : undefined;
+}
 
 /** Built-in tools that run in the sandbox: a read-only agent may list them, and they run read-only for it. */
 export const SANDBOXED_TOOLS: ReadonlySet<string> = new Set(["shell"]);

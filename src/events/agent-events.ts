@@ -5,16 +5,21 @@ import type { Envelope } from "./envelope.js";
  * Every event an agent publishes, as zod schemas: the source of truth for `AgentEventMap`, and what
  * an event read from another process (the bus, the log, the local store) is checked against where
  * it is decoded (src/bus/intake.ts). A payload is checked, never rewritten: keys a newer build adds
- * are passed on. The shared shapes below are the types they mirror (Usage, Budget, ToolEffect,
- * FinishReason, AgentOutput), held equal to them by test/unit/agent-events.test.ts.
+ * are passed on. The shared shapes below are the source of the types the rest of Troupe uses for
+ * them (Usage, ToolEffect, FinishReason, StopReason, Spend, AgentOutput); the published budget is
+ * held equal to the config's Budget by test/unit/agent-events.test.ts.
  */
 
 const usage = z.object({
   inputTokens: z.number(),
   outputTokens: z.number(),
+  /** Input tokens the provider served from its cache (a part of inputTokens). */
   cachedInputTokens: z.number(),
   costUsd: z.number(),
 });
+
+/** What model calls used and cost. */
+export type Usage = z.infer<typeof usage>;
 
 /** An agent's budget as carved and published: the config's keys, without the config's limits. */
 const budget = z.object({
@@ -29,20 +34,41 @@ const toolEffect = z.enum(["read", "write", "execute"]);
 const finishReason = z.enum(["stop", "tool_calls", "length", "content_filter", "error", "other"]);
 const stopReason = z.enum(["done", "aborted", "budget_exhausted", "failed", "loop_detected"]);
 
+/**
+ * What a tool does to the world. Read tools run in parallel and are the only ones a subagent may
+ * have; write and execute tools run one at a time and go through the approval policy.
+ */
+export type ToolEffect = z.infer<typeof toolEffect>;
+/**
+ * Why an answer ended. `error`: the server said the generation failed (`error`, `abort`); `other`: a
+ * reason this list does not know, taken as a whole answer.
+ */
+export type FinishReason = z.infer<typeof finishReason>;
 /** Why an agent stopped: the output of its machine's final state. */
 export type StopReason = z.infer<typeof stopReason>;
 
-/** The output of an agent's machine (AgentOutput in src/machines/agent-types.ts). */
+/** What a subtree spent. */
+const spend = z.object({ usage, toolCalls: z.number() });
+export type Spend = z.infer<typeof spend>;
+
+/** The output of an agent's machine. */
 const agentOutput = z.object({
   reason: stopReason,
+  /** The final answer (or, after a terminating tool batch, what the tools said). */
   result: z.string(),
+  /** This agent's own model calls. */
   usage,
   turns: z.number(),
+  /** This agent's own tool calls. */
   toolCalls: z.number(),
-  total: z.object({ usage, toolCalls: z.number() }),
+  /** This agent and all its subagents: what its budget was charged. */
+  total: spend,
+  /** What went wrong, when `reason` is `failed`. */
   error: z.string().optional(),
+  /** The budget's limit that was reached (`maxTurns 3`), when `reason` is `budget_exhausted`. */
   limit: z.string().optional(),
 });
+export type AgentOutput = z.infer<typeof agentOutput>;
 
 /**
  * The `data` of each event, by type: the envelope on `<p>.evt.<runId>.<agentId>.<type>`. Each

@@ -1,33 +1,10 @@
 import type { Budget } from "../config/schema.js";
-import type { StopReason } from "../events/agent-events.js";
+import type { AgentOutput, Spend, StopReason } from "../events/agent-events.js";
 import type { AssistantMessage, ChatMessage, FinishReason, Usage } from "../model/types.js";
 import type { PlannedCall } from "../tools/plan.js";
 import type { ToolResult } from "../tools/tool.js";
 
-export type { StopReason };
-
-/** What a subtree spent. */
-export interface Spend {
-  usage: Usage;
-  toolCalls: number;
-}
-
-export interface AgentOutput {
-  reason: StopReason;
-  /** The final answer (or, after a terminating tool batch, what the tools said). */
-  result: string;
-  /** This agent's own model calls. */
-  usage: Usage;
-  turns: number;
-  /** This agent's own tool calls. */
-  toolCalls: number;
-  /** This agent and all its subagents: what its budget was charged. */
-  total: Spend;
-  /** What went wrong, when `reason` is `failed`. */
-  error?: string;
-  /** The budget's limit that was reached (`maxTurns 3`), when `reason` is `budget_exhausted`. */
-  limit?: string;
-}
+export type { AgentOutput, Spend, StopReason };
 
 export interface AgentInput {
   runId: string;

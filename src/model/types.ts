@@ -1,4 +1,7 @@
 import { z } from "zod";
+import type { FinishReason, Usage } from "../events/agent-events.js";
+
+export type { FinishReason, Usage };
 
 /**
  * Conversation messages in the Chat Completions shape, so they go to any OpenAI-compatible server
@@ -33,14 +36,6 @@ export interface ToolSpec {
   parameters: Record<string, unknown>;
 }
 
-export interface Usage {
-  inputTokens: number;
-  outputTokens: number;
-  /** Input tokens the provider served from its cache (a part of inputTokens). */
-  cachedInputTokens: number;
-  costUsd: number;
-}
-
 export const ZERO_USAGE: Usage = Object.freeze({
   inputTokens: 0,
   outputTokens: 0,
@@ -56,12 +51,6 @@ export function addUsage(a: Usage, b: Usage): Usage {
     costUsd: a.costUsd + b.costUsd,
   };
 }
-
-/**
- * Why an answer ended. `error`: the server said the generation failed (`error`, `abort`); `other`: a
- * reason this list does not know, taken as a whole answer.
- */
-export type FinishReason = "stop" | "tool_calls" | "length" | "content_filter" | "error" | "other";
 
 export interface ModelRequest {
   messages: ChatMessage[];

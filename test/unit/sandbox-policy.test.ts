@@ -11,11 +11,14 @@ import { beyond, bwrapArgs, type SandboxPlan } from "../../src/sandbox/plan.js";
 /* The sandbox's policy as data: which calls run where, and what bubblewrap is told. Nothing spawns here. */
 
 const available: SandboxSettings = { network: false, readOnly: false };
-const shell = (policy: ApprovalPolicy, settings: SandboxSettings, judgement = {}) =>
-  decideCall(
+/** The decision on a shell call (without the rule that made it: test/unit/decide-call.test.ts holds those). */
+const shell = (policy: ApprovalPolicy, settings: SandboxSettings, judgement = {}) => {
+  const { rule: _, ...decision } = decideCall(
     { tool: "shell", effect: "execute", sandboxed: true, judgement: { safe: false, ...judgement } },
     { policy, sandbox: settings },
   );
+  return decision;
+};
 
 describe("where a sandboxed call runs, by policy", () => {
   it.each([

@@ -4,7 +4,10 @@ import { SEARCH_TOOLS } from "./search-tools.js";
 import { type ShellToolOptions, shellTool } from "./shell.js";
 import { WRITE_TOOLS } from "./write-tools.js";
 
-/** Every built-in tool; the names and effects agree with `BUILTIN_TOOL_EFFECTS` (a test checks). */
+/**
+ * Every built-in tool but load_skill (made per agent, with its skills); each takes its name and effect
+ * from `BUILTIN_TOOL_EFFECTS`.
+ */
 export function builtinTools(options: { shell?: ShellToolOptions } = {}): Tool[] {
   return [
     readFileTool as Tool,

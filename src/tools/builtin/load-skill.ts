@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { builtin } from "../../config/tool-catalog.js";
 import { loadSkill, type Skill } from "../../skills/skills.js";
 import { didYouMean } from "../../util/did-you-mean.js";
 import { defineTool, type Tool, toolError } from "../tool.js";
@@ -10,9 +11,8 @@ import { defineTool, type Tool, toolError } from "../tool.js";
  */
 export function loadSkillTool(skills: ReadonlyMap<string, Skill>): Tool {
   return defineTool({
-    name: "load_skill",
+    ...builtin("load_skill"),
     description: "Load the full instructions of a skill listed in your system prompt.",
-    effect: "read",
     parameters: z.object({ name: z.string().min(1) }),
     execute({ name }, { skills: allowed, skillLoaded }) {
       const visible = [...skills.keys()].filter((skill) => allowed === undefined || allowed.includes(skill));

@@ -1,6 +1,7 @@
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
+import { builtin } from "../../config/tool-catalog.js";
 import { isHidden, workspaceRelative } from "../../safety/workspace-guard.js";
 
 import { isSkillPath } from "../../skills/skill-files.js";
@@ -12,9 +13,8 @@ import { type Line, type LineIndex, lineIndexOf, MAX_LINE_BYTES, readLines } fro
 const DEFAULT_LIMIT = 400;
 
 export const readFileTool = defineTool({
-  name: "read_file",
+  ...builtin("read_file"),
   description: `Read a text file in the workspace, of any size. Lines come numbered; use offset and limit for long files. A line longer than ${MAX_LINE_BYTES} bytes is cut.`,
-  effect: "read",
   parameters: z.object({
     path: z
       .string()
@@ -65,9 +65,8 @@ function numbered(lines: Line[], offset: number, index: LineIndex): string {
 }
 
 export const listDirTool = defineTool({
-  name: "list_dir",
+  ...builtin("list_dir"),
   description: "List a directory in the workspace: one entry per line, directories end with /.",
-  effect: "read",
   parameters: z.object({
     path: z.string().default(".").describe("Directory relative to the workspace root"),
   }),

@@ -3,6 +3,7 @@ import { realpath, stat } from "node:fs/promises";
 import { extname, join } from "node:path";
 import { glob as findFiles } from "tinyglobby";
 import { z } from "zod";
+import { builtin } from "../../config/tool-catalog.js";
 import { isRefusal, readConfined } from "../../safety/confined-read.js";
 import { isHidden } from "../../safety/workspace-guard.js";
 import { isInside } from "../../util/paths.js";
@@ -63,10 +64,9 @@ async function findConfined(
 }
 
 export const globTool = defineTool({
-  name: "glob",
+  ...builtin("glob"),
   description:
     "Find files by glob pattern (e.g. src/**/*.ts) under a directory of the workspace. .git and node_modules are skipped.",
-  effect: "read",
   parameters: z.object({
     pattern: z.string().min(1),
     path: z.string().default("."),
@@ -91,10 +91,9 @@ export const globTool = defineTool({
 });
 
 export const grepTool = defineTool({
-  name: "grep",
+  ...builtin("grep"),
   description:
     "Search file contents with a regular expression (JavaScript syntax). Prints path:line: text for each match, with context lines if asked.",
-  effect: "read",
   parameters: z.object({
     pattern: z.string().min(1),
     path: z.string().default("."),

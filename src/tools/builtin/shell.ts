@@ -1,5 +1,6 @@
 import { realpathSync } from "node:fs";
 import { z } from "zod";
+import { builtin } from "../../config/tool-catalog.js";
 import { analyzeCommand } from "../../safety/command-analysis.js";
 import { workspaceRelative } from "../../safety/workspace-guard.js";
 import { commandEnv, sandboxEnv } from "../../sandbox/env.js";
@@ -40,10 +41,9 @@ export function shellTool(options: ShellToolOptions = {}): Tool {
     readPaths: options.readPaths ?? [],
   };
   return defineTool({
-    name: "shell",
+    ...builtin("shell"),
     description:
       'Run a bash command in the workspace directory and return its output (stdout and stderr) and exit code. Commands run in a sandbox: no network, nothing outside the workspace, a private HOME and /tmp, and the workspace read-only or writable as the approval policy says (never .git or .troupe). If a command fails only because of that, call it again with escalate set to "network" or "unsandboxed": the user is asked first. Prefer the file tools for reading and editing files.',
-    effect: "execute",
     sandboxed: true,
     parameters: z.object({
       command: z.string().min(1),

@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import { applyPatch, createTwoFilesPatch, parsePatch, type StructuredPatch } from "diff";
 import { z } from "zod";
+import { builtin } from "../../config/tool-catalog.js";
 import { workspaceRelative } from "../../safety/workspace-guard.js";
 import {
   type CallPreview,
@@ -42,12 +43,11 @@ function diffOf(path: string, before: string | undefined, after: string): string
 }
 
 export const writeFileTool = defineTool({
-  name: "write_file",
+  ...builtin("write_file"),
   // The whole content to one path: run again, it leaves the file as once.
   idempotent: true,
   description:
     "Create or overwrite a file in the workspace with the given content. Parent directories are created.",
-  effect: "write",
   parameters: z.object({ path: z.string(), content: z.string() }),
   async preview({ path, content }, context) {
     const real = writablePath(context as ToolContext, path);
@@ -72,10 +72,9 @@ export const writeFileTool = defineTool({
 });
 
 export const editFileTool = defineTool({
-  name: "edit_file",
+  ...builtin("edit_file"),
   description:
     "Replace old_string with new_string in a file. old_string must match the file exactly (whitespace included) and only once, unless replace_all is true. Read the file first.",
-  effect: "write",
   parameters: z.object({
     path: z.string(),
     old_string: z.string().min(1),
@@ -177,10 +176,9 @@ function similarity(a: string, b: string): number {
 const stripPrefix = (name: string | undefined) => (name ?? "").replace(/^[ab]\//, "");
 
 export const applyPatchTool = defineTool({
-  name: "apply_patch",
+  ...builtin("apply_patch"),
   description:
     "Apply a unified diff (as `diff -u` or `git diff` prints it) to files in the workspace. All hunks must apply or nothing is changed. Set dry_run to check it without writing.",
-  effect: "write",
   parameters: z.object({ patch: z.string().min(1), dry_run: z.boolean().optional() }),
   preview({ patch }) {
     const files = safeParse(patch);
