@@ -1,7 +1,7 @@
 import { answerApproval, findApprovals, listApprovals } from "../approvals/answer-approval.js";
 import type { ApprovalRecord } from "../approvals/bus-approver.js";
 import type { NatsBus } from "../bus/nats-bus.js";
-import { type LoadedConfig, loadConfig } from "../config/load.js";
+import { type ConfigChoice, type LoadedConfig, loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import { UserError } from "../errors.js";
 import type { Logger } from "../log.js";
@@ -23,14 +23,14 @@ export class ApproveUsageError extends UserError {
  * (or is recorded for a host that is away), 1 when it came too late or was refused.
  */
 export async function runApprove(
-  configPath: string | undefined,
+  where: ConfigChoice,
   callId: string | undefined,
   flags: { allow?: boolean; deny?: boolean; reason?: string; run?: string },
   log: Logger,
 ): Promise<number> {
   if (Boolean(flags.allow) === Boolean(flags.deny))
     throw new ApproveUsageError("say --allow or --deny (one of them)");
-  const config = loadConfig({ config: configPath });
+  const config = loadConfig(where);
   const identity = localIdentity(dataDir(config.troupe.dataDir));
   const bus = await connectClient(config, "troupe-approve", log, 3000, APPROVER_ROLES);
   try {
@@ -135,12 +135,12 @@ function describe(record: ApprovalRecord | undefined): string {
 
 /** `troupe approvals [RUN_ID] [--json]`: the requests waiting for an answer, oldest first. */
 export async function runApprovals(
-  configPath: string | undefined,
+  where: ConfigChoice,
   runId: string | undefined,
   flags: { json?: boolean },
   log: Logger,
 ): Promise<number> {
-  const config = loadConfig({ config: configPath });
+  const config = loadConfig(where);
   const bus = await connectClient(config, "troupe-approvals", log, 3000, APPROVER_ROLES);
   try {
     const pending = (await listApprovals(bus, runId)).filter((record) => record.status === "pending");

@@ -3,7 +3,7 @@ import { listApprovals } from "../approvals/answer-approval.js";
 import type { Bus } from "../bus/bus.js";
 import { type ClusterInfo, NatsBus } from "../bus/nats-bus.js";
 import { answersAnonymously } from "../bus/nats-connect.js";
-import { loadConfig } from "../config/load.js";
+import { type ConfigChoice, loadConfig } from "../config/load.js";
 import type { ApiRequest } from "../daemon/api.js";
 import type { RunList } from "../daemon/run-index.js";
 import type { Logger } from "../log.js";
@@ -14,12 +14,12 @@ import { table } from "./table.js";
 
 /** `troupe steer` and `troupe abort`: one acknowledged command to a run through the daemon. */
 export async function runControl<V extends "runs.steer" | "runs.abort">(
-  configPath: string | undefined,
+  where: ConfigChoice,
   verb: V,
   data: ApiRequest<V>,
   log: Logger,
 ): Promise<number> {
-  const config = loadConfig({ config: configPath });
+  const config = loadConfig(where);
   const bus = await connectClient(config, `troupe-${verb}`, log);
   try {
     await callApi(bus, config, verb, data);
@@ -34,11 +34,11 @@ export async function runControl<V extends "runs.steer" | "runs.abort">(
 
 /** `troupe status`: the runs the daemon knows, and the workers whose heartbeats are in KV. */
 export async function runStatus(
-  configPath: string | undefined,
+  where: ConfigChoice,
   flags: { json?: boolean },
   log: Logger,
 ): Promise<number> {
-  const config = loadConfig({ config: configPath });
+  const config = loadConfig(where);
   const bus = await connectClient(config, "troupe-status", log);
   try {
     const list = (await callApi(bus, config, "runs.list", {})) as RunList;

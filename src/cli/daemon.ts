@@ -8,7 +8,7 @@ import { acceptsAnonymous, answersAnonymously } from "../bus/nats-connect.js";
 import { ensureViews } from "../bus/nats-views.js";
 import { accountNames, accountsBlock } from "../bus/permissions.js";
 import { natsOptionsFromConfig } from "../compose/nats-options.js";
-import { loadConfig } from "../config/load.js";
+import { type ConfigChoice, loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import { Daemon } from "../daemon/daemon.js";
 import { holdDataDir } from "../daemon/data-dir-lock.js";
@@ -32,20 +32,15 @@ export class NoNatsError extends UserError {
  * nothing answers and one is installed), serves the API and hosts runs until SIGINT or SIGTERM,
  * then drains in order.
  */
-export async function runDaemon(
-  configPath: string | undefined,
-  natsUrl: string | undefined,
-  log: Logger,
-  web?: string | true,
-): Promise<number> {
+export async function runDaemon(where: ConfigChoice, log: Logger, web?: string | true): Promise<number> {
   const stopped = stopSignal();
-  const config = loadConfig({ config: configPath });
-  const nats = { ...config.troupe.nats, ...(natsUrl ? { url: natsUrl } : {}) };
+  const config = loadConfig(where);
+  const { nats } = config.troupe;
   const data = dataDir(config.troupe.dataDir);
   const held = holdDataDir(data);
   process.once("exit", () => held.release());
   const embedded = await embeddedServer(nats.url, nats.embedded, nats.prefix, data, log);
-  if (!embedded) await refuseSquatter(nats.url, natsUrl !== undefined || config.natsUrlChosen === true);
+  if (!embedded) await refuseSquatter(nats.url, config.natsUrlChosen === true);
   const connection = natsOptionsFromConfig(nats, config.dir, process.env, {
     dataDir: data,
     roles: ["daemon"],

@@ -4,7 +4,7 @@ import { denyingApprover } from "../approvals/approver.js";
 import { newStats } from "../bus/bus.js";
 import { FileStore } from "../bus/file-store.js";
 import { Intake } from "../bus/intake.js";
-import { loadConfig } from "../config/load.js";
+import { type ConfigChoice, loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import type { RunList } from "../daemon/run-index.js";
 import { UserError } from "../errors.js";
@@ -69,12 +69,8 @@ function lastOf<T extends AgentEventType>(
 }
 
 /** `troupe runs`: local runs from the data dir, and the daemon's when one answers. */
-export async function runRuns(
-  configPath: string | undefined,
-  flags: { json?: boolean },
-  log: Logger,
-): Promise<number> {
-  const config = loadConfig({ config: configPath });
+export async function runRuns(where: ConfigChoice, flags: { json?: boolean }, log: Logger): Promise<number> {
+  const config = loadConfig(where);
   const store = storeOf(config);
   const rows: RunRow[] = [];
   for (const runId of store.runs()) {
@@ -149,12 +145,12 @@ export async function runRuns(
 
 /** `troupe resume RUN_ID`: a local run from its snapshot in the data dir, else the daemon's. */
 export async function runResume(
-  configPath: string | undefined,
+  where: ConfigChoice,
   runId: string,
   flags: { json?: boolean },
   log: Logger,
 ): Promise<number> {
-  const config = loadConfig({ config: configPath });
+  const config = loadConfig(where);
   const store = storeOf(config);
   const events = eventsOf(store, runId, log);
   if (!events) {
@@ -212,12 +208,12 @@ export async function runResume(
 
 /** `troupe replay RUN_ID`: a run's events as observe prints them. */
 export async function runReplay(
-  configPath: string | undefined,
+  where: ConfigChoice,
   runId: string,
   flags: { json?: boolean },
   log: Logger,
 ): Promise<number> {
-  const config = loadConfig({ config: configPath });
+  const config = loadConfig(where);
   const events = eventsOf(storeOf(config), runId, log);
   if (events) {
     const renderer =

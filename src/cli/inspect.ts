@@ -1,6 +1,6 @@
 import { AgentStore } from "../actors/agent-store.js";
 import { buildRunTree, type TreeNode } from "../actors/run-tree.js";
-import { type LoadedConfig, loadConfig } from "../config/load.js";
+import { type ConfigChoice, type LoadedConfig, loadConfig } from "../config/load.js";
 import { UserError } from "../errors.js";
 import type { Envelope } from "../events/envelope.js";
 import type { Logger } from "../log.js";
@@ -22,12 +22,12 @@ export class InspectError extends UserError {
  * says what its stored snapshot holds (where `troupe resume` would start).
  */
 export async function runInspect(
-  configPath: string | undefined,
+  where: ConfigChoice,
   runId: string,
   agentId: string | undefined,
   log: Logger,
 ): Promise<number> {
-  const config = loadConfig({ config: configPath });
+  const config = loadConfig(where);
   const local = eventsOf(storeOf(config), runId, log);
   if (local) {
     const node = agentOf(local, runId, agentId);

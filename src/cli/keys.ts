@@ -1,5 +1,5 @@
 import { accountsBlock } from "../bus/permissions.js";
-import { loadConfig } from "../config/load.js";
+import { type ConfigChoice, loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import { ROLES, type Role } from "../config/roles.js";
 import { UserError } from "../errors.js";
@@ -10,8 +10,8 @@ import { readSecretFile, secretExists } from "../util/secret-files.js";
 import { table } from "./table.js";
 
 /** `troupe keys create NAME`: a new approver key; prints its public key for the daemon's troupe.yaml. */
-export function runKeysCreate(configPath: string | undefined, name: string): number {
-  const config = loadConfig({ config: configPath });
+export function runKeysCreate(where: ConfigChoice, name: string): number {
+  const config = loadConfig(where);
   const { file, publicKey } = createKey(dataDir(config.troupe.dataDir), name);
   process.stdout.write(`${publicKey}\n`);
   process.stderr.write(
@@ -21,8 +21,8 @@ export function runKeysCreate(configPath: string | undefined, name: string): num
 }
 
 /** `troupe keys list`: the keys in this data dir and the approvers troupe.yaml trusts. */
-export function runKeysList(configPath: string | undefined): number {
-  const config = loadConfig({ config: configPath });
+export function runKeysList(where: ConfigChoice): number {
+  const config = loadConfig(where);
   const data = dataDir(config.troupe.dataDir);
   const own = localIdentity(data);
   const rows: string[][] = [[own.name, own.publicKey, `this user (${keysDir(data)})`]];
@@ -41,11 +41,11 @@ export class CredentialsUsageError extends UserError {
  * `accounts` block for a nats-server of your own.
  */
 export function runCredentials(
-  configPath: string | undefined,
+  where: ConfigChoice,
   role: string | undefined,
   flags: { serverConfig?: boolean; ca?: boolean },
 ): number {
-  const config = loadConfig({ config: configPath });
+  const config = loadConfig(where);
   const data = dataDir(config.troupe.dataDir);
   if (flags.ca) {
     const ca = pinnedServerCa(data);

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { Command, CommanderError, Option } from "commander";
+import type { ConfigChoice } from "../config/load.js";
 import { APPROVAL_POLICIES, SANDBOX_MODES } from "../config/policies.js";
 import { UnreachableError, UserError } from "../errors.js";
 import { createLogger, LOG_LEVELS, type Logger } from "../log.js";
@@ -12,6 +13,7 @@ export const EXIT = { ok: 0, failed: 1, usage: 2, budget: 3, unreachable: 4, abo
 
 interface GlobalOptions {
   config?: string;
+  nats?: string;
   logLevel: (typeof LOG_LEVELS)[number];
 }
 
@@ -39,16 +41,15 @@ export async function main(argv: string[]): Promise<number> {
     .configureOutput({ writeErr: (text) => process.stderr.write(text) })
     .showSuggestionAfterError();
 
-  // Every command reads its NATS URL from the config, where NATS_URL wins over the file.
   program.hook("preAction", (_program, action) => {
-    const url = program.opts<{ nats?: string }>().nats;
-    if (url) process.env.NATS_URL = url;
     // A task or a message given as an argument is not for other users' `ps`: the process shows
     // its command alone (`troupe run`), its arguments overwritten.
     process.title = commandLine(action);
   });
   let exitCode: number = EXIT.ok;
   const globals = () => program.opts<GlobalOptions>();
+  /** The config every command runs on: `--config`, and `--nats` over NATS_URL and troupe.yaml's. */
+  const where = (): ConfigChoice => ({ config: globals().config, natsUrl: globals().nats });
   let logger: Logger | undefined;
   const redactor = Redactor.fromEnv(process.env);
   const log = (component: string) => {
@@ -77,6 +78,7 @@ export async function main(argv: string[]): Promise<number> {
           : undefined;
       // Reading to check starts nothing; starting the servers needs a trusted config.
       const config = loadConfig({
+        ...where(),
         config: asConfig ?? globals().config,
         extraAgents: asConfig ? [] : paths,
         untrusted: flags.checkServers ? "refuse" : "read",
@@ -113,7 +115,7 @@ export async function main(argv: string[]): Promise<number> {
     .action(async () => {
       const { loadConfig } = await import("../config/load.js");
       const { agentsTable } = await import("./agents.js");
-      process.stdout.write(`${visible(agentsTable(loadConfig({ config: globals().config })))}\n`);
+      process.stdout.write(`${visible(agentsTable(loadConfig(where())))}\n`);
     });
 
   program
@@ -153,7 +155,7 @@ export async function main(argv: string[]): Promise<number> {
       const { readTask } = await import("./task-input.js");
       const task = await readTask(given, flags.file);
       const { loadConfig } = await import("../config/load.js");
-      const config = loadConfig({ config: globals().config });
+      const config = loadConfig(where());
       if (flags.local && flags.detach)
         throw new UsageError("--detach leaves a run to the daemon: a --local run ends with this process");
       if (flags.local) {
@@ -167,23 +169,22 @@ export async function main(argv: string[]): Promise<number> {
   program
     .command("daemon")
     .description("serve the API and host runs on NATS (starts a nats-server child when none answers)")
-    .option("--nats <url>", "NATS server URL (default: the config's, or NATS_URL)")
     .option(
       "--web [host:port]",
       "serve the web console (default: troupe.yaml's web.listen, else 127.0.0.1 and a free port)",
     )
-    .action(async (flags: { nats?: string; web?: string | true }) => {
+    .action(async (flags: { web?: string | true }) => {
       const { runDaemon } = await import("./daemon.js");
       const { reportUnhandledRejections } = await import("./unhandled.js");
       reportUnhandledRejections(log("daemon"));
-      exitCode = await runDaemon(globals().config, flags.nats, log("daemon"), flags.web);
+      exitCode = await runDaemon(where(), log("daemon"), flags.web);
     });
   program
     .command("web")
     .description("print a login URL for the web console of the running daemon (each is good once)")
     .action(async () => {
       const { printWebLogin } = await import("./web.js");
-      exitCode = printWebLogin(globals().config);
+      exitCode = printWebLogin(where());
     });
   program
     .command("steer")
@@ -192,7 +193,7 @@ export async function main(argv: string[]): Promise<number> {
     .argument("<text>")
     .action(async (runId: string, text: string) => {
       const { runControl } = await import("./control.js");
-      exitCode = await runControl(globals().config, "runs.steer", { runId, text }, log("steer"));
+      exitCode = await runControl(where(), "runs.steer", { runId, text }, log("steer"));
     });
   program
     .command("abort")
@@ -200,7 +201,7 @@ export async function main(argv: string[]): Promise<number> {
     .argument("<runId>")
     .action(async (runId: string) => {
       const { runControl } = await import("./control.js");
-      exitCode = await runControl(globals().config, "runs.abort", { runId }, log("abort"));
+      exitCode = await runControl(where(), "runs.abort", { runId }, log("abort"));
     });
   program
     .command("status")
@@ -208,7 +209,7 @@ export async function main(argv: string[]): Promise<number> {
     .option("--json", "as JSON")
     .action(async (flags: { json?: boolean }) => {
       const { runStatus } = await import("./control.js");
-      exitCode = await runStatus(globals().config, flags, log("status"));
+      exitCode = await runStatus(where(), flags, log("status"));
     });
   program
     .command("observe")
@@ -220,7 +221,7 @@ export async function main(argv: string[]): Promise<number> {
     .option("--json", "one event per line (also the default without a terminal)")
     .action(async (runId: string | undefined, flags: { fromStart?: boolean; json?: boolean }) => {
       const { runObserve } = await import("./observe.js");
-      exitCode = await runObserve(globals().config, runId, flags, log("observe"));
+      exitCode = await runObserve(where(), runId, flags, log("observe"));
     });
   program
     .command("inspect")
@@ -231,7 +232,7 @@ export async function main(argv: string[]): Promise<number> {
     .argument("[agentId]", "default: the run's first agent")
     .action(async (runId: string, agentId: string | undefined) => {
       const { runInspect } = await import("./inspect.js");
-      exitCode = await runInspect(globals().config, runId, agentId, log("inspect"));
+      exitCode = await runInspect(where(), runId, agentId, log("inspect"));
     });
   program
     .command("runs")
@@ -239,7 +240,7 @@ export async function main(argv: string[]): Promise<number> {
     .option("--json", "as JSON")
     .action(async (flags: { json?: boolean }) => {
       const { runRuns } = await import("./history.js");
-      exitCode = await runRuns(globals().config, flags, log("runs"));
+      exitCode = await runRuns(where(), flags, log("runs"));
     });
   program
     .command("resume")
@@ -248,7 +249,7 @@ export async function main(argv: string[]): Promise<number> {
     .option("--json", "print every event as one JSON line")
     .action(async (runId: string, flags: { json?: boolean }) => {
       const { runResume } = await import("./history.js");
-      exitCode = await runResume(globals().config, runId, flags, log("resume"));
+      exitCode = await runResume(where(), runId, flags, log("resume"));
     });
   program
     .command("replay")
@@ -257,7 +258,7 @@ export async function main(argv: string[]): Promise<number> {
     .option("--json", "one event per line (also the default without a terminal)")
     .action(async (runId: string, flags: { json?: boolean }) => {
       const { runReplay } = await import("./history.js");
-      exitCode = await runReplay(globals().config, runId, flags, log("replay"));
+      exitCode = await runReplay(where(), runId, flags, log("replay"));
     });
   program
     .command("approve")
@@ -276,7 +277,7 @@ export async function main(argv: string[]): Promise<number> {
         flags: { allow?: boolean; deny?: boolean; reason?: string; run?: string },
       ) => {
         const { runApprove } = await import("./approve.js");
-        exitCode = await runApprove(globals().config, callId, flags, log("approve"));
+        exitCode = await runApprove(where(), callId, flags, log("approve"));
       },
     );
   program
@@ -286,7 +287,7 @@ export async function main(argv: string[]): Promise<number> {
     .option("--json", "as JSON")
     .action(async (runId: string | undefined, flags: { json?: boolean }) => {
       const { runApprovals } = await import("./approve.js");
-      exitCode = await runApprovals(globals().config, runId, flags, log("approvals"));
+      exitCode = await runApprovals(where(), runId, flags, log("approvals"));
     });
   const keys = program
     .command("keys")
@@ -297,14 +298,14 @@ export async function main(argv: string[]): Promise<number> {
     .argument("<name>", "the approver's name, as approvals will show it")
     .action(async (name: string) => {
       const { runKeysCreate } = await import("./keys.js");
-      exitCode = runKeysCreate(globals().config, name);
+      exitCode = runKeysCreate(where(), name);
     });
   keys
     .command("list")
     .description("this user's key and the approvers troupe.yaml trusts")
     .action(async () => {
       const { runKeysList } = await import("./keys.js");
-      exitCode = runKeysList(globals().config);
+      exitCode = runKeysList(where());
     });
   program
     .command("credentials")
@@ -319,7 +320,7 @@ export async function main(argv: string[]): Promise<number> {
     .option("--ca", "print the path of the CA certificate the embedded server's TLS is checked against")
     .action(async (role: string | undefined, flags: { serverConfig?: boolean; ca?: boolean }) => {
       const { runCredentials } = await import("./keys.js");
-      exitCode = runCredentials(globals().config, role, flags);
+      exitCode = runCredentials(where(), role, flags);
     });
   program
     .command("worker")
@@ -337,7 +338,7 @@ export async function main(argv: string[]): Promise<number> {
       const { reportUnhandledRejections } = await import("./unhandled.js");
       reportUnhandledRejections(log("worker"));
       exitCode = await runWorker(
-        globals().config,
+        where(),
         { heartbeatMs: Number(flags.heartbeatMs), deadAfterMs: Number(flags.deadAfterMs) },
         log("worker"),
       );
@@ -364,7 +365,7 @@ export async function main(argv: string[]): Promise<number> {
     .action(async () => {
       const { loadConfig } = await import("../config/load.js");
       const { runDoctor } = await import("./doctor.js");
-      exitCode = await runDoctor(loadConfig({ config: globals().config }));
+      exitCode = await runDoctor(loadConfig(where()));
     });
   program
     .command("demo")

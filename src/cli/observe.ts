@@ -2,7 +2,7 @@ import { emitKeypressEvents } from "node:readline";
 import { RunTreeBuilder } from "../actors/run-tree.js";
 import { answerApproval, awaitApproval } from "../approvals/answer-approval.js";
 import { type ApprovalRecord, type ApprovalRef, approvalKey } from "../approvals/bus-approver.js";
-import { loadConfig } from "../config/load.js";
+import { type ConfigChoice, loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import { isEvent } from "../events/agent-events.js";
 import type { Logger } from "../log.js";
@@ -31,12 +31,12 @@ export interface ObserveFlags {
  * prints one event per line. Ends when the run ends (with a RUN_ID), or on q / Ctrl-C.
  */
 export async function runObserve(
-  configPath: string | undefined,
+  where: ConfigChoice,
   runId: string | undefined,
   flags: ObserveFlags,
   log: Logger,
 ): Promise<number> {
-  const config = loadConfig({ config: configPath });
+  const config = loadConfig(where);
   const live = !flags.json && process.stdout.isTTY === true;
   // On a terminal the view owns it: what would be logged becomes its status line.
   const say = (text: string) => {

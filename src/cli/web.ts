@@ -1,11 +1,11 @@
 import { readFileSync } from "node:fs";
-import { loadConfig } from "../config/load.js";
+import { type ConfigChoice, loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import { webLoginFile } from "../web/web-login.js";
 
 /** `troupe web`: prints a login URL of the running daemon's web console, from its data dir. */
-export function printWebLogin(configPath: string | undefined): number {
-  const config = loadConfig({ config: configPath });
+export function printWebLogin(where: ConfigChoice): number {
+  const config = loadConfig(where);
   const file = webLoginFile(dataDir(config.troupe.dataDir));
   let url: string;
   try {

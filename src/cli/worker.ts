@@ -3,19 +3,15 @@ import { Worker, type WorkerOptions } from "../actors/worker.js";
 import { denyingApprover } from "../approvals/approver.js";
 import { NatsBus } from "../bus/nats-bus.js";
 import { natsOptionsFromConfig } from "../compose/nats-options.js";
-import { loadConfig } from "../config/load.js";
+import { type ConfigChoice, loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import type { Logger } from "../log.js";
 import { stopSignal } from "./stop-signal.js";
 
 /** `troupe worker`: joins the worker queue and hosts subagents until SIGINT or SIGTERM. */
-export async function runWorker(
-  configPath: string | undefined,
-  options: WorkerOptions,
-  log: Logger,
-): Promise<number> {
+export async function runWorker(where: ConfigChoice, options: WorkerOptions, log: Logger): Promise<number> {
   const stopped = stopSignal();
-  const config = loadConfig({ config: configPath });
+  const config = loadConfig(where);
   const bus = await NatsBus.connect({
     ...natsOptionsFromConfig(config.troupe.nats, config.dir, process.env, {
       dataDir: dataDir(config.troupe.dataDir),

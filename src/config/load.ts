@@ -35,7 +35,12 @@ export interface LoadOptions {
    * (`agents validate`, `troupe trust` itself).
    */
   untrusted?: "refuse" | "read";
+  /** The NATS URL chosen on the command line (`--nats`): over NATS_URL and troupe.yaml's. */
+  natsUrl?: string | undefined;
 }
+
+/** Which config a command runs on, as its global options say (`--config`, `--nats`). */
+export type ConfigChoice = Pick<LoadOptions, "config" | "natsUrl">;
 
 /**
  * The config every runtime runs on, from a config directory or given inline, with the environment
@@ -45,10 +50,12 @@ export function loadConfig(options: LoadOptions = {}): LoadedConfig {
   const env = options.env ?? process.env;
   const cwd = options.cwd ?? process.cwd();
   const loaded = options.inline ? inlineConfig(options.inline, cwd) : loadConfigDir(options, env, cwd);
+  const troupe = withEnv(loaded.troupe, env);
+  if (options.natsUrl) troupe.nats = { ...troupe.nats, url: options.natsUrl };
   return {
     ...loaded,
-    troupe: withEnv(loaded.troupe, env),
-    natsUrlChosen: Boolean(env.NATS_URL) || loaded.natsUrlChosen === true,
+    troupe,
+    natsUrlChosen: Boolean(options.natsUrl) || Boolean(env.NATS_URL) || loaded.natsUrlChosen === true,
   };
 }
 

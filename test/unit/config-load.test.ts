@@ -215,6 +215,17 @@ describe("loadConfig", () => {
     expect(readConfig({ cwd: named, env: {} }).natsUrlChosen).toBe(true);
   });
 
+  it("takes --nats (natsUrl) over NATS_URL and troupe.yaml, as a chosen URL, and leaves the environment alone", () => {
+    const named = tree({ "config/troupe.yaml": "nats:\n  url: nats://elsewhere:4222\n" });
+    const env = { NATS_URL: "nats://127.0.0.1:5222" };
+    const config = readConfig({ cwd: named, env, natsUrl: "nats://127.0.0.1:6222" });
+    expect(config.troupe.nats.url).toBe("nats://127.0.0.1:6222");
+    expect(config.natsUrlChosen).toBe(true);
+    expect(env).toEqual({ NATS_URL: "nats://127.0.0.1:5222" });
+    const plain = tree({ "config/troupe.yaml": "nats:\n  prefix: p\n" });
+    expect(readConfig({ cwd: plain, env: {}, natsUrl: "nats://127.0.0.1:6222" }).natsUrlChosen).toBe(true);
+  });
+
   it("reads TROUPE_CONFIG as a directory or as the troupe.yaml in it", () => {
     const dir = tree({
       "elsewhere/troupe.yaml": "agentsDir: defs\n",
