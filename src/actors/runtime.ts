@@ -5,7 +5,7 @@ import type { Bus } from "../bus/bus.js";
 import { LocalBus } from "../bus/local-bus.js";
 import type { LoadedConfig } from "../config/load.js";
 import type { AgentDefinition, ApprovalPolicy } from "../config/schema.js";
-import { UserError } from "../errors.js";
+import { TroupeError, UserError } from "../errors.js";
 import { isEvent } from "../events/agent-events.js";
 import { type Logger, silentLogger } from "../log.js";
 import { persistedFacts } from "../machines/agent-persisted.js";
@@ -229,7 +229,9 @@ export class Runtime {
     this.models.assertConfigured(agent.model ?? this.#config.troupe.defaultModel);
   }
 
+  /** Starts a run on an agent. Needs `open()` first. */
   start(options: RunOptions): AgentHandle {
+    this.#opened("start");
     const definition = this.agent(options.agent);
     const { task, skill } = this.#skillFor(definition, options);
     assertTaskFits(task, this.models.resolve(definition.model ?? this.#config.troupe.defaultModel));
@@ -257,8 +259,7 @@ export class Runtime {
     agentId: string,
     options: { as: ResumeAs; followUp?: string; epoch?: number },
   ): Promise<AgentHandle | undefined> {
-    if (!this.#persistence) throw new Error("resume needs an opened runtime");
-    const loaded = await loadOrRebuild(this.#persistence, this.bus, this.#log, {
+    const loaded = await loadOrRebuild(this.#opened("resume"), this.bus, this.#log, {
       runId,
       agentId,
       ...options,
@@ -391,6 +392,18 @@ export class Runtime {
     };
   }
 
+  /**
+   * The stores, once `open()` made them. A runtime that was not opened refuses to run anything: it
+   * would store no snapshot (nothing to resume), start no MCP server and load no tool module.
+   */
+  #opened(what: string): { agents: AgentStore; journal: ToolJournal } {
+    if (!this.#persistence)
+      throw new RuntimeNotOpenError(
+        `${what} needs an opened runtime: await runtime.open() first (it opens the stores, starts the MCP servers and loads the tool modules)`,
+      );
+    return this.#persistence;
+  }
+
   async open(): Promise<this> {
     this.#moduleTools = await loadToolModules(this.definitions(), this.#config.dir);
     this.#persistence = {
@@ -431,3 +444,8 @@ export function newRunId(): string {
 }
 
 export type { ResumeAs, RunGrants } from "./resume-rights.js";
+
+/** A runtime asked to run something before `open()`. */
+export class RuntimeNotOpenError extends TroupeError {
+  override name = "RuntimeNotOpenError";
+}

@@ -43,7 +43,7 @@ async function runTurns(policy: string, turns: Array<Array<ReturnType<typeof cal
     },
     [{ name: "worker", description: "Works.", tools: ["shell", "write_file"] }],
   );
-  const rt = new Runtime({ config, workspace: join(dir, "ws"), env: {} });
+  const rt = await new Runtime({ config, workspace: join(dir, "ws"), env: {} }).open();
   try {
     await rt.start({ task: "go", approval: policy as "auto-edit" }).done;
   } finally {

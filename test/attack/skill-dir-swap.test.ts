@@ -38,7 +38,7 @@ it("a workspace skill's linked directory swapped for a link outside: nothing the
     },
     [{ name: "worker", description: "Works.", tools: ["load_skill", "read_file", "shell"] }],
   );
-  const rt = new Runtime({ config, workspace: `${dir}/ws`, env: {} });
+  const rt = await new Runtime({ config, workspace: `${dir}/ws`, env: {} }).open();
   const call = (name: string, args: Record<string, unknown>) => ({ name, arguments: args });
   const turns = [
     [call("load_skill", { name: "kit" }), call("read_file", { path: "skill:kit/notes.md" })],

@@ -26,7 +26,10 @@ afterEach(async () => {
   dispose();
 });
 
-function runtime(agent: Record<string, unknown>, options: { contextWindow?: number; tools?: Tool[] } = {}) {
+async function runtime(
+  agent: Record<string, unknown>,
+  options: { contextWindow?: number; tools?: Tool[] } = {},
+) {
   const config = testConfig(
     {
       defaultModel: "scripted",
@@ -45,7 +48,7 @@ function runtime(agent: Record<string, unknown>, options: { contextWindow?: numb
     env: {},
     tools: options.tools ?? [],
     models: { retry: { baseDelayMs: 1 } },
-  });
+  }).open();
 }
 
 async function eventsOf(rt: Runtime, runId: string): Promise<Envelope[]> {
@@ -80,7 +83,7 @@ describe("agent runtime on LocalBus with the scripted model over HTTP", () => {
         times: 200,
       },
     );
-    const rt = runtime({ budget: { maxTurns: 250 } }, { contextWindow: window });
+    const rt = await runtime({ budget: { maxTurns: 250 } }, { contextWindow: window });
     const handle = rt.start({ task: "Read big.txt two lines at a time." });
     const output = await handle.done;
     expect(output).toMatchObject({ reason: "done", result: "Read it all.", turns: 200, toolCalls: 199 });
@@ -121,7 +124,7 @@ describe("agent runtime on LocalBus with the scripted model over HTTP", () => {
         },
         { match: { system: '"worker"', turn: 2 }, reply: { text: "read" } },
       );
-      const rt = runtime({ tools: ["read_file", "list_dir", "glob", "grep"] }, { contextWindow });
+      const rt = await runtime({ tools: ["read_file", "list_dir", "glob", "grep"] }, { contextWindow });
       const handle = rt.start({ task: "Read medium.txt." });
       expect((await handle.done).reason).toBe("done");
       const compacted = (await eventsOf(rt, handle.runId)).filter((e) => e.type === "context.compacted");
@@ -163,7 +166,7 @@ describe("agent runtime on LocalBus with the scripted model over HTTP", () => {
       },
       { match: { system: '"worker"' }, reply: { text: "fits now" } },
     );
-    const rt = runtime({});
+    const rt = await runtime({});
     const handle = rt.start({ task: "Hello" });
     const output = await handle.done;
     expect(output).toMatchObject({ reason: "done", result: "fits now" });
@@ -182,7 +185,7 @@ describe("agent runtime on LocalBus with the scripted model over HTTP", () => {
       },
       { match: { turn: 2 }, reply: { text: "It lists one and two." } },
     );
-    const rt = runtime({});
+    const rt = await runtime({});
     const handle = rt.start({ task: "What is in notes.txt?" });
     const output = await handle.done;
     const events = await eventsOf(rt, handle.runId);
@@ -225,7 +228,7 @@ describe("agent runtime on LocalBus with the scripted model over HTTP", () => {
       { match: { turn: 1 }, reply: { toolCalls: [{ name: "make", arguments: {} }] } },
       { match: { turn: 2 }, reply: { text: "Made." } },
     );
-    const rt = runtime({ tools: ["make"] }, { tools: [make] });
+    const rt = await runtime({ tools: ["make"] }, { tools: [make] });
     const handle = rt.start({ task: "Make files" });
     await handle.done;
     const toolMessage = server.requests[1]?.body.messages.find((m) => m.role === "tool");
@@ -254,7 +257,7 @@ describe("agent runtime on LocalBus with the scripted model over HTTP", () => {
       match: { turn: 1 },
       reply: { toolCalls: [{ name: "finish", arguments: { answer: "The answer is <42>." } }] },
     });
-    const rt = runtime({ tools: ["finish"] }, { tools: [finish] });
+    const rt = await runtime({ tools: ["finish"] }, { tools: [finish] });
     const handle = rt.start({ task: "Answer" });
     const output = await handle.done;
     expect(output).toMatchObject({ reason: "done", result: "The answer is <42>.", turns: 1, toolCalls: 1 });
@@ -276,7 +279,7 @@ describe("agent runtime on LocalBus with the scripted model over HTTP", () => {
         }),
     }) as Tool;
     server.script({ reply: { toolCalls: [{ name: "wait", arguments: {} }] } });
-    const rt = runtime({ tools: ["wait"] }, { tools: [wait] });
+    const rt = await runtime({ tools: ["wait"] }, { tools: [wait] });
     const handle = rt.start({ task: "Wait" });
     const toolRunning = (async () => {
       for await (const e of rt.bus.eventLog.read({ runId: handle.runId, follow: true }))

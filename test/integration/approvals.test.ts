@@ -24,7 +24,7 @@ afterEach(async () => {
   dispose();
 });
 
-function runtime(approver: Approver) {
+async function runtime(approver: Approver) {
   const config = testConfig(
     {
       defaultModel: "scripted",
@@ -32,7 +32,7 @@ function runtime(approver: Approver) {
     },
     [{ name: "coder", description: "Codes.", tools: ["read_file", "edit_file", "shell"] }],
   );
-  return new Runtime({ config, workspace: ws, env: {}, approver });
+  return new Runtime({ config, workspace: ws, env: {}, approver }).open();
 }
 
 describe("approval requests", () => {
@@ -56,7 +56,7 @@ describe("approval requests", () => {
       { match: { turn: 2 }, reply: { text: "done" } },
     );
     const asked: ApprovalRequest[] = [];
-    const rt = runtime({
+    const rt = await runtime({
       decide: async (request) => {
         asked.push(request);
         return request.tool === "edit_file"
@@ -101,7 +101,7 @@ describe("approval requests", () => {
       { match: { turn: 2 }, reply: { text: "done" } },
     );
     const asked: ApprovalRequest[] = [];
-    const rt = runtime({
+    const rt = await runtime({
       decide: async (request) => {
         asked.push(request);
         return request.detail.includes("network")

@@ -22,12 +22,12 @@ afterEach(async () => {
 const THIRTY_MINUTES = 1_800_000;
 const as = (name: string) => ({ system: `"${name}"` });
 
-function runtime(agents: Array<Record<string, unknown>>, troupe: Record<string, unknown> = {}) {
+async function runtime(agents: Array<Record<string, unknown>>, troupe: Record<string, unknown> = {}) {
   const config = testConfig(
     { defaultModel: "scripted", providers: { openai: { baseURL: server.baseURL } }, ...troupe },
     agents.map((agent) => ({ description: "Does things.", tools: ["read_file"], ...agent })),
   );
-  return new Runtime({ config, workspace: ws, env: {} });
+  return new Runtime({ config, workspace: ws, env: {} }).open();
 }
 
 async function eventsOf(rt: Runtime, runId: string): Promise<Envelope[]> {
@@ -56,7 +56,7 @@ const forever = (name: string) => [
 describe("budget defaults (troupe.yaml defaults.budget)", () => {
   it("stop an agent whose YAML has no budget at the default turns, with the default wall time too", async () => {
     server.script(...forever("worker"));
-    const rt = runtime([{ name: "worker" }], { defaults: { budget: { maxTurns: 2 } } });
+    const rt = await runtime([{ name: "worker" }], { defaults: { budget: { maxTurns: 2 } } });
     const handle = rt.start({ task: "read", agent: "worker" });
     const output = await handle.done;
     expect(output).toMatchObject({ reason: "budget_exhausted", limit: "maxTurns 2", turns: 3 });
@@ -66,7 +66,7 @@ describe("budget defaults (troupe.yaml defaults.budget)", () => {
 
   it("apply key by key: an agent setting maxTurns only keeps its own and gets the default maxWallMs", async () => {
     server.script({ match: as("capped"), reply: { text: "hi" } });
-    const rt = runtime([{ name: "capped", budget: { maxTurns: 5, maxCostUsd: 1 } }]);
+    const rt = await runtime([{ name: "capped", budget: { maxTurns: 5, maxCostUsd: 1 } }]);
     const handle = rt.start({ task: "hi", agent: "capped" });
     await handle.done;
     expect(await startedBudget(rt, handle.runId)).toEqual({
@@ -79,12 +79,14 @@ describe("budget defaults (troupe.yaml defaults.budget)", () => {
 
   it("are 50 turns and 30 minutes when troupe.yaml says nothing; null gives none", async () => {
     server.script({ match: as("worker"), reply: { text: "hi" }, times: 2 });
-    const built = runtime([{ name: "worker" }]);
+    const built = await runtime([{ name: "worker" }]);
     const first = built.start({ task: "hi", agent: "worker" });
     await first.done;
     expect(await startedBudget(built, first.runId)).toEqual({ maxTurns: 50, maxWallMs: THIRTY_MINUTES });
     await built.close();
-    const none = runtime([{ name: "worker" }], { defaults: { budget: { maxTurns: null, maxWallMs: null } } });
+    const none = await runtime([{ name: "worker" }], {
+      defaults: { budget: { maxTurns: null, maxWallMs: null } },
+    });
     const second = none.start({ task: "hi", agent: "worker" });
     await second.done;
     expect(await startedBudget(none, second.runId)).toEqual({});
@@ -100,7 +102,7 @@ describe("budget defaults (troupe.yaml defaults.budget)", () => {
       ...forever("explorer"),
       { match: { ...as("lead"), turn: 2 }, reply: { text: "done" } },
     );
-    const rt = runtime(
+    const rt = await runtime(
       [
         { name: "lead", subagents: ["explorer"] },
         { name: "explorer", readOnly: true },

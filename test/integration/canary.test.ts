@@ -71,7 +71,7 @@ it("keeps a planted secret off the bus, out of the logs, out of stored state and
     },
     [{ name: "worker", description: "Works.", tools: ["shell", "read_file"] }],
   );
-  const runtime = new Runtime({ config, workspace, env: process.env, log });
+  const runtime = await new Runtime({ config, workspace, env: process.env, log }).open();
   const handle = runtime.start({ task: "Show me the environment and the .env file.", approval: "yolo" });
   const output = await handle.done;
   expect(output).toMatchObject({ reason: "done", toolCalls: 3 });

@@ -35,7 +35,7 @@ const fill = defineTool({
   execute: async ({ n }) => ({ ok: true, output: "lorem ".repeat(n) }),
 }) as Tool;
 
-function runtime() {
+async function runtime() {
   const config = testConfig(
     {
       defaultModel: "scripted",
@@ -48,7 +48,13 @@ function runtime() {
     },
     [{ name: "worker", description: "Works.", tools: ["fill"], budget: { maxTurns: 20 } }],
   );
-  return new Runtime({ config, workspace, env: {}, tools: [fill], models: { retry: { baseDelayMs: 1 } } });
+  return new Runtime({
+    config,
+    workspace,
+    env: {},
+    tools: [fill],
+    models: { retry: { baseDelayMs: 1 } },
+  }).open();
 }
 
 const fillCall = (n: number) => ({ toolCalls: [{ name: "fill", arguments: { n } }] });
@@ -65,7 +71,7 @@ describe("context use, turn by turn", () => {
       { match: { system: '"worker"', turn: 4 }, reply: fillCall(3300) },
       { match: { system: '"worker"' }, reply: { text: "Filled." } },
     );
-    const rt = runtime();
+    const rt = await runtime();
     const handle = rt.start({ task: "Fill the context.", agent: "worker" });
     expect(await handle.done).toMatchObject({ reason: "done", result: "Filled." });
     const events: Envelope[] = (await collect(rt.bus.eventLog.read({ runId: handle.runId }))).map(

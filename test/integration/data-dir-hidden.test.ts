@@ -55,7 +55,7 @@ it("read, list, search and write tools refuse or skip troupe's data dir when it 
     ],
   );
   const env = { TROUPE_DATA_DIR: data };
-  const rt = new Runtime({ config, workspace: ws, env });
+  const rt = await new Runtime({ config, workspace: ws, env }).open();
   try {
     const output = await rt.start({ task: "Look around", approval: "yolo" }).done;
     expect(output.reason).toBe("done");

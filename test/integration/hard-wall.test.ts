@@ -35,12 +35,18 @@ const slow = defineTool({
     new Promise((_, reject) => signal.addEventListener("abort", () => reject(new Error("cut")))),
 }) as Tool;
 
-function runtime(budget: Record<string, number>) {
+async function runtime(budget: Record<string, number>) {
   const config = testConfig(
     { defaultModel: "scripted", providers: { openai: { baseURL: server.baseURL } } },
     [{ name: "worker", description: "Works.", tools: ["slow"], budget }],
   );
-  return new Runtime({ config, workspace, env: {}, tools: [slow], models: { retry: { baseDelayMs: 1 } } });
+  return new Runtime({
+    config,
+    workspace,
+    env: {},
+    tools: [slow],
+    models: { retry: { baseDelayMs: 1 } },
+  }).open();
 }
 
 // maxWallMs 800 has a grace of 80 ms: the run ends by about 0.9 s. The bound leaves room for a slow
@@ -55,7 +61,7 @@ describe("the hard wall (maxWallMs) over real HTTP", () => {
       { match: { withTools: true }, reply: { text: "never heard", delayMs: 5000 } },
       { match: { withTools: false }, reply: { text: finalAnswer, chunks: 200, chunkDelayMs: 25 } },
     );
-    const rt = runtime({ maxWallMs: WALL });
+    const rt = await runtime({ maxWallMs: WALL });
     const started = Date.now();
     const handle = rt.start({ task: "think hard", agent: "worker" });
     const output = await handle.done;
@@ -81,7 +87,7 @@ describe("the hard wall (maxWallMs) over real HTTP", () => {
       },
       { match: { withTools: false }, reply: { text: "too late", delayMs: 5000 } },
     );
-    const rt = runtime({ maxWallMs: WALL });
+    const rt = await runtime({ maxWallMs: WALL });
     const started = Date.now();
     const handle = rt.start({ task: "do the slow thing", agent: "worker" });
     const output = await handle.done;

@@ -20,7 +20,7 @@ afterEach(async () => {
   dispose();
 });
 
-function runtime(
+async function runtime(
   hooks: Record<string, unknown>,
   agents: Array<Record<string, unknown>> = [
     { name: "worker", description: "Works.", tools: ["read_file", "write_file"] },
@@ -35,7 +35,10 @@ function runtime(
     agents,
   );
   const memory = memoryLogger();
-  return { rt: new Runtime({ config, workspace: ws, env: {}, log: memory.log }), logs: memory.records };
+  return {
+    rt: await new Runtime({ config, workspace: ws, env: {}, log: memory.log }).open(),
+    logs: memory.records,
+  };
 }
 
 const toolResults = () =>
@@ -58,7 +61,7 @@ describe("hooks", () => {
       },
       { match: { turn: 2 }, reply: { text: "ok" } },
     );
-    const { rt } = runtime({
+    const { rt } = await runtime({
       beforeTool: [
         { match: "write_*", command: "cat > hook-input.json; echo 'writes are frozen today' >&2; exit 2" },
       ],
@@ -90,7 +93,7 @@ describe("hooks", () => {
         },
         { match: { turn: 2 }, reply: { text: "ok" } },
       );
-      const { rt } = runtime({
+      const { rt } = await runtime({
         beforeTool: [{ command: "echo 'blocked, and quickly' >&2; exit 2", timeoutMs: 3000 }],
       });
       const started = Date.now();
@@ -109,7 +112,7 @@ describe("hooks", () => {
       { match: { turn: 1 }, reply: { toolCalls: [{ name: "read_file", arguments: { path: "notes.txt" } }] } },
       { match: { turn: 2 }, reply: { text: "ok" } },
     );
-    const { rt } = runtime({
+    const { rt } = await runtime({
       afterTool: [{ match: "read_file", command: `echo '{"output":"[contents withheld by policy]"}'` }],
     });
     await rt.start({ task: "x" }).done;
@@ -126,7 +129,7 @@ describe("hooks", () => {
       { match: { turn: 1 }, reply: { toolCalls: [{ name: "read_file", arguments: { path: "notes.txt" } }] } },
       { match: { turn: 2 }, reply: { text: "ok" } },
     );
-    const open = runtime({ beforeTool: [{ command: "sleep 5", timeoutMs: 200 }] });
+    const open = await runtime({ beforeTool: [{ command: "sleep 5", timeoutMs: 200 }] });
     const started = Date.now();
     await open.rt.start({ task: "x" }).done;
     expect(Date.now() - started).toBeLessThan(3000);
@@ -136,7 +139,7 @@ describe("hooks", () => {
     );
     await open.rt.close();
 
-    const closed = runtime({ beforeTool: [{ command: "sleep 5", timeoutMs: 200, failClosed: true }] });
+    const closed = await runtime({ beforeTool: [{ command: "sleep 5", timeoutMs: 200, failClosed: true }] });
     await closed.rt.start({ task: "x" }).done;
     expect(toolResults()[0]).toContain("a required hook failed (timed out), so read_file was not run");
     await closed.rt.close();
@@ -147,7 +150,7 @@ describe("hooks", () => {
       { match: { turn: 1 }, reply: { toolCalls: [{ name: "read_file", arguments: { path: "notes.txt" } }] } },
       { match: { turn: 2 }, reply: { text: "ok" } },
     );
-    const { rt } = runtime({ beforeTool: [{ command: "exit 1", failClosed: true }] });
+    const { rt } = await runtime({ beforeTool: [{ command: "exit 1", failClosed: true }] });
     await rt.start({ task: "x" }).done;
     expect(toolResults()[0]).toContain("a required hook failed (exit code 1)");
     await rt.close();
@@ -163,7 +166,7 @@ describe("hooks", () => {
       { match: { system: '"lead"', turn: 2 }, reply: { text: "done" } },
     );
     const record = (name: string) => ({ command: `cat >> ${name}.log; echo >> ${name}.log` });
-    const { rt } = runtime(
+    const { rt } = await runtime(
       {
         subagentStart: [record("start")],
         subagentStop: [record("stop")],

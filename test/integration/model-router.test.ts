@@ -400,7 +400,7 @@ describe("a client of the caller's making", () => {
       [{ name: "a", description: "A.", tools: [] }],
     );
     const { dir: workspace, dispose } = tempTree({});
-    const rt = new Runtime({
+    const rt = await new Runtime({
       config,
       workspace,
       env: {},
@@ -410,7 +410,7 @@ describe("a client of the caller's making", () => {
           return new OpenAI({ ...given, fetch });
         },
       },
-    });
+    }).open();
     const output = await rt.start({ task: "Hello" }).done;
     await rt.close();
     dispose();

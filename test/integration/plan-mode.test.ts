@@ -19,7 +19,7 @@ afterEach(async () => {
   dispose();
 });
 
-function runtime(agent: Record<string, unknown> = {}) {
+async function runtime(agent: Record<string, unknown> = {}) {
   const config = testConfig(
     {
       defaultModel: "scripted",
@@ -36,7 +36,7 @@ function runtime(agent: Record<string, unknown> = {}) {
       },
     ],
   );
-  return new Runtime({ config, workspace: ws, env: {} });
+  return new Runtime({ config, workspace: ws, env: {} }).open();
 }
 
 it("plan mode: write tools are gone and refused when called anyway, the shell runs read-only, the file is untouched, the turns are capped", async () => {
@@ -61,7 +61,7 @@ it("plan mode: write tools are gone and refused when called anyway, the shell ru
       reply: { text: "Plan: change port to 8080 in app.js, then run the tests." },
     },
   );
-  const rt = runtime();
+  const rt = await runtime();
   const output = await rt.start({ task: "Make the port configurable", mode: "plan", approval: "yolo" }).done;
   const first = server.requests[0]?.body;
   expect(first?.tools?.map((t) => t.function.name)).toEqual(["read_file", "shell"]);
@@ -84,11 +84,11 @@ it("plan mode: write tools are gone and refused when called anyway, the shell ru
 
 it("plan mode from the agent's YAML, and act mode left alone", async () => {
   server.script({ reply: { text: "planned" } }, { reply: { text: "acted" } });
-  const planner = runtime({ mode: "plan" });
+  const planner = await runtime({ mode: "plan" });
   await planner.start({ task: "x" }).done;
   expect(server.requests[0]?.body.tools?.map((t) => t.function.name)).toEqual(["read_file", "shell"]);
   await planner.close();
-  const actor = runtime();
+  const actor = await runtime();
   await actor.start({ task: "x" }).done;
   expect(server.requests[1]?.body.tools?.map((t) => t.function.name)).toEqual([
     "read_file",

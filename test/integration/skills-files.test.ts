@@ -42,7 +42,7 @@ afterEach(async () => {
   dispose();
 });
 
-function runtime(agent: Record<string, unknown>) {
+async function runtime(agent: Record<string, unknown>) {
   const config = testConfig(
     {
       defaultModel: "scripted",
@@ -52,7 +52,7 @@ function runtime(agent: Record<string, unknown>) {
     [{ name: "worker", description: "Works.", ...agent }],
   );
   config.dir = `${dir}/config`;
-  return new Runtime({ config, workspace: `${dir}/ws`, env: {} });
+  return new Runtime({ config, workspace: `${dir}/ws`, env: {} }).open();
 }
 
 const call = (name: string, args: Record<string, unknown>) => ({ name, arguments: args });
@@ -75,7 +75,7 @@ async function run(rt: Runtime, turns: Array<Array<ReturnType<typeof call>>>) {
 describe("a skill's files", () => {
   it("are listed after its body, readable as skill:NAME/PATH, and the load is one skill.loaded event", async () => {
     const { output, events, results } = await run(
-      runtime({ tools: ["load_skill", "read_file"], skills: ["deploy", "local"] }),
+      await runtime({ tools: ["load_skill", "read_file"], skills: ["deploy", "local"] }),
       [
         [call("load_skill", { name: "deploy" })],
         [call("read_file", { path: "skill:deploy/references/guide.md" })],
@@ -107,7 +107,7 @@ describe("a skill's files", () => {
       "skill:deploy/references",
       "skill:deploy/.env",
     ];
-    const { results } = await run(runtime({ tools: ["load_skill", "read_file"], skills: ["deploy"] }), [
+    const { results } = await run(await runtime({ tools: ["load_skill", "read_file"], skills: ["deploy"] }), [
       paths.map((path) => call("read_file", { path })),
     ]);
     expect(results).toHaveLength(paths.length);
@@ -129,7 +129,7 @@ describe("a skill's files", () => {
   });
 
   it("are not for an agent that may load no skill", async () => {
-    const { results } = await run(runtime({ tools: ["read_file"] }), [
+    const { results } = await run(await runtime({ tools: ["read_file"] }), [
       [call("read_file", { path: "skill:deploy/references/guide.md" })],
     ]);
     expect(results).toEqual([
@@ -140,7 +140,7 @@ describe("a skill's files", () => {
   it("are read-only: a write to skill:NAME/PATH changes neither the skill nor the workspace", async () => {
     const path = "skill:deploy/references/guide.md";
     const { results } = await run(
-      runtime({
+      await runtime({
         tools: ["load_skill", "read_file", "write_file", "edit_file"],
         skills: ["deploy"],
         approval: "auto-edit",
@@ -165,7 +165,7 @@ describe("a skill's files", () => {
 
 describe("allowed-tools", () => {
   it("pre-approves the listed tools the agent has, from the load on: what was asked about runs unasked", async () => {
-    const { events, results } = await run(runtime({ tools: ["load_skill", "write_file"] }), [
+    const { events, results } = await run(await runtime({ tools: ["load_skill", "write_file"] }), [
       [call("write_file", { path: "before.txt", content: "x" })],
       [call("load_skill", { name: "deploy" })],
       [call("write_file", { path: "after.txt", content: "y" })],
@@ -187,7 +187,7 @@ describe("allowed-tools", () => {
   });
 
   it("of a workspace's own skill pre-approves nothing", async () => {
-    const { events } = await run(runtime({ tools: ["load_skill", "write_file"] }), [
+    const { events } = await run(await runtime({ tools: ["load_skill", "write_file"] }), [
       [call("load_skill", { name: "local" })],
       [call("write_file", { path: "after.txt", content: "y" })],
     ]);
@@ -201,12 +201,12 @@ describe("allowed-tools", () => {
 
   it("gives no tool: one the agent lacks stays unknown, and a read-only agent stays read-only", async () => {
     writeFileSync(`${dir}/ws/a.txt`, "a\n");
-    const lacking = await run(runtime({ tools: ["load_skill", "write_file"] }), [
+    const lacking = await run(await runtime({ tools: ["load_skill", "write_file"] }), [
       [call("load_skill", { name: "deploy" })],
       [call("edit_file", { path: "a.txt", old: "a", new: "b" })],
     ]);
     expect(lacking.results.at(-1)).toMatch(/^error: unknown tool "edit_file"/);
-    const readOnly = await run(runtime({ tools: ["load_skill", "read_file"], readOnly: true }), [
+    const readOnly = await run(await runtime({ tools: ["load_skill", "read_file"], readOnly: true }), [
       [call("load_skill", { name: "deploy" })],
       [call("write_file", { path: "after.txt", content: "y" })],
     ]);

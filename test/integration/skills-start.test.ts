@@ -30,7 +30,7 @@ afterEach(async () => {
   dispose();
 });
 
-function runtime(troupe: Record<string, unknown> = {}, agent: Record<string, unknown> = {}) {
+async function runtime(troupe: Record<string, unknown> = {}, agent: Record<string, unknown> = {}) {
   const config = testConfig(
     {
       defaultModel: "scripted",
@@ -40,7 +40,7 @@ function runtime(troupe: Record<string, unknown> = {}, agent: Record<string, unk
     [{ name: "worker", description: "Works.", tools: ["load_skill"], ...agent }],
   );
   config.dir = `${dir}/config`;
-  return new Runtime({ config, workspace: `${dir}/ws`, env: {} });
+  return new Runtime({ config, workspace: `${dir}/ws`, env: {} }).open();
 }
 
 async function firstUserMessage(rt: Runtime, options: Parameters<Runtime["start"]>[0]) {
@@ -57,7 +57,10 @@ async function firstUserMessage(rt: Runtime, options: Parameters<Runtime["start"
 
 describe("skills, three ways in", () => {
   it("the user names one: --skill loads its body before the first model call", async () => {
-    const { user, loaded } = await firstUserMessage(runtime(), { task: "Ship 1.2.0", skill: "release" });
+    const { user, loaded } = await firstUserMessage(await runtime(), {
+      task: "Ship 1.2.0",
+      skill: "release",
+    });
     expect(user).toBe(
       "Follow this skill (release) for the task below.\n\n1. Bump package.json.\n2. Changelog.\n3. git tag.\n\nTask: Ship 1.2.0",
     );
@@ -65,7 +68,7 @@ describe("skills, three ways in", () => {
   });
 
   it("the user names one with /skill:NAME at the start of the task", async () => {
-    const { user, loaded } = await firstUserMessage(runtime(), {
+    const { user, loaded } = await firstUserMessage(await runtime(), {
       task: "/skill:db-migrate add a column for emails",
     });
     expect(user).toContain("Always back up first.");
@@ -73,29 +76,29 @@ describe("skills, three ways in", () => {
     expect(loaded).toEqual({ name: "db-migrate", by: "user", files: 0 });
   });
 
-  it("an unknown or hidden skill is one clear error", () => {
-    expect(() => runtime().start({ task: "x", skill: "relase" })).toThrow(UnknownSkillError);
-    expect(() => runtime().start({ task: "x", skill: "relase" })).toThrow(
+  it("an unknown or hidden skill is one clear error", async () => {
+    const rt = await runtime();
+    expect(() => rt.start({ task: "x", skill: "relase" })).toThrow(UnknownSkillError);
+    expect(() => rt.start({ task: "x", skill: "relase" })).toThrow(
       'unknown skill "relase" (did you mean "release"?); worker can load db-migrate, release',
     );
-    expect(() => runtime({}, { skills: ["release"] }).start({ task: "/skill:db-migrate x" })).toThrow(
-      /worker can load release$/,
-    );
+    const limited = await runtime({}, { skills: ["release"] });
+    expect(() => limited.start({ task: "/skill:db-migrate x" })).toThrow(/worker can load release$/);
   });
 
   it("the harness picks one with skills.autoMatch when the task matches its description well enough, and says so", async () => {
     const { user, loaded } = await firstUserMessage(
-      runtime({ skills: { autoMatch: true, threshold: 0.3 } }),
+      await runtime({ skills: { autoMatch: true, threshold: 0.3 } }),
       { task: "Please cut a release and tag it, with a changelog" },
     );
     expect(user).toContain("1. Bump package.json.");
     expect(loaded).toMatchObject({ name: "release", by: "match" });
-    const none = await firstUserMessage(runtime({ skills: { autoMatch: true, threshold: 0.3 } }), {
+    const none = await firstUserMessage(await runtime({ skills: { autoMatch: true, threshold: 0.3 } }), {
       task: "Fix the login button colour",
     });
     expect(none.loaded).toBeUndefined();
     expect(none.user).toBe("Fix the login button colour");
-    const off = await firstUserMessage(runtime(), {
+    const off = await firstUserMessage(await runtime(), {
       task: "Please cut a release and tag it, with a changelog",
     });
     expect(off.loaded).toBeUndefined();

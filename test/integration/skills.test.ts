@@ -54,7 +54,7 @@ it("puts only the catalogue in the system prompt, loads a body on request, and k
     [{ name: "worker", description: "Works.", tools: ["load_skill"], skills: ["testing"] }],
   );
   config.dir = `${dir}/config`;
-  const runtime = new Runtime({ config, workspace: `${dir}/ws`, env: {} });
+  const runtime = await new Runtime({ config, workspace: `${dir}/ws`, env: {} }).open();
   const output = await runtime.start({ task: "How do I test this?" }).done;
   expect(output.reason).toBe("done");
   const [first, second] = server.requests;

@@ -34,7 +34,13 @@ describe("special tokens in what a tool returns", () => {
       },
       [{ name: "worker", description: "Reads.", tools: ["read_file"] }],
     );
-    const rt = new Runtime({ config, workspace, env: {}, tools: [], models: { retry: { baseDelayMs: 1 } } });
+    const rt = await new Runtime({
+      config,
+      workspace,
+      env: {},
+      tools: [],
+      models: { retry: { baseDelayMs: 1 } },
+    }).open();
     try {
       const output = await rt.start({ task: "What is in tokens.txt?" }).done;
       expect(output).toMatchObject({ reason: "done", result: "It holds special tokens.", toolCalls: 1 });

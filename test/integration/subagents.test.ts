@@ -39,7 +39,7 @@ const explorer = {
 const reviewer = { name: "reviewer", description: "Reviews changes.", tools: ["read_file"], readOnly: true };
 const as = (name: string) => ({ system: `"${name}"` });
 
-function runtime(agents: Array<Record<string, unknown>>, troupe: Record<string, unknown> = {}) {
+async function runtime(agents: Array<Record<string, unknown>>, troupe: Record<string, unknown> = {}) {
   const config = testConfig(
     {
       defaultModel: "scripted",
@@ -50,7 +50,7 @@ function runtime(agents: Array<Record<string, unknown>>, troupe: Record<string, 
     },
     agents,
   );
-  return new Runtime({ config, workspace: ws, env: {} });
+  return new Runtime({ config, workspace: ws, env: {} }).open();
 }
 
 async function eventsOf(rt: Runtime, runId: string): Promise<Envelope[]> {
@@ -62,7 +62,7 @@ const subagentCall = (name: string, task: string) => ({ name: `subagent_${name}`
 describe("subagents", () => {
   it("appear to the parent as subagent_<name> tools with {task, context?} and the subagent's description", async () => {
     server.script({ match: as("lead"), reply: { text: "nothing to delegate" } });
-    const rt = runtime([lead, explorer, reviewer]);
+    const rt = await runtime([lead, explorer, reviewer]);
     await rt.start({ task: "hi", agent: "lead" }).done;
     const tools = server.requests[0]?.body.tools?.map((t) => t.function) ?? [];
     const explorerTool = tools.find((t) => t.name === "subagent_explorer");
@@ -98,7 +98,7 @@ describe("subagents", () => {
       },
       { match: { ...as("lead"), turn: 2 }, reply: { text: "A, B and C found." } },
     );
-    const rt = runtime([lead, explorer, reviewer]);
+    const rt = await runtime([lead, explorer, reviewer]);
     const handle = rt.start({ task: "Find A, B and C", agent: "lead" });
     const output = await handle.done;
     expect(output).toMatchObject({ reason: "done", result: "A, B and C found." });
@@ -176,7 +176,7 @@ describe("subagents", () => {
       { match: { ...as("mid"), turn: 2 }, reply: { text: "mid done" } },
       { match: { ...as("top"), turn: 2 }, reply: { text: "top done" } },
     );
-    const rt = runtime([top, mid, leaf]);
+    const rt = await runtime([top, mid, leaf]);
     const handle = rt.start({ task: "Go", agent: "top" });
     const output = await handle.done;
     expect(output.reason).toBe("done");
@@ -234,7 +234,7 @@ describe("subagents", () => {
       { match: as("reviewer"), reply: { text: "fine" } },
       { match: { ...as("lead"), turn: 2 }, reply: { text: "done" } },
     );
-    const rt = runtime([parent, explorer, reviewer]);
+    const rt = await runtime([parent, explorer, reviewer]);
     const handle = rt.start({ task: "Look around", agent: "lead" });
     expect((await handle.done).reason).toBe("done");
     const events = await eventsOf(rt, handle.runId);
@@ -268,7 +268,7 @@ describe("subagents", () => {
       { match: { ...as("explorer"), withTools: false }, reply: { text: "out of budget" }, times: 50 },
       { match: { ...as("lead"), withTools: false }, reply: { text: "final" } },
     );
-    const rt = runtime([parent, { ...explorer, budget: { maxTurns: 50 } }, reviewer]);
+    const rt = await runtime([parent, { ...explorer, budget: { maxTurns: 50 } }, reviewer]);
     const handle = rt.start({ task: "Look around", agent: "lead" });
     const output = await handle.done;
     expect(output.reason).toBe("budget_exhausted");
@@ -303,7 +303,7 @@ describe("subagents", () => {
       { match: as("reviewer"), reply: { error: { status: 400, message: "bad request" } } },
       { match: { ...as("lead"), turn: 2 }, reply: { text: "used what worked" } },
     );
-    const rt = runtime([lead, explorer, reviewer]);
+    const rt = await runtime([lead, explorer, reviewer]);
     const output = await rt.start({ task: "Two things", agent: "lead" }).done;
     expect(output).toMatchObject({ reason: "done", result: "used what worked" });
     const results =
@@ -324,7 +324,7 @@ describe("subagents", () => {
       { match: as("explorer"), reply: { text: "too late", delayMs: 5000 }, times: 2 },
       { match: { ...as("lead"), turn: 2 }, reply: { text: "went on without it" } },
     );
-    const rt = runtime([lead, { ...explorer, budget: { maxWallMs: 300 } }, reviewer]);
+    const rt = await runtime([lead, { ...explorer, budget: { maxWallMs: 300 } }, reviewer]);
     const started = Date.now();
     const handle = rt.start({ task: "x", agent: "lead" });
     const output = await handle.done;
@@ -348,7 +348,7 @@ describe("subagents", () => {
       { match: { ...as("lead"), turn: 1 }, reply: { toolCalls: [subagentCall("explorer", "lost")] } },
       { match: { ...as("lead"), turn: 2 }, reply: { text: "went on without it" } },
     );
-    const rt = runtime([lead, { ...explorer, budget: { maxWallMs: 300 } }, reviewer]);
+    const rt = await runtime([lead, { ...explorer, budget: { maxWallMs: 300 } }, reviewer]);
     // A worker that takes the child and is gone before it hosts it.
     const taker = rt.bus.reply(rt.bus.subjects.workSpawn(), (request) =>
       makeEnvelope({ runId: request.runId, agentId: "lost-worker", seq: 0, type: "spawn.reply", data: {} }),
@@ -374,7 +374,7 @@ describe("subagents", () => {
       { match: as("explorer"), reply: { toolCalls: [subagentCall("reviewer", "deeper")] } },
       { match: as("reviewer"), reply: { text: "slow ".repeat(100), chunks: 100, chunkDelayMs: 50 } },
     );
-    const rt = runtime([lead, nested, reviewer]);
+    const rt = await runtime([lead, nested, reviewer]);
     const handle = rt.start({ task: "x", agent: "lead" });
     for await (const e of rt.bus.eventLog.read({ runId: handle.runId, follow: true })) {
       if (
@@ -418,7 +418,7 @@ describe("subagents", () => {
       { match: { ...as("explorer"), turn: 2 }, reply: { text: "explored" }, times: 2 },
       { match: { ...as("lead"), turn: 2 }, reply: { text: "ok" } },
     );
-    const rt = runtime([lead, nested, reviewer], { subagents: { maxDepth: 1, maxConcurrent: 2 } });
+    const rt = await runtime([lead, nested, reviewer], { subagents: { maxDepth: 1, maxConcurrent: 2 } });
     const handle = rt.start({ task: "x", agent: "lead" });
     await handle.done;
     const events = await eventsOf(rt, handle.runId);
@@ -454,7 +454,7 @@ describe("subagents", () => {
       { match: { ...as("explorer"), turn: 2 }, reply: { text: "could not write" } },
       { match: { ...as("lead"), turn: 2 }, reply: { text: "ok" } },
     );
-    const rt = runtime([lead, sneaky, reviewer]);
+    const rt = await runtime([lead, sneaky, reviewer]);
     await rt.start({ task: "x", agent: "lead" }).done;
     const childRequest = server.requests.find(
       (r) =>
@@ -489,7 +489,7 @@ describe("subagents", () => {
       { match: { ...as("lead"), turn: 2 }, reply: { text: "ok" } },
     );
     const files = { command: process.execPath, args: [FILESYSTEM, ws] };
-    const rt = await runtime([{ ...lead, subagents: ["scribe"] }, scribe], { mcpServers: { files } }).open();
+    const rt = await runtime([{ ...lead, subagents: ["scribe"] }, scribe], { mcpServers: { files } });
     const output = await rt.start({ task: "x", agent: "lead", approval: "yolo" }).done;
     expect(output.reason).toBe("done");
     expect(existsSync(target)).toBe(false);
@@ -518,7 +518,7 @@ describe("subagents", () => {
       { match: as("reviewer"), reply: { text: "b" } },
       { match: { ...as("lead"), turn: 2 }, reply: { text: "done" } },
     );
-    const rt = runtime([lead, explorer, reviewer]);
+    const rt = await runtime([lead, explorer, reviewer]);
     const handle = rt.start({ task: "x", agent: "lead" });
     const output = await handle.done;
     const tree = buildRunTree(await eventsOf(rt, handle.runId));
@@ -569,7 +569,7 @@ describe("a subagent's shell", () => {
       { match: { ...as("explorer"), turn: 2 }, reply: { text: "looked" } },
       { match: { ...as("lead"), turn: 2 }, reply: { text: "done" } },
     );
-    const rt = runtime([lead, { ...explorer, tools: ["read_file", "shell"] }]);
+    const rt = await runtime([lead, { ...explorer, tools: ["read_file", "shell"] }]);
     const output = await rt.start({ task: "hi", agent: "lead", approval: "yolo" }).done;
     expect(output.reason).toBe("done");
     const child = server.requests.find(
