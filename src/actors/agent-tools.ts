@@ -88,7 +88,11 @@ export function skillDirsFor(
   return dirs;
 }
 
-/** What the person deciding sees: the tool's own preview (a diff, the command), else the arguments. */
+/**
+ * What the person deciding sees: the tool's own preview (a diff, the command), else the arguments as
+ * the tool gets them: parsed and written out again, so a key the model wrote twice (JSON keeps the
+ * last) or disguised with an escape shows once, with the value the call runs with.
+ */
 export async function previewOf(deps: AgentDeps, call: PlannedCall): Promise<CallPreview> {
   const tool = deps.tools.get(call.name);
   try {
@@ -100,7 +104,27 @@ export async function previewOf(deps: AgentDeps, call: PlannedCall): Promise<Cal
   } catch (error) {
     deps.log.debug({ err: error, tool: call.name }, "no preview");
   }
-  return { detail: call.arguments, paths: [] };
+  return { detail: asParsed(call.arguments), paths: [] };
+}
+
+function asParsed(raw: string): string {
+  try {
+    return JSON.stringify(raw.trim() === "" ? {} : JSON.parse(raw), null, 2);
+  } catch {
+    return raw;
+  }
+}
+
+/**
+ * Why a call cannot be put to a person, when redaction would change what they see: the question
+ * would then show one thing and run another (a marker that looks like the start of a key hides all
+ * that follows it). Nothing is hidden from a question; a call that holds a secret is refused instead.
+ */
+function unshowable(redactor: AgentDeps["redactor"], texts: readonly string[]): string | undefined {
+  const changed = texts.find((text) => redactor.redact(text) !== text);
+  if (changed === undefined) return undefined;
+  const marker = /\[REDACTED(?::([a-z0-9-]+))?\]/.exec(redactor.redact(changed));
+  return `it holds what looks like a secret (${marker?.[1] ?? "a value this process keeps secret"}), and a question about it would have to hide that part of what runs`;
 }
 
 export function requested(call: PlannedCall) {
@@ -125,19 +149,27 @@ export async function askEach(
   const decisions: ApprovalDecision[] = [];
   for (const call of calls) {
     const preview = await previewOf(deps, call);
+    const secret = unshowable(deps.redactor, [preview.detail, call.arguments, ...preview.paths]);
+    if (secret) {
+      decisions.push({
+        id: call.id,
+        approved: false,
+        by: "policy",
+        reason: `not asked: ${secret}; write it without the secret (name an environment variable or a file instead)`,
+      });
+      continue;
+    }
     const request = {
       ...ids,
       callId: call.id,
       tool: call.name,
-      arguments: deps.redactor.redact(call.arguments),
+      arguments: call.arguments,
       effect: call.effect,
-      // A command leaving the sandbox says so: that is what the person is deciding.
-      detail: deps.redactor.redact(
-        call.askBecause ? `${preview.detail}\n(asked because ${call.askBecause})` : preview.detail,
-      ),
+      // A command leaving the sandbox says so, after its text: that is what the person is deciding.
+      detail: call.askBecause ? `${preview.detail}\n(asked because ${call.askBecause})` : preview.detail,
       paths: preview.paths,
       // A question of its own for whoever answers: no "always" given before covers it.
-      ...(call.askBecause ? { escalation: deps.redactor.redact(call.askBecause) } : {}),
+      ...(call.askBecause ? { escalation: call.askBecause } : {}),
     };
     const { runId: _r, agentId: _a, tool, ...shown } = request;
     events.emit("approval.requested", { ...shown, name: tool });

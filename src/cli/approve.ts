@@ -164,9 +164,11 @@ export function approvalsTable(records: ApprovalRecord[], now = Date.now()): str
     request.agentId,
     request.tool,
     ago(now - createdAt),
-    [what(requestText(request)), ...(request.paths.length ? [`(${request.paths.join(", ")})`] : [])].join(
-      " ",
-    ),
+    [
+      ...(request.escalation !== undefined ? ["LEAVES THE SANDBOX"] : []),
+      what(requestText(request)),
+      ...(request.paths.length ? [`(${request.paths.join(", ")})`] : []),
+    ].join(" "),
   ]);
   return table(["CALL", "RUN", "AGENT", "TOOL", "AGE", "WHAT"], rows);
 }

@@ -5,7 +5,6 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Runtime } from "../../src/actors/runtime.js";
 import type { ApprovalRequest, Approver } from "../../src/approvals/approver.js";
 import { ttyApprover } from "../../src/cli/tty-approver.js";
-import type { AgentEventMap } from "../../src/events/agent-events.js";
 import { UNTRUSTED_NOTE } from "../../src/safety/untrusted.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { tempTree } from "../support/cli.js";
@@ -36,7 +35,7 @@ async function runtime(approver: Approver) {
 }
 
 describe("approval requests", () => {
-  it("show the exact diff or command and the paths, redacted, and a denial's reason reaches the model", async () => {
+  it("show the exact diff or command and the paths, a denial's reason reaches the model, and a call holding a secret is refused unasked", async () => {
     server.script(
       {
         match: { turn: 1 },
@@ -46,6 +45,7 @@ describe("approval requests", () => {
               name: "edit_file",
               arguments: { path: "app.js", old_string: "port = 80", new_string: "port = 8080" },
             },
+            { name: "shell", arguments: { command: "npm test > out/log.txt" } },
             {
               name: "shell",
               arguments: { command: "API_TOKEN=sk-abcdefghijklmnopqrstuvwxyz123456 npm test > out/log.txt" },
@@ -69,16 +69,15 @@ describe("approval requests", () => {
     expect(asked.map((r) => r.tool)).toEqual(["edit_file", "shell"]);
     expect(asked[0]?.detail).toContain("-const port = 80;\n+const port = 8080;");
     expect(asked[0]?.paths).toEqual(["app.js"]);
-    expect(asked[1]?.detail).toBe("API_TOKEN=[REDACTED:openai-key] npm test > out/log.txt");
+    expect(asked[1]?.detail).toBe("npm test > out/log.txt");
     expect(asked[1]?.paths).toEqual(["out/log.txt"]);
 
     const events = (await collect(rt.bus.eventLog.read({ runId: handle.runId }))).map((e) => e.envelope);
-    const requested = events
-      .filter((e) => e.type === "approval.requested")
-      .map((e) => e.data as AgentEventMap["approval.requested"]);
-    expect(requested[1]?.arguments).not.toContain("sk-abcdefghij");
+    expect(events.filter((e) => e.type === "approval.requested")).toHaveLength(2);
+    expect(JSON.stringify(events)).not.toContain("sk-abcdefghij");
     const toolMessages = server.requests[1]?.body.messages.filter((m) => m.role === "tool") ?? [];
     expect(toolMessages[1]?.content).toContain("the user denied shell: no tests today");
+    expect(toolMessages[2]?.content).toContain("looks like a secret (openai-key)");
     expect(server.requests[0]?.body.messages[0]?.content).toContain(UNTRUSTED_NOTE);
     await rt.close();
   });

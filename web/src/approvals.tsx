@@ -1,5 +1,6 @@
 import { useEffect, useState } from "preact/hooks";
 import type { ApprovalRequest } from "../../src/approvals/approver.js";
+import { requestText } from "../../src/cli/request-text.js";
 import { spacesSeen, visible } from "../../src/util/visible.js";
 import { get, post } from "./api.js";
 
@@ -62,7 +63,12 @@ function Approval(props: { approval: Shown }) {
         <strong>{request.tool}</strong> <span class="quiet">{request.effect}</span>
         {request.paths.length > 0 && <span class="paths"> {request.paths.join(", ")}</span>}
       </header>
-      <Detail text={request.detail} />
+      {request.escalation !== undefined && (
+        <p class="escalation" data-testid="escalation">
+          Leaves the sandbox: asked because {visible(request.escalation)}
+        </p>
+      )}
+      <Detail text={requestText(request)} />
       {status === "pending" ? (
         <div class="answer">
           <input
