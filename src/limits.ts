@@ -8,3 +8,9 @@
  * the server's 1 MiB limit would leave no room for the replies that carry it (runs.list).
  */
 export const MAX_TEXT = 32_768;
+
+/**
+ * The most an approval's answer may say as its reason: a signed answer stays well under the answers
+ * bucket's largest value (16 KiB), whatever the reason's characters take in UTF-8.
+ */
+export const MAX_REASON = 2000;

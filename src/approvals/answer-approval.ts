@@ -1,5 +1,7 @@
 import { z } from "zod";
 import type { Bus } from "../bus/bus.js";
+import { UserError } from "../errors.js";
+import { MAX_REASON } from "../limits.js";
 import type { Identity } from "../trust/approvers.js";
 import { requestDigest, signAnswer } from "../trust/signed-answer.js";
 import { type ApprovalRecord, type ApprovalRef, answerKey, approvalKey } from "./bus-approver.js";
@@ -120,6 +122,8 @@ export async function answerApproval(
   answer: { approved: boolean; reason?: string; via?: string },
   waitMs = 10_000,
 ): Promise<{ outcome: DecisionOutcome; record?: ApprovalRecord; why?: string }> {
+  if ((answer.reason?.length ?? 0) > MAX_REASON)
+    throw new UserError(`a reason is at most ${MAX_REASON} characters; say it shorter`);
   const ref = shown.request;
   if (!genuineRecord(shown, ref)) return { outcome: "changed" };
   const key = approvalKey(ref);

@@ -69,11 +69,26 @@ export const BUCKET_ENTRIES: Record<string, number> = {
   snapshots: 100_000,
   journal: 1_000_000,
   approvals: 100_000,
-  answers: 100_000,
+  answers: 10_000,
   runs: 200_000,
   workers: 10_000,
   actors: 100_000,
 };
+
+/**
+ * The largest value a bucket takes, for the buckets people's roles write (the client's and the
+ * approver's answers): a signed answer is under 5 KB. With its count it bounds what a seed can put
+ * in the store (10,000 × 16 KiB, 160 MiB), where the server's largest message (1 MiB) would let it
+ * fill the disk. A per-message limit reserves nothing from the server's store, as a byte limit would.
+ */
+export const BUCKET_VALUE_BYTES: Record<string, number> = {
+  answers: 16_384,
+};
+
+function valueBytesOf(bucket: string): number | undefined {
+  const name = Object.keys(BUCKET_VALUE_BYTES).find((short) => bucket.endsWith(`_${short}`));
+  return name ? BUCKET_VALUE_BYTES[name] : undefined;
+}
 
 export function bucketWanted(bucket: string, settings: KvSettings | undefined): Wanted {
   const name = Object.keys(BUCKET_ENTRIES).find((short) => bucket.endsWith(`_${short}`));
@@ -132,6 +147,7 @@ export async function ensureBucketStream(
 ): Promise<void> {
   const name = `KV_${bucket}`;
   const wanted = bucketWanted(bucket, storage?.kv);
+  const valueBytes = valueBytesOf(bucket);
   const info = await ensureStream(jsm, name, "nats.kv", storage !== undefined, wanted, log, () => ({
     name,
     subjects: [`$KV.${bucket}.>`],
@@ -143,10 +159,17 @@ export async function ensureBucketStream(
     allow_direct: true,
     allow_rollup_hdrs: false,
     deny_delete: true,
+    ...(valueBytes === undefined ? {} : { max_msg_size: valueBytes }),
     ...wanted,
   }));
-  if (info?.config.allow_rollup_hdrs)
-    await jsm.streams.update(name, { ...info.config, allow_rollup_hdrs: false }).catch(() => {});
+  const fixes = {
+    ...(info?.config.allow_rollup_hdrs ? { allow_rollup_hdrs: false } : {}),
+    ...(info && valueBytes !== undefined && info.config.max_msg_size !== valueBytes
+      ? { max_msg_size: valueBytes }
+      : {}),
+  };
+  if (info && Object.keys(fixes).length > 0)
+    await jsm.streams.update(name, { ...info.config, ...fixes }).catch(() => {});
 }
 
 /**

@@ -11,6 +11,7 @@ import type { ApprovalRecord } from "../approvals/bus-approver.js";
 import { type Bus, RequestRefusedError } from "../bus/bus.js";
 import type { Daemon } from "../daemon/daemon.js";
 import { UserError } from "../errors.js";
+import { MAX_REASON } from "../limits.js";
 import type { Logger } from "../log.js";
 import { agentMachine } from "../machines/agent-machine.js";
 import { machineGraph } from "../machines/diagram.js";
@@ -75,7 +76,7 @@ const answerRequest = z.strictObject({
   callId: z.string().min(1),
   requestId: z.string().min(1),
   approved: z.boolean(),
-  reason: z.string().max(2000).optional(),
+  reason: z.string().max(MAX_REASON).optional(),
 });
 
 /**
