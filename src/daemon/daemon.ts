@@ -52,6 +52,8 @@ export class Daemon {
   #runtimes = new Map<string, Promise<Runtime>>();
   /** Run ids a runs.start has taken and not yet recorded: two at once with one id start one run. */
   #starting = new Set<string>();
+  /** Runs being brought back: one resume of a run at a time, from the check to its tracking. */
+  #resuming = new Set<string>();
   /**
    * The runs.list sweep under way: requests that come meanwhile share it. A burst of lists (a
    * reader's seed may send thousands a second) costs one sweep at a time, not one each, and the
@@ -230,34 +232,15 @@ export class Daemon {
         return record;
       }
       case "runs.resume": {
-        const found = await this.#index?.get(data.runId as string);
-        if (!found) throw new RequestRefusedError(`no run ${data.runId}`);
-        if (this.#runs.has(found.runId)) throw new RequestRefusedError(`run ${data.runId} is running`);
-        if (found.status === "done")
-          throw new RequestRefusedError(`run ${data.runId} is done; nothing to resume`);
-        // Nothing of the run is removed while it is brought back; given back if it is not.
-        await this.#retention?.keep(found.runId);
-        const handle = await this.#runtime(found.workspace)
-          .then((runtime) =>
-            runtime.resume(found.runId, found.agentId, {
-              as: { root: grantsOf(found), agent: found.agent },
-              followUp: "Continue the task where you left off.",
-            }),
-          )
-          .catch((error) => {
-            this.#retention?.schedule(found);
-            throw error;
-          });
-        if (!handle) {
-          this.#retention?.schedule(found);
-          throw new RequestRefusedError(
-            `run ${data.runId} has no snapshot to resume from (a finished run's are kept for daemon.keepFinished in troupe.yaml)`,
-          );
+        const runId = data.runId as string;
+        if (this.#runs.has(runId) || this.#resuming.has(runId))
+          throw new RequestRefusedError(`run ${runId} is running`);
+        this.#resuming.add(runId);
+        try {
+          return await this.#resume(runId);
+        } finally {
+          this.#resuming.delete(runId);
         }
-        const record: RunRecord = { ...found, status: "running" };
-        await this.#index?.put(record);
-        this.#track(handle, record);
-        return { runId: handle.runId, agentId: handle.agentId };
       }
       case "runs.abort":
       case "runs.steer":
@@ -294,6 +277,36 @@ export class Daemon {
             })),
         };
     }
+  }
+
+  /** Brings a run back from its snapshot, with its sealed grants; the caller holds it in `#resuming`. */
+  async #resume(runId: string): Promise<{ runId: string; agentId: string }> {
+    const found = await this.#index?.get(runId);
+    if (!found) throw new RequestRefusedError(`no run ${runId}`);
+    if (found.status === "done") throw new RequestRefusedError(`run ${runId} is done; nothing to resume`);
+    // Nothing of the run is removed while it is brought back; given back if it is not.
+    await this.#retention?.keep(found.runId);
+    const handle = await this.#runtime(found.workspace)
+      .then((runtime) =>
+        runtime.resume(found.runId, found.agentId, {
+          as: { root: grantsOf(found), agent: found.agent },
+          followUp: "Continue the task where you left off.",
+        }),
+      )
+      .catch((error) => {
+        this.#retention?.schedule(found);
+        throw error;
+      });
+    if (!handle) {
+      this.#retention?.schedule(found);
+      throw new RequestRefusedError(
+        `run ${runId} has no snapshot to resume from (a finished run's are kept for daemon.keepFinished in troupe.yaml)`,
+      );
+    }
+    const record: RunRecord = { ...found, status: "running" };
+    await this.#index?.put(record);
+    this.#track(handle, record);
+    return { runId: handle.runId, agentId: handle.agentId };
   }
 
   #track(handle: AgentHandle, record: RunRecord): void {
