@@ -5,7 +5,7 @@
  * the best of five rounds. Run alone: `npm run bench:events`. Not part of `npm run bench`.
  */
 
-import type { BusStats } from "../src/bus/bus.js";
+import { type BusStats, newStats } from "../src/bus/bus.js";
 import { Intake } from "../src/bus/intake.js";
 import { subjects } from "../src/bus/subjects.js";
 import { checkEventData } from "../src/events/agent-events.js";
@@ -49,7 +49,7 @@ function microsPerEvent(run: () => void): number {
   return best;
 }
 
-const stats: BusStats = { published: 0, delivered: 0, malformed: 0, handlerErrors: 0 };
+const stats: BusStats = newStats();
 const intake = new Intake(stats, silentLogger);
 const s = subjects("bench");
 for (const [type, data] of Object.entries(payloads)) {

@@ -36,6 +36,8 @@ export interface BusStats {
   malformed: number;
   /** Handlers that threw: logged, counted; the subscription goes on. */
   handlerErrors: number;
+  /** Requests dropped unanswered because their lane of a limited responder was full (`RequestLimit`). */
+  dropped: number;
 }
 
 export type MessageHandler = (envelope: Envelope, subject: string) => void | Promise<void>;
@@ -48,6 +50,19 @@ export type Responder = (
 export interface SubscribeOptions {
   /** Queue group: each message goes to one member. */
   queue?: string;
+  /** For `reply`: how many requests are answered at once, and how many wait; the rest are dropped. */
+  limit?: RequestLimit;
+}
+
+/**
+ * A responder's bound: at most `inFlight` answered at once and `queued` waiting, in each lane
+ * (`lane(subject)`, one lane when absent). Past that a request is dropped unanswered, so a flood
+ * costs a check per message, not a handler, and cannot make the process fall behind its connection.
+ */
+export interface RequestLimit {
+  inFlight: number;
+  queued: number;
+  lane?: (subject: string) => string;
 }
 
 export interface RequestOptions {
@@ -243,5 +258,5 @@ export interface ErrorReplyData {
 }
 
 export function newStats(): BusStats {
-  return { published: 0, delivered: 0, malformed: 0, handlerErrors: 0 };
+  return { published: 0, delivered: 0, malformed: 0, handlerErrors: 0, dropped: 0 };
 }

@@ -23,6 +23,7 @@ import { EventFilter } from "./event-filter.js";
 import type { FileStore } from "./file-store.js";
 import { Intake } from "./intake.js";
 import { LocalKv } from "./local-kv.js";
+import { RequestGate } from "./request-gate.js";
 import { DEFAULT_PREFIX, type Subjects, subjectMatches, subjects } from "./subjects.js";
 
 /** JetStream's default duplicate window: a retried append within it is stored once. */
@@ -115,11 +116,15 @@ export class LocalBus implements Bus {
   }
 
   reply(pattern: string, responder: Responder, options: SubscribeOptions = {}): Subscription {
+    const gate = options.limit ? new RequestGate(options.limit, this.stats, this.#logger) : undefined;
     return this.#addSubscription(pattern, options.queue, (bytes, subject, replyTo) => {
       if (!replyTo) return;
-      void this.intake.answer(bytes, subject, responder).then((answer) => {
-        if (answer) replyTo(answer);
-      });
+      const answer = () =>
+        this.intake.answer(bytes, subject, responder).then((answer) => {
+          if (answer) replyTo(answer);
+        });
+      if (gate) gate.admit(subject, answer);
+      else void answer();
     });
   }
 

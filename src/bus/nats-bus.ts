@@ -24,6 +24,7 @@ import { NatsEventLog } from "./nats-event-log.js";
 import { blindNatsKv, openNatsKv } from "./nats-kv.js";
 import { AckedPublisher } from "./nats-publisher.js";
 import { ensureEventStream, type StorageSettings } from "./nats-streams.js";
+import { RequestGate } from "./request-gate.js";
 import { sentByTheServer } from "./server-sent.js";
 import { DEFAULT_PREFIX, type Subjects, subjectMatches, subjects } from "./subjects.js";
 
@@ -151,6 +152,7 @@ export class NatsBus implements Bus {
 
   reply(pattern: string, responder: Responder, options: SubscribeOptions = {}): Subscription {
     this.#ensureOpen();
+    const gate = options.limit ? new RequestGate(options.limit, this.stats, this.logger) : undefined;
     const sub = this.connection.subscribe(pattern, {
       ...(options.queue === undefined ? {} : { queue: options.queue }),
       callback: (error, msg) => {
@@ -167,19 +169,22 @@ export class NatsBus implements Bus {
           );
           return;
         }
-        void this.intake.answer(msg.data, msg.subject, responder).then((answer) => {
-          if (!answer || this.connection.isClosed()) return;
-          try {
-            msg.respond(answer);
-          } catch (failure) {
-            // Too big for the server (max_payload): the requester hears why, the responder lives on.
-            this.logger.warn(
-              { subject: msg.subject, err: (failure as Error).message },
-              "could not send a reply",
-            );
-            msg.respond(this.intake.failure(msg.data, failure));
-          }
-        });
+        const answer = () =>
+          this.intake.answer(msg.data, msg.subject, responder).then((answer) => {
+            if (!answer || this.connection.isClosed()) return;
+            try {
+              msg.respond(answer);
+            } catch (failure) {
+              // Too big for the server (max_payload): the requester hears why, the responder lives on.
+              this.logger.warn(
+                { subject: msg.subject, err: (failure as Error).message },
+                "could not send a reply",
+              );
+              msg.respond(this.intake.failure(msg.data, failure));
+            }
+          });
+        if (gate) gate.admit(msg.subject, answer);
+        else void answer();
       },
     });
     return { unsubscribe: () => sub.unsubscribe() };

@@ -2,7 +2,7 @@ import { statSync } from "node:fs";
 import type { AgentHandle } from "../actors/agent-deps.js";
 import type { RunGrants, Runtime } from "../actors/runtime.js";
 import { type Bus, RequestRefusedError, type Subscription } from "../bus/bus.js";
-import { KV_BUCKETS } from "../bus/permissions.js";
+import { KV_BUCKETS, READ_VERBS } from "../bus/permissions.js";
 import type { ApprovalPolicyName } from "../config/policies.js";
 import { UserError } from "../errors.js";
 import { type Envelope, makeEnvelope } from "../events/envelope.js";
@@ -17,6 +17,9 @@ import { RunIndex, type RunList } from "./run-index.js";
 
 /** How often the daemon says it is alive (`<p>.beat.daemon`). */
 export const BEAT_MS = 1000;
+
+/** API requests answered at once, and waiting, in each lane; more are dropped unanswered. */
+export const API_LIMIT = { inFlight: 16, queued: 256 };
 
 export interface DaemonOptions {
   /** The loosest approval policy a client may ask for (troupe.yaml's `daemon.maxApproval`). Default `auto-edit`. */
@@ -87,10 +90,18 @@ export class Daemon {
     );
     await this.#resumeUnfinished();
     // One subscription for every verb, so that a verb it does not know is told so, not met with
-    // "no responders" (which says no daemon runs).
+    // "no responders" (which says no daemon runs). Its requests are answered a few at a time in
+    // two lanes: what a reader's seed may ask (an observer's) and the commands. A flood of reads
+    // is dropped past its queue, unanswered, and never stands before a runs.start or an abort.
     const api = this.bus.subjects.api("x").slice(0, -1);
     this.#serving.push(
-      this.bus.reply(`${api}>`, (request, subject) => this.#answer(subject.slice(api.length), request)),
+      this.bus.reply(`${api}>`, (request, subject) => this.#answer(subject.slice(api.length), request), {
+        limit: {
+          ...API_LIMIT,
+          lane: (subject) =>
+            (READ_VERBS as readonly string[]).includes(subject.slice(api.length)) ? "reads" : "commands",
+        },
+      }),
     );
     // Clients watch this to tell a daemon that is away from one that is quiet.
     const beat = () =>

@@ -115,6 +115,51 @@ describe.each(bothBuses)("bus contract: $name", ({ name, open }) => {
     });
   });
 
+  it("answers a limited responder's requests a few at a time per lane, drops those past its queue, and keeps lanes apart", async () => {
+    const prefix = bus.subjects.api("x").slice(0, -1);
+    const release: Array<() => void> = [];
+    let running = 0;
+    let most = 0;
+    bus.reply(
+      `${prefix}>`,
+      async (request, subject) => {
+        running++;
+        most = Math.max(most, running);
+        if (subject.endsWith("slow")) await new Promise<void>((resolve) => release.push(resolve));
+        running--;
+        return makeEnvelope({ ...request, seq: 0, type: "reply", data: {} });
+      },
+      {
+        limit: {
+          inFlight: 2,
+          queued: 3,
+          lane: (subject) => (subject.endsWith("slow") ? "reads" : "commands"),
+        },
+      },
+    );
+    await bus.flush();
+    const slow = Array.from({ length: 10 }, () =>
+      bus.request(`${prefix}slow`, event("r", "cli", 0), { timeoutMs: 3000 }).then(
+        () => "answered",
+        () => "dropped",
+      ),
+    );
+    await waitFor("two slow ones running", () => release.length === 2, 5000);
+    // The other lane is answered while the first is full.
+    await expect(bus.request(`${prefix}fast`, event("r", "cli", 0))).resolves.toMatchObject({
+      type: "reply",
+    });
+    while (release.length > 0 || running > 0) {
+      release.shift()?.();
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    const outcomes = await Promise.all(slow);
+    expect(outcomes.filter((o) => o === "answered")).toHaveLength(5);
+    expect(outcomes.filter((o) => o === "dropped")).toHaveLength(5);
+    expect(bus.stats.dropped).toBe(5);
+    expect(most).toBe(3); // two slow ones and the fast one of the other lane
+  });
+
   it("fails a request nobody answers as NoRespondersError, at once", async () => {
     const started = Date.now();
     await expect(

@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
-import type { BusStats } from "../../src/bus/bus.js";
+import { type BusStats, newStats } from "../../src/bus/bus.js";
 import { Intake } from "../../src/bus/intake.js";
 import { subjects } from "../../src/bus/subjects.js";
 import { encodeEnvelope, makeEnvelope } from "../../src/events/envelope.js";
 import { silentLogger } from "../../src/log.js";
 
 const s = subjects("troupe");
-const stats = (): BusStats => ({ published: 0, delivered: 0, malformed: 0, handlerErrors: 0 });
+const stats = (): BusStats => newStats();
 const event = (runId: string, agentId: string) =>
   makeEnvelope({
     runId,
