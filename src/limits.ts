@@ -14,3 +14,12 @@ export const MAX_TEXT = 32_768;
  * bucket's largest value (16 KiB), whatever the reason's characters take in UTF-8.
  */
 export const MAX_REASON = 2000;
+
+/**
+ * The most characters one model reply may stream, its text, reasoning and tool calls' arguments
+ * together, unless troupe.yaml says otherwise (`providers.NAME.maxReplyChars`). The longest outputs
+ * models allow are about 128k tokens, some 600k characters: 4 Mi is far past any real reply, and a
+ * reply this long is a server that does not stop. Each streamed character is kept in the run's
+ * event log, so this bounds what one turn adds to it.
+ */
+export const MAX_REPLY_CHARS = 4 * 1024 * 1024;

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { MAX_REPLY_CHARS } from "../limits.js";
 import { APPROVAL_POLICIES, SANDBOX_MODES } from "./policies.js";
 import { ROLES } from "./roles.js";
 import { DURATION_UNITS, durationSchema, millisecondsSchema, sizeSchema } from "./units.js";
@@ -101,6 +102,11 @@ export const providerSchema = z.strictObject({
   stream: z.boolean().default(true),
   /** `false` for a server that refuses `stream_options` (found on its own too, from its 400). */
   streamUsage: z.boolean().default(true),
+  /**
+   * The most characters one reply may stream (text, reasoning and tool calls' arguments together);
+   * past it the call is stopped and the turn fails.
+   */
+  maxReplyChars: positiveInt.default(MAX_REPLY_CHARS),
 });
 export type ProviderConfig = z.infer<typeof providerSchema>;
 

@@ -32,6 +32,14 @@ export class PartialOutputError extends ModelError {
   override name = "PartialOutputError";
 }
 
+/**
+ * A reply streamed more than its provider's `maxReplyChars`: the call was stopped there, and is not
+ * asked again nor of the next model, as what streamed was shown.
+ */
+export class ReplyTooLongError extends ModelError {
+  override name = "ReplyTooLongError";
+}
+
 /** No API key and no local server: says in one line what to set. */
 export class ModelNotConfiguredError extends UserError {
   override name = "ModelNotConfiguredError";

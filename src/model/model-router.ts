@@ -8,6 +8,7 @@ import {
   ModelError,
   ModelNotConfiguredError,
   PartialOutputError,
+  ReplyTooLongError,
 } from "./errors.js";
 import { costOf } from "./pricing.js";
 import {
@@ -18,7 +19,12 @@ import {
   type RetryPolicy,
   sleep,
 } from "./retry.js";
-import { StreamCutError, streamCompletion, type WireSettings } from "./stream-completion.js";
+import {
+  ReplyOverCapError,
+  StreamCutError,
+  streamCompletion,
+  type WireSettings,
+} from "./stream-completion.js";
 import type { ModelRequest, ModelResponse } from "./types.js";
 
 export interface ResolvedModel {
@@ -57,6 +63,7 @@ export interface ClientSettings {
 /**
  * Resolves model names to providers, and calls a model with retries (backoff with jitter, honouring
  * Retry-After, never once the answer has begun), a circuit breaker per model, and a fallback chain.
+ * A reply longer than its provider's `maxReplyChars` is stopped there and fails the call.
  * One router per process: its clients and breakers are shared by every agent.
  */
 export class ModelRouter {
@@ -136,7 +143,8 @@ export class ModelRouter {
         if (
           isAbort(error, request.signal) ||
           error instanceof ContextLengthExceededError ||
-          error instanceof PartialOutputError
+          error instanceof PartialOutputError ||
+          error instanceof ReplyTooLongError
         ) {
           breaker.success();
           throw error;
@@ -158,7 +166,11 @@ export class ModelRouter {
     let wire = this.#wires.get(providerName);
     if (!wire) {
       const provider = this.#config.providers[providerName] as ProviderConfig;
-      wire = { stream: provider.stream, streamUsage: provider.streamUsage };
+      wire = {
+        stream: provider.stream,
+        streamUsage: provider.streamUsage,
+        maxReplyChars: provider.maxReplyChars,
+      };
       this.#wires.set(providerName, wire);
     }
     return wire;
@@ -207,6 +219,12 @@ export class ModelRouter {
       } catch (error) {
         if (isAbort(error, request.signal)) throw error;
         const where = this.#where(model.provider, client);
+        if (error instanceof ReplyOverCapError)
+          throw new ReplyTooLongError(
+            `the reply from ${where.baseURL} (provider ${where.provider}, model ${model.id}) passed ${error.cap} characters: stopped there, not asked again — providers.${where.provider}.maxReplyChars raises the cap`,
+            model.id,
+            { cause: error },
+          );
         if (error instanceof StreamCutError) {
           const why = classify(error.cause, model.id, where).message;
           throw new PartialOutputError(

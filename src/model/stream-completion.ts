@@ -1,7 +1,8 @@
 import { APIConnectionError, APIUserAbortError, type default as OpenAI } from "openai";
 import { TroupeError } from "../errors.js";
+import { MAX_REPLY_CHARS } from "../limits.js";
 import { countMessagesTokens, countTextTokens, countToolSpecTokens } from "./tokens.js";
-import { ToolCallAssembler } from "./tool-call-assembler.js";
+import { ToolCallAssembler, type ToolCallDelta } from "./tool-call-assembler.js";
 import type { AssistantMessage, FinishReason, ModelRequest, Usage } from "./types.js";
 
 export interface StreamedCompletion {
@@ -22,13 +23,28 @@ export class StreamCutError extends TroupeError {
   override name = "StreamCutError";
 }
 
+/**
+ * The reply passed `cap` characters (text, reasoning and tool calls' arguments together): the stream
+ * was aborted there, and nothing past the cap was handed on.
+ */
+export class ReplyOverCapError extends TroupeError {
+  override name = "ReplyOverCapError";
+  constructor(readonly cap: number) {
+    super(`the reply passed ${cap} characters`);
+  }
+}
+
 /** How a provider's server is spoken to (troupe.yaml's provider options, and what it was found to refuse). */
 export interface WireSettings {
   /** Stream the answer (default); `false` asks for the whole completion at once. */
   stream: boolean;
   /** Ask for the usage in the stream's last chunk (`stream_options`); some servers refuse it. */
   streamUsage: boolean;
+  /** The most characters a reply may stream (text, reasoning and tool calls' arguments together). */
+  maxReplyChars: number;
 }
+
+const DEFAULT_WIRE: WireSettings = { stream: true, streamUsage: true, maxReplyChars: MAX_REPLY_CHARS };
 
 /**
  * One Chat Completions call: streamed, text deltas go to `onDelta` and reasoning deltas to
@@ -36,12 +52,14 @@ export interface WireSettings {
  * that does not stream (asked not to, or answering a streaming request with a whole completion), the
  * whole answer at once, its reasoning and text given in one piece each. A server that sends no usage
  * gets it counted here. A stream that breaks once the answer has begun throws `StreamCutError`.
+ * A reply longer than `wire.maxReplyChars` throws `ReplyOverCapError`: a stream is aborted at the
+ * delta that passes it, which is not handed on.
  */
 export async function streamCompletion(
   client: OpenAI,
   model: string,
   request: ModelRequest,
-  wire: WireSettings = { stream: true, streamUsage: true },
+  wire: WireSettings = DEFAULT_WIRE,
 ): Promise<StreamedCompletion> {
   const tools = request.tools?.length
     ? request.tools.map((tool) => ({ type: "function" as const, function: tool }))
@@ -56,6 +74,7 @@ export async function streamCompletion(
     return wholeCompletion(
       await client.chat.completions.create({ ...body, stream: false }, options),
       request,
+      wire.maxReplyChars,
     );
   const { data: stream, response } = await client.chat.completions
     .create(
@@ -65,7 +84,11 @@ export async function streamCompletion(
     .withResponse();
   // It ignored `stream: true`: the body is one completion, not events.
   if (/application\/json/i.test(response.headers.get("content-type") ?? "")) {
-    const whole = wholeCompletion((await response.json()) as OpenAI.ChatCompletion, request);
+    const whole = wholeCompletion(
+      (await response.json()) as OpenAI.ChatCompletion,
+      request,
+      wire.maxReplyChars,
+    );
     return { ...whole, answeredWhole: true };
   }
   let chunks = 0;
@@ -73,6 +96,7 @@ export async function streamCompletion(
   let reasoning = "";
   let finish: string | undefined;
   let reported: OpenAI.CompletionUsage | undefined;
+  let streamed = 0;
   const assembler = new ToolCallAssembler();
   try {
     for await (const chunk of stream) {
@@ -80,6 +104,11 @@ export async function streamCompletion(
       if (chunk.usage) reported = chunk.usage;
       const choice = chunk.choices?.[0];
       if (!choice) continue;
+      streamed += deltaChars(choice.delta);
+      if (streamed > wire.maxReplyChars) {
+        stream.controller.abort();
+        throw new ReplyOverCapError(wire.maxReplyChars);
+      }
       const thought = reasoningOf(choice.delta);
       if (thought) {
         reasoning += thought;
@@ -94,6 +123,7 @@ export async function streamCompletion(
       if (choice.finish_reason) finish = choice.finish_reason;
     }
   } catch (error) {
+    if (error instanceof ReplyOverCapError) throw error;
     const begun = text !== "" || reasoning !== "" || assembler.size > 0;
     if (begun && !request.signal?.aborted)
       throw new StreamCutError(`the stream broke after the answer had begun: ${(error as Error).message}`, {
@@ -111,9 +141,14 @@ export async function streamCompletion(
 }
 
 /** A whole completion (no stream) as a streamed one would have ended. */
-function wholeCompletion(completion: OpenAI.ChatCompletion, request: ModelRequest): StreamedCompletion {
+function wholeCompletion(
+  completion: OpenAI.ChatCompletion,
+  request: ModelRequest,
+  cap: number,
+): StreamedCompletion {
   const choice = completion.choices?.[0];
   if (!choice?.message) throw new APIConnectionError({ message: "the server's answer held no message" });
+  if (deltaChars(choice.message) > cap) throw new ReplyOverCapError(cap);
   const text = typeof choice.message.content === "string" ? choice.message.content : "";
   const reasoning = reasoningOf(choice.message) ?? "";
   if (reasoning) request.onReasoning?.(reasoning);
@@ -124,6 +159,21 @@ function wholeCompletion(completion: OpenAI.ChatCompletion, request: ModelReques
     if (call.type === "function") assembler.add({ index, id: call.id, function: call.function });
   return ended({ text, reasoning }, assembler, choice.finish_reason ?? undefined, completion.usage, request);
 }
+
+/**
+ * The characters a delta or a whole message carries toward the reply's cap: its text, its reasoning
+ * and its tool calls' fragments (ids, names and arguments; what is not a string, as its JSON).
+ */
+function deltaChars(part: object | undefined): number {
+  const { content, tool_calls: calls } = (part ?? {}) as { content?: unknown; tool_calls?: unknown };
+  let chars = charsOf(content) + (reasoningOf(part)?.length ?? 0);
+  for (const call of Array.isArray(calls) ? (calls as ToolCallDelta[]) : [])
+    chars += charsOf(call?.id) + charsOf(call?.function?.name) + charsOf(call?.function?.arguments);
+  return chars;
+}
+
+const charsOf = (value: unknown): number =>
+  typeof value === "string" ? value.length : value == null ? 0 : (JSON.stringify(value)?.length ?? 0);
 
 /**
  * The reasoning a delta or message carries: `reasoning_content` (vLLM, llama.cpp, DeepSeek) or

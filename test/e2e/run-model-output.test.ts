@@ -1,4 +1,6 @@
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AgentEventMap } from "../../src/events/agent-events.js";
@@ -209,4 +211,74 @@ describe("troupe run --local never ends `done` when a turn's answer was lost", (
     expect(results[1]).toContain("y.txt");
     server.assertComplete();
   });
+});
+
+describe("troupe run --local against a model that never stops talking", () => {
+  /**
+   * A server that streams reasoning, 64 KiB a delta, until the client goes or 64 MiB are out, then
+   * answers, and says the whole reply was 1 token: what a hostile model or server can send.
+   */
+  async function endlessServer() {
+    const seen = { requests: 0, sent: 0, cut: false };
+    const chunk = (delta: object, finish: string | null = null) =>
+      `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "scripted", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+    const thought = chunk({ reasoning_content: "y".repeat(65_536) });
+    const http = createServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        seen.requests++;
+        res.writeHead(200, { "content-type": "text/event-stream" });
+        res.write(chunk({ role: "assistant", content: "" }));
+        res.once("close", () => {
+          if (!res.writableFinished) seen.cut = true;
+        });
+        const pump = () => {
+          while (seen.sent < 64 * 1024 * 1024) {
+            if (res.destroyed) return;
+            seen.sent += 65_536;
+            if (!res.write(thought)) return void res.once("drain", pump);
+          }
+          res.write(chunk({ content: "Done." }, "stop"));
+          res.write(
+            `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "scripted", choices: [], usage: { prompt_tokens: 10, completion_tokens: 1, total_tokens: 11 } })}\n\n`,
+          );
+          res.end("data: [DONE]\n\n");
+        };
+        pump();
+      });
+    });
+    await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
+    const { port } = http.address() as AddressInfo;
+    return {
+      seen,
+      baseURL: `http://127.0.0.1:${port}/v1`,
+      close: () => new Promise<void>((resolve) => http.close(() => resolve())),
+    };
+  }
+
+  it("stops the reply at 4 Mi characters: the run fails saying so, the stream is cut, and its log stays small", async () => {
+    const model = await endlessServer();
+    try {
+      const result = await runTroupe(["run", "--local", "-w", "ws", "Read a.txt"], {
+        cwd: dir,
+        env: { OPENAI_BASE_URL: model.baseURL, OPENAI_API_KEY: "" },
+      });
+      expect(result.code).toBe(1);
+      expect(result.stderr).toMatch(
+        /\n■ failed · 0 turns · 0 tool calls · 0 tokens\ntroupe: the reply from http:\/\/127\.0\.0\.1:\d+\/v1 \(provider openai, model scripted\) passed 4194304 characters: stopped there, not asked again — providers\.openai\.maxReplyChars raises the cap\n$/,
+      );
+      expect(result.stdout).not.toContain("Done.");
+      // Asked once, and left before the server was through.
+      expect(model.seen).toMatchObject({ requests: 1, cut: true });
+      expect(model.seen.sent).toBeLessThan(32 * 1024 * 1024);
+      const runs = join(dir, ".data", "local", "troupe", "runs");
+      const [runId] = readdirSync(runs);
+      const log = join(runs, runId as string, "events.jsonl");
+      expect(statSync(log).size).toBeLessThan(6 * 1024 * 1024);
+      const last = JSON.parse(readFileSync(log, "utf8").trim().split("\n").at(-1) ?? "{}") as Envelope;
+      expect(last).toMatchObject({ type: "agent.stopped", data: { reason: "failed" } });
+    } finally {
+      await model.close();
+    }
+  }, 60_000);
 });
