@@ -1,7 +1,7 @@
 import { APIConnectionError, APIUserAbortError, type default as OpenAI } from "openai";
 import { TroupeError } from "../errors.js";
 import { MAX_REPLY_CHARS } from "../limits.js";
-import { countMessagesTokens, countTextTokens, countToolSpecTokens } from "./tokens.js";
+import { countMessagesTokens, countTextTokens, countToolSpecTokens, fewestTextTokens } from "./tokens.js";
 import { ToolCallAssembler, type ToolCallDelta } from "./tool-call-assembler.js";
 import type { AssistantMessage, FinishReason, ModelRequest, Usage } from "./types.js";
 
@@ -51,7 +51,8 @@ const DEFAULT_WIRE: WireSettings = { stream: true, streamUsage: true, maxReplyCh
  * `onReasoning` as they arrive, and tool calls are assembled from their fragments; or, for a server
  * that does not stream (asked not to, or answering a streaming request with a whole completion), the
  * whole answer at once, its reasoning and text given in one piece each. A server that sends no usage
- * gets it counted here. A stream that breaks once the answer has begun throws `StreamCutError`.
+ * gets it counted here, and one whose count is below what streamed gets at least
+ * `fewestTextTokens` of it. A stream that breaks once the answer has begun throws `StreamCutError`.
  * A reply longer than `wire.maxReplyChars` throws `ReplyOverCapError`: a stream is aborted at the
  * delta that passes it, which is not handed on.
  */
@@ -214,24 +215,27 @@ function ended(
   };
 }
 
-/** The usage the server reported, or counted here when it reported none. */
+/**
+ * The usage the server reported, or counted here when it reported none. A reported output below
+ * `fewestTextTokens` of what streamed is not believed (a budget would not hold): that floor is
+ * counted instead.
+ */
 function usageOf(
   reported: OpenAI.CompletionUsage | undefined,
   request: ModelRequest,
   text: string,
   calls: AssistantMessage["tool_calls"] & object,
 ): Omit<Usage, "costUsd"> {
+  const said = calls.map((c) => c.function.name + c.function.arguments);
   if (reported)
     return {
       inputTokens: reported.prompt_tokens,
-      outputTokens: reported.completion_tokens,
+      outputTokens: Math.max(reported.completion_tokens || 0, fewestTextTokens(text + said.join(""))),
       cachedInputTokens: reported.prompt_tokens_details?.cached_tokens ?? 0,
     };
   return {
     inputTokens: countMessagesTokens(request.messages) + countToolSpecTokens(request.tools),
-    outputTokens:
-      countTextTokens(text) +
-      calls.reduce((n, c) => n + countTextTokens(c.function.name + c.function.arguments), 0),
+    outputTokens: countTextTokens(text) + said.reduce((n, call) => n + countTextTokens(call), 0),
     cachedInputTokens: 0,
   };
 }

@@ -7,7 +7,8 @@ import type { ChatMessage } from "../../src/model/types.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 
 /*
- * What one reply may cost: its length is capped (providers.NAME.maxReplyChars). Over HTTP to the
+ * What one reply may cost: its length is capped (providers.NAME.maxReplyChars), and the tokens it
+ * counts are never fewer than what it streamed, whatever usage the server reports. Over HTTP to the
  * scripted server, through the openai SDK.
  */
 
@@ -75,5 +76,42 @@ describe("a reply longer than providers.NAME.maxReplyChars", () => {
     expect(whole).toBeInstanceOf(ReplyTooLongError);
     expect(deltas).toEqual([]);
     server.assertComplete();
+  });
+});
+
+describe("the usage a server reports", () => {
+  /** A stream of `text` in 1,000-character deltas whose usage says `completion_tokens`. */
+  const streamed = (text: string, completionTokens: number) => {
+    const chunk = (body: object) =>
+      `data: ${JSON.stringify({ id: "c1", object: "chat.completion.chunk", created: 1, model: "m", ...body })}\n\n`;
+    const deltas = Array.from({ length: Math.ceil(text.length / 1000) }, (_, i) =>
+      text.slice(i * 1000, (i + 1) * 1000),
+    );
+    return [
+      ...deltas.map((content) => chunk({ choices: [{ index: 0, delta: { content }, finish_reason: null }] })),
+      chunk({ choices: [{ index: 0, delta: {}, finish_reason: "stop" }] }),
+      chunk({
+        choices: [],
+        usage: {
+          prompt_tokens: 10,
+          completion_tokens: completionTokens,
+          total_tokens: 10 + completionTokens,
+        },
+      }),
+      "data: [DONE]\n\n",
+    ].join("");
+  };
+
+  it("is believed when it is at least one token per 8 bytes of what streamed", async () => {
+    server.script({ reply: { raw: streamed("word ".repeat(8_000), 8_000) } });
+    const response = await router().call(["model-a"], { messages });
+    expect(response.usage).toMatchObject({ inputTokens: 10, outputTokens: 8_000 });
+  });
+
+  it("is not believed below that: 40,000 characters are not 1 token", async () => {
+    server.script({ reply: { raw: streamed("y".repeat(40_000), 1) } });
+    const response = await router().call(["model-a"], { messages });
+    expect(response.message.content).toHaveLength(40_000);
+    expect(response.usage).toMatchObject({ inputTokens: 10, outputTokens: 5_000 });
   });
 });
