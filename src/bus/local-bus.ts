@@ -245,8 +245,7 @@ class LocalEventLog implements EventLog {
   #load(runId: string): void {
     if (!this.store || this.#loaded.has(runId)) return;
     this.#loaded.add(runId);
-    for (const line of this.store.loadEvents(runId) ?? []) {
-      const bytes = new TextEncoder().encode(line);
+    for (const bytes of this.store.eventLines(runId) ?? []) {
       const envelope = this.bus.intake.decode(bytes, "store");
       if (!envelope) continue;
       this.#keep(

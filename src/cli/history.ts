@@ -2,7 +2,7 @@ import { join } from "node:path";
 import { Runtime } from "../actors/runtime.js";
 import { denyingApprover } from "../approvals/approver.js";
 import { newStats } from "../bus/bus.js";
-import { FileStore } from "../bus/file-store.js";
+import { EventLogUnreadableError, FileStore } from "../bus/file-store.js";
 import { Intake } from "../bus/intake.js";
 import { type ConfigChoice, loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
@@ -41,22 +41,32 @@ export function storeOf(config: ReturnType<typeof loadConfig>): FileStore {
 }
 
 /**
- * A local run's events from the data dir, checked as the bus checks what it reads (src/bus/intake.ts):
- * a line that is no envelope, or an event whose data does not fit its type, is left out with a warning.
+ * A local run's events from the data dir, as they are read from it, a line at a time; checked as the
+ * bus checks what it reads (src/bus/intake.ts): a line that is no envelope, or an event whose data
+ * does not fit its type, is left out with a warning. Undefined when the data dir has no such run; a
+ * log that cannot be read throws `EventLogUnreadableError`.
  */
-export function eventsOf(store: FileStore, runId: string, log: Logger): Envelope[] | undefined {
-  const lines = store.loadEvents(runId);
+export function eventStreamOf(store: FileStore, runId: string, log: Logger): Iterable<Envelope> | undefined {
+  const lines = store.eventLines(runId);
   if (!lines) return undefined;
-  const intake = new Intake(newStats(), log);
-  const encoder = new TextEncoder();
-  return lines.flatMap((line) => intake.decodeAll(encoder.encode(line), `store ${runId}`));
+  return (function* () {
+    const intake = new Intake(newStats(), log);
+    for (const line of lines) yield* intake.decodeAll(line, `store ${runId}`);
+  })();
 }
+
+/** A local run's events from the data dir, all of them (see `eventStreamOf`). */
+export function eventsOf(store: FileStore, runId: string, log: Logger): Envelope[] | undefined {
+  const events = eventStreamOf(store, runId, log);
+  return events && [...events];
+}
+
+const isRoot = (e: Envelope): e is AgentEvent<"agent.started"> =>
+  isEvent(e, "agent.started") && e.parentId === undefined;
 
 /** The first agent of a run: the one no other spawned. */
 function rootOf(events: Envelope[]): AgentEvent<"agent.started"> | undefined {
-  return events.find(
-    (e): e is AgentEvent<"agent.started"> => isEvent(e, "agent.started") && e.parentId === undefined,
-  );
+  return events.find(isRoot);
 }
 
 /** The last event of `type` from `agentId`. */
@@ -68,28 +78,53 @@ function lastOf<T extends AgentEventType>(
   return events.findLast((e): e is AgentEvent<T> => isEvent(e, type) && e.agentId === agentId);
 }
 
-/** `troupe runs`: local runs from the data dir, and the daemon's when one answers. */
+/**
+ * A local run as `troupe runs` lists it, from one pass over its log that keeps only what the row
+ * says: its first agent's start, last stop and last usage. Undefined when it has no first agent.
+ */
+function localRow(store: FileStore, runId: string, log: Logger): RunRow | undefined {
+  let started: AgentEvent<"agent.started"> | undefined;
+  let stopped: AgentEvent<"agent.stopped"> | undefined;
+  let updated: AgentEvent<"usage.updated"> | undefined;
+  for (const e of eventStreamOf(store, runId, log) ?? []) {
+    if (!started) {
+      if (isRoot(e)) started = e;
+    } else if (e.agentId === started.agentId) {
+      // A resumed run stops again: its last word counts.
+      if (isEvent(e, "agent.stopped")) stopped = e;
+      else if (isEvent(e, "usage.updated")) updated = e;
+    }
+  }
+  if (!started) return undefined;
+  const usage = stopped?.data.total.usage ?? updated?.data.usage;
+  return {
+    runId,
+    where: "local",
+    agent: started.data.name,
+    state: stopped ? stopped.data.reason : "unfinished",
+    tokens: (usage?.inputTokens ?? 0) + (usage?.outputTokens ?? 0),
+    costUsd: usage?.costUsd ?? 0,
+    startedAt: started.ts,
+    task: started.data.task,
+  };
+}
+
+/**
+ * `troupe runs`: local runs from the data dir, and the daemon's when one answers. A local run whose
+ * log cannot be read is left out with one line that says which, and how to forget it.
+ */
 export async function runRuns(where: ConfigChoice, flags: { json?: boolean }, log: Logger): Promise<number> {
   const config = loadConfig(where);
   const store = storeOf(config);
   const rows: RunRow[] = [];
   for (const runId of store.runs()) {
-    const events = eventsOf(store, runId, log) ?? [];
-    const started = rootOf(events);
-    if (!started) continue;
-    // A resumed run stops again: its last word counts.
-    const stopped = lastOf(events, "agent.stopped", started.agentId)?.data;
-    const usage = stopped?.total.usage ?? lastOf(events, "usage.updated", started.agentId)?.data.usage;
-    rows.push({
-      runId,
-      where: "local",
-      agent: started.data.name,
-      state: stopped ? stopped.reason : "unfinished",
-      tokens: (usage?.inputTokens ?? 0) + (usage?.outputTokens ?? 0),
-      costUsd: usage?.costUsd ?? 0,
-      startedAt: started.ts,
-      task: started.data.task,
-    });
+    try {
+      const row = localRow(store, runId, log);
+      if (row) rows.push(row);
+    } catch (error) {
+      if (!(error instanceof EventLogUnreadableError)) throw error;
+      process.stderr.write(`troupe: not listed: ${visibleLine(error.message)}\n`);
+    }
   }
   try {
     const bus = await connectClient(config, "troupe-runs", log, 1000);
@@ -214,12 +249,19 @@ export async function runReplay(
   log: Logger,
 ): Promise<number> {
   const config = loadConfig(where);
-  const events = eventsOf(storeOf(config), runId, log);
+  const events = eventStreamOf(storeOf(config), runId, log);
   if (events) {
-    const renderer =
-      flags.json || !process.stdout.isTTY ? jsonRenderer() : humanRenderer(() => events[0]?.agentId);
-    for (const envelope of events) renderer.event({ envelope });
-    renderer.close();
+    // Shown as it is read: the log is never held whole.
+    let first: string | undefined;
+    const renderer = flags.json || !process.stdout.isTTY ? jsonRenderer() : humanRenderer(() => first);
+    try {
+      for (const envelope of events) {
+        first ??= envelope.agentId;
+        renderer.event({ envelope });
+      }
+    } finally {
+      renderer.close();
+    }
     return 0;
   }
   const bus = await connectClient(config, "troupe-replay", log);

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { readdirSync, statSync } from "node:fs";
+import { closeSync, ftruncateSync, mkdirSync, openSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, expect, it } from "vitest";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
@@ -127,4 +127,37 @@ it("keeps local runs in the data dir (0700/0600), lists them, replays them, and 
     state: string;
   }>;
   expect(after.find((r) => r.runId === slowRun)?.state).toBe("done");
+});
+
+it("lists the other runs when one's log is too large or not a file: one line says which and what to remove; replay says the same", async () => {
+  server.script({ match: { lastUser: "quick" }, reply: { text: "Quick." } });
+  const quick = await runTroupe(["run", "--local", "--json", "quick"], { cwd: dir, env: env() });
+  expect(quick.code).toBe(0);
+  const runId = JSON.parse(quick.stdout.split("\n")[0] ?? "{}").runId as string;
+  const runs = join(dir, "data", "local", "troupe", "runs");
+  // 600 MiB, past the longest string Node makes, and sparse: it takes no room on the disk.
+  mkdirSync(join(runs, "huge"));
+  const fd = openSync(join(runs, "huge", "events.jsonl"), "w", 0o600);
+  ftruncateSync(fd, 600 * 1024 * 1024);
+  closeSync(fd);
+  mkdirSync(join(runs, "odd", "events.jsonl"), { recursive: true });
+
+  const listed = await runTroupe(["runs", "--json"], { cwd: dir, env: env() });
+  expect(listed.code).toBe(0);
+  expect((JSON.parse(listed.stdout) as Array<{ runId: string }>).map((r) => r.runId)).toEqual([runId]);
+  expect(listed.stderr).toBe(
+    [
+      `troupe: not listed: run huge's event log is 600 MiB, more than the 256 MiB Troupe reads: remove ${join(runs, "huge")} to forget the run`,
+      `troupe: not listed: run odd's event log is not a file: remove ${join(runs, "odd")} to forget the run`,
+      "troupe: the daemon's runs are not listed: cannot reach NATS on nats://127.0.0.1:1 (prefix troupe)",
+      "",
+    ].join("\n"),
+  );
+
+  const replay = await runTroupe(["replay", "huge"], { cwd: dir, env: env() });
+  expect(replay).toEqual({
+    code: 2,
+    stdout: "",
+    stderr: `troupe: run huge's event log is 600 MiB, more than the 256 MiB Troupe reads: remove ${join(runs, "huge")} to forget the run\n`,
+  });
 });

@@ -74,3 +74,19 @@ it("fsyncs a value, renames it into place, then fsyncs its directory, so the ren
   new FileStore(dir).saveValue("approvals", "k", { json: "{}", revision: 1 });
   expect(synced).toEqual(["fsync file", "rename", "fsync directory"]);
 });
+
+it("reads a run's log a line at a time, whole lines across its chunks, as far as it reached when asked", () => {
+  const { dir, dispose } = tempTree({});
+  disposers.push(dispose);
+  const store = new FileStore(dir);
+  // A line longer than a chunk (1 MiB), multi-byte characters cut by a chunk's end, a blank line,
+  // and a last line with no newline (an append cut short).
+  const lines = [`${"x".repeat(1024 * 1024 - 1)}é€`, "short", "😀".repeat(300_000), "", "tail"];
+  fs.mkdirSync(store.runDir("run1"), { recursive: true });
+  fs.writeFileSync(join(store.runDir("run1"), "events.jsonl"), lines.join("\n"));
+  const read = store.eventLines("run1");
+  fs.appendFileSync(join(store.runDir("run1"), "events.jsonl"), "\nlater");
+  const decoder = new TextDecoder();
+  expect([...(read ?? [])].map((line) => decoder.decode(line))).toEqual(lines.filter(Boolean));
+  expect(store.eventLines("no-such-run")).toBeUndefined();
+});
