@@ -8,7 +8,7 @@ export interface EventStream {
 }
 
 /** A comment now and then keeps proxies and the browser from taking a quiet stream for a dead one. */
-const KEEPALIVE_MS = 15_000;
+export const KEEPALIVE_MS = 15_000;
 
 /** Answers a request with a stream of events, until the page goes (or `until` aborts). */
 export function openEventStream(

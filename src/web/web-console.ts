@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { hostname } from "node:os";
 import { dirname, join } from "node:path";
@@ -16,6 +16,7 @@ import type { Logger } from "../log.js";
 import { agentMachine } from "../machines/agent-machine.js";
 import { machineGraph } from "../machines/diagram.js";
 import type { Identity } from "../trust/approvers.js";
+import { allowSessionIdle, consoleServer } from "./console-server.js";
 import { RunsFeed } from "./runs-feed.js";
 import { crossSite, WebAuth } from "./web-auth.js";
 import { streamEvents } from "./web-events.js";
@@ -92,7 +93,7 @@ export class WebConsole {
 
   private constructor(private readonly options: WebConsoleOptions) {
     this.#feed = new RunsFeed(options.daemon, options.bus, options.log, this.#closing.signal);
-    this.#server = createServer((request, response) => {
+    this.#server = consoleServer((request, response) => {
       this.#route(request, response).catch((error) => {
         // The path only: a page's EventSource carries its session in the query.
         const path = request.url?.split("?")[0];
@@ -100,7 +101,7 @@ export class WebConsole {
         if (!response.headersSent) json(response, 500, { error: "internal error" });
         else response.end();
       });
-    });
+    }, options.log);
   }
 
   static async start(options: WebConsoleOptions): Promise<WebConsole> {
@@ -139,6 +140,7 @@ export class WebConsole {
     if (request.method === "GET" && asset) return this.#asset(asset, url.pathname, response);
     if (!this.auth.allows(request, url))
       return json(response, 401, { error: "log in with the URL troupe web prints" });
+    allowSessionIdle(request);
     if (request.method === "POST") {
       const refused = crossSite(request);
       if (refused) return json(response, 403, { error: `refused: ${refused}` });

@@ -90,7 +90,7 @@ export async function embeddedDaemon(
     return nc;
   };
 
-  return { dir, env, cfg, start, stop, kill, connectAs, stderr: () => stderr };
+  return { dir, env, cfg, start, stop, kill, connectAs, stderr: () => stderr, pid: () => daemon?.pid };
 }
 
 /**
