@@ -19,6 +19,7 @@ import { RecordSeal } from "../trust/record-seal.js";
 import { ensureRoleCredentials, ensureViewsCredentials, viewsSeedFile } from "../trust/role-credentials.js";
 import { ensureServerTls, serverTlsBlock } from "../trust/server-tls.js";
 import { privateDir, secretExists, writePrivateFile } from "../util/secret-files.js";
+import { ConsoleListenError } from "../web/console-server.js";
 import { consoleAssets, parseListen, WebConsole } from "../web/web-console.js";
 import { webLoginFile } from "../web/web-login.js";
 import { stopSignal } from "./stop-signal.js";
@@ -37,6 +38,9 @@ export async function runDaemon(where: ConfigChoice, log: Logger, web?: string |
   const config = loadConfig(where);
   const { nats } = config.troupe;
   const data = dataDir(config.troupe.dataDir);
+  const listen = web ?? config.troupe.web?.listen;
+  // A --web that is not HOST:PORT is refused before anything starts.
+  const webAddress = listen === undefined ? undefined : listen === true ? {} : parseListen(listen);
   const held = holdDataDir(data);
   process.once("exit", () => held.release());
   const embedded = await embeddedServer(nats.url, nats.embedded, nats.prefix, data, log);
@@ -62,6 +66,9 @@ export async function runDaemon(where: ConfigChoice, log: Logger, web?: string |
     runtimeFor: (workspace) => new Runtime({ config, bus, log, approver, workspace }).open(),
     ...(workspaces.length ? { workspaces: workspaces.map((root) => resolve(config.dir, root)) } : {}),
   });
+  // The console's port is had before any run is resumed or anyone is told ready: a port another
+  // process holds leaves the daemon without a console (said in one line), hosting its runs.
+  const webPort = await listenWeb(webAddress, data, log);
   await daemon.start();
   // A server configured with the data dir's accounts (this daemon's own, or an operator's from
   // `troupe credentials --server-config`) takes the views seed: the people's copies exist before
@@ -78,11 +85,10 @@ export async function runDaemon(where: ConfigChoice, log: Logger, web?: string |
   process.stderr.write(
     `troupe daemon ready on ${nats.url} (prefix ${nats.prefix}${embedded ? `, nats-server pid ${embedded.pid}${embedded.adopted ? " adopted" : ""}` : ""})\n`,
   );
-  const webConsole = await serveWeb(web ?? config.troupe.web?.listen, {
+  const webConsole = await serveWeb(webPort, {
     daemon,
     bus,
     data,
-    log,
     // The page's answers go as a person's do, as the approver: the daemon may not write answers.
     approverBus: () =>
       NatsBus.connect({
@@ -109,24 +115,47 @@ export async function runDaemon(where: ConfigChoice, log: Logger, web?: string |
 }
 
 /**
- * Starts the web console when asked (`--web`, or `web:` in troupe.yaml) and says where in the ready
- * output: a login URL, good once, on a terminal; else the file in the data dir that holds one, where
- * `troupe web` finds it (0600, remade after each use).
+ * The web console's port, when one is asked for (`--web`, or `web:` in troupe.yaml), listened on
+ * before the daemon resumes a run. Another process may hold it (any local user can take a fixed port
+ * while the daemon is down): then the daemon says so in one line and hosts its runs without a console.
+ */
+async function listenWeb(
+  address: { host?: string; port?: number } | undefined,
+  data: string,
+  log: Logger,
+): Promise<WebConsole | undefined> {
+  // A login a killed daemon left names a console that is gone, on a port another process may hold now.
+  rmSync(webLoginFile(data), { force: true });
+  if (address === undefined) return undefined;
+  try {
+    return await WebConsole.listen(address, log);
+  } catch (error) {
+    if (!(error instanceof ConsoleListenError)) throw error;
+    process.stderr.write(
+      `troupe: warning: web console: not served: ${error.message}; the daemon hosts runs without it; restart it once that address is free, or set web.listen (or --web) to another\n`,
+    );
+    return undefined;
+  }
+}
+
+/**
+ * Serves the console once the daemon is ready, and says where in the ready output: a login URL,
+ * good once, on a terminal; else the file in the data dir that holds one, where `troupe web` finds
+ * it (0600, remade after each use). No login exists before.
  */
 async function serveWeb(
-  listen: string | true | undefined,
-  parts: { daemon: Daemon; bus: NatsBus; data: string; log: Logger; approverBus: () => Promise<NatsBus> },
+  web: WebConsole | undefined,
+  parts: { daemon: Daemon; bus: NatsBus; data: string; approverBus: () => Promise<NatsBus> },
 ): Promise<{ close(): Promise<void> } | undefined> {
-  if (listen === undefined) return undefined;
+  if (!web) return undefined;
+  const assets = consoleAssets();
   const approverBus = await parts.approverBus();
-  const web = await WebConsole.start({
-    ...(listen === true ? {} : parseListen(listen)),
+  web.serve({
     daemon: parts.daemon,
     bus: parts.bus,
     answerBus: approverBus,
     identity: localIdentity(parts.data),
-    assets: consoleAssets(),
-    log: parts.log,
+    assets,
   });
   const loginFile = webLoginFile(parts.data);
   const keepLogin = () => writePrivateFile(loginFile, `${web.loginUrl()}\n`);

@@ -25,6 +25,11 @@ export const CONSOLE_LIMITS = {
   warnEveryMs: 60_000,
 } as const;
 
+/** The console's address could not be listened on: another process holds the port, or it is not this machine's. */
+export class ConsoleListenError extends Error {
+  override name = "ConsoleListenError";
+}
+
 /** An HTTP server held to CONSOLE_LIMITS; it logs (now and then) when it turns connections away. */
 export function consoleServer(handle: RequestListener, log: Logger): Server {
   const limits = CONSOLE_LIMITS;
@@ -51,7 +56,25 @@ export function consoleServer(handle: RequestListener, log: Logger): Server {
   return server;
 }
 
+/** Listens at `host:port`; a `ConsoleListenError`, saying why in words for a person, when that cannot be had. */
+export function listenAt(server: Server, host: string, port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once("error", (error: NodeJS.ErrnoException) =>
+      reject(new ConsoleListenError(listenProblem(host, port, error), { cause: error })),
+    );
+    server.listen(port, host, resolve);
+  });
+}
+
 /** A request that carries a session may be quiet longer: between a live stream's keepalives, or while its answer is made. */
 export function allowSessionIdle(request: IncomingMessage): void {
   request.socket.setTimeout(CONSOLE_LIMITS.sessionIdleMs);
+}
+
+function listenProblem(host: string, port: number, error: NodeJS.ErrnoException): string {
+  const address = `${host.includes(":") ? `[${host}]` : host}:${port}`;
+  if (error.code === "EADDRINUSE") return `${address} is taken by another process`;
+  if (error.code === "EADDRNOTAVAIL") return `${address} is not an address of this machine`;
+  if (error.code === "EACCES") return `${address} may not be listened on by this user`;
+  return `cannot listen on ${address}: ${error.message}`;
 }

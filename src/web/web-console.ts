@@ -16,15 +16,13 @@ import type { Logger } from "../log.js";
 import { agentMachine } from "../machines/agent-machine.js";
 import { machineGraph } from "../machines/diagram.js";
 import type { Identity } from "../trust/approvers.js";
-import { allowSessionIdle, consoleServer } from "./console-server.js";
+import { allowSessionIdle, consoleServer, listenAt } from "./console-server.js";
 import { RunsFeed } from "./runs-feed.js";
 import { crossSite, WebAuth } from "./web-auth.js";
 import { streamEvents } from "./web-events.js";
 
-export interface WebConsoleOptions {
-  /** The address to listen on (default 127.0.0.1) and port (0: a free one). */
-  host?: string;
-  port?: number;
+/** What the console serves, once its daemon is ready. */
+export interface WebConsoleParts {
   daemon: Daemon;
   bus: Bus;
   /** Where the page's approval answers are written: a connection as the approver role. */
@@ -33,8 +31,9 @@ export interface WebConsoleOptions {
   identity: Identity;
   /** The built front end: index.html, app.js, app.css (`consoleAssets()`). */
   assets: string;
-  log: Logger;
 }
+
+type Served = WebConsoleParts & { feed: RunsFeed };
 
 /** `HOST:PORT` (an IPv6 host in brackets) as the console listens on it; a user's error when it is not one. */
 export function parseListen(listen: string): { host: string; port: number } {
@@ -84,33 +83,33 @@ const answerRequest = z.strictObject({
  * The web console a daemon serves (`troupe daemon --web`): its pages, a JSON API of what an observer
  * may see, live updates over Server-Sent Events read from the bus, and the few things a person
  * does (answer an approval, steer, follow up, abort), each as the daemon's API would take it.
+ * It listens first (`listen`), answering 503, and serves once the daemon is ready (`serve`): the
+ * daemon knows it has its port before it resumes a run.
  */
 export class WebConsole {
   readonly auth = new WebAuth();
   #server: Server;
-  #feed: RunsFeed;
+  #served: Served | undefined;
   #closing = new AbortController();
 
-  private constructor(private readonly options: WebConsoleOptions) {
-    this.#feed = new RunsFeed(options.daemon, options.bus, options.log, this.#closing.signal);
-    this.#server = consoleServer((request, response) => {
-      this.#route(request, response).catch((error) => {
-        // The path only: a page's EventSource carries its session in the query.
-        const path = request.url?.split("?")[0];
-        options.log.error({ err: error, path }, "web console request failed");
-        if (!response.headersSent) json(response, 500, { error: "internal error" });
-        else response.end();
-      });
-    }, options.log);
+  private constructor(private readonly log: Logger) {
+    this.#server = consoleServer((request, response) => this.#handle(request, response), log);
   }
 
-  static async start(options: WebConsoleOptions): Promise<WebConsole> {
-    const console = new WebConsole(options);
-    await new Promise<void>((resolve, reject) => {
-      console.#server.once("error", reject);
-      console.#server.listen(options.port ?? 0, options.host ?? "127.0.0.1", resolve);
-    });
+  /**
+   * Listens at `host` (default 127.0.0.1) and `port` (0: a free one), held to CONSOLE_LIMITS;
+   * a `ConsoleListenError` when that address cannot be had.
+   */
+  static async listen(address: { host?: string; port?: number }, log: Logger): Promise<WebConsole> {
+    const console = new WebConsole(log);
+    await listenAt(console.#server, address.host ?? "127.0.0.1", address.port ?? 0);
     return console;
+  }
+
+  /** Serves the pages and the API from now on. */
+  serve(parts: WebConsoleParts): void {
+    const feed = new RunsFeed(parts.daemon, parts.bus, this.log, this.#closing.signal);
+    this.#served = { ...parts, feed };
   }
 
   /** Where the console is, without a token. */
@@ -132,33 +131,49 @@ export class WebConsole {
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
   }
 
-  async #route(request: IncomingMessage, response: ServerResponse): Promise<void> {
+  #handle(request: IncomingMessage, response: ServerResponse): void {
+    const served = this.#served;
+    if (!served) {
+      json(response, 503, { error: "the daemon is starting: try again in a moment" });
+      return;
+    }
+    this.#route(served, request, response).catch((error) => {
+      // The path only: a page's EventSource carries its session in the query.
+      const path = request.url?.split("?")[0];
+      this.log.error({ err: error, path }, "web console request failed");
+      if (!response.headersSent) json(response, 500, { error: "internal error" });
+      else response.end();
+    });
+  }
+
+  async #route(served: Served, request: IncomingMessage, response: ServerResponse): Promise<void> {
     const url = new URL(request.url ?? "/", "http://console");
-    if (request.method === "GET" && url.pathname === "/login") return this.#login(url, response);
+    if (request.method === "GET" && url.pathname === "/login")
+      return this.#login(served.assets, url, response);
     // The page's own files hold nothing of the runs: they are what a login loads, before it has a session.
     const asset = Object.hasOwn(ASSETS, url.pathname) ? ASSETS[url.pathname] : undefined;
-    if (request.method === "GET" && asset) return this.#asset(asset, url.pathname, response);
+    if (request.method === "GET" && asset) return this.#asset(served.assets, asset, url.pathname, response);
     if (!this.auth.allows(request, url))
       return json(response, 401, { error: "log in with the URL troupe web prints" });
     allowSessionIdle(request);
     if (request.method === "POST") {
       const refused = crossSite(request);
       if (refused) return json(response, 403, { error: `refused: ${refused}` });
-      return this.#act(url.pathname, request, response);
+      return this.#act(served, url.pathname, request, response);
     }
     if (request.method !== "GET") return json(response, 405, { error: "GET or POST" });
     const run = /^\/api\/runs\/([A-Za-z0-9_-]+)\/(events|approvals)$/.exec(url.pathname);
-    if (run?.[2] === "events") return streamEvents(this.options.bus, run[1] as string, request, response);
+    if (run?.[2] === "events") return streamEvents(served.bus, run[1] as string, request, response);
     if (run?.[2] === "approvals")
-      return json(response, 200, { approvals: (await listApprovals(this.options.bus, run[1])).map(shown) });
-    if (url.pathname === "/api/runs/live") return this.#feed.serve(request, response);
+      return json(response, 200, { approvals: (await listApprovals(served.bus, run[1])).map(shown) });
+    if (url.pathname === "/api/runs/live") return served.feed.serve(request, response);
     if (url.pathname === "/api/machine") return json(response, 200, machineGraph(agentMachine));
-    if (url.pathname === "/api/whoami") return json(response, 200, { name: this.options.identity.name });
+    if (url.pathname === "/api/whoami") return json(response, 200, { name: served.identity.name });
     return json(response, 404, { error: `no ${url.pathname}` });
   }
 
   /** A login answers with the page itself, the session in it: the page keeps it in its origin's storage. */
-  async #login(url: URL, response: ServerResponse): Promise<void> {
+  async #login(assets: string, url: URL, response: ServerResponse): Promise<void> {
     const session = this.auth.login(url.searchParams.get("token") ?? "");
     if (!session) {
       // A person's browser, not a script, opens a login: a page that says what to do.
@@ -166,21 +181,26 @@ export class WebConsole {
       response.end(USED_LOGIN_PAGE);
       return;
     }
-    const page = await readFile(join(this.options.assets, "index.html"), "utf8");
+    const page = await readFile(join(assets, "index.html"), "utf8");
     response.writeHead(200, { ...SECURITY_HEADERS, "content-type": "text/html; charset=utf-8" });
     response.end(page.replace(sessionMeta(""), sessionMeta(session)));
   }
 
-  async #act(path: string, request: IncomingMessage, response: ServerResponse): Promise<void> {
+  async #act(
+    served: Served,
+    path: string,
+    request: IncomingMessage,
+    response: ServerResponse,
+  ): Promise<void> {
     try {
       const input = await body(request);
-      if (path === "/api/approvals/answer") return json(response, 200, await this.#answer(input));
+      if (path === "/api/approvals/answer") return json(response, 200, await this.#answer(served, input));
       // A run id is one subject token: anything else (`*`, `>`, dots) names no run.
       const command = /^\/api\/runs\/([A-Za-z0-9_-]+)\/(abort|steer|followUp)$/.exec(path);
       if (!command) return json(response, 404, { error: `no ${path}` });
       const verb = `runs.${command[2]}` as "runs.abort" | "runs.steer" | "runs.followUp";
       const fields = typeof input === "object" && input !== null ? input : {};
-      return json(response, 200, await this.options.daemon.request(verb, { ...fields, runId: command[1] }));
+      return json(response, 200, await served.daemon.request(verb, { ...fields, runId: command[1] }));
     } catch (error) {
       if (error instanceof RequestRefusedError || error instanceof z.ZodError)
         return json(response, 400, { error: error.message });
@@ -188,28 +208,28 @@ export class WebConsole {
     }
   }
 
-  async #answer(input: unknown): Promise<unknown> {
+  async #answer(served: Served, input: unknown): Promise<unknown> {
     const asked = answerRequest.parse(input);
-    const shownRecord = (await listApprovals(this.options.bus, asked.runId)).find(
+    const shownRecord = (await listApprovals(served.bus, asked.runId)).find(
       (record) => record.request.callId === asked.callId && record.request.agentId === asked.agentId,
     );
     if (!shownRecord || shownRecord.requestId !== asked.requestId)
       throw new RequestRefusedError("that request has changed or is gone: look again");
-    const { outcome, record, why } = await answerApproval(
-      this.options.answerBus,
-      this.options.identity,
-      shownRecord,
-      {
-        approved: asked.approved,
-        ...(asked.reason ? { reason: asked.reason } : {}),
-        via: "web",
-      },
-    );
+    const { outcome, record, why } = await answerApproval(served.answerBus, served.identity, shownRecord, {
+      approved: asked.approved,
+      ...(asked.reason ? { reason: asked.reason } : {}),
+      via: "web",
+    });
     return { outcome, ...(why ? { why } : {}), ...(record ? { approval: shown(record) } : {}) };
   }
 
-  async #asset(asset: { file: string; type: string }, path: string, response: ServerResponse): Promise<void> {
-    const content = await readFile(join(this.options.assets, asset.file)).catch(() => undefined);
+  async #asset(
+    assets: string,
+    asset: { file: string; type: string },
+    path: string,
+    response: ServerResponse,
+  ): Promise<void> {
+    const content = await readFile(join(assets, asset.file)).catch(() => undefined);
     if (!content) return json(response, 404, { error: `no ${path}` });
     response.writeHead(200, { ...SECURITY_HEADERS, "content-type": asset.type });
     response.end(content);
