@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { accessSync, closeSync, constants, mkdirSync, openSync, readFileSync } from "node:fs";
 import { createConnection, createServer } from "node:net";
-import { delimiter, join } from "node:path";
+import { delimiter, isAbsolute, join } from "node:path";
 import { BusError } from "./bus.js";
 
 /** Debian and others install the server under sbin, which is not always on a user's PATH. */
@@ -12,7 +12,8 @@ export const NATS_INSTALL_HINT =
 
 /** The `nats-server` executable from PATH (or the usual sbin dirs), or undefined. */
 export function findNatsServer(env: NodeJS.ProcessEnv = process.env): string | undefined {
-  const dirs = [...(env.PATH ?? "").split(delimiter).filter(Boolean), ...EXTRA_DIRS];
+  // Absolute directories only: a relative one is looked up from where Troupe runs (a repository).
+  const dirs = [...(env.PATH ?? "").split(delimiter).filter((dir) => isAbsolute(dir)), ...EXTRA_DIRS];
   for (const dir of dirs) {
     const candidate = join(dir, "nats-server");
     try {

@@ -1,6 +1,6 @@
 import { spawnSync } from "node:child_process";
 import { accessSync, constants } from "node:fs";
-import { delimiter, join } from "node:path";
+import { delimiter, isAbsolute, join } from "node:path";
 import { TroupeError } from "../errors.js";
 import { HostPlanner, type HostPlanRequest } from "./host-plan.js";
 import { bwrapArgs } from "./plan.js";
@@ -125,9 +125,14 @@ function detect(env: NodeJS.ProcessEnv): Sandbox {
   return new Bubblewrap(path);
 }
 
+/**
+ * `name` in an absolute directory of PATH. A relative entry (`bin`, `.`, `node_modules/.bin`) would
+ * be looked up from where Troupe runs, a cloned repository perhaps, whose own `bin/bwrap` would then
+ * run every "sandboxed" command: it is skipped.
+ */
 function findOnPath(name: string, pathVariable: string): string | undefined {
   for (const dir of pathVariable.split(delimiter)) {
-    if (!dir) continue;
+    if (!isAbsolute(dir)) continue;
     const candidate = join(dir, name);
     if (isExecutable(candidate)) return candidate;
   }
