@@ -12,7 +12,7 @@ import { testConfig } from "../support/config.js";
 
 /* ATTACK (outside review): what a person approves is not what runs. Redaction ran over the question,
  * and a private key's BEGIN line with no END hid everything after it: a command
- * `ssh-keygen -l -f deploy_key.pub  # -----BEGIN OPENSSH PRIVATE KEY-----` followed by an
+ * `ssh-keygen -l -f deploy_key.pub  # ` and a key's BEGIN line, followed by an
  * `eval "$(echo … | base64 -d)"` line was asked as `ssh-keygen … # [REDACTED:private-key]` (1 line),
  * the "(asked because it asks to run outside the sandbox)" line swallowed too; `y` ran the hidden
  * line outside the sandbox. A Makefile's diff ended at the marker and hid a target that downloads
@@ -33,7 +33,8 @@ afterEach(async () => {
   dispose();
 });
 
-const MARKER = "-----BEGIN OPENSSH PRIVATE KEY-----";
+/** A key's BEGIN line with no END, made here so that this file itself holds none (redaction would hide the rest of it). */
+const MARKER = ["-----BEGIN", "OPENSSH", "PRIVATE", "KEY-----"].join(" ");
 
 /** Runs one turn of `calls` under `policy`; what was asked, and what the model was told of each call. */
 async function run(
