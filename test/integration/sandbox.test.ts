@@ -5,6 +5,7 @@ import {
   mkdtempSync,
   readFileSync,
   rmSync,
+  statSync,
   symlinkSync,
   writeFileSync,
 } from "node:fs";
@@ -210,6 +211,28 @@ describe("what the reviewer got through, now held", () => {
       `perl -e 'my ($t, $d, $v) = ("user", "k", "v"); print syscall(${keyctl}, 0, -3, 0), " $!\\n", syscall(${addKey}, $t, $d, $v, 1, -3), " $!\\n"'`,
     );
     expect(result.output).toBe("-1 Operation not permitted\n-1 Operation not permitted\n");
+  });
+
+  it("leaves no set-user-ID or set-group-ID program behind: chmod, install and a create that ask for the bits fail", async () => {
+    // Outside review: `cp /bin/bash ./build-helper && chmod 4755 ./build-helper` kept its bit on the
+    // real disk, and another local user ran it as the user Troupe runs as.
+    const result = await run(
+      "workspace-write",
+      [
+        "cp /bin/sh ./build-helper; chmod 4755 ./build-helper",
+        "chmod u+s,g+s ./build-helper",
+        "install -m 2755 /bin/sh ./group-helper",
+        `perl -e 'use Fcntl; sysopen(my $f, "made", O_CREAT|O_WRONLY, 04755) or print "create: $!\\n"'`,
+        "chmod 755 ./build-helper && echo plain-chmod-ok",
+      ].join("; "),
+    );
+    expect(result.output).toContain("Operation not permitted");
+    expect(result.output).toContain("plain-chmod-ok");
+    for (const name of ["build-helper", "group-helper", "made"]) {
+      const path = join(ws, name);
+      if (existsSync(path)) expect(statSync(path).mode & 0o6000, name).toBe(0);
+    }
+    expect(existsSync(join(ws, "build-helper"))).toBe(true);
   });
 
   it("a nested repository cannot be moved aside and replaced, nor its parent renamed with an old mtime", async () => {
