@@ -125,7 +125,10 @@ export class HostPlanner {
     for (const path of entries.sockets) covered.push({ kind: "hide-file", path });
     for (const dir of request.hiddenDirs ?? []) {
       const real = realPathOrUndefined(dir);
-      if (real && visible(mounts, real)) covered.push({ kind: "tmpfs", path: real, readOnly: true });
+      if (!real || !visible(mounts, real)) continue;
+      // A directory is replaced by an empty one, a file (a seed, a key) by an empty file.
+      if (lstatOrUndefined(real)?.isDirectory()) covered.push({ kind: "tmpfs", path: real, readOnly: true });
+      else covered.push({ kind: "hide-file", path: real });
     }
     if (writable) mounts.push(...pinnedAncestors(workspace, covered));
     mounts.push(...covered);

@@ -1,4 +1,5 @@
-import { resolve } from "node:path";
+import { readdirSync } from "node:fs";
+import { join, resolve } from "node:path";
 import type { LoadedConfig } from "../config/load.js";
 import { dataDir, userConfigDir } from "../config/paths.js";
 import { isInside, realPathOrUndefined } from "../util/paths.js";
@@ -12,7 +13,7 @@ export interface SandboxScope {
   workspace: string;
   /** Never changed: the config dir, the agents and skills dirs, the tool modules and the MCP server lists it loads. */
   protectedDirs: string[];
-  /** Never seen: the data dir. */
+  /** Never seen: the data dir, and the secrets troupe.yaml names or keeps beside it (a seed, a key). */
   hiddenDirs: string[];
   /** Mounted read-only besides the system. */
   readPaths: string[];
@@ -41,7 +42,7 @@ export function sandboxScope(config: LoadedConfig, workspace: string, env: NodeJ
       ...config.troupe.mcpServersFrom.map((path) => resolve(config.dir, path)),
       userDecisions(workspace, env),
     ],
-    hiddenDirs: [dataDir(config.troupe.dataDir, env)],
+    hiddenDirs: [dataDir(config.troupe.dataDir, env), ...secretsOfConfig(config)],
     readPaths: config.troupe.sandbox.readPaths.map((path) => resolve(config.dir, path)),
   };
 }
@@ -66,4 +67,32 @@ function userDecisions(workspace: string, env: NodeJS.ProcessEnv): string {
   const real = realPathOrUndefined(workspace);
   if (real && isInside(real, resolve(dir))) privateDir(dir);
   return dir;
+}
+
+/** Files beside troupe.yaml that hold secrets by their name: a seed, credentials, a key, an env file. */
+const SECRET_NAME = /^(?:env|\.env|.*\.(?:env|nk|creds|key|pem))$/;
+
+/**
+ * The secrets a runtime's config names (NATS seeds and credentials, the TLS key) and the files of
+ * its config dir named as secrets are (a deployment's `/etc/troupe/worker.nk` and `env`, which a
+ * systemd unit reads): a sandboxed command sees them empty. The config dir's other files stay
+ * readable: an MCP server started there reads its own.
+ */
+function secretsOfConfig(config: LoadedConfig): string[] {
+  const { nats } = config.troupe;
+  const named = [nats.nkeySeedFile, nats.credsFile, nats.tls?.keyFile]
+    .filter((path): path is string => path !== undefined)
+    .map((path) => resolve(config.dir, path));
+  const beside = readdirOrEmpty(config.dir)
+    .filter((name) => SECRET_NAME.test(name))
+    .map((name) => join(config.dir, name));
+  return [...named, ...beside];
+}
+
+function readdirOrEmpty(dir: string): string[] {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return [];
+  }
 }

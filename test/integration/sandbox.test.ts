@@ -13,8 +13,10 @@ import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { loadConfig } from "../../src/config/load.js";
 import type { SandboxMode } from "../../src/sandbox/plan.js";
 import { detectSandbox } from "../../src/sandbox/sandbox.js";
+import { sandboxScope } from "../../src/sandbox/scope.js";
 import { shellTool } from "../../src/tools/builtin/shell.js";
 import type { ToolResult } from "../../src/tools/tool.js";
 
@@ -436,5 +438,50 @@ describe("the network", () => {
   it("is there when the call may use it", async () => {
     const result = await run("read-only", `cat < /dev/tcp/127.0.0.1/${port}`, { network: true });
     expect(result.output).toBe("hello from the host\n");
+  });
+});
+
+describe("a deployment's config dir outside the workspace", () => {
+  it("hides from a command the seeds, credentials, key and env files its config names or keeps, and shows its other files", async () => {
+    // Outside review: docs/deploy.md keeps /etc/troupe/worker.nk and /etc/troupe/env (the API key)
+    // beside troupe.yaml, and a read-only command printed them, reversed past redaction.
+    const etc = join(root, "etc-troupe");
+    mkdirSync(join(etc, "agents"), { recursive: true });
+    mkdirSync(join(root, "seeds"));
+    writeFileSync(
+      join(etc, "troupe.yaml"),
+      `nats:\n  nkeySeedFile: ../seeds/daemon.nk\nsandbox:\n  readPaths: [${root}]\n`,
+    );
+    writeFileSync(join(etc, "worker.nk"), "SUAWORKERSEED\n");
+    writeFileSync(join(etc, "env"), "OPENAI_API_KEY=sk-deployed\n");
+    writeFileSync(join(etc, "server.key"), "KEY\n");
+    writeFileSync(join(root, "seeds", "daemon.nk"), "SUADAEMONSEED\n");
+    const config = loadConfig({ config: etc, env: {} });
+    const scope = sandboxScope(config, ws, { TROUPE_DATA_DIR: join(root, ".data") });
+    const tool = shellTool({
+      sandbox: detectSandbox(),
+      parentEnv: {},
+      protectedDirs: scope.protectedDirs,
+      hiddenDirs: scope.hiddenDirs,
+      readPaths: scope.readPaths,
+    });
+    const result = (await tool.execute(
+      {
+        command: `for f in ${etc}/worker.nk ${etc}/env ${etc}/server.key ${root}/seeds/daemon.nk; do echo "[$(cat $f)]"; done; head -1 ${etc}/troupe.yaml`,
+        timeout_ms: 10_000,
+      },
+      {
+        signal: new AbortController().signal,
+        callId: "c",
+        runId: "r",
+        agentId: "a",
+        workspace: ws,
+        sandbox: { mode: "read-only", network: false },
+      },
+    )) as ToolResult;
+    for (const secret of ["SUAWORKERSEED", "sk-deployed", "KEY", "SUADAEMONSEED"])
+      expect(result.output).not.toContain(secret);
+    expect(result.output.match(/^\[\]$/gm)).toHaveLength(4);
+    expect(result.output).toMatch(/\nnats:\n$/);
   });
 });
