@@ -83,7 +83,8 @@ export class NatsServerProcess {
       if (stderr.length < 8192) stderr += chunk.toString();
     });
     try {
-      await server.#waitReady(options.readyTimeoutMs ?? 10_000);
+      // A server with a large store (or many consumers) takes a while to read it back.
+      await server.#waitReady(options.readyTimeoutMs ?? 60_000);
     } catch (error) {
       await server.kill();
       if (options.detached) stderr = readFileSync(options.detached.logFile, "utf8").slice(-8192);

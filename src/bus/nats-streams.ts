@@ -153,7 +153,9 @@ export async function ensureBucketStream(
     subjects: [`$KV.${bucket}.>`],
     retention: RetentionPolicy.Limits,
     storage: StorageType.File,
-    discard: DiscardPolicy.New,
+    // A bucket people write (answers) drops its oldest when full: a flood of junk answers cannot
+    // shut the real ones out. The others refuse what is past their bound.
+    discard: valueBytes === undefined ? DiscardPolicy.New : DiscardPolicy.Old,
     max_msgs_per_subject: 1,
     num_replicas: 1,
     allow_direct: true,
@@ -166,6 +168,9 @@ export async function ensureBucketStream(
     ...(info?.config.allow_rollup_hdrs ? { allow_rollup_hdrs: false } : {}),
     ...(info && valueBytes !== undefined && info.config.max_msg_size !== valueBytes
       ? { max_msg_size: valueBytes }
+      : {}),
+    ...(info && valueBytes !== undefined && info.config.discard !== DiscardPolicy.Old
+      ? { discard: DiscardPolicy.Old }
       : {}),
   };
   if (info && Object.keys(fixes).length > 0)

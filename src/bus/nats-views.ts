@@ -2,6 +2,7 @@ import {
   DiscardPolicy,
   JetStreamApiCodes,
   JetStreamApiError,
+  type JetStreamManager,
   jetstreamManager,
   RetentionPolicy,
   StorageType,
@@ -60,13 +61,23 @@ export async function ensureViews(
       });
       // The stream itself, not a copy: a server with one account, open or configured so.
       if (info && !info.config.mirror) return "no-accounts";
-      if (!info) {
+      if (info && info.config.max_consumers !== wanted.max_consumers) {
+        // A copy made before it had a bound on consumers (JetStream cannot add one in place): made
+        // again, from its stream, without the consumers a reader's seed left on it.
+        await jsm.streams.delete(wanted.name);
+        await jsm.streams.add(wanted);
+        log.info(
+          { stream: wanted.name },
+          "made the people's copy of a stream again, with a bound on its consumers",
+        );
+      } else if (!info) {
         await jsm.streams.add(wanted);
         log.info({ stream: wanted.name }, "made the people's read-only copy of a stream");
       } else if (differs(info.config, wanted)) {
         await jsm.streams.update(wanted.name, { ...info.config, ...limitsOf(wanted) });
         log.info({ stream: wanted.name }, "the people's copy of a stream takes the daemon's limits");
       }
+      await dropDurables(jsm, wanted.name, log);
     }
     return "kept";
   } finally {
@@ -75,6 +86,9 @@ export async function ensureViews(
 }
 
 type ViewConfig = Partial<StreamConfig> & { name: string };
+
+/** Consumers each people's copy takes at most: readers at once (observers, pages, `troupe run`s). */
+export const VIEW_CONSUMERS = 1000;
 
 /** The mirror of each stream the people read, with the limits the daemon gives the stream itself. */
 export function viewConfigs(prefix: string, storage: StorageSettings | undefined): ViewConfig[] {
@@ -95,6 +109,9 @@ export function viewConfigs(prefix: string, storage: StorageSettings | undefined
       ...(isEvents ? {} : { max_msgs_per_subject: 1 }),
       allow_direct: true,
       mirror_direct: true,
+      // Each reader of the log makes one for as long as it reads; a reader's seed cannot make more
+      // (durable ones outlive it and the server's restarts, and cost the server memory each).
+      max_consumers: VIEW_CONSUMERS,
       ...limitsOf(limits),
     };
   });
@@ -112,4 +129,21 @@ function limitsOf(config: Partial<StreamConfig>): Partial<StreamConfig> {
 function differs(have: Partial<StreamConfig>, want: Partial<StreamConfig>): boolean {
   const limits = limitsOf(want);
   return (Object.keys(limits) as Array<keyof StreamConfig>).some((key) => have[key] !== limits[key]);
+}
+
+/**
+ * Removes the durable consumers on a copy. Troupe's readers make none (each reads through an
+ * ordered consumer that goes with it), so each is one a reader's seed left to take up the copy's
+ * room or the server's memory, across restarts.
+ */
+async function dropDurables(jsm: JetStreamManager, stream: string, log: Logger): Promise<void> {
+  const durable: string[] = [];
+  for await (const consumer of jsm.consumers.list(stream))
+    if (consumer.config.durable_name) durable.push(consumer.name);
+  for (const name of durable) await jsm.consumers.delete(stream, name).catch(() => {});
+  if (durable.length > 0)
+    log.warn(
+      { stream, consumers: durable.length },
+      "removed durable consumers a reader left on the people's copy",
+    );
 }

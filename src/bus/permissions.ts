@@ -194,9 +194,12 @@ export function mirrorSource(prefix = "troupe"): { api: string; deliver: (stream
 }
 
 export function viewsPermissions(prefix = "troupe"): Permissions {
-  const admin = mirroredStreams(prefix).flatMap((stream) =>
-    ["INFO", "CREATE", "UPDATE"].map((verb) => `$JS.API.STREAM.${verb}.${stream}`),
-  );
+  const admin = mirroredStreams(prefix).flatMap((stream) => [
+    ...["INFO", "CREATE", "UPDATE", "DELETE"].map((verb) => `$JS.API.STREAM.${verb}.${stream}`),
+    // The durable consumers a reader's seed left on a copy: listed and removed at each start.
+    `$JS.API.CONSUMER.LIST.${stream}`,
+    `$JS.API.CONSUMER.DELETE.${stream}.>`,
+  ]);
   return {
     publish: { allow: ["$JS.API.INFO", ...admin] },
     subscribe: { allow: [`${roleInbox(prefix, VIEWS)}.>`] },

@@ -46,4 +46,22 @@ it("a client's or an approver's oversized answers are refused by the server, and
   expect(info.config.max_msgs).toBe(10_000);
   expect(info.state.messages).toBe(2);
   expect(info.state.bytes).toBeLessThan(10_000);
-});
+
+  // A second review: 10,000 small junk answers filled the bucket, and every real answer after them
+  // was refused, for good. The oldest now go: the last answer is still taken.
+  const approver = await h.connectAs("approver", prefix);
+  const ack = (key: string) =>
+    approver
+      .request(`$KV.${prefix}_answers.${key}`, "{}", { timeout: 10_000 })
+      .then((msg) => new TextDecoder().decode(msg.data));
+  for (let batch = 0; batch < 21; batch++)
+    await Promise.all(Array.from({ length: 500 }, (_, i) => ack(`run-j.lead.c${batch}-${i}.r.a`)));
+  expect(await ack("run-real.lead.c1.r.a")).not.toMatch(/"error"/);
+  const full = await jsm.streams.info(`KV_${prefix}_answers`);
+  expect(full.state.messages).toBe(10_000);
+  expect(
+    await jsm.streams.getMessage(`KV_${prefix}_answers`, {
+      last_by_subj: `$KV.${prefix}_answers.run-real.lead.c1.r.a`,
+    }),
+  ).toBeTruthy();
+}, 120_000);
