@@ -149,6 +149,8 @@ export function answersNats(host: string, port: number, timeoutMs = 1000): Promi
     socket.setTimeout(timeoutMs, () => done(false));
     socket.once("error", () => done(false));
     socket.once("data", (chunk) => done(chunk.toString().startsWith("INFO")));
+    // A listener that takes the connection and closes it at once says nothing, and is no server.
+    socket.once("close", () => done(false));
   });
 }
 
