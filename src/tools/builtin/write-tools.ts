@@ -89,7 +89,8 @@ export const editFileTool = defineTool({
     return {
       detail:
         typeof after === "string" ? diffOf(args.path, before, after) : `edit ${args.path} (does not apply)`,
-      paths: [args.path],
+      // The file that changes: where a link leads, not the link's name.
+      paths: [workspaceRelative(context.workspace, real)],
     };
   },
   async execute(args, context) {
@@ -180,23 +181,31 @@ export const applyPatchTool = defineTool({
   description:
     "Apply a unified diff (as `diff -u` or `git diff` prints it) to files in the workspace. All hunks must apply or nothing is changed. Set dry_run to check it without writing.",
   parameters: z.object({ patch: z.string().min(1), dry_run: z.boolean().optional() }),
-  preview({ patch }) {
+  preview({ patch }, context) {
     const files = safeParse(patch);
-    return { detail: patch, paths: Array.isArray(files) ? files.map(targetOf) : [] } satisfies CallPreview;
+    // The files that change: where a link leads, not the link's name.
+    const paths = (Array.isArray(files) ? files.map(targetOf) : []).map((path) => {
+      const real = writablePath(context as ToolContext, path);
+      return typeof real === "string" ? workspaceRelative(context.workspace, real) : path;
+    });
+    return { detail: patch, paths: [...new Set(paths)] } satisfies CallPreview;
   },
   async execute({ patch, dry_run }, context) {
     const files = safeParse(patch);
     if (!Array.isArray(files)) return files;
     const planned: Array<{ path: string; real: string; after: string | null }> = [];
+    // What each file holds after the sections before this one: two sections of one file both apply.
+    const current = new Map<string, string | null>();
     for (const file of files) {
       const path = targetOf(file);
       const real = writablePath(context, path);
       if (typeof real !== "string") return real;
-      const text = await readText(context, real, path);
-      if (typeof text === "object") return text;
+      const text = current.has(real) ? current.get(real) : await readText(context, real, path);
+      if (typeof text === "object" && text !== null) return text;
       const before = text ?? "";
       if (file.newFileName === "/dev/null") {
         planned.push({ path, real, after: null });
+        current.set(real, null);
         continue;
       }
       const after = applyPatch(before, file, { fuzzFactor: 0 });
@@ -207,9 +216,12 @@ export const applyPatchTool = defineTool({
         );
       }
       planned.push({ path, real, after });
+      current.set(real, after);
     }
     if (!dry_run) {
-      for (const { path, real, after } of planned) {
+      // Each file written once, as the last of its sections left it.
+      const last = new Map(planned.map((entry) => [entry.real, entry]));
+      for (const { path, real, after } of last.values()) {
         const failed = after === null ? await removeText(real, path) : await writeText(real, path, after);
         if (failed) return failed;
       }
