@@ -60,8 +60,8 @@ function Approval(props: { approval: Shown }) {
       data-call={request.callId}
     >
       <header>
-        <strong>{request.tool}</strong> <span class="quiet">{request.effect}</span>
-        {request.paths.length > 0 && <span class="paths"> {request.paths.join(", ")}</span>}
+        <strong>{visible(request.tool)}</strong> <span class="quiet">{request.effect}</span>
+        {request.paths.length > 0 && <span class="paths"> {visible(request.paths.join(", "))}</span>}
       </header>
       {request.escalation !== undefined && (
         <p class="escalation" data-testid="escalation">
