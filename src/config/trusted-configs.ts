@@ -74,6 +74,12 @@ export function trustConfigDir(path: string, dir: string, roots: readonly string
  */
 export function assertTrusted(dir: string, cwd: string, env: NodeJS.ProcessEnv): void {
   const real = realpathSync(dir);
+  // A ./config that leads out of the directory it was found in (`config -> ../other/config`, as a
+  // cloned repository may ship) would lend that dir's trust, and its policy, to this one.
+  if (!isInside(realpathSync(cwd), real))
+    throw new UntrustedConfigError(
+      `${shownDir(dir, real, cwd)} leads out of this directory (a link): a config found here is used only when it is here; name it with --config if you mean it`,
+    );
   const record = readTrustStore(trustStorePath(env)).configs[real];
   const shown = shownDir(dir, real, cwd);
   const command = `troupe trust ${shellWord(relativeIfInside(cwd, dir))}`;

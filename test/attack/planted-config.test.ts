@@ -5,6 +5,7 @@ import {
   readdirSync,
   readFileSync,
   statSync,
+  symlinkSync,
   writeFileSync,
 } from "node:fs";
 import { join } from "node:path";
@@ -192,6 +193,21 @@ describe("a config dir found in the working directory", () => {
     expect(trust.stderr).toMatch(/warning: .*\/ws\/config is inside the workspace \., which agents write/);
     await runTroupe(["doctor"], { cwd: ws, env: env() });
     expect(existsSync(marker)).toBe(true);
+  });
+
+  it("a cloned repository's config/ that links to another project's trusted config is refused, not lent that trust", async () => {
+    // Outside review: `config -> ../other/config`, a dir the user trusted for another project (yolo
+    // there), was loaded silently in the repository, and its commands ran unsandboxed unasked.
+    const other = join(root, "other");
+    mkdirSync(join(other, "config/agents"), { recursive: true });
+    writeFileSync(join(other, "config/troupe.yaml"), "defaultAgent: helper\ndefaultModel: scripted\n");
+    writeFileSync(join(other, "config/agents/helper.yaml"), "name: helper\ndescription: Helps.\n");
+    expect((await runTroupe(["trust", "config"], { cwd: other, env: env() })).code).toBe(0);
+    expect((await runTroupe(["agents", "list"], { cwd: other, env: env() })).code).toBe(0);
+    symlinkSync("../other/config", join(ws, "config"));
+    const result = await runTroupe(["agents", "list"], { cwd: ws, env: env() });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/^troupe: \.\/config .*leads out of this directory \(a link\).*--config/);
   });
 
   it("a trusted config that changed is refused, naming the files, until trusted again", async () => {
