@@ -2,19 +2,12 @@
 // Finds import cycles among the TypeScript modules under a directory (default src), type-only imports
 // included: a cycle of types still ties two modules together. Prints each cycle once and exits 1 when
 // there is any; prints "no import cycles in N modules" and exits 0 otherwise.
-import { readdirSync, readFileSync, statSync } from "node:fs";
-import { dirname, join, relative, resolve } from "node:path";
+import { readFileSync } from "node:fs";
+import { dirname, relative, resolve } from "node:path";
+import { tsModules } from "./ts-modules.mjs";
 
 const root = resolve(process.argv[2] ?? "src");
-const modules = [];
-const walk = (dir) => {
-  for (const name of readdirSync(dir)) {
-    const path = join(dir, name);
-    if (statSync(path).isDirectory()) walk(path);
-    else if (name.endsWith(".ts") && !name.endsWith(".d.ts")) modules.push(path);
-  }
-};
-walk(root);
+const modules = tsModules(root);
 
 const known = new Set(modules);
 const imports = new Map();

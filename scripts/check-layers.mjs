@@ -5,9 +5,10 @@
 // script exits 1; otherwise it prints "N modules in N layers, no import runs up" and exits 0. A
 // folder or top file that LAYERS does not place is an error too: a new one is placed on purpose.
 // docs/architecture.md ("Layers") explains each; test/unit/layers.test.ts holds the two equal.
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { dirname, join, relative, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
+import { tsModules } from "./ts-modules.mjs";
 
 /** Low to high. A layer is a folder of src/ or a file at its top; a row may hold several of either. */
 export const LAYERS = [
@@ -38,15 +39,7 @@ export function layerProblems(root) {
   const rank = new Map(LAYERS.flatMap((row, at) => row.map((name) => [name, at])));
   const placeOf = (file) => relative(root, file).split(sep)[0];
 
-  const modules = [];
-  const walk = (dir) => {
-    for (const name of readdirSync(dir)) {
-      const path = join(dir, name);
-      if (statSync(path).isDirectory()) walk(path);
-      else if (name.endsWith(".ts") && !name.endsWith(".d.ts")) modules.push(path);
-    }
-  };
-  walk(root);
+  const modules = tsModules(root);
 
   const problems = [];
   const unplaced = new Set(modules.map(placeOf).filter((place) => !rank.has(place)));

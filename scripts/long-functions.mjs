@@ -1,21 +1,14 @@
 #!/usr/bin/env node
 // Lists the functions, methods and arrow functions under a directory (default src/actors) longer than
 // a number of lines (default 100), longest first; exits 1 when there is any.
-import { readdirSync, readFileSync, statSync } from "node:fs";
-import { join, relative } from "node:path";
+import { readFileSync } from "node:fs";
+import { relative } from "node:path";
 import ts from "typescript";
+import { tsModules } from "./ts-modules.mjs";
 
 const [dir = "src/actors", limitArg = "100"] = process.argv.slice(2);
 const limit = Number(limitArg);
-const files = [];
-const walk = (at) => {
-  for (const name of readdirSync(at)) {
-    const path = join(at, name);
-    if (statSync(path).isDirectory()) walk(path);
-    else if (name.endsWith(".ts") && !name.endsWith(".d.ts")) files.push(path);
-  }
-};
-walk(dir);
+const files = tsModules(dir);
 
 const long = [];
 for (const file of files) {
