@@ -254,8 +254,9 @@ const nc = await connect({
 // Every record, read from the runs bucket (runs.list sends the newest 1,000).
 const runsBucket = await new Kvm(nc).open("troupe_runs");
 const records: Array<{ task: string; status: string; result?: string }> = [];
-for await (const key of await runsBucket.keys("run-*"))
-  records.push((await runsBucket.get(key))?.json() as (typeof records)[number]);
+// A key filter's `*` is a whole token, so "run-*" would match none: every key is read, runs kept.
+for await (const key of await runsBucket.keys())
+  if (key.startsWith("run-")) records.push((await runsBucket.get(key))?.json() as (typeof records)[number]);
 for (const record of records)
   if (record.result?.includes("(the shell:"))
     process.stderr.write(`soak: ${record.task}: ${record.result}\n`);
