@@ -1,4 +1,5 @@
 import { existsSync, realpathSync, statSync } from "node:fs";
+import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { type Approver, denyingApprover } from "../approvals/approver.js";
 import type { Bus } from "../bus/bus.js";
@@ -14,7 +15,7 @@ import type { AgentOutput } from "../machines/agent-types.js";
 import { ModelRouter, type ModelRouterOptions } from "../model/model-router.js";
 import type { ChatMessage } from "../model/types.js";
 import { Redactor } from "../safety/redact.js";
-import { type TroupeDirs, workspaceRefusal } from "../safety/refused-workspace.js";
+import { type TroupeDirs, type UserDirs, workspaceRefusal } from "../safety/refused-workspace.js";
 import type { SandboxMode } from "../sandbox/plan.js";
 import { detectSandbox, type Sandbox } from "../sandbox/sandbox.js";
 import { mcpConfinement, sandboxScope } from "../sandbox/scope.js";
@@ -108,6 +109,7 @@ export class Runtime {
   readonly #commandHooks: CommandHooks;
   /** The data and config dirs, which no workspace may be in. */
   readonly #troupeDirs: TroupeDirs;
+  readonly #userDirs: UserDirs;
   /** Workspace skills left out, one line each for the catalogue. */
   readonly #skippedSkills: string[];
   readonly #controls: AgentControls;
@@ -135,6 +137,8 @@ export class Runtime {
       ? scope.protectedDirs
       : scope.protectedDirs.filter((dir) => dir !== options.config.dir);
     this.#troupeDirs = { data: scope.hiddenDirs, config: configDirs };
+    const env = options.env ?? process.env;
+    this.#userDirs = { home: env.HOME ?? homedir(), configHome: env.XDG_CONFIG_HOME, path: env.PATH };
     const refusal = this.workspaceRefusal(this.workspace);
     if (refusal) throw new WorkspaceError(`workspace ${this.workspace} ${refusal}`);
     // A workspace's own skills may not pre-approve tools: a repository's files would approve its calls.
@@ -197,7 +201,7 @@ export class Runtime {
    * that follow its path; undefined when it may.
    */
   workspaceRefusal(workspace: string): string | undefined {
-    return workspaceRefusal(realpathSync(workspace), this.#troupeDirs);
+    return workspaceRefusal(realpathSync(workspace), this.#troupeDirs, this.#userDirs);
   }
 
   /** The agent a run uses: the one named, else the default. Throws `UnknownAgentError`. */

@@ -1,5 +1,5 @@
 import { lstatSync, statSync } from "node:fs";
-import { dirname, join, sep } from "node:path";
+import { dirname, isAbsolute, join, sep } from "node:path";
 import { isInside, realPathOrUndefined } from "../util/paths.js";
 import { isProtectedName } from "./protected-paths.js";
 
@@ -11,6 +11,15 @@ export interface TroupeDirs {
   config: readonly string[];
 }
 
+/** The user's, from the environment Troupe runs in: where their programs find settings and commands. */
+export interface UserDirs {
+  home: string | undefined;
+  /** `$XDG_CONFIG_HOME`, when set. */
+  configHome?: string | undefined;
+  /** `$PATH`, as it is. */
+  path?: string | undefined;
+}
+
 /**
  * Why `workspace` (a real path) cannot be a workspace, in words that end a one-line refusal, or
  * undefined when it can. An agent writes its workspace without asking under auto-edit, and the
@@ -20,7 +29,11 @@ export interface TroupeDirs {
  * runs later outside the sandbox (`core.fsmonitor`, hooks, an agent set to yolo). A workspace that
  * holds such a directory is served: those are kept read-only or hidden inside it.
  */
-export function workspaceRefusal(workspace: string, dirs: TroupeDirs): string | undefined {
+export function workspaceRefusal(
+  workspace: string,
+  dirs: TroupeDirs,
+  user: UserDirs = { home: undefined },
+): string | undefined {
   const segments = workspace.split(sep);
   const named = segments.findIndex(isProtectedName);
   if (named >= 0) {
@@ -39,6 +52,35 @@ export function workspaceRefusal(workspace: string, dirs: TroupeDirs): string | 
   const config = within(dirs.config);
   if (config)
     return `is inside the config directory ${config}, which troupe loads at start: name the project's own directory`;
+  return homeRefusal(workspace, user);
+}
+
+/**
+ * A workspace in the home directory whose files the user's programs load or run, whoever wrote them:
+ * `~/.config` or `~/.local` themselves (git's global config, systemd and autostart units are in
+ * them; one program's own dir inside, like `~/.config/nvim`, is a project), and anything inside
+ * `~/.ssh`, `~/.gnupg` or a directory on PATH (a file written there runs when its name is typed).
+ * (A workspace holding the home directory is refused by the sandbox's plan.)
+ */
+function homeRefusal(workspace: string, user: UserDirs): string | undefined {
+  const home = user.home && isAbsolute(user.home) ? (realPathOrUndefined(user.home) ?? user.home) : undefined;
+  if (!home) return undefined;
+  const real = (dir: string) => realPathOrUndefined(dir) ?? dir;
+  const settings = [join(home, ".config"), join(home, ".local")];
+  if (user.configHome && isAbsolute(user.configHome)) settings.push(user.configHome);
+  const setting = settings.map(real).find((dir) => isInside(workspace, dir));
+  if (setting)
+    return `is ${setting}, where git, your shell and other programs read their settings: name the one directory you mean (as ${join(setting, "nvim")}) or a project's`;
+  const keys = [join(home, ".ssh"), join(home, ".gnupg")].map(real).find((dir) => isInside(dir, workspace));
+  if (keys) return `is inside ${keys}, whose keys and settings ssh or gpg act on: name a project's directory`;
+  // Only PATH's directories in the home directory: a relative entry, or one holding home, is no place.
+  const onPath = (user.path ?? "")
+    .split(":")
+    .filter((dir) => isAbsolute(dir))
+    .map(real)
+    .find((dir) => dir !== home && isInside(home, dir) && isInside(dir, workspace));
+  if (onPath)
+    return `is inside ${onPath}, a directory on PATH: a file written there runs when its name is typed; name a project's directory`;
   return undefined;
 }
 

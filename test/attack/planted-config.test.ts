@@ -267,7 +267,10 @@ describe("a config dir found in the working directory", () => {
       ["--config", join(root, "mine"), "run", "--local", "--approval", "auto-edit", "-w", home, "Go."],
       { cwd: ws, env: env() },
     );
-    expect(run.stdout).toContain("done");
+    // The home directory holds ~/.config, where programs read their settings: refused as a workspace
+    // before any model call (test/attack/home-settings-workspace.test.ts has the rest).
+    expect(run.stderr).toMatch(/^troupe: workspace \S+ is \S+\/\.config, where git, your shell/);
+    expect(run.code).toBe(2);
     expect(readFileSync(store, "utf8")).toBe(trusted);
   });
 });
