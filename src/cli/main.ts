@@ -76,7 +76,9 @@ export async function main(argv: string[]): Promise<number> {
         paths.length === 1 && !globals().config && existsSync(join(paths[0] ?? "", "troupe.yaml"))
           ? paths[0]
           : undefined;
-      // Reading to check starts nothing; starting the servers needs a trusted config.
+      // Reading to check starts nothing; starting the servers needs a trusted config. A dir named
+      // here is given to be checked, not vouched for as --config is: it too must be trusted.
+      if (asConfig && flags.checkServers) (await import("./trust.js")).assertTrustedToStart(asConfig);
       const config = loadConfig({
         ...where(),
         config: asConfig ?? globals().config,

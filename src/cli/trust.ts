@@ -13,6 +13,7 @@ import {
 } from "../config/trusted-configs.js";
 import { UserError } from "../errors.js";
 import { isInside, realPathOrUndefined } from "../util/paths.js";
+import { visibleLine } from "../util/visible.js";
 
 /**
  * `troupe trust [DIR]`: reads the config dir (default ./config) as troupe would load it, and records
@@ -22,7 +23,9 @@ import { isInside, realPathOrUndefined } from "../util/paths.js";
 export function runTrust(given: string | undefined, cwd = process.cwd(), env = process.env): number {
   const dir = configDirOf(given ?? "config", cwd);
   if (isTroupesOwn(dir)) {
-    process.stdout.write(`${dir} is the config shipped with troupe: it is trusted as troupe's own\n`);
+    process.stdout.write(
+      `${visibleLine(dir)} is the config shipped with troupe: it is trusted as troupe's own\n`,
+    );
     return 0;
   }
   const config = loadConfig({ config: dir, cwd, env, untrusted: "read" });
@@ -30,12 +33,12 @@ export function runTrust(given: string | undefined, cwd = process.cwd(), env = p
   const record = trustConfigDir(trustStorePath(env), real, rootsOf(config, real));
   const files = Object.keys(record.files);
   process.stdout.write(
-    `trusted ${real}: ${files.length} file${files.length === 1 ? "" : "s"}; troupe asks again when any of them changes\n`,
+    `trusted ${visibleLine(real)}: ${files.length} file${files.length === 1 ? "" : "s"}; troupe asks again when any of them changes\n`,
   );
   const workspace = writableWorkspaceHolding(config, real, cwd);
   if (workspace)
     process.stderr.write(
-      `troupe: warning: ${real} is inside the workspace ${workspace}, which agents write: troupe keeps tools and sandboxed commands from changing it, but trust it only if you wrote what is in it (a cloned repository's config runs its commands as you)\n`,
+      `troupe: warning: ${visibleLine(real)} is inside the workspace ${visibleLine(workspace)}, which agents write: troupe keeps tools and sandboxed commands from changing it, but trust it only if you wrote what is in it (a cloned repository's config runs its commands as you)\n`,
     );
   return 0;
 }
@@ -55,6 +58,15 @@ export function untrustedNote(dir: string, cwd = process.cwd(), env = process.en
   }
 }
 
+/**
+ * A config dir named to be checked (`agents validate DIR --check-servers`) starts its servers only
+ * once trusted, as one found here: naming it says which to look at, not that its commands are yours.
+ */
+export function assertTrustedToStart(given: string, cwd = process.cwd(), env = process.env): void {
+  const dir = resolve(cwd, given);
+  if (!isTroupesOwn(dir)) assertTrusted(dir, cwd, env);
+}
+
 /** `troupe trust --list`: every trusted dir, and whether it still is what was trusted. */
 export function runTrustList(env = process.env): number {
   const store = readTrustStore(trustStorePath(env));
@@ -68,7 +80,7 @@ export function runTrustList(env = process.env): number {
       : stillMatches(dir, record)
         ? "as trusted"
         : "changed since trusted";
-    process.stdout.write(`${dir}  ${state} (${record.trustedAt})\n`);
+    process.stdout.write(`${visibleLine(dir)}  ${state} (${visibleLine(record.trustedAt)})\n`);
   }
   return 0;
 }
@@ -80,20 +92,24 @@ export function runTrustForget(given: string, cwd = process.cwd(), env = process
   const file = trustStorePath(env);
   const store = readTrustStore(file);
   if (!store.configs[dir])
-    throw new UserError(`${dir} is not a trusted config dir (see troupe trust --list)`);
+    throw new UserError(`${visibleLine(dir)} is not a trusted config dir (see troupe trust --list)`);
   delete store.configs[dir];
   writeTrustStore(file, store);
-  process.stdout.write(`forgot ${dir}: troupe refuses it until it is trusted again\n`);
+  process.stdout.write(`forgot ${visibleLine(dir)}: troupe refuses it until it is trusted again\n`);
   return 0;
 }
 
 function configDirOf(given: string, cwd: string): string {
   const path = resolve(cwd, given);
   if (!existsSync(path))
-    throw new UserError(`${given}: no such directory; name the config dir to trust (troupe trust DIR)`);
+    throw new UserError(
+      `${visibleLine(given)}: no such directory; name the config dir to trust (troupe trust DIR)`,
+    );
   const dir = statSync(path).isDirectory() ? path : dirname(path);
   if (!existsSync(join(dir, CONFIG_FILE)))
-    throw new UserError(`${given} holds no ${CONFIG_FILE}: name the config dir to trust (troupe trust DIR)`);
+    throw new UserError(
+      `${visibleLine(given)} holds no ${CONFIG_FILE}: name the config dir to trust (troupe trust DIR)`,
+    );
   return dir;
 }
 

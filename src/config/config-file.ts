@@ -1,3 +1,4 @@
+import { closeSync, constants, fstatSync, openSync, readSync } from "node:fs";
 import { relative } from "node:path";
 import type { z } from "zod";
 import { didYouMean } from "../util/did-you-mean.js";
@@ -10,7 +11,37 @@ const KEY_HINTS: Record<string, string> = {
     ": a key is never written in troupe.yaml; set apiKeyEnv to the name of the environment variable that holds it",
 };
 
-import { type ConfigProblem, formatPath } from "./problems.js";
+import { ConfigError, type ConfigProblem, formatPath } from "./problems.js";
+
+/** The largest config file read: far more than any config, far less than a device's endless bytes. */
+const MAX_CONFIG_BYTES = 4 * 1024 * 1024;
+
+/**
+ * A config file's text, read only when it is a regular file once open (opened without blocking: a
+ * FIFO or a device a repository's config names must not hang `agents validate` or `trust`), and
+ * at most `MAX_CONFIG_BYTES`; otherwise a ConfigError at the file.
+ */
+export function readConfigText(path: string, cwd: string = process.cwd()): string {
+  const shown = relative(cwd, path);
+  const refuse = (message: string) =>
+    new ConfigError([
+      { file: shown && !shown.startsWith("..") ? shown : path, line: 1, col: 1, path: "", message },
+    ]);
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    const info = fstatSync(fd);
+    if (!info.isFile()) throw refuse("not a regular file: a config file is a file of its own");
+    if (info.size > MAX_CONFIG_BYTES)
+      throw refuse(`larger than ${MAX_CONFIG_BYTES / 1024 / 1024} MB: not a config file`);
+    const buffer = Buffer.alloc(info.size);
+    let filled = 0;
+    for (let read = 1; read > 0 && filled < buffer.length; filled += read)
+      read = readSync(fd, buffer, filled, buffer.length - filled, null);
+    return buffer.subarray(0, filled).toString("utf8");
+  } finally {
+    closeSync(fd);
+  }
+}
 
 export type Path = ReadonlyArray<PropertyKey>;
 

@@ -1,6 +1,5 @@
-import { readFileSync } from "node:fs";
 import { getNodeValue, type Node, type ParseError, parseTree, printParseErrorCode } from "jsonc-parser";
-import { ConfigFile, type Path } from "./config-file.js";
+import { ConfigFile, type Path, readConfigText } from "./config-file.js";
 
 /**
  * A JSON file of another client (Claude Code's `.mcp.json`, VS Code's `.vscode/mcp.json`) with its
@@ -27,7 +26,7 @@ export class JsonFile extends ConfigFile {
   }
 
   static read(path: string, cwd?: string): JsonFile {
-    return new JsonFile(path, readFileSync(path, "utf8"), cwd);
+    return new JsonFile(path, readConfigText(path, cwd), cwd);
   }
 
   protected position(offset: number): { line: number; col: number } {

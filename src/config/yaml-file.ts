@@ -1,6 +1,5 @@
-import { readFileSync } from "node:fs";
 import { isMap, isPair, isScalar, isSeq, LineCounter, type Node, parseDocument } from "yaml";
-import { ConfigFile, type Path } from "./config-file.js";
+import { ConfigFile, type Path, readConfigText } from "./config-file.js";
 
 /** A YAML file (troupe.yaml, an agent) with its positions kept, for `file:line:col` problems. */
 export class YamlFile extends ConfigFile {
@@ -24,7 +23,7 @@ export class YamlFile extends ConfigFile {
   }
 
   static read(path: string, cwd?: string): YamlFile {
-    return new YamlFile(path, readFileSync(path, "utf8"), cwd);
+    return new YamlFile(path, readConfigText(path, cwd), cwd);
   }
 
   protected position(offset: number): { line: number; col: number } {
