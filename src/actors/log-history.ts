@@ -28,6 +28,8 @@ export interface LogHistory {
   elapsedMs: number;
   /** The last event's seq. */
   lastSeq: number;
+  /** Its last event is an `agent.stopped`: it finished (and was not resumed since). */
+  stopped: boolean;
 }
 
 /** The first 2,000 characters of an output are in `tool.finished`; the rest only in the snapshot. */
@@ -56,6 +58,7 @@ export async function historyFromLog(
   let startedAt = 0;
   let lastAt = 0;
   let lastSeq = -1;
+  let stopped = false;
   let text = "";
   let turn: { message: Extract<ChatMessage, { role: "assistant" }>; calls: number } | undefined;
   let messages: ChatMessage[] = [];
@@ -65,6 +68,7 @@ export async function historyFromLog(
     if (envelope.agentId !== agentId) continue;
     lastAt = envelope.ts;
     lastSeq = Math.max(lastSeq, envelope.seq);
+    stopped = envelope.type === "agent.stopped";
     if (isEvent(envelope, "agent.started")) {
       started = envelope.data;
       startedAt = envelope.ts;
@@ -106,6 +110,7 @@ export async function historyFromLog(
     ...counts,
     elapsedMs: Math.max(0, lastAt - startedAt),
     lastSeq,
+    stopped,
   };
 }
 
@@ -167,9 +172,10 @@ export async function recordFromLog(
   journal: ToolJournal,
   runId: string,
   agentId: string,
+  only: { unfinished?: boolean } = {},
 ): Promise<{ record: AgentRecord; rebuilt: RebuiltHistory } | undefined> {
   const history = await historyFromLog(bus, journal, runId, agentId);
-  if (!history) return undefined;
+  if (!history || (only.unfinished && history.stopped)) return undefined;
   const { started, messages, usage, turns, toolCalls } = history;
   const record: AgentRecord = {
     v: AGENT_RECORD_VERSION,
@@ -193,7 +199,9 @@ export async function recordFromLog(
 /**
  * An agent's stored record (taken over, with an `epoch`); when it cannot be read (not a record of
  * it, or of another version), one rebuilt from the agent's events, which the log holds whatever
- * became of the snapshot. Undefined when there is neither.
+ * became of the snapshot. So too when there is none and the log says the agent started and has not
+ * stopped: its host died before its first snapshot was stored (the client may already have seen it
+ * calling the model). Undefined when there is neither.
  */
 export async function loadOrRebuild(
   persistence: { agents: AgentStore; journal: ToolJournal },
@@ -202,11 +210,11 @@ export async function loadOrRebuild(
   which: { runId: string; agentId: string; epoch?: number | undefined },
 ): Promise<{ record: AgentRecord; rebuilt?: RebuiltHistory } | undefined> {
   const { runId, agentId, epoch } = which;
+  let record: AgentRecord | undefined;
   try {
-    const record = await (epoch
+    record = await (epoch
       ? persistence.agents.takeOver(runId, agentId)
       : persistence.agents.load(runId, agentId));
-    return record ? { record } : undefined;
   } catch (error) {
     if (!(error instanceof IncompatibleRecordError)) throw error;
     const fromLog = await recordFromLog(bus, persistence.journal, runId, agentId);
@@ -217,4 +225,9 @@ export async function loadOrRebuild(
     );
     return fromLog;
   }
+  if (record) return { record };
+  if (epoch) return undefined;
+  const fromLog = await recordFromLog(bus, persistence.journal, runId, agentId, { unfinished: true });
+  if (fromLog) log.warn({ runId, agentId }, "rebuilt from the event log: it has no snapshot yet");
+  return fromLog;
 }
