@@ -6,7 +6,7 @@
  */
 import { fork } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { newRunId } from "../src/actors/runtime.js";
+import { newRunId } from "../src/actors/run-ids.js";
 import type { Bus } from "../src/bus/bus.js";
 import { followRun } from "../src/bus/follow-run.js";
 import { NatsBus } from "../src/bus/nats-bus.js";

@@ -14,7 +14,6 @@ import { ActiveSkills } from "../skills/active-skills.js";
 import { withSkill } from "../skills/skills.js";
 import { planCalls } from "../tools/plan.js";
 import type { ToolRegistry } from "../tools/tool.js";
-import { ulid } from "../util/ulid.js";
 import { AgentActors, type AgentActorsSetup } from "./agent-actors.js";
 import type { AgentDeps, AgentHandle, StartAgentOptions } from "./agent-deps.js";
 import { toolGate } from "./agent-hooks.js";
@@ -26,6 +25,7 @@ import { Clearance } from "./clearance.js";
 import { EventPublisher } from "./event-publisher.js";
 import { armWall, hostedActor } from "./hosted-machine.js";
 import { REBUILT_NOTE } from "./log-history.js";
+import { newAgentId } from "./run-ids.js";
 import { subagentTools } from "./subagents.js";
 
 const NOTHING_SPENT = { usage: ZERO_USAGE, toolCalls: 0 };
@@ -37,7 +37,7 @@ const NOTHING_SPENT = { usage: ZERO_USAGE, toolCalls: 0 };
  */
 export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHandle {
   const { definition, runId, restore } = options;
-  const agentId = options.agentId ?? `${definition.name}-${ulid().slice(-8).toLowerCase()}`;
+  const agentId = options.agentId ?? newAgentId(definition.name);
   const log = deps.log.child({ component: "agent", runId, agentId });
   const settings = resolveAgentSettings(
     deps.config,

@@ -28,7 +28,6 @@ import { McpManager } from "../tools/mcp/mcp-manager.js";
 import { type Tool, ToolRegistry } from "../tools/tool.js";
 import { loadToolModules } from "../tools/tool-modules.js";
 import { didYouMean } from "../util/did-you-mean.js";
-import { ulid } from "../util/ulid.js";
 import type { AgentDeps, AgentHandle, StartAgentOptions } from "./agent-deps.js";
 import type { AgentHooks } from "./agent-hooks.js";
 import { startAgent } from "./agent-host.js";
@@ -39,6 +38,7 @@ import { loadOrRebuild } from "./log-history.js";
 import { nextSeqOf } from "./next-seq.js";
 import { actorKey, type SpawnRequest, workerPlacement } from "./placement.js";
 import { type ResumeAs, rightsOf, trustedName } from "./resume-rights.js";
+import { newAgentId, newRunId } from "./run-ids.js";
 import { assertTaskFits } from "./task-size.js";
 
 export interface RuntimeOptions {
@@ -84,6 +84,8 @@ export interface RunOptions {
   /** Where this run's commands are confined (overrides the agent's and the config's). */
   sandbox?: SandboxMode;
   runId?: string;
+  /** The run's first agent's id; default: its name and a random suffix (`newAgentId`). */
+  agentId?: string;
 }
 
 /** One process's agents, their bus, models and tools. */
@@ -244,6 +246,7 @@ export class Runtime {
       task,
       ...(skill ? { skill } : {}),
       runId: options.runId ?? newRunId(),
+      agentId: options.agentId ?? newAgentId(definition.name),
       ...(options.approval ? { approval: options.approval } : {}),
       ...(options.mode ? { mode: options.mode } : {}),
       ...(options.sandbox ? { sandbox: options.sandbox } : {}),
@@ -441,10 +444,6 @@ export function secretsOf(config: LoadedConfig, env: NodeJS.ProcessEnv): Redacto
 /** A stopped agent's record made ready to go on: its machine reopened (`reopen`), no longer done. */
 function reopened(record: AgentRecord, answers: ReadonlyMap<string, ChatMessage>): AgentRecord {
   return { ...record, done: false, snapshot: reopen(record.snapshot, answers) };
-}
-
-export function newRunId(): string {
-  return `run-${ulid().toLowerCase()}`;
 }
 
 export type { ResumeAs, RunGrants } from "./resume-rights.js";

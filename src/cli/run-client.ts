@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { resolve as resolvePath } from "node:path";
-import { newRunId } from "../actors/runtime.js";
+import { newRunId } from "../actors/run-ids.js";
 import { answerApproval, awaitApproval } from "../approvals/answer-approval.js";
 import { RemoteError, RequestTimeoutError } from "../bus/bus.js";
 import { followRun } from "../bus/follow-run.js";

@@ -1,5 +1,6 @@
 import { statSync } from "node:fs";
 import type { AgentHandle } from "../actors/agent-deps.js";
+import { newAgentId, newRunId } from "../actors/run-ids.js";
 import type { RunGrants, Runtime } from "../actors/runtime.js";
 import { type Bus, RequestRefusedError, type Subscription } from "../bus/bus.js";
 import { KV_BUCKETS, READ_VERBS } from "../bus/permissions.js";
@@ -168,20 +169,12 @@ export class Daemon {
   async #start(data: Record<string, string | undefined>): Promise<{ runId: string; agentId: string }> {
     const workspace = data.workspace ? this.#allowedWorkspace(data.workspace) : undefined;
     const runtime = await this.#runtime(workspace);
-    const handle = refusingUserErrors(() =>
-      runtime.start({
-        task: data.task as string,
-        ...(data.runId ? { runId: data.runId } : {}),
-        ...(data.agent ? { agent: data.agent } : {}),
-        ...(data.approval ? { approval: data.approval as never } : {}),
-        ...(data.mode ? { mode: data.mode as "act" | "plan" } : {}),
-        ...(data.sandbox ? { sandbox: data.sandbox as SandboxMode } : {}),
-        ...(data.skill ? { skill: data.skill } : {}),
-      }),
-    );
+    const agent = refusingUserErrors(() => runtime.agent(data.agent)).name;
+    // The record first: a run whose record cannot be written (a full or unreachable bucket) never
+    // starts, rather than run its commands where status, abort and resume cannot find it.
     const record: RunRecord = {
-      runId: handle.runId,
-      agentId: handle.agentId,
+      runId: data.runId ?? newRunId(),
+      agentId: newAgentId(agent),
       agent: data.agent ?? this.runtime.agent().name,
       task: data.task as string,
       status: "running",
@@ -191,6 +184,25 @@ export class Daemon {
       ...(workspace ? { workspace } : {}),
     };
     await this.#index?.put(record);
+    let handle: AgentHandle;
+    try {
+      handle = refusingUserErrors(() =>
+        runtime.start({
+          task: data.task as string,
+          runId: record.runId,
+          agentId: record.agentId,
+          ...(data.agent ? { agent: data.agent } : {}),
+          ...(data.approval ? { approval: data.approval as never } : {}),
+          ...(data.mode ? { mode: data.mode as "act" | "plan" } : {}),
+          ...(data.sandbox ? { sandbox: data.sandbox as SandboxMode } : {}),
+          ...(data.skill ? { skill: data.skill } : {}),
+        }),
+      );
+    } catch (error) {
+      // Refused (an unknown skill, a task too long for the model): no run, so no record.
+      await this.#index?.remove(record.runId).catch(() => {});
+      throw error;
+    }
     this.#track(handle, record);
     return { runId: handle.runId, agentId: handle.agentId };
   }
