@@ -9,7 +9,8 @@ import {
   type LoggedEvent,
   type ReadOptions,
 } from "./bus.js";
-import { type LogReaderParts, readLog } from "./nats-log-reader.js";
+import { readLogOrDirect } from "./log-read-by-gets.js";
+import type { LogReaderParts } from "./nats-log-reader.js";
 import type { AckedPublisher } from "./nats-publisher.js";
 import type { Subjects } from "./subjects.js";
 
@@ -88,7 +89,7 @@ export class NatsEventLog implements EventLog {
   }
 
   read(options: ReadOptions = {}): AsyncIterable<LoggedEvent> {
-    return readLog(this.reader, options);
+    return readLogOrDirect(this.reader, options);
   }
 }
 

@@ -26,6 +26,11 @@ import { ensureBucketStream, type StorageSettings } from "./nats-streams.js";
 
 const encoder = new TextEncoder();
 
+/** JetStream's "maximum consumers limit reached". */
+const CONSUMER_LIMIT = 10026;
+/** A watch that can have no consumer reads its keys again this often. */
+const POLL_MS = 500;
+
 /** How long one KV read waits for its answer before it is asked again. */
 const KV_ATTEMPT_MS = 2000;
 
@@ -240,6 +245,12 @@ class NatsKv implements KvStore {
             });
           }
         } catch (error) {
+          // A copy that takes no more consumers (a reader's seed can make them all): looked at again
+          // and again instead, with reads that take nothing from the server.
+          if (error instanceof JetStreamApiError && error.code === CONSUMER_LIMIT) {
+            await this.#poll(options.key, queue);
+            break;
+          }
           // Refused (permissions) or closed: not a watch that coming back would mend.
           const closed =
             error instanceof BusClosedError ||
@@ -254,6 +265,29 @@ class NatsKv implements KvStore {
       queue.end();
     })().catch(() => queue.end());
     return queue;
+  }
+
+  /** A watch's changes by reading the keys every POLL_MS: each put once per revision, each delete once. */
+  async #poll<T>(key: string | undefined, queue: AsyncQueue<KvChange<T>>): Promise<void> {
+    const seen = new Map<string, number>();
+    while (!queue.ended) {
+      const keys = key === undefined ? await this.keys() : [key];
+      const now = new Set<string>();
+      for (const name of keys) {
+        const entry = await this.get<T>(name);
+        if (!entry) continue;
+        now.add(name);
+        if (seen.get(name) === entry.revision) continue;
+        seen.set(name, entry.revision);
+        queue.push({ key: name, value: entry.value, revision: entry.revision, op: "put" });
+      }
+      for (const [name, revision] of seen)
+        if (!now.has(name)) {
+          seen.delete(name);
+          queue.push({ key: name, value: null, revision, op: "delete" });
+        }
+      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    }
   }
 
   async #retry<T>(operation: () => Promise<T>): Promise<T> {
