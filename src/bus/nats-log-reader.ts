@@ -11,6 +11,7 @@ import { AsyncQueue } from "./async-queue.js";
 import type { LoggedEvent, ReadOptions } from "./bus.js";
 import { EventFilter } from "./event-filter.js";
 import type { Intake } from "./intake.js";
+import { deliveryOf } from "./jetstream-ack.js";
 import { fromAStream } from "./server-sent.js";
 import type { Subjects } from "./subjects.js";
 
@@ -258,39 +259,4 @@ class LogCursor implements AsyncIterator<LoggedEvent> {
     if (this.#name && !connection.isClosed())
       jsm.consumers.delete(subjects.eventStream, this.#name).catch(() => {});
   }
-}
-
-interface Delivery {
-  streamSeq: number;
-  deliverySeq: number;
-  pending: number;
-}
-
-/**
- * A delivery of one consumer (`owner`: `<stream>.<consumer>.`), read from its ack subject:
- * `$JS.ACK.<stream>.<consumer>.<delivered>.<streamSeq>.<deliverySeq>.<ts>.<pending>`, or the form
- * with a domain and an account hash after `ACK` (and a token at the end). Undefined for anything
- * else. Read in place, without a split: every event a reader takes passes here.
- */
-function deliveryOf(reply: string | undefined, owner: string): Delivery | undefined {
-  if (!reply?.startsWith("$JS.ACK.")) return undefined;
-  let at = 8;
-  if (!reply.startsWith(owner, at)) {
-    // The newer form: skip the domain and the account hash.
-    at = reply.indexOf(".", reply.indexOf(".", at) + 1) + 1;
-    if (at === 0 || !reply.startsWith(owner, at)) return undefined;
-  }
-  // <delivered>.<streamSeq>.<deliverySeq>.<ts>.<pending>: digits read as they come, nothing cut out.
-  const numbers = [0, 0, 0, 0, 0];
-  let token = 0;
-  for (let i = at + owner.length; i < reply.length && token < 5; i++) {
-    const code = reply.charCodeAt(i);
-    if (code === 46)
-      token++; // "."
-    else if (code >= 48 && code <= 57) numbers[token] = (numbers[token] as number) * 10 + code - 48;
-    else return undefined;
-  }
-  if (token < 4) return undefined;
-  const [, streamSeq, deliverySeq, , pending] = numbers as [number, number, number, number, number];
-  return { streamSeq: streamSeq as number, deliverySeq: deliverySeq as number, pending };
 }
