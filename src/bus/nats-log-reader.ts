@@ -12,19 +12,12 @@ import type { LoggedEvent, ReadOptions } from "./bus.js";
 import { EventFilter } from "./event-filter.js";
 import type { Intake } from "./intake.js";
 import { deliveryOf } from "./jetstream-ack.js";
+import { GIVE_UP_MS, HEARTBEAT_MS, HIGH_WATER, SILENCE_MS } from "./log-read-state.js";
 import { fromAStream } from "./server-sent.js";
 import type { Subjects } from "./subjects.js";
 
-/** The server says it is alive this often when it has nothing to deliver. */
-const HEARTBEAT_MS = 1000;
-/** Nothing heard for this long (no message, no heartbeat): the consumer is made again. */
-const SILENCE_MS = 2500;
 /** Consumers that lost their reader go away on their own after this. */
 const INACTIVE_MS = 30_000;
-/** Above this many events waiting for the reader, the server is held at its next flow-control check. */
-const HIGH_WATER = 8192;
-/** Making the consumer again keeps failing for this long: the read fails. */
-const GIVE_UP_MS = 30_000;
 
 export interface LogReaderParts {
   readonly connection: NatsConnection;
