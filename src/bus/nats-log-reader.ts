@@ -11,8 +11,17 @@ import { AsyncQueue } from "./async-queue.js";
 import type { LoggedEvent, ReadOptions } from "./bus.js";
 import { EventFilter } from "./event-filter.js";
 import type { Intake } from "./intake.js";
-import { deliveryOf } from "./jetstream-ack.js";
-import { GIVE_UP_MS, HEARTBEAT_MS, HIGH_WATER, SILENCE_MS } from "./log-read-state.js";
+import { type Delivery, deliveryOf } from "./jetstream-ack.js";
+import {
+  delivered,
+  HEARTBEAT_MS,
+  type LogRead,
+  type LogReadEffect,
+  type LogReadInput,
+  openingRead,
+  step,
+  taken,
+} from "./log-read-state.js";
 import { fromAStream } from "./server-sent.js";
 import type { Subjects } from "./subjects.js";
 
@@ -38,18 +47,21 @@ export interface LogReaderParts {
  * heartbeats (the server restarted, the connection came back) makes the consumer again from the
  * message after the last one read. Without `follow` it ends at the message the server says has none
  * pending after it. Events pass an `EventFilter`: each agent's seq once, none from a host that lost
- * its agent to another.
+ * its agent to another. What to do when is decided in log-read-state.ts; this does it.
  */
 export function readLog(parts: LogReaderParts, options: ReadOptions = {}): AsyncIterable<LoggedEvent> {
   return { [Symbol.asyncIterator]: () => new LogCursor(parts, options) };
 }
 
 /**
- * One read: its place in the stream, the consumer delivering from it (made again as needed), and
- * the events the reader has yet to take. The iterator is the queue's own, so an event costs the
- * reader one resolved promise, not an async generator's round of them.
+ * One read's I/O: the consumer delivering to it (made again as the read's state says), the events
+ * the reader has yet to take, and the silence watch. Each message, take, tick and consumer made goes
+ * to the read's state as an input, and its effects are done here, in order. The iterator is the
+ * queue's own, so an event costs the reader one resolved promise, not an async generator's round of
+ * them.
  */
 class LogCursor implements AsyncIterator<LoggedEvent> {
+  readonly #read: LogRead<Msg>;
   readonly #events: AsyncQueue<LoggedEvent>;
   readonly #filter: EventFilter;
   /** The first consumer being made; its failure (NATS away, not allowed) is the read's first `next()`. */
@@ -59,24 +71,18 @@ class LogCursor implements AsyncIterator<LoggedEvent> {
   /** `<stream>.<consumer>.`, as the ack subjects of this consumer's deliveries name them. */
   #owner = "";
   #subscription: ReturnType<NatsConnection["subscribe"]> | undefined;
-  /** The stream sequence to go on from after a reset; 0 until a message was read. */
-  #nextStreamSeq = 0;
-  #deliverySeq = 0;
-  #lastHeard = Date.now();
-  #heldFlowControl: Msg | undefined;
   #watch: NodeJS.Timeout | undefined;
-  #resetting = false;
-  #failingSince = 0;
-  #closed = false;
 
   constructor(
     private readonly parts: LogReaderParts,
     private readonly options: ReadOptions,
   ) {
     this.#filter = new EventFilter(options.from !== "now");
+    // Before the queue, which closes the read at once when its signal is already aborted.
+    this.#read = openingRead(options.follow === true, Date.now());
     this.#events = new AsyncQueue<LoggedEvent>(
       options.signal,
-      () => this.#close(),
+      () => this.#input({ type: "close" }),
       () => this.#taken(),
     );
     this.#opening = this.#events.ended ? undefined : this.#open();
@@ -96,41 +102,130 @@ class LogCursor implements AsyncIterator<LoggedEvent> {
     return this.#events.return();
   }
 
-  async #open(): Promise<void> {
-    try {
-      const pending = await this.#create();
-      if (this.#closed)
-        this.#dropConsumer(); // aborted while it was made
-      else if (!this.options.follow && pending === 0) this.#events.end();
-      else this.#watch = setInterval(() => this.#checkSilence(), HEARTBEAT_MS);
-    } catch (error) {
-      this.#events.return();
-      throw error;
-    }
+  /** Makes the first consumer, from where the read's `from` option says. */
+  #open(): Promise<void> {
+    return this.#create(this.#read.nextStreamSeq).then(
+      (pending) => this.#input({ type: "opened", pending }),
+      (error: Error) => {
+        this.#input({ type: "open-failed", error });
+        throw error;
+      },
+    );
   }
 
-  /** The reader took an event: a held server may go on once the backlog is small again. */
+  #input(input: LogReadInput<Msg>): void {
+    this.#do(step(this.#read, input, Date.now()));
+  }
+
+  /** The reader took an event. Only a held read has anything to do then, and every event comes here. */
   #taken(): void {
-    if (this.#heldFlowControl && this.#events.size < HIGH_WATER / 4) {
-      this.#heldFlowControl.respond(Empty);
-      this.#heldFlowControl = undefined;
+    if (this.#read.held !== undefined) this.#do(taken(this.#read, this.#events.size));
+  }
+
+  #receive(inbox: string, msg: Msg): void {
+    if (inbox !== this.#inbox || this.#read.phase === "closed") return; // a consumer already given up
+    const now = Date.now();
+    // A delivery names this consumer in its ack subject, whatever it holds: a stored message with no
+    // payload (a status reply someone had the server send onto an event subject) is counted as one,
+    // and dropped as no envelope. Only what has no ack subject is the server's word to this reader.
+    const delivery = deliveryOf(msg.reply, this.#owner);
+    if (delivery) this.#do(delivered(this.#read, delivery, now), msg, delivery);
+    else if (msg.data.length === 0 && msg.headers && !msg.reply?.startsWith("$JS.ACK."))
+      this.#do(step(this.#read, this.#status(msg), now));
+    else {
+      this.parts.logger.warn({ subject: msg.subject }, "dropped a message that is not this log read's");
+      this.#do(step(this.#read, { type: "heard" }, now));
     }
   }
 
-  /** The queue ended (read to its end, returned, aborted or failed): the consumer goes. */
-  #close(): void {
-    this.#closed = true;
-    clearInterval(this.#watch);
-    this.#dropConsumer();
+  /** Flow control, heartbeats, and the consumer gone, as the read's inputs. */
+  #status(msg: Msg): LogReadInput<Msg> {
+    const headers = msg.headers;
+    if (headers?.code === 100 && msg.reply)
+      return { type: "flow-control", request: msg, queued: this.#events.size };
+    if (headers?.code === 100)
+      return {
+        type: "heartbeat",
+        lastConsumer: Number(headers.get("Nats-Last-Consumer") || 0),
+        stalled: headers.get("Nats-Consumer-Stalled") || undefined,
+      };
+    if (headers?.code === 409) return { type: "gone", description: headers.description };
+    return { type: "heard" };
   }
 
-  async #create(): Promise<number> {
+  /** Does what the read's state said, in order; `msg` and `delivery`: the delivery it was told of. */
+  #do(effects: readonly LogReadEffect<Msg>[], msg?: Msg, delivery?: Delivery): void {
+    for (let i = 0; i < effects.length; i++) {
+      const effect = effects[i] as LogReadEffect<Msg>;
+      switch (effect.do) {
+        case "push":
+          if (msg && delivery) this.#push(msg, delivery.streamSeq);
+          break;
+        case "end":
+          this.#events.end();
+          break;
+        case "respond":
+          effect.request.respond(Empty);
+          break;
+        case "publish":
+          this.parts.connection.publish(effect.subject, Empty);
+          break;
+        case "make":
+          this.#remake(effect.from, effect.why);
+          break;
+        case "drop":
+          this.#dropConsumer();
+          break;
+        case "watch":
+          this.#watch = setInterval(() => this.#input({ type: "tick" }), HEARTBEAT_MS);
+          break;
+        case "unwatch":
+          clearInterval(this.#watch);
+          break;
+        case "fail":
+          this.#events.fail(effect.error);
+          break;
+        case "abandon":
+          this.#events.return();
+          break;
+      }
+    }
+  }
+
+  /** The delivered message's events, to the reader. */
+  #push(msg: Msg, streamSeq: number): void {
+    const data = msg.data;
+    // A direct get's reply that was sent onto an event subject, and stored: not an event.
+    if (fromAStream(msg, data.length)) {
+      this.parts.logger.warn({ subject: msg.subject }, "skipped a stored message sent here");
+      return;
+    }
+    this.parts.intake.decodeEach(data, msg.subject, (envelope, json) => {
+      // Another run's event: a consumer of another's, aimed at this inbox under this one's name.
+      if (this.options.runId !== undefined && envelope.runId !== this.options.runId) return;
+      if (!this.#filter.accept(envelope)) return;
+      this.#events.push(
+        json === undefined
+          ? { seq: streamSeq, subject: msg.subject, envelope }
+          : { seq: streamSeq, subject: msg.subject, envelope, json },
+      );
+    });
+  }
+
+  /** Makes the consumer again; the read's state hears whether it was. */
+  #remake(from: number, why: string): void {
+    this.parts.logger.debug({ why, from }, "making the log read's consumer again");
+    this.#create(from).then(
+      () => this.#input({ type: "made" }),
+      (error: Error) => this.#input({ type: "make-failed", error }),
+    );
+  }
+
+  async #create(from: number): Promise<number> {
     const { connection, jsm, subjects, inboxPrefix } = this.parts;
     this.#inbox = createInbox(inboxPrefix);
     this.#name = `log_${nuid.next()}`;
     this.#owner = `${subjects.eventStream}.${this.#name}.`;
-    this.#deliverySeq = 0;
-    this.#lastHeard = Date.now();
     const inbox = this.#inbox;
     this.#subscription = connection.subscribe(inbox, { callback: (_, msg) => this.#receive(inbox, msg) });
     const config: Partial<ConsumerConfig> = {
@@ -144,108 +239,18 @@ class LogCursor implements AsyncIterator<LoggedEvent> {
       inactive_threshold: nanos(INACTIVE_MS),
       mem_storage: true,
       num_replicas: 1,
-      ...this.#startAt(),
+      ...this.#startAt(from),
     };
-    try {
-      const info = await jsm.consumers.add(subjects.eventStream, config);
-      return info.num_pending;
-    } catch (error) {
-      this.#dropConsumer();
-      throw error;
-    }
+    const info = await jsm.consumers.add(subjects.eventStream, config);
+    return info.num_pending;
   }
 
-  #startAt(): Partial<ConsumerConfig> {
-    if (this.#nextStreamSeq > 0)
-      return { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: this.#nextStreamSeq };
+  #startAt(from: number): Partial<ConsumerConfig> {
+    if (from > 0) return { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from };
     return { deliver_policy: this.options.from === "now" ? DeliverPolicy.New : DeliverPolicy.All };
   }
 
-  #receive(inbox: string, msg: Msg): void {
-    if (inbox !== this.#inbox || this.#closed) return; // a consumer already given up
-    this.#lastHeard = Date.now();
-    // A delivery names this consumer in its ack subject, whatever it holds: a stored message with no
-    // payload (a status reply someone had the server send onto an event subject) is counted as one,
-    // and dropped as no envelope. Only what has no ack subject is the server's word to this reader.
-    const delivery = deliveryOf(msg.reply, this.#owner);
-    if (!delivery) {
-      if (msg.data.length === 0 && msg.headers && !msg.reply?.startsWith("$JS.ACK.")) this.#status(msg);
-      else this.parts.logger.warn({ subject: msg.subject }, "dropped a message that is not this log read's");
-      return;
-    }
-    if (delivery.deliverySeq !== this.#deliverySeq + 1) {
-      this.#reset("a delivery out of sequence");
-      return;
-    }
-    this.#deliverySeq = delivery.deliverySeq;
-    this.#nextStreamSeq = delivery.streamSeq + 1;
-    const data = msg.data;
-    // A direct get's reply that was sent onto an event subject, and stored: not an event.
-    if (fromAStream(msg, data.length))
-      this.parts.logger.warn({ subject: msg.subject }, "skipped a stored message sent here");
-    else
-      this.parts.intake.decodeEach(data, msg.subject, (envelope, json) => {
-        // Another run's event: a consumer of another's, aimed at this inbox under this one's name.
-        if (this.options.runId !== undefined && envelope.runId !== this.options.runId) return;
-        if (!this.#filter.accept(envelope)) return;
-        this.#events.push(
-          json === undefined
-            ? { seq: delivery.streamSeq, subject: msg.subject, envelope }
-            : { seq: delivery.streamSeq, subject: msg.subject, envelope, json },
-        );
-      });
-    if (!this.options.follow && delivery.pending === 0) this.#events.end();
-  }
-
-  /** Flow control, heartbeats, and the consumer gone. */
-  #status(msg: Msg): void {
-    const headers = msg.headers;
-    if (!headers) return;
-    if (headers.code === 100 && msg.reply) {
-      // Flow control: answered now, or when the reader has caught up.
-      if (this.#events.size >= HIGH_WATER) this.#heldFlowControl = msg;
-      else msg.respond(Empty);
-      return;
-    }
-    if (headers.code === 100) {
-      // Stalled on a flow-control answer that was lost (not one held here): answered again.
-      const stalled = headers.get("Nats-Consumer-Stalled");
-      if (stalled && !this.#heldFlowControl) this.parts.connection.publish(stalled, Empty);
-      const last = Number(headers.get("Nats-Last-Consumer") || 0);
-      if (last > this.#deliverySeq) this.#reset("a heartbeat after deliveries that never came");
-      return;
-    }
-    if (headers.code === 409) this.#reset(`the consumer is gone (${headers.description})`);
-  }
-
-  #checkSilence(): void {
-    if (Date.now() - this.#lastHeard > SILENCE_MS) this.#reset("no heartbeat");
-  }
-
-  /** Makes the consumer again from the message after the last one read; retried while it fails. */
-  #reset(why: string): void {
-    if (this.#resetting || this.#closed) return;
-    this.#resetting = true;
-    this.parts.logger.debug({ why, from: this.#nextStreamSeq }, "making the log read's consumer again");
-    this.#dropConsumer();
-    this.#create()
-      .then(() => {
-        this.#failingSince = 0;
-        if (this.#closed) this.#dropConsumer();
-      })
-      .catch((error: Error) => {
-        this.#failingSince ||= Date.now();
-        if (Date.now() - this.#failingSince > GIVE_UP_MS) this.#events.fail(error);
-        // The silence check tries again.
-        this.#lastHeard = Date.now() - SILENCE_MS + HEARTBEAT_MS;
-      })
-      .finally(() => {
-        this.#resetting = false;
-      });
-  }
-
   #dropConsumer(): void {
-    this.#heldFlowControl = undefined;
     this.#subscription?.unsubscribe();
     this.#subscription = undefined;
     const { connection, jsm, subjects } = this.parts;
