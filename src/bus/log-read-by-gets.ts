@@ -54,7 +54,10 @@ async function* readByGets(parts: LogReaderParts, options: ReadOptions): AsyncGe
   while (!options.signal?.aborted) {
     // A stream's own get (2.9 takes `next_by_subj` there too): a direct get's answer comes from the
     // copy and could be aimed, through the people's import, at the answers bucket.
-    const msg: StoredMsg | null = await jsm.streams.getMessage(stream, { seq, next_by_subj: wanted } as never);
+    const msg: StoredMsg | null = await jsm.streams.getMessage(stream, {
+      seq,
+      next_by_subj: wanted,
+    } as never);
     if (!msg) {
       if (!options.follow) return;
       await pause(POLL_MS, options.signal);
