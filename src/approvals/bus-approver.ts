@@ -187,6 +187,7 @@ export class BusApprover implements Approver {
     const stop = () => watching.abort();
     signal.addEventListener("abort", stop, { once: true });
     let timedOut = false;
+    const refusals: Refusals = { told: rejected, tokens: REFUSALS_SAID, at: Date.now(), since: 0 };
     // Set while this host writes its own decision: any other record of this request that is not
     // pending was decided by something else (a copy written over the key), and is refused.
     let deciding = false;
@@ -222,7 +223,7 @@ export class BusApprover implements Approver {
         signal: watching.signal,
       })) {
         if (change.value === null) continue;
-        const answer = await this.#consider(kv, key, own, change.key, change.value, rejected, (on) => {
+        const answer = await this.#consider(kv, key, own, change.key, change.value, refusals, (on) => {
           deciding = on;
         });
         if (answer) return answer;
@@ -242,6 +243,44 @@ export class BusApprover implements Approver {
     }
   }
 
+  /**
+   * An answer refused: said (a warning, an `approval.rejected` event, its line in the record's list),
+   * the first REFUSALS_SAID of a wait each, then one every REFUSALS_EVERY_MS with how many more were
+   * refused since; one refused before this wait was resumed is not news. A flood of junk answers
+   * costs a count each.
+   */
+  async #refuse(kv: KvStore, key: string, own: ApprovalRecord, refusal: RejectedAnswer, refusals: Refusals) {
+    const now = Date.now();
+    refusals.tokens = Math.min(REFUSALS_SAID, refusals.tokens + (now - refusals.at) / REFUSALS_EVERY_MS);
+    refusals.at = now;
+    if (refusals.tokens < 1) {
+      refusals.since++;
+      return;
+    }
+    refusals.tokens--;
+    const more = refusals.since;
+    refusals.since = 0;
+    const said =
+      more > 0 ? { ...refusal, why: `${refusal.why} (and ${more} more refused before it)` } : refusal;
+    let told = false;
+    for (;;) {
+      const entry = await this.#ours(kv, key, own);
+      if (!entry || entry.value.status !== "pending") return;
+      if (entry.value.rejected?.some((r) => r.answerId === refusal.answerId)) return;
+      if (!told) {
+        told = true;
+        this.log.warn({ key, ...said }, "refused an answer to an approval");
+        refusals.told(said);
+      }
+      const list = [...(entry.value.rejected ?? []), said].slice(-MAX_REJECTIONS);
+      const written = await kv
+        .put(key, { ...entry.value, rejected: list }, { expectedRevision: entry.revision })
+        .then(() => true)
+        .catch((error) => (error instanceof KvConflictError ? false : Promise.reject(error)));
+      if (written) return;
+    }
+  }
+
   /** One answer: refused with a reason, or written into the record unless another got there first. */
   async #consider(
     kv: KvStore,
@@ -249,36 +288,24 @@ export class BusApprover implements Approver {
     own: ApprovalRecord,
     answerKey: string,
     value: unknown,
-    rejected: (refusal: RejectedAnswer) => void,
+    refusals: Refusals,
     /** Told when this host writes its decision (and when that write lost to another). */
     deciding: (on: boolean) => void,
   ): Promise<ApprovalAnswer | undefined> {
+    const answerId = answerKey.slice(answerKey.lastIndexOf(".") + 1);
+    // Checked before anything is read or written: a flood of junk answers costs a check each.
+    const verdict = verifyAnswer(value, factsOf(own), this.trust);
+    if (!verdict.ok) {
+      const refusal = { answerId, why: verdict.why, ...(verdict.claimedBy ? { by: verdict.claimedBy } : {}) };
+      await this.#refuse(kv, key, own, refusal, refusals);
+      return undefined;
+    }
     for (;;) {
       const entry = await this.#ours(kv, key, own);
       if (!entry) continue;
       if (entry.value.status !== "pending") {
-        const settled = await this.#settled(kv, entry, own, rejected);
+        const settled = await this.#settled(kv, entry, own, refusals.told);
         if (settled) return settled;
-        continue;
-      }
-      const answerId = answerKey.slice(answerKey.lastIndexOf(".") + 1);
-      // Refused before (this wait was resumed after a restart): not news.
-      if (entry.value.rejected?.some((r) => r.answerId === answerId)) return undefined;
-      const verdict = verifyAnswer(value, factsOf(own), this.trust);
-      if (!verdict.ok) {
-        const refusal = {
-          answerId,
-          why: verdict.why,
-          ...(verdict.claimedBy ? { by: verdict.claimedBy } : {}),
-        };
-        this.log.warn({ key, ...refusal }, "refused an answer to an approval");
-        rejected(refusal);
-        const list = [...(entry.value.rejected ?? []), refusal].slice(-MAX_REJECTIONS);
-        const written = await kv
-          .put(key, { ...entry.value, rejected: list }, { expectedRevision: entry.revision })
-          .then(() => true)
-          .catch((error) => (error instanceof KvConflictError ? false : Promise.reject(error)));
-        if (written) return undefined;
         continue;
       }
       const { content } = verdict.answer;
@@ -328,6 +355,20 @@ function isOwn(record: ApprovalRecord, own: ApprovalRecord): boolean {
 function answerOfVerified(answer: SignedAnswer, by: string): ApprovalAnswer {
   const { decision, reason } = answer.content;
   return { approved: decision === "allow", by, ...(reason ? { reason } : {}) };
+}
+
+/** Refused answers of one wait said each, and then one said every REFUSALS_EVERY_MS (a flood is counted). */
+const REFUSALS_SAID = 20;
+const REFUSALS_EVERY_MS = 1000;
+
+/** What a wait has said of refused answers, and how many more it may say now. */
+interface Refusals {
+  told: (refusal: RejectedAnswer) => void;
+  tokens: number;
+  /** When `tokens` was last counted. */
+  at: number;
+  /** Refused since the last one said. */
+  since: number;
 }
 
 /** A request nobody answered before this host's deadline. */
