@@ -4,6 +4,7 @@ import { parse } from "yaml";
 import { z } from "zod";
 import type { Logger } from "../log.js";
 import { type Note, type NoteRefusal, readNoteSync, skippedNote } from "../safety/note-read.js";
+import { isInside, realPathOrUndefined } from "../util/paths.js";
 import { SKILL_PATH_PREFIX, skillFiles } from "./skill-files.js";
 import type { LoadedSkill } from "./skill-types.js";
 
@@ -76,6 +77,17 @@ export function findSkills(
     const { dir, preApprove, ...reading } =
       typeof given === "string" ? { dir: given, preApprove: true, readHardLinks: true } : given;
     if (!isDirectory(dir)) continue;
+    // A workspace's skills dir that leads out of it (a link) is not listed: the names of what is
+    // there would reach the model, though not one of its files would be read.
+    if (
+      reading.within &&
+      !isInside(realPathOrUndefined(reading.within) ?? reading.within, realpathSync(dir))
+    ) {
+      const line = `${relative(reading.within, dir) || dir} skipped: it leads outside the workspace (a link); skills are read only from inside it`;
+      log?.warn({ dir }, line);
+      skipped.push(line);
+      continue;
+    }
     for (const entry of readdirSync(dir).sort()) {
       const full = join(dir, entry);
       const isDir = isDirectory(full);

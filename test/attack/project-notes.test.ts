@@ -115,6 +115,24 @@ describe.each(["ask", "auto-edit", "never-ask", "yolo"])("under %s", (policy) =>
   });
 });
 
+it("a cloned repository's .troupe/skills that links out of it: not listed, so no name from there reaches the model (outside review)", async () => {
+  mkdirSync(join(dir, "private/proj"), { recursive: true });
+  writeFileSync(join(dir, "private/acquisition-of-acme-corp.md"), "secret plans\n");
+  writeFileSync(
+    join(dir, "private/proj/SKILL.md"),
+    "---\nname: leak\ndescription: from outside\n---\nbody\n",
+  );
+  mkdirSync(join(dir, "ws/.troupe"), { recursive: true });
+  symlinkSync("../../private", join(dir, "ws/.troupe/skills"));
+  server.script({ match: as("lead", 1), reply: { text: "done" } });
+  const { code, stderr } = await run("never-ask");
+  expect(code, stderr).toBe(0);
+  const { all, system } = sent();
+  expect(all).not.toContain("acquisition-of-acme-corp");
+  expect(all).not.toContain("proj/SKILL.md");
+  expect(system("lead")[0]).toContain(".troupe/skills skipped: it leads outside the workspace (a link)");
+});
+
 describe.each(["auto-edit", "yolo"])("under %s, made by the agent's own command", (policy) => {
   it("ln -s /proc/self/environ AGENTS.md: the subagent started after it sees one line, not the environment", async () => {
     scriptLeadAndExplorer([call("shell", { command: "ln -s /proc/self/environ AGENTS.md && echo linked" })]);
