@@ -146,7 +146,10 @@ export async function main(argv: string[]): Promise<number> {
       "load this skill before the first model call (or start the task with /skill:NAME)",
     )
     .option("--json", "print every event as one JSON line on stdout, and nothing else there")
-    .option("--id <key>", "run once per key: the same key again follows the run it started (or a run id)")
+    .option(
+      "--id <key>",
+      "run once per key: the same key, task and options again follow the run it started (or a run id)",
+    )
     .option("--detach", "leave the run to the daemon once it has taken it; print its id")
     .option(
       "--wait-daemon <seconds>",

@@ -40,7 +40,8 @@ export async function runViaDaemon(
   const reading = new AbortController();
   try {
     // The run's id is chosen here, so following its events starts before the daemon starts it; with
-    // --id it is that key's, so the same submission made again attaches to the run it made.
+    // --id it is that key's, so the same submission made again attaches to the run it made (the
+    // daemon refuses one that asks something else of a run under that id).
     const runId = flags.id ? runIdFor(flags.id, config.troupe.nats.prefix) : newRunId();
     if (!flags.json && process.stderr.isTTY)
       process.stderr.write(
@@ -74,7 +75,7 @@ export async function runViaDaemon(
       // The id on stdout, for a script; how to come back, for a person.
       process.stdout.write(flags.json ? `${JSON.stringify(started)}\n` : `${started.runId}\n`);
       process.stderr.write(
-        `troupe: run ${started.runId} goes on in the daemon: troupe run --id ${started.runId} follows it again (and answers its approvals), troupe observe ${started.runId} watches\n`,
+        `troupe: run ${started.runId} goes on in the daemon: troupe run --id ${started.runId} with the same task and options follows it again (and answers its approvals), troupe observe ${started.runId} watches\n`,
       );
       return 0;
     }
@@ -169,7 +170,8 @@ export class DaemonUnreachableError extends UnreachableError {
 /**
  * Asks the daemon to start the run, and asks again while no daemon answers (one restarting, NATS
  * away) until `deadline`. The run's id is chosen here, so asking again is safe: a daemon that took
- * an earlier ask says the run exists, and this client follows it.
+ * an earlier ask says the run exists, and this client follows it. The daemon says so only when that
+ * run was started with this same request; a run under the id that asked anything else is refused.
  */
 async function submit(
   bus: Awaited<ReturnType<typeof connectClient>>,

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { z } from "zod";
 import { POLICY_SANDBOX } from "../approvals/policy.js";
 import {
@@ -66,6 +67,17 @@ export const apiRequests = {
 export type ApiVerb = keyof typeof apiRequests;
 export type ApiRequest<V extends ApiVerb> = z.infer<(typeof apiRequests)[V]>;
 
+/**
+ * What a runs.start asked, as one digest: its task, agent, approval, mode, sandbox, skill and
+ * workspace, each as given (absent is not the default). Two requests have the same digest exactly
+ * when they asked the same of the daemon.
+ */
+export function askedDigest(request: Omit<ApiRequest<"runs.start">, "runId">): string {
+  const { task, agent, approval, mode, sandbox, skill, workspace } = request;
+  const asked = [task, agent, approval, mode, sandbox, skill, workspace].map((value) => value ?? null);
+  return createHash("sha256").update(JSON.stringify(asked)).digest("base64url");
+}
+
 /** One run as the daemon's run index (KV bucket `runs`) keeps it. */
 export const runRecordSchema = z.object({
   runId: z.string(),
@@ -93,6 +105,11 @@ export const runRecordSchema = z.object({
   skill: z.string().optional(),
   /** Where it runs, when not in the daemon's own workspace. */
   workspace: z.string().optional(),
+  /**
+   * `askedDigest` of the runs.start that made it: another runs.start under its id follows this run
+   * only when it asked the same (`troupe run --id`). Absent in records from before it was kept.
+   */
+  asked: z.string().optional(),
 });
 export type RunRecord = z.infer<typeof runRecordSchema>;
 

@@ -12,7 +12,15 @@ import type { AgentOutput } from "../machines/agent-types.js";
 import type { SandboxMode } from "../sandbox/plan.js";
 import { RecordSeal } from "../trust/record-seal.js";
 import { isInside, realPathOrUndefined } from "../util/paths.js";
-import { type ApiVerb, apiRequests, beyondCeiling, LIST_TEXT, type RunRecord } from "./api.js";
+import {
+  type ApiRequest,
+  type ApiVerb,
+  apiRequests,
+  askedDigest,
+  beyondCeiling,
+  LIST_TEXT,
+  type RunRecord,
+} from "./api.js";
 import { Retention } from "./retention.js";
 import { RunIndex, type RunList } from "./run-index.js";
 
@@ -54,8 +62,11 @@ export class Daemon {
   #retention: Retention | undefined;
   #beating: NodeJS.Timeout | undefined;
   #runtimes = new Map<string, Promise<Runtime>>();
-  /** Run ids a runs.start has taken and not yet recorded: two at once with one id start one run. */
-  #starting = new Set<string>();
+  /**
+   * Run ids a runs.start has taken and not yet recorded, with what it asked (`askedDigest`): two at
+   * once with one id start one run.
+   */
+  #starting = new Map<string, string>();
   /** Runs being brought back: one resume of a run at a time, from the check to its tracking. */
   #resuming = new Set<string>();
   /**
@@ -166,7 +177,10 @@ export class Daemon {
   }
 
   /** A runs.start that passed its checks: the run started, recorded and followed. */
-  async #start(data: Record<string, string | undefined>): Promise<{ runId: string; agentId: string }> {
+  async #start(
+    data: Record<string, string | undefined>,
+    asked: string,
+  ): Promise<{ runId: string; agentId: string }> {
     const workspace = data.workspace ? this.#allowedWorkspace(data.workspace) : undefined;
     const runtime = await this.#runtime(workspace);
     const agent = refusingUserErrors(() => runtime.agent(data.agent)).name;
@@ -182,6 +196,7 @@ export class Daemon {
       ...grantsOf(data),
       ...(data.skill ? { skill: data.skill } : {}),
       ...(workspace ? { workspace } : {}),
+      asked,
     };
     await this.#index?.put(record);
     let handle: AgentHandle;
@@ -221,14 +236,12 @@ export class Daemon {
           const own = beyondCeiling({ approval: named.approval, sandbox: named.sandbox } as never, ceiling);
           if (own) throw new RequestRefusedError(`agent "${named.name}": ${own}`);
         }
+        const asked = askedDigest(data as ApiRequest<"runs.start">);
         const runId = data.runId;
-        if (runId && (this.#starting.has(runId) || this.#runs.has(runId)))
-          throw new RequestRefusedError(`run ${runId} exists`);
-        if (!runId) return this.#start(data);
-        this.#starting.add(runId);
+        if (!runId) return this.#start(data, asked);
+        await this.#claim(runId, asked);
         try {
-          if (await this.#index?.taken(runId)) throw new RequestRefusedError(`run ${runId} exists`);
-          return await this.#start(data);
+          return await this.#start(data, asked);
         } finally {
           this.#starting.delete(runId);
         }
@@ -299,6 +312,27 @@ export class Daemon {
               budget,
             })),
         };
+    }
+  }
+
+  /**
+   * Takes `runId` for a runs.start that asked `asked`, or refuses it. A run already under that id is
+   * followed by its client (`run … exists`) only when it was started with the same request: a run id
+   * can be made from a key anyone knows (`troupe run --id`), and a run someone else started under it
+   * with another task must never be shown, or asked about, as the one this client asked for.
+   */
+  async #claim(runId: string, asked: string): Promise<void> {
+    const starting = this.#starting.get(runId);
+    if (starting !== undefined) throw runIdTaken(runId, starting === asked);
+    this.#starting.set(runId, asked);
+    try {
+      if (this.#runs.has(runId) || (await this.#index?.taken(runId))) {
+        const record = await this.#index?.get(runId);
+        throw runIdTaken(runId, record && record.asked === asked);
+      }
+    } catch (error) {
+      this.#starting.delete(runId);
+      throw error;
     }
   }
 
@@ -434,6 +468,20 @@ export class Daemon {
       }
     }
   }
+}
+
+/**
+ * Why a runs.start cannot have a run id already taken: the run exists and asked the same (its client
+ * follows it), it asked something else, or what holds the id is no record of this daemon's.
+ */
+function runIdTaken(runId: string, same: boolean | undefined): RequestRefusedError {
+  const another = "start this one under another id (troupe run --id ANOTHER-KEY)";
+  if (same) return new RequestRefusedError(`run ${runId} exists`);
+  if (same === false)
+    return new RequestRefusedError(`run ${runId} was started with another task or options: ${another}`);
+  return new RequestRefusedError(
+    `run id ${runId} is taken by a record this daemon did not write: ${another}`,
+  );
 }
 
 /** The rights a run was started with, as its record keeps them. */

@@ -116,6 +116,11 @@ describe("troupe daemon", () => {
     expect(racing.filter((reply) => reply instanceof Error).map((e) => e.message)).toEqual(
       Array(4).fill(expect.stringContaining(`run ${chosen} exists`)),
     );
+    // One that asks anything else under that id is refused, never told to follow that run.
+    for (const asked of [{ task: "u" }, { task: "t", approval: "ask" }]) {
+      const differing = await ask("runs.start", { ...asked, runId: chosen }).catch((error) => error);
+      expect(differing.message).toContain(`run ${chosen} was started with another task or options`);
+    }
     // A typo in troupe steer is the steerer's to hear, in one line; the daemon's terminal stays quiet.
     const before = stderr();
     const typo = await runTroupe(["--config", join(dir, "config"), "steer", "run-typo", "go on"], {

@@ -25,7 +25,7 @@ it("troupe run --detach leaves the run to the daemon and prints its id; troupe r
   const runId = detached.stdout.trim();
   expect(runId).toMatch(/^run-[0-9a-z]{26}$/);
   expect(detached.stderr).toBe(
-    `troupe: run ${runId} goes on in the daemon: troupe run --id ${runId} follows it again (and answers its approvals), troupe observe ${runId} watches\n`,
+    `troupe: run ${runId} goes on in the daemon: troupe run --id ${runId} with the same task and options follows it again (and answers its approvals), troupe observe ${runId} watches\n`,
   );
 
   const followed = await runTroupe([...cfg, "run", "--id", runId, "--json", "Take your time."], {
