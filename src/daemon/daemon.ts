@@ -1,4 +1,5 @@
 import { statSync } from "node:fs";
+import { dirname, resolve } from "node:path";
 import type { AgentHandle } from "../actors/agent-deps.js";
 import { newAgentId, newRunId } from "../actors/run-ids.js";
 import type { RunGrants, Runtime } from "../actors/runtime.js";
@@ -410,19 +411,24 @@ export class Daemon {
 
   /**
    * A workspace a client asked for, as its real path, when it lies in one of the daemon's
-   * workspaces; refused otherwise, never swapped for another.
+   * workspaces; refused otherwise, never swapped for another. A path outside them is refused on the
+   * path as given, before anything is looked up on the disk, and with one answer whatever lies there
+   * (a link in a workspace that leads out too): what exists on the daemon's host outside its
+   * workspaces is no client's to learn.
    */
   #allowedWorkspace(asked: string): string {
-    const roots = (this.options.workspaces ?? [this.runtime.workspace]).map(
-      (root) => realPathOrUndefined(root) ?? root,
+    const configured = (this.options.workspaces ?? [this.runtime.workspace]).map((root) => resolve(root));
+    const roots = configured.map((root) => realPathOrUndefined(root) ?? root);
+    const within = (path: string, among: string[]) => among.some((root) => isInside(root, path));
+    const outside = new RequestRefusedError(
+      `workspace ${asked} is outside the daemon's workspaces (${roots.join(", ")}): add it to daemon.workspaces in its troupe.yaml`,
     );
-    const real = realPathOrUndefined(asked);
+    const path = resolve(asked);
+    if (!within(path, [...configured, ...roots])) throw outside;
+    const real = realPathOrUndefined(path);
+    if (!within(real ?? nearestReal(path), roots)) throw outside;
     if (!real || !statSync(real).isDirectory())
       throw new RequestRefusedError(`workspace ${asked} is not a directory on the daemon's host`);
-    if (!roots.some((root) => isInside(root, real)))
-      throw new RequestRefusedError(
-        `workspace ${asked} is outside the daemon's workspaces (${roots.join(", ")}): add it to daemon.workspaces in its troupe.yaml`,
-      );
     const refusal = this.runtime.workspaceRefusal(real);
     if (refusal) throw new RequestRefusedError(`workspace ${asked} ${refusal}`);
     return real;
@@ -482,6 +488,17 @@ function runIdTaken(runId: string, same: boolean | undefined): RequestRefusedErr
   return new RequestRefusedError(
     `run id ${runId} is taken by a record this daemon did not write: ${another}`,
   );
+}
+
+/**
+ * Where the nearest part of `path` that exists really is: for a path that does not resolve, the
+ * real path of the deepest directory above it that does (through a link, where that link leads).
+ */
+function nearestReal(path: string): string {
+  for (let at = dirname(path); ; at = dirname(at)) {
+    const real = realPathOrUndefined(at);
+    if (real || at === dirname(at)) return real ?? at;
+  }
 }
 
 /** The rights a run was started with, as its record keeps them. */
