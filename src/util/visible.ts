@@ -22,6 +22,7 @@ const FLAG_TAGS = /\u{1f3f4}[\u{e0020}-\u{e007e}]+\u{e007f}/u;
  */
 const HIDDEN =
   // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point here
+  // biome-ignore lint/suspicious/noMisleadingCharacterClass: variation selectors are matched on their own, on purpose
   /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb\u{e0000}-\u{e007f}\u115f\u1160\u2800\ufe00-\ufe0e\u{e0100}-\u{e01ef}\u17b4\u17b5\u180b-\u180d\u180f\u{1bca0}-\u{1bca3}\u{1d173}-\u{1d17a}]|(?<!\p{Extended_Pictographic}|[0-9#*\u2000-\u2bff])\ufe0f|(?<=\p{M}{4})\p{M}|\u034f|\r(?!\n)/u;
 const PATTERN = new RegExp(`(${FLAG_TAGS.source})|(${EMOJI_JOINER.source})|${HIDDEN.source}`, "gu");
 
