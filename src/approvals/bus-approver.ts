@@ -4,6 +4,7 @@ import { callKey } from "../bus/subjects.js";
 import type { Logger } from "../log.js";
 import type { ApproverTrust } from "../trust/approvers.js";
 import { requestDigest, type SignedAnswer, verifyAnswer } from "../trust/signed-answer.js";
+import { SaidAtMost } from "../util/said-at-most.js";
 import type { ApprovalAnswer, ApprovalRequest, Approver, RejectedAnswer } from "./approver.js";
 
 /**
@@ -187,7 +188,7 @@ export class BusApprover implements Approver {
     const stop = () => watching.abort();
     signal.addEventListener("abort", stop, { once: true });
     let timedOut = false;
-    const refusals: Refusals = { told: rejected, tokens: REFUSALS_SAID, at: Date.now(), since: 0 };
+    const refusals: Refusals = { told: rejected, said: new SaidAtMost() };
     // Set while this host writes its own decision: any other record of this request that is not
     // pending was decided by something else (a copy written over the key), and is refused.
     let deciding = false;
@@ -245,27 +246,18 @@ export class BusApprover implements Approver {
 
   /**
    * An answer refused: said (a warning, an `approval.rejected` event, its line in the record's list),
-   * the first REFUSALS_SAID of a wait each, then one every REFUSALS_EVERY_MS with how many more were
-   * refused since; one refused before this wait was resumed is not news. A flood of junk answers
+   * the first 20 of a wait each, then one a second with how many more were refused since; one refused before this wait was resumed is not news. A flood of junk answers
    * costs a count each.
    */
   async #refuse(kv: KvStore, key: string, own: ApprovalRecord, refusal: RejectedAnswer, refusals: Refusals) {
-    const now = Date.now();
-    refusals.tokens = Math.min(REFUSALS_SAID, refusals.tokens + (now - refusals.at) / REFUSALS_EVERY_MS);
-    refusals.at = now;
-    if (refusals.tokens < 1) {
-      refusals.since++;
-      return;
-    }
-    refusals.tokens--;
-    const more = refusals.since;
-    refusals.since = 0;
+    const more = refusals.said.take();
+    if (more === undefined) return;
     const said =
       more > 0 ? { ...refusal, why: `${refusal.why} (and ${more} more refused before it)` } : refusal;
     let told = false;
     for (;;) {
       const entry = await this.#ours(kv, key, own);
-      if (!entry || entry.value.status !== "pending") return;
+      if (entry?.value.status !== "pending") return;
       if (entry.value.rejected?.some((r) => r.answerId === refusal.answerId)) return;
       if (!told) {
         told = true;
@@ -357,18 +349,10 @@ function answerOfVerified(answer: SignedAnswer, by: string): ApprovalAnswer {
   return { approved: decision === "allow", by, ...(reason ? { reason } : {}) };
 }
 
-/** Refused answers of one wait said each, and then one said every REFUSALS_EVERY_MS (a flood is counted). */
-const REFUSALS_SAID = 20;
-const REFUSALS_EVERY_MS = 1000;
-
-/** What a wait has said of refused answers, and how many more it may say now. */
+/** What a wait has said of refused answers: the first 20 each, then one a second. */
 interface Refusals {
   told: (refusal: RejectedAnswer) => void;
-  tokens: number;
-  /** When `tokens` was last counted. */
-  at: number;
-  /** Refused since the last one said. */
-  since: number;
+  said: SaidAtMost;
 }
 
 /** A request nobody answered before this host's deadline. */

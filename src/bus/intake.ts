@@ -8,6 +8,7 @@ import {
   parseEnvelope,
 } from "../events/envelope.js";
 import type { Logger } from "../log.js";
+import { SaidAtMost } from "../util/said-at-most.js";
 import {
   type BusStats,
   ERROR_REPLY_TYPE,
@@ -32,6 +33,10 @@ const decoder = new TextDecoder();
  * of a type this build does not know (a newer build's) is passed on, for consumers to ignore.
  */
 export class Intake {
+  /** Malformed input is said the first 20 times, then once a second with a count: a flood of it is
+   * no flood of the log. */
+  readonly #said = new SaidAtMost();
+
   constructor(
     private readonly stats: BusStats,
     private readonly logger: Logger,
@@ -97,9 +102,11 @@ export class Intake {
     const why = checkEventData(envelope.type, envelope.data);
     if (why === undefined) return true;
     this.stats.malformed++;
+    const more = this.#said.take();
+    if (more === undefined) return false;
     const { type, runId, agentId, seq } = envelope;
     this.logger.warn(
-      { subject, type, runId, agentId, seq, why },
+      { subject, type, runId, agentId, seq, why, ...(more ? { more } : {}) },
       "dropped an event whose data does not fit its type",
     );
     return false;
@@ -107,7 +114,12 @@ export class Intake {
 
   #dropped(subject: string, error: unknown): void {
     this.stats.malformed++;
-    this.logger.warn({ subject, err: (error as Error).message }, "dropped a malformed envelope");
+    const more = this.#said.take();
+    if (more === undefined) return;
+    this.logger.warn(
+      { subject, err: (error as Error).message, ...(more ? { more } : {}) },
+      "dropped a malformed envelope",
+    );
   }
 
   deliver(bytes: Uint8Array, subject: string, handler: MessageHandler): void {

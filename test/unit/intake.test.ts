@@ -1,9 +1,11 @@
+import { Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { type BusStats, newStats } from "../../src/bus/bus.js";
 import { Intake } from "../../src/bus/intake.js";
 import { subjects } from "../../src/bus/subjects.js";
 import { encodeEnvelope, makeEnvelope } from "../../src/events/envelope.js";
-import { silentLogger } from "../../src/log.js";
+import { createLogger, silentLogger } from "../../src/log.js";
+import { SaidAtMost } from "../../src/util/said-at-most.js";
 
 const s = subjects("troupe");
 const stats = (): BusStats => newStats();
@@ -17,6 +19,21 @@ const event = (runId: string, agentId: string) =>
   });
 
 describe("Intake", () => {
+  it("says a flood of malformed input in its first 20 lines and then one a second with a count, and counts each (outside review)", () => {
+    const lines: string[] = [];
+    const logger = createLogger({
+      pretty: false,
+      destination: new Writable({ write: (chunk, _, done) => (lines.push(String(chunk)), done()) }),
+    });
+    const counted = stats();
+    const intake = new Intake(counted, logger);
+    for (let i = 0; i < 10_000; i++) intake.decode(new TextEncoder().encode("x"), "troupe.api.runs.get");
+    expect(counted.malformed).toBe(10_000);
+    expect(lines.length).toBeGreaterThanOrEqual(20);
+    expect(lines.length).toBeLessThanOrEqual(22);
+    expect(lines[0]).toContain("dropped a malformed envelope");
+  });
+
   it("takes an event on its own run's and agent's subject", () => {
     const intake = new Intake(stats(), silentLogger);
     const bytes = encodeEnvelope(event("r1", "a1"));
@@ -52,5 +69,17 @@ describe("Intake", () => {
       (_, json) => seen.push(json),
     );
     expect(seen).toEqual([text, undefined, undefined, undefined]);
+  });
+});
+
+describe("SaidAtMost", () => {
+  it("says the first of a burst each, then one an interval with how many it held back", () => {
+    const said = new SaidAtMost(3, 1000, 0);
+    expect([said.take(0), said.take(0), said.take(0)]).toEqual([0, 0, 0]);
+    expect([said.take(10), said.take(20), said.take(500)]).toEqual([undefined, undefined, undefined]);
+    expect(said.take(1000)).toBe(3);
+    expect(said.take(1001)).toBeUndefined();
+    expect(said.take(5000)).toBe(1);
+    expect([said.take(5000), said.take(5000), said.take(5000)]).toEqual([0, 0, undefined]);
   });
 });
