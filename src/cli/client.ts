@@ -1,6 +1,6 @@
 import { NoRespondersError, RequestTimeoutError } from "../bus/bus.js";
 import { NatsBus } from "../bus/nats-bus.js";
-import { BusUnavailableError } from "../bus/nats-connect.js";
+import { acceptsAnonymous, BusUnavailableError } from "../bus/nats-connect.js";
 import { natsOptionsFromConfig } from "../compose/nats-options.js";
 import type { LoadedConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
@@ -30,15 +30,21 @@ export async function connectClient(
   connectTimeoutMs = 3000,
   roles: readonly Role[] = CLIENT_ROLES,
 ): Promise<NatsBus> {
-  return NatsBus.connect({
-    ...natsOptionsFromConfig(config.troupe.nats, config.dir, process.env, {
-      dataDir: dataDir(config.troupe.dataDir),
-      roles,
-    }),
-    name,
-    log,
-    connectTimeoutMs,
+  const data = dataDir(config.troupe.dataDir);
+  const options = natsOptionsFromConfig(config.troupe.nats, config.dir, process.env, {
+    dataDir: data,
+    roles,
   });
+  // Nothing chosen and nothing to show for it: no seed, no CA of a daemon of this data dir. An open
+  // server at the default address is then one any local user could have started first, to read
+  // the task and answer for the daemon; the daemon refuses to share its address with one too.
+  const unproven =
+    !options.nkeySeedFile && !options.credsFile && !options.user && !options.token && !options.tls;
+  if (unproven && config.natsUrlChosen !== true && (await acceptsAnonymous(options.url)))
+    throw new NoDaemonError(
+      `no daemon of data dir ${data} answers on ${options.url}, and a nats-server there asks no credentials (anyone on this machine can start one): start "troupe daemon", set TROUPE_DATA_DIR to the daemon's, or set NATS_URL (or nats.url in troupe.yaml) to use that server on purpose`,
+    );
+  return NatsBus.connect({ ...options, name, log, connectTimeoutMs });
 }
 
 /** One API call; no daemon listening becomes a one-line `NoDaemonError`. */
