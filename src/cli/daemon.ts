@@ -62,8 +62,10 @@ export async function runDaemon(where: ConfigChoice, log: Logger, web?: string |
     keepFinishedMs: config.troupe.daemon.keepFinished,
     ...(nats.kv?.ttl ? { keepRecordsMs: nats.kv.ttl } : {}),
     seal: RecordSeal.forDataDir(data),
-    // A run's own workspace (troupe run -w DIR) gets a runtime of its own, with its sandbox scope.
+    // A run's own workspace (troupe run -w DIR) gets a runtime of its own, with its sandbox scope,
+    // while it has runs.
     runtimeFor: (workspace) => new Runtime({ config, bus, log, approver, workspace }).open(),
+    maxWorkspaces: config.troupe.daemon.maxWorkspaces,
     ...(workspaces.length ? { workspaces: workspaces.map((root) => resolve(config.dir, root)) } : {}),
   });
   // The console's port is had before any run is resumed or anyone is told ready: a port another

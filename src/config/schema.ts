@@ -366,12 +366,22 @@ export const troupeConfigSchema = z.strictObject({
        */
       workspaces: z.array(z.string().min(1)).default([]),
       /**
+       * The most workspaces besides the daemon's own that have runs at once: each has a runtime, with
+       * its own MCP servers, from its first run's start to its last run's end. A run in one more is refused.
+       */
+      maxWorkspaces: z.number().int().min(1).default(8),
+      /**
        * How long a finished run's snapshots and tool journal are kept (for `troupe resume` of a
        * failed or aborted run); then only its record and events remain. `0`: removed at once.
        */
       keepFinished: durationSchema.default(7 * DURATION_UNITS.d),
     })
-    .default({ maxApproval: "auto-edit", workspaces: [], keepFinished: 7 * DURATION_UNITS.d }),
+    .default({
+      maxApproval: "auto-edit",
+      workspaces: [],
+      maxWorkspaces: 8,
+      keepFinished: 7 * DURATION_UNITS.d,
+    }),
   /**
    * The web console `troupe daemon` serves (also with `--web`): where it listens, `HOST:PORT`
    * (port 0: a free one). Every page needs the login `troupe web` prints.

@@ -24,6 +24,7 @@ import {
 } from "./api.js";
 import { Retention } from "./retention.js";
 import { RunIndex, type RunList } from "./run-index.js";
+import { type RuntimeLease, WorkspaceRuntimes } from "./workspace-runtimes.js";
 
 /** How often the daemon says it is alive (`<p>.beat.daemon`). */
 export const BEAT_MS = 1000;
@@ -41,8 +42,13 @@ export interface DaemonOptions {
    * run asking for one elsewhere is refused.
    */
   workspaces?: string[];
-  /** A runtime like the daemon's for another workspace (made once each). Without it, runs take the daemon's. */
+  /**
+   * A runtime like the daemon's for another workspace: made when a run there starts, closed when
+   * the last run there ends. Without it, runs take the daemon's.
+   */
   runtimeFor?: (workspace: string) => Promise<Runtime>;
+  /** The most workspaces besides the daemon's own with a runtime at once (troupe.yaml's `daemon.maxWorkspaces`). Default 8. */
+  maxWorkspaces?: number;
   /** How long a finished run's snapshots and journal are kept (troupe.yaml's `daemon.keepFinished`). Default 7 days. */
   keepFinishedMs?: number;
   /** How long a finished run's record is kept (troupe.yaml's `nats.kv.ttl`); absent: for good. */
@@ -62,7 +68,7 @@ export class Daemon {
   #index: RunIndex | undefined;
   #retention: Retention | undefined;
   #beating: NodeJS.Timeout | undefined;
-  #runtimes = new Map<string, Promise<Runtime>>();
+  readonly #runtimes: WorkspaceRuntimes | undefined;
   /**
    * Run ids a runs.start has taken and not yet recorded, with what it asked (`askedDigest`): two at
    * once with one id start one run.
@@ -81,7 +87,10 @@ export class Daemon {
     private readonly runtime: Runtime,
     private readonly log: Logger,
     private readonly options: DaemonOptions = {},
-  ) {}
+  ) {
+    if (options.runtimeFor)
+      this.#runtimes = new WorkspaceRuntimes(options.runtimeFor, options.maxWorkspaces ?? 8, log);
+  }
 
   private get bus(): Bus {
     return this.runtime.bus;
@@ -183,7 +192,22 @@ export class Daemon {
     asked: string,
   ): Promise<{ runId: string; agentId: string }> {
     const workspace = data.workspace ? this.#allowedWorkspace(data.workspace) : undefined;
-    const runtime = await this.#runtime(workspace);
+    const lease = await this.#runtime(workspace);
+    try {
+      return await this.#startIn(lease.runtime, data, { workspace, asked }, lease);
+    } catch (error) {
+      lease.release();
+      throw error;
+    }
+  }
+
+  /** A run started in `runtime`, which `lease` holds for it until it ends. */
+  async #startIn(
+    runtime: Runtime,
+    data: Record<string, string | undefined>,
+    { workspace, asked }: { workspace: string | undefined; asked: string },
+    lease: RuntimeLease,
+  ): Promise<{ runId: string; agentId: string }> {
     const agent = refusingUserErrors(() => runtime.agent(data.agent)).name;
     // The record first: a run whose record cannot be written (a full or unreachable bucket) never
     // starts, rather than run its commands where status, abort and resume cannot find it.
@@ -219,7 +243,7 @@ export class Daemon {
       await this.#index?.remove(record.runId).catch(() => {});
       throw error;
     }
-    this.#track(handle, record);
+    this.#track(handle, record, lease);
     return { runId: handle.runId, agentId: handle.agentId };
   }
 
@@ -344,34 +368,45 @@ export class Daemon {
     if (found.status === "done") throw new RequestRefusedError(`run ${runId} is done; nothing to resume`);
     // Nothing of the run is removed while it is brought back; given back if it is not.
     await this.#retention?.keep(found.runId);
-    const handle = await this.#runtime(found.workspace)
-      .then((runtime) =>
-        runtime.resume(found.runId, found.agentId, {
-          as: { root: grantsOf(found), agent: found.agent },
-          followUp: "Continue the task where you left off.",
-        }),
-      )
-      .catch((error) => {
-        this.#retention?.schedule(found);
-        throw error;
+    let lease: RuntimeLease | undefined;
+    let handle: AgentHandle | undefined;
+    try {
+      lease = await this.#runtime(found.workspace);
+      handle = await lease.runtime.resume(found.runId, found.agentId, {
+        as: { root: grantsOf(found), agent: found.agent },
+        followUp: "Continue the task where you left off.",
       });
+    } catch (error) {
+      lease?.release();
+      this.#retention?.schedule(found);
+      throw error;
+    }
     if (!handle) {
+      lease.release();
       this.#retention?.schedule(found);
       throw new RequestRefusedError(
         `run ${runId} has no snapshot to resume from (a finished run's are kept for daemon.keepFinished in troupe.yaml)`,
       );
     }
     const record: RunRecord = { ...found, status: "running" };
-    await this.#index?.put(record);
-    this.#track(handle, record);
+    try {
+      await this.#index?.put(record);
+    } catch (error) {
+      // Its record could not say so, yet it runs: its runtime is let go when it ends.
+      void handle.done.then(lease.release, lease.release);
+      throw error;
+    }
+    this.#track(handle, record, lease);
     return { runId: handle.runId, agentId: handle.agentId };
   }
 
-  #track(handle: AgentHandle, record: RunRecord): void {
+  /** Follows a run to its end: its record written then, its runtime let go. */
+  #track(handle: AgentHandle, record: RunRecord, lease: RuntimeLease): void {
     this.#runs.set(handle.runId, handle);
     void handle.done
       .then(async (output: AgentOutput) => {
         this.#runs.delete(handle.runId);
+        lease.release();
         const finished: RunRecord = {
           ...record,
           status: output.reason,
@@ -384,6 +419,7 @@ export class Daemon {
       })
       .catch((error: unknown) => {
         this.#runs.delete(handle.runId);
+        lease.release();
         // Its record still says running: the next start resumes it from what it stored.
         this.log.error({ err: error, runId: handle.runId }, "a run's end could not be recorded");
       });
@@ -434,24 +470,21 @@ export class Daemon {
     return real;
   }
 
-  /** The runtime of a workspace: the daemon's own, or one made for it (once). */
-  #runtime(workspace: string | undefined): Promise<Runtime> {
+  /**
+   * The runtime of a workspace, held until the run that asked for it ends: the daemon's own (never
+   * closed here), or one of another workspace's. `admitted`: see `WorkspaceRuntimes.lease`.
+   */
+  #runtime(workspace: string | undefined, admitted = false): Promise<RuntimeLease> {
     const own = realPathOrUndefined(this.runtime.workspace) ?? this.runtime.workspace;
-    if (!workspace || workspace === own) return Promise.resolve(this.runtime);
-    if (!this.options.runtimeFor)
+    if (!workspace || workspace === own) return Promise.resolve({ runtime: this.runtime, release: () => {} });
+    if (!this.#runtimes)
       return Promise.reject(new RequestRefusedError("this daemon runs every run in its own workspace"));
-    let runtime = this.#runtimes.get(workspace);
-    if (!runtime) {
-      runtime = this.options.runtimeFor(workspace);
-      runtime.catch(() => this.#runtimes.delete(workspace));
-      this.#runtimes.set(workspace, runtime);
-    }
-    return runtime;
+    return this.#runtimes.lease(workspace, admitted);
   }
 
   /** Closes the runtimes made for other workspaces. */
   async close(): Promise<void> {
-    for (const runtime of this.#runtimes.values()) await (await runtime.catch(() => undefined))?.close();
+    await this.#runtimes?.close();
   }
 
   /** Resumes the runs left running; the finished ones still holding state get their removal scheduled. */
@@ -461,15 +494,18 @@ export class Daemon {
         this.#retention?.schedule(record);
         continue;
       }
+      let lease: RuntimeLease | undefined;
       try {
-        const handle = await (await this.#runtime(record.workspace)).resume(record.runId, record.agentId, {
+        lease = await this.#runtime(record.workspace, true);
+        const handle = await lease.runtime.resume(record.runId, record.agentId, {
           as: { root: grantsOf(record), agent: record.agent },
         });
         if (handle) {
           this.log.info({ runId: record.runId }, "resumed an unfinished run");
-          this.#track(handle, record);
-        }
+          this.#track(handle, record, lease);
+        } else lease.release();
       } catch (error) {
+        lease?.release();
         this.log.error({ runId: record.runId, err: (error as Error).message }, "could not resume a run");
       }
     }
