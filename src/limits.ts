@@ -10,6 +10,13 @@
 export const MAX_TEXT = 32_768;
 
 /**
+ * The most steering, and apart from it the most follow-ups, an agent holds unread: past either bound
+ * another is refused until the agent takes them. Its snapshot carries what waits, and the server
+ * stores no snapshot past 1 MiB; what waits is model input at the agent's next turn.
+ */
+export const MAX_UNREAD = { messages: 16, chars: 2 * MAX_TEXT };
+
+/**
  * The most an approval's answer may say as its reason: a signed answer stays well under the answers
  * bucket's largest value (16 KiB), whatever the reason's characters take in UTF-8.
  */

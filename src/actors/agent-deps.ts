@@ -109,7 +109,9 @@ export interface AgentHandle {
   readonly runId: string;
   readonly agentId: string;
   readonly done: Promise<AgentOutput>;
+  /** Throws `RequestRefusedError` when the agent holds as much unread as it may (`MAX_UNREAD`). */
   steer(text: string): void;
+  /** Throws `RequestRefusedError` when the agent holds as many follow-ups as it may (`MAX_UNREAD`). */
   followUp(text: string): void;
   abort(reason?: string): void;
   /** The machine's persisted snapshot: everything the agent is, as JSON. */

@@ -1,10 +1,11 @@
 import type { Snapshot } from "xstate";
 import { readOnlyLimit } from "../approvals/policy.js";
+import { RequestRefusedError } from "../bus/bus.js";
 import { effectiveBudget } from "../config/budget.js";
 import type { AgentDefinition, Budget } from "../config/schema.js";
 import { buildSystemPrompt } from "../context/system-prompt.js";
 import type { Logger } from "../log.js";
-import { totalSpend } from "../machines/agent-machine.js";
+import { totalSpend, unreadRefusal } from "../machines/agent-machine.js";
 import { persistedFacts } from "../machines/agent-persisted.js";
 import { rebuild } from "../machines/agent-reopen.js";
 import type { AgentCommand } from "../machines/agent-types.js";
@@ -77,7 +78,8 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
   link.actor = actor;
 
   // Commands reach an agent on its control subjects, from its parent or any client (acked by reply).
-  const control = deps.controls.serve(runId, agentId, send);
+  const command = refusingUnread(actor);
+  const control = deps.controls.serve(runId, agentId, command);
   let disarmWall = () => {};
   const release = () => {
     control.unsubscribe();
@@ -122,8 +124,8 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
     runId,
     agentId,
     done,
-    steer: (text) => actor.send({ type: "STEER", text }),
-    followUp: (text) => actor.send({ type: "FOLLOW_UP", text }),
+    steer: (text) => command({ type: "STEER", text }),
+    followUp: (text) => command({ type: "FOLLOW_UP", text }),
     abort: (reason) => actor.send({ type: "ABORT", ...(reason ? { reason } : {}) }),
     snapshot: () => writer.persisted(),
     events: () => eventsUntilStopped(deps.bus, runId, agentId),
@@ -132,6 +134,18 @@ export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHa
       stopHere();
     },
     moved,
+  };
+}
+
+/**
+ * Sends a command from outside (a client, a parent): a steer or follow-up past what the agent holds
+ * unread throws `RequestRefusedError`, saying why, for its sender to hear rather than be dropped.
+ */
+function refusingUnread(actor: AgentActor): (command: AgentCommand) => void {
+  return (command) => {
+    const refusal = unreadRefusal(actor.getSnapshot().context, command);
+    if (refusal) throw new RequestRefusedError(refusal);
+    actor.send(command);
   };
 }
 

@@ -3,7 +3,7 @@ import { dirname, resolve } from "node:path";
 import type { AgentHandle } from "../actors/agent-deps.js";
 import { newAgentId, newRunId } from "../actors/run-ids.js";
 import type { RunGrants, Runtime } from "../actors/runtime.js";
-import { type Bus, RequestRefusedError, type Subscription } from "../bus/bus.js";
+import { type Bus, RemoteError, RequestRefusedError, type Subscription } from "../bus/bus.js";
 import { KV_BUCKETS, READ_VERBS } from "../bus/permissions.js";
 import type { ApprovalPolicyName } from "../config/policies.js";
 import { UserError } from "../errors.js";
@@ -319,8 +319,12 @@ export class Daemon {
           type: command,
           data,
         });
-        await this.bus.request(this.bus.subjects.control(found.runId, found.agentId, command), envelope, {
-          timeoutMs: 5000,
+        const subject = this.bus.subjects.control(found.runId, found.agentId, command);
+        await this.bus.request(subject, envelope, { timeoutMs: 5000 }).catch((error: unknown) => {
+          // The agent's host turned it down (a steer past what it holds unread): said as it said it.
+          if (error instanceof RemoteError && error.remoteName === "RequestRefusedError")
+            throw new RequestRefusedError(error.message.slice(error.subject.length + 2), { cause: error });
+          throw error;
         });
         return { ok: true };
       }

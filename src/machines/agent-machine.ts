@@ -17,6 +17,7 @@ import {
   stopWith,
   terminatedStop,
   toolErrorStop,
+  unreadRefusal,
   userMessage,
   wallGraceMs,
   wallStop,
@@ -88,6 +89,8 @@ export const agentMachine = setup({
     /** Tool calls of which one waits on a person (none when there are no calls). */
     needsApproval: ({ context }, turn: ModelTurn) => limitBatch(context, turn.plan).some(awaitsDecision),
     hasSteering: ({ context }) => context.steering.length > 0,
+    /** A steer or follow-up within what the agent holds unread; its host refuses one past it first. */
+    roomUnread: ({ context, event }) => unreadRefusal(context, event as AgentCommand) === undefined,
     hasFollowUp: ({ context }) => context.followUps.length > 0,
     /** A call that ran failed, under `onToolError: stop`. */
     toolErrorStops: ({ context }, batch: ToolBatchOutput) => toolErrorStop(context, batch) !== undefined,
@@ -266,8 +269,8 @@ export const agentMachine = setup({
   }),
   initial: "idle",
   on: {
-    STEER: { actions: "queueSteering" },
-    FOLLOW_UP: { actions: "queueFollowUp" },
+    STEER: { guard: "roomUnread", actions: "queueSteering" },
+    FOLLOW_UP: { guard: "roomUnread", actions: "queueFollowUp" },
     ABORT: { target: ".stopped", actions: "stopAborted" },
     CHILD_SPENT: { actions: "chargeChild" },
     // The wall's two delays, sent by the host of a restored agent (its delays are not in its snapshot).
@@ -398,4 +401,4 @@ export const agentMachine = setup({
   output: ({ context }) => context.stop ?? stopWith(context, "failed", ""),
 });
 
-export { exhausted, failedOutput, totalSpend } from "./agent-rules.js";
+export { exhausted, failedOutput, totalSpend, unreadRefusal } from "./agent-rules.js";

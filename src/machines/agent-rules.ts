@@ -1,7 +1,9 @@
+import { MAX_UNREAD } from "../limits.js";
 import { addUsage, type ChatMessage } from "../model/types.js";
 import type { PlannedCall } from "../tools/plan.js";
 import { deniedResult, resultContent, type ToolResult, toolError } from "../tools/tool.js";
 import type {
+  AgentCommand,
   AgentContext,
   AgentOutput,
   ApprovalDecision,
@@ -237,4 +239,20 @@ export function wallGraceMs(maxWallMs: number): number {
 export function wallStop(context: AgentContext, partial: unknown): AgentOutput {
   const text = typeof partial === "string" && partial !== "" ? partial : lastText(context.messages);
   return stopWith({ ...context, limit: `maxWallMs ${context.budget.maxWallMs}` }, "budget_exhausted", text);
+}
+
+/**
+ * Why a steer or a follow-up may not join those the agent holds unread (`MAX_UNREAD`), in words for
+ * whoever sent it; undefined when it may, and for every other command.
+ */
+export function unreadRefusal(
+  context: Pick<AgentContext, "runId" | "steering" | "followUps">,
+  command: AgentCommand,
+): string | undefined {
+  if (command.type !== "STEER" && command.type !== "FOLLOW_UP") return undefined;
+  const [queue, what] =
+    command.type === "STEER" ? [context.steering, "steering messages"] : [context.followUps, "follow-ups"];
+  const chars = queue.reduce((sum, text) => sum + text.length, 0);
+  if (queue.length < MAX_UNREAD.messages && chars + command.text.length <= MAX_UNREAD.chars) return undefined;
+  return `run ${context.runId} has ${queue.length} unread ${what} (${chars} characters; it holds at most ${MAX_UNREAD.messages}, or ${MAX_UNREAD.chars} characters): wait for it to take them`;
 }

@@ -1,4 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { MAX_TEXT, MAX_UNREAD } from "../../src/limits.js";
+import { unreadRefusal } from "../../src/machines/agent-rules.js";
 import type { ChatMessage } from "../../src/model/types.js";
 import type { PlannedCall } from "../../src/tools/plan.js";
 import { calls, finished, hang, harness, okResults, reach, text } from "../support/machine-harness.js";
@@ -278,6 +280,26 @@ describe("agent machine: steering and follow-ups", () => {
     expect(seen.modelInputs[1]?.messages.at(-1)?.role).toBe("tool");
     expect(seen.modelInputs[2]?.messages.at(-1)).toEqual({ role: "user", content: "then A" });
     expect(seen.modelInputs[3]?.messages.at(-1)).toEqual({ role: "user", content: "then B" });
+  });
+
+  it("holds no more unread than MAX_UNREAD, in number and in characters, each queue apart; its host refuses past it with why", async () => {
+    const { actor } = harness({ model: [async (_input, signal) => hang(signal)] });
+    actor.start();
+    actor.send({ type: "START", task: "x" });
+    await reach(actor, "callingModel");
+    const big = "s".repeat(MAX_TEXT);
+    for (let n = 0; n < 3; n++) actor.send({ type: "STEER", text: big });
+    for (let n = 0; n < MAX_UNREAD.messages + 1; n++) actor.send({ type: "FOLLOW_UP", text: `f${n}` });
+    const context = actor.getSnapshot().context;
+    expect(context.steering).toHaveLength(2);
+    expect(context.followUps).toHaveLength(MAX_UNREAD.messages);
+    expect(unreadRefusal(context, { type: "STEER", text: "s" })).toBe(
+      `run ${context.runId} has 2 unread steering messages (65536 characters; it holds at most 16, or 65536 characters): wait for it to take them`,
+    );
+    expect(unreadRefusal(context, { type: "FOLLOW_UP", text: "f" })).toMatch(/ has 16 unread follow-ups \(/);
+    expect(unreadRefusal(context, { type: "ABORT" })).toBeUndefined();
+    actor.send({ type: "ABORT" });
+    await finished(actor);
   });
 });
 
