@@ -280,6 +280,6 @@ it("a daemon away: the client says it lost contact within a few seconds, and whe
   expect(s.stderr()).toMatch(/^troupe: lost contact with the daemon \(last seen [34] s ago\); waiting…\n/);
   await waitFor("the daemon seen again", () => s.stderr().includes("troupe: the daemon is back\n"), 5000);
   const approve = await runTroupe([...s.config, "approve", "--allow"], { cwd: s.dir, env: s.env });
-  expect(approve.code).toBe(0);
-  expect(await s.clientExit).toBe(0);
+  expect(approve.code, approve.stderr).toBe(0);
+  expect(await s.clientExit, s.stderr()).toBe(0);
 }, 60_000);
