@@ -4,9 +4,8 @@ import { nanos } from "@nats-io/transport-node";
 import { afterEach, expect, it } from "vitest";
 import { VIEW_CONSUMERS } from "../../src/bus/nats-views.js";
 import type { Role } from "../../src/config/roles.js";
-import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { runTroupe, TROUPE_BIN } from "../support/cli.js";
-import { embeddedDaemon } from "../support/embedded-daemon.js";
+import { type embeddedDaemon, shellCoderDaemon } from "../support/embedded-daemon.js";
 import { waitFor } from "../support/wait.js";
 
 /* ATTACK (outside review, the observer's and the approver's seeds, on the default embedded server):
@@ -48,22 +47,10 @@ async function fill(
 }
 
 it("with every consumer of the people's copies taken, troupe run, approve, replay and observe still work", async () => {
-  const model = await ScriptedModelServer.start([
-    {
-      match: { turn: 1 },
-      reply: { toolCalls: [{ name: "shell", arguments: { command: "sleep 2; echo slept > slept.txt" } }] },
-      times: 5,
-    },
-    { match: { turn: 2 }, reply: { text: "all done" }, times: 5 },
-  ]);
-  cleanups.push(() => model.close());
   const prefix = "ccf";
-  const h = await embeddedDaemon(
-    {
-      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: coder\ndefaultModel: scripted\n`,
-      "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [shell]\n",
-    },
-    model.baseURL,
+  const { h } = await shellCoderDaemon(
+    prefix,
+    { command: "sleep 2; echo slept > slept.txt", answer: "all done" },
     cleanups,
   );
   await h.start();

@@ -7,10 +7,9 @@ import { approvalKey } from "../../src/approvals/bus-approver.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { roleInbox } from "../../src/bus/permissions.js";
 import { silentLogger } from "../../src/log.js";
-import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { serverTlsFiles } from "../../src/trust/server-tls.js";
 import { runTroupe, TROUPE_BIN } from "../support/cli.js";
-import { embeddedDaemon } from "../support/embedded-daemon.js";
+import { shellCoderDaemon } from "../support/embedded-daemon.js";
 import { waitFor } from "../support/wait.js";
 
 /* ATTACK (outside review, the approver's seed, no trusted key): junk answers aimed at a pending
@@ -26,23 +25,13 @@ afterEach(async () => {
 }, 60_000);
 
 it("a burst of junk answers neither holds back the real one nor fills the run's log", async () => {
-  const model = await ScriptedModelServer.start([
-    {
-      match: { turn: 1 },
-      reply: { toolCalls: [{ name: "shell", arguments: { command: "echo ran >> ledger.txt" } }] },
-    },
-    { match: { turn: 2 }, reply: { text: "ran it" }, times: 5 },
-  ]);
-  cleanups.push(() => model.close());
   const prefix = "jaf";
-  const h = await embeddedDaemon(
-    {
-      // Long enough for a real answer behind the burst; far too short for the host to wade through it.
-      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: coder\ndefaultModel: scripted\napproval:\n  timeoutMs: 30000\n`,
-      "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [shell]\n",
-    },
-    model.baseURL,
+  const { h } = await shellCoderDaemon(
+    prefix,
+    { command: "echo ran >> ledger.txt", answer: "ran it" },
     cleanups,
+    // Long enough for a real answer behind the burst; far too short for the host to wade through it.
+    "approval:\n  timeoutMs: 30000\n",
   );
   await h.start();
   const client = spawn(

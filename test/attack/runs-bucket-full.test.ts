@@ -3,8 +3,7 @@ import { join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { afterEach, expect, it } from "vitest";
 import { decodeEnvelope, encodeEnvelope, makeEnvelope } from "../../src/events/envelope.js";
-import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
-import { embeddedDaemon } from "../support/embedded-daemon.js";
+import { shellCoderDaemon } from "../support/embedded-daemon.js";
 
 /* ATTACK (outside review): with the runs bucket full, runs.start told the client it failed, yet the
  * agent had started first and its command ran: a run with no record, which status, abort and resume
@@ -17,22 +16,10 @@ afterEach(async () => {
 }, 60_000);
 
 it("a runs.start whose record cannot be written is refused, and its agent never runs a command", async () => {
-  const model = await ScriptedModelServer.start([
-    {
-      match: { turn: 1 },
-      reply: { toolCalls: [{ name: "shell", arguments: { command: "echo ran >> ledger.txt" } }] },
-      times: 5,
-    },
-    { match: { turn: 2 }, reply: { text: "done" }, times: 5 },
-  ]);
-  cleanups.push(() => model.close());
   const prefix = "rfull";
-  const h = await embeddedDaemon(
-    {
-      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: coder\ndefaultModel: scripted\n`,
-      "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [shell]\n",
-    },
-    model.baseURL,
+  const { h, model } = await shellCoderDaemon(
+    prefix,
+    { command: "echo ran >> ledger.txt", answer: "done" },
     cleanups,
   );
   await h.start();

@@ -6,6 +6,7 @@ import { expect } from "vitest";
 import { answersNats, freePort } from "../../src/bus/embedded-nats.js";
 import { roleInbox } from "../../src/bus/permissions.js";
 import type { Role } from "../../src/config/roles.js";
+import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { serverTlsFiles } from "../../src/trust/server-tls.js";
 import { runTroupe, TROUPE_BIN, tempTree } from "./cli.js";
 import { waitFor } from "./wait.js";
@@ -91,6 +92,37 @@ export async function embeddedDaemon(
   };
 
   return { dir, env, cfg, start, stop, kill, connectAs, stderr: () => stderr, pid: () => daemon?.pid };
+}
+
+/**
+ * A daemon on its default embedded server, on `prefix`, whose one agent `coder` has the shell, and
+ * the scripted model it asks: at its first turn it runs `command`, at its second it answers
+ * `answer`. `settings` is more of troupe.yaml.
+ */
+export async function shellCoderDaemon(
+  prefix: string,
+  script: { command: string; answer: string },
+  cleanups: Array<() => unknown>,
+  settings = "",
+) {
+  const model = await ScriptedModelServer.start([
+    {
+      match: { turn: 1 },
+      reply: { toolCalls: [{ name: "shell", arguments: { command: script.command } }] },
+      times: 5,
+    },
+    { match: { turn: 2 }, reply: { text: script.answer }, times: 5 },
+  ]);
+  cleanups.push(() => model.close());
+  const h = await embeddedDaemon(
+    {
+      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: coder\ndefaultModel: scripted\n${settings}`,
+      "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [shell]\n",
+    },
+    model.baseURL,
+    cleanups,
+  );
+  return { model, h };
 }
 
 /**
