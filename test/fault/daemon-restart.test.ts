@@ -276,6 +276,9 @@ it("a daemon away: the client says it lost contact within a few seconds, and whe
     "ask",
   );
   await waitFor("the approval request", () => s.stdout().includes('"approval.requested"'), 15_000);
+  // Its snapshot in awaitingApproval stored: one a step behind (callingModel) would have the restarted
+  // daemon call the model again for that turn, and ask the question again.
+  await new Promise((resolve) => setTimeout(resolve, 500));
   await s.crash(5000);
   expect(s.stderr()).toMatch(/^troupe: lost contact with the daemon \(last seen [34] s ago\); waiting…\n/);
   await waitFor("the daemon seen again", () => s.stderr().includes("troupe: the daemon is back\n"), 5000);
