@@ -16,7 +16,7 @@ import type { ActiveSkills } from "../skills/active-skills.js";
 import type { PlannedCall } from "../tools/plan.js";
 import { type BatchOptions, runBatch } from "../tools/run-batch.js";
 import type { ToolRegistry } from "../tools/tool.js";
-import type { AgentDeps } from "./agent-deps.js";
+import type { AgentDeps, ToolPlace } from "./agent-deps.js";
 import { compactAndReport, requested, toolEventObserver, type toolView } from "./agent-tools.js";
 import { withOwnCallIds } from "./call-ids.js";
 import type { Clearance } from "./clearance.js";
@@ -24,9 +24,14 @@ import type { EventPublisher } from "./event-publisher.js";
 import type { HostedActors } from "./hosted-machine.js";
 import { summarizer } from "./summarizer.js";
 
-/** What one agent's actors work with: made once by its host, in `startAgent`. */
+/** What one agent's actors work with: made once by its host (`AgentHost`). */
 export interface AgentActorsSetup {
-  deps: AgentDeps;
+  models: AgentDeps["models"];
+  /** Hooks as functions (the library API). */
+  hooks?: AgentDeps["agentHooks"];
+  redactor: AgentDeps["redactor"];
+  /** Where its tools work. */
+  place: ToolPlace & { readHardLinks: boolean };
   definition: AgentDefinition;
   runId: string;
   agentId: string;
@@ -41,7 +46,6 @@ export interface AgentActorsSetup {
   /** The tools it has now. */
   tools: ReturnType<typeof toolView>;
   clearance: Clearance;
-  /** Told how many subagent calls a batch holds, so each gets its share of the budget. */
   /** The directories of the skills whose files it may read (`skill:NAME/PATH`). */
   skillDirs: Map<string, string>;
   /** The skills it has loaded, told of each load. */
@@ -73,9 +77,9 @@ export class AgentActors implements HostedActors {
   }
 
   async callModel(input: ModelTurnInput, signal: AbortSignal): Promise<ModelTurn> {
-    const { deps, definition, runId, agentId, events, chain, clearance } = this.setup;
+    const { models, hooks, definition, runId, agentId, events, chain, clearance } = this.setup;
     const hookContext = { runId, agentId, agent: definition.name };
-    const next = await deps.agentHooks?.prepareNextTurn?.({
+    const next = await hooks?.prepareNextTurn?.({
       ...hookContext,
       model: chain[0] as string,
       messages: input.messages,
@@ -85,7 +89,7 @@ export class AgentActors implements HostedActors {
     this.#reportContext(messages, view);
     const current = { text: "" };
     this.#streaming = current;
-    const response = await deps.models
+    const response = await models
       .call(next?.model ? [next.model, ...chain.slice(1)] : chain, {
         messages,
         ...(view ? { tools: view.specs } : {}),
@@ -111,7 +115,7 @@ export class AgentActors implements HostedActors {
       async (id) => (await journal?.get(id)) !== undefined,
     );
     if (
-      await deps.agentHooks?.shouldStopAfterTurn?.({
+      await hooks?.shouldStopAfterTurn?.({
         ...hookContext,
         turn: this.#turns,
         message: response.message,
@@ -139,24 +143,21 @@ export class AgentActors implements HostedActors {
   }
 
   async runTools(input: { calls: PlannedCall[] }, signal: AbortSignal): Promise<ToolBatchOutput> {
-    const { deps, definition, runId, agentId, events, registry, journal, gate } = this.setup;
+    const { place, redactor, definition, runId, agentId, events, registry, journal, gate } = this.setup;
     const { run, refused } = await this.setup.clearance.clear(input.calls, signal);
     const ran = await runBatch(run, {
       registry,
       context: {
         runId,
         agentId,
-        workspace: deps.workspace,
-        protectedDirs: deps.protectedDirs,
-        hiddenDirs: deps.hiddenDirs,
-        readHardLinks: deps.config.sandbox.readHardLinks,
+        ...place,
         ...(definition.skills ? { skills: definition.skills } : {}),
         skillDirs: this.setup.skillDirs,
         skillLoaded: (skill) => this.setup.skills.loaded(skill),
         ...(this.setup.sandboxLimit ? { sandboxLimit: this.setup.sandboxLimit } : {}),
       },
       signal,
-      redactor: deps.redactor,
+      redactor,
       ...(journal ? { journal } : {}),
       ...(gate ? { gate } : {}),
       observer: toolEventObserver(events),
@@ -172,8 +173,8 @@ export class AgentActors implements HostedActors {
   }
 
   compact(input: CompactionInput, signal: AbortSignal): Promise<CompactionOutput> {
-    const { deps, chain, compaction, events } = this.setup;
-    return compactAndReport(input.messages, compaction, summarizer(deps.models, chain), events, signal);
+    const { models, chain, compaction, events } = this.setup;
+    return compactAndReport(input.messages, compaction, summarizer(models, chain), events, signal);
   }
 
   partialAnswer(): string {

@@ -54,15 +54,23 @@ export interface AgentDeps {
   agentHooks?: AgentHooks;
   /** Tools from the `toolModules` an agent names, by agent name. */
   moduleTools?: ReadonlyMap<string, Tool[]>;
-  /** Finds a child a resumed parent had started: stopped (with its output), running, or none. */
-  adoptChild?: (
-    runId: string,
-    childId: string,
-  ) => Promise<{ stopped: AgentOutput } | { running: true } | undefined>;
-  /** Hands a subagent to a worker; false when none took it (then this process hosts it). */
-  placeElsewhere?: (runId: string, child: ChildSpec) => Promise<boolean>;
+  /** Starts an agent's children and finds them again: the runtime's. */
+  spawner: Spawner;
   /** Snapshots and the tool-call journal in KV; without it nothing survives the process. */
   persistence?: { agents: AgentStore; journal: ToolJournal };
+}
+
+/** Where an agent's tools work: its workspace, and what in it no tool may change or read. */
+export type ToolPlace = Pick<AgentDeps, "workspace" | "protectedDirs" | "hiddenDirs">;
+
+/**
+ * How a parent's subagent calls reach children: the runtime starts each (on a worker when one takes
+ * it, else in its own process) and finds again one a resumed parent had started.
+ */
+export interface Spawner {
+  spawn(runId: string, child: ChildSpec): Promise<void>;
+  /** A child a resumed parent had started: stopped (with its output), running, or none. */
+  adopt(runId: string, childId: string): Promise<{ stopped: AgentOutput } | { running: true } | undefined>;
 }
 
 export interface StartAgentOptions {

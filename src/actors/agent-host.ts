@@ -1,28 +1,27 @@
 import type { Snapshot } from "xstate";
+import type { Approver } from "../approvals/approver.js";
 import { readOnlyLimit } from "../approvals/policy.js";
-import { RequestRefusedError } from "../bus/bus.js";
+import { RequestRefusedError, type Subscription } from "../bus/bus.js";
 import { effectiveBudget } from "../config/budget.js";
-import type { AgentDefinition, Budget } from "../config/schema.js";
+import type { AgentDefinition } from "../config/schema.js";
 import { buildSystemPrompt } from "../context/system-prompt.js";
+import type { AgentEvent } from "../events/agent-events.js";
 import type { Logger } from "../log.js";
 import { totalSpend, unreadRefusal } from "../machines/agent-machine.js";
 import { persistedFacts } from "../machines/agent-persisted.js";
 import { rebuild } from "../machines/agent-reopen.js";
-import type { AgentCommand } from "../machines/agent-types.js";
+import type { AgentCommand, AgentOutput } from "../machines/agent-types.js";
 import { ZERO_USAGE } from "../model/types.js";
 import { UNTRUSTED_NOTE } from "../safety/untrusted.js";
 import { ActiveSkills } from "../skills/active-skills.js";
 import { withSkill } from "../skills/skills.js";
-import { planCalls } from "../tools/plan.js";
-import type { ToolRegistry } from "../tools/tool.js";
-import { AgentActors, type AgentActorsSetup } from "./agent-actors.js";
+import { AgentActors } from "./agent-actors.js";
 import type { AgentDeps, AgentHandle, StartAgentOptions } from "./agent-deps.js";
-import { toolGate } from "./agent-hooks.js";
+import { clearanceOf, closeApprovals, gateOf, journalOf, recordFacts } from "./agent-host-parts.js";
 import { type ResolvedAgentSettings, resolveAgentSettings } from "./agent-settings.js";
-import { type AgentActor, type RecordFacts, reportSnapshots, SnapshotWriter } from "./agent-snapshots.js";
+import { type AgentActor, reportSnapshots, SnapshotWriter } from "./agent-snapshots.js";
 import { eventsUntilStopped, PLAN_NOTE } from "./agent-stream.js";
-import { askEach, catalogueFor, skillDirsFor, toolView } from "./agent-tools.js";
-import { Clearance } from "./clearance.js";
+import { catalogueFor, skillDirsFor, toolView } from "./agent-tools.js";
 import { EventPublisher } from "./event-publisher.js";
 import { armWall, hostedActor } from "./hosted-machine.js";
 import { REBUILT_NOTE } from "./log-history.js";
@@ -31,110 +30,254 @@ import { subagentTools } from "./subagents.js";
 
 const NOTHING_SPENT = { usage: ZERO_USAGE, toolCalls: 0 };
 
+/** How a host lets go of its agent: the machine stopped, another host took it over, or it was handed on. */
+export type HostStop = { finished: string } | "moved" | "detached";
+
 /**
- * Hosts one agent machine: provides its actors (model call, approval wait, tool batch, compaction),
- * publishes its events, stores its snapshots, and resolves `done` with its output once every event
- * is in the log.
+ * Hosts one agent machine. It is built in plain order: settings, events, tools, clearance, actors,
+ * actor; then it serves the agent's commands, stores its snapshots, and resolves `done` with its
+ * output once every event is in the log. `#stop` is the one way it lets go of the agent. Children
+ * are started by the runtime (`deps.spawner`), not here.
  */
-export function startAgent(deps: AgentDeps, options: StartAgentOptions): AgentHandle {
-  const { definition, runId, restore } = options;
-  const agentId = options.agentId ?? newAgentId(definition.name);
-  const log = deps.log.child({ component: "agent", runId, agentId });
-  const settings = resolveAgentSettings(
-    deps.config,
-    options,
-    (id) => deps.models.resolve(id),
-    deps.sandbox ? deps.sandbox.unavailable : "there is no sandbox in this runtime",
-  );
-  const { budget } = settings;
-  const events = new EventPublisher(deps.bus, runId, agentId, options.parentId, log, deps.redactor, {
-    nextSeq: restore?.nextSeq ?? options.firstSeq ?? 0,
-    epoch: options.epoch ?? 0,
-  });
-  const startedAt = Date.now() - (restore?.elapsedMs ?? 0);
-  // The agent's parts are made before its actor (the actor runs them); they reach it through this.
-  const link: { actor?: AgentActor } = {};
-  const send = (command: AgentCommand) => link.actor?.send(command);
+export class AgentHost implements AgentHandle {
+  readonly runId: string;
+  readonly agentId: string;
+  readonly done: Promise<AgentOutput>;
+  readonly moved: Promise<void>;
+  readonly #log: Logger;
+  readonly #settings: ResolvedAgentSettings;
+  readonly #events: EventPublisher;
+  readonly #actor: AgentActor;
+  readonly #unhost: () => void;
+  readonly #control: Subscription;
+  readonly #writer: SnapshotWriter;
+  readonly #command: (command: AgentCommand) => void;
+  readonly #approver: Approver;
+  readonly #deps: AgentDeps;
+  #disarmWall = () => {};
+  #released = false;
+  #movedAway = () => {};
 
-  const { actors, skills } = actorsOf(deps, options, settings, { agentId, events, startedAt, link, send });
-  const input = {
-    runId,
-    agentId,
-    name: definition.name,
-    systemPrompt: buildSystemPrompt(
+  constructor(deps: AgentDeps, options: StartAgentOptions) {
+    this.#deps = deps;
+    const { definition, restore } = options;
+    this.runId = options.runId;
+    this.agentId = options.agentId ?? newAgentId(definition.name);
+    this.#log = deps.log.child({ component: "agent", runId: this.runId, agentId: this.agentId });
+    this.#approver = deps.approver;
+    this.moved = new Promise<void>((resolve) => (this.#movedAway = resolve));
+    // Settings.
+    this.#settings = resolveAgentSettings(
+      deps.config,
+      options,
+      (id) => deps.models.resolve(id),
+      deps.sandbox ? deps.sandbox.unavailable : "there is no sandbox in this runtime",
+    );
+    // Events.
+    this.#events = new EventPublisher(
+      deps.bus,
+      this.runId,
+      this.agentId,
+      options.parentId,
+      this.#log,
+      deps.redactor,
+      {
+        nextSeq: restore?.nextSeq ?? options.firstSeq ?? 0,
+        epoch: options.epoch ?? 0,
+      },
+    );
+    const startedAt = Date.now() - (restore?.elapsedMs ?? 0);
+    // Tools, clearance and actors.
+    const { actors, skills } = this.#actorsOf(options, startedAt);
+    // The actor.
+    const input = this.#inputOf(options);
+    const snapshot = options.rebuilt
+      ? rebuild(input, options.rebuilt)
+      : (restore?.snapshot as Snapshot<unknown>);
+    const hosted = hostedActor(actors, { input, ...(restore ? { snapshot } : {}) });
+    this.#actor = hosted.actor;
+    this.#unhost = hosted.release;
+    // Commands reach an agent on its control subjects, from its parent or any client (acked by reply).
+    this.#command = refusingUnread(this.#actor);
+    this.#control = deps.controls.serve(this.runId, this.agentId, this.#command);
+    this.#writer = new SnapshotWriter(this.#actor, {
+      store: deps.persistence?.agents,
+      events: this.#events,
+      redactor: deps.redactor,
+      facts: recordFacts(options, this.#settings, this.agentId),
+      startedAt,
+      moved: () => this.#stop("moved"),
+    });
+    this.done = reportSnapshots(this.#actor, {
+      events: this.#events,
+      log: this.#log,
+      commandHooks: deps.commandHooks,
+      agent: { runId: this.runId, agentId: this.agentId, name: definition.name },
+      changed: () => this.#writer.save(),
+      stopped: (reason) => this.#stop({ finished: reason }),
+    });
+    this.#disarmWall = begin(this.#actor, options, {
+      settings: this.#settings,
+      events: this.#events,
+      log: this.#log,
+      skills,
+      workspace: deps.workspace,
+    });
+  }
+
+  steer(text: string): void {
+    this.#command({ type: "STEER", text });
+  }
+
+  followUp(text: string): void {
+    this.#command({ type: "FOLLOW_UP", text });
+  }
+
+  abort(reason?: string): void {
+    this.#actor.send({ type: "ABORT", ...(reason ? { reason } : {}) });
+  }
+
+  snapshot(): unknown {
+    return this.#writer.persisted();
+  }
+
+  events(): AsyncIterable<AgentEvent> {
+    return eventsUntilStopped(this.#deps.bus, this.runId, this.agentId);
+  }
+
+  detach(): void {
+    void this.#stop("detached");
+  }
+
+  /**
+   * Lets go of the agent, once: its commands, its wall and its place among the hosted machines. A
+   * finished agent's unanswered approval requests are closed (resolves when they are); one moved to
+   * or handed on to another host is stopped here without another word or write, as that host goes
+   * on from the stored snapshot.
+   */
+  async #stop(how: HostStop): Promise<void> {
+    if (!this.#released) {
+      this.#released = true;
+      this.#control.unsubscribe();
+      this.#disarmWall();
+      this.#unhost();
+    }
+    if (typeof how === "object") return closeApprovals(this.#approver, this.#log, this, how.finished);
+    if (how === "moved") {
+      this.#log.warn("another host took this agent over: let go of it here, saying nothing more");
+      this.#events.silence();
+    } else this.#writer.detach();
+    this.#actor.stop();
+    if (how === "moved") this.#movedAway();
+  }
+
+  /** What the machine starts with: its ids, system prompt, budget and what a resumed agent had used. */
+  #inputOf(options: StartAgentOptions) {
+    const deps = this.#deps;
+    const { definition, restore } = options;
+    const notes = [
+      UNTRUSTED_NOTE,
+      ...catalogueFor(definition, deps),
+      ...(this.#settings.mode === "plan" ? [PLAN_NOTE] : []),
+    ];
+    return {
+      runId: this.runId,
+      agentId: this.agentId,
+      name: definition.name,
+      systemPrompt: buildSystemPrompt(definition, deps.workspace, notes, {
+        readHardLinks: deps.config.sandbox.readHardLinks,
+        hiddenDirs: deps.hiddenDirs,
+      }),
+      budget: this.#settings.budget,
+      onToolError: definition.onToolError,
+      elapsedMs: restore?.elapsedMs ?? 0,
+    };
+  }
+
+  /** The actors the agent's machine invokes, with the tools, subagents and skills they work with. */
+  #actorsOf(options: StartAgentOptions, startedAt: number): { actors: AgentActors; skills: ActiveSkills } {
+    const deps = this.#deps;
+    const settings = this.#settings;
+    const { definition, runId, restore } = options;
+    const { agentId } = this;
+    const events = this.#events;
+    const own = [
+      ...this.#childTools(definition, startedAt),
+      ...(deps.moduleTools?.get(definition.name) ?? []),
+    ];
+    const registry = own.length > 0 ? deps.tools.with(own) : deps.tools;
+    const tools = toolView(
+      [...definition.tools, ...own.map((tool) => tool.name)],
+      registry,
+      settings.readOnlyBecause !== undefined,
+    );
+    const skills = new ActiveSkills(
+      (tool) => tools().allowed.has(tool),
+      (data) => events.emit("skill.loaded", data),
+    );
+    const clearance = clearanceOf(deps, settings, { runId, agentId, events, registry, tools, skills });
+    const actors = new AgentActors({
+      models: deps.models,
+      ...(deps.agentHooks ? { hooks: deps.agentHooks } : {}),
+      redactor: deps.redactor,
+      place: {
+        workspace: deps.workspace,
+        protectedDirs: deps.protectedDirs,
+        hiddenDirs: deps.hiddenDirs,
+        readHardLinks: deps.config.sandbox.readHardLinks,
+      },
       definition,
-      deps.workspace,
-      [UNTRUSTED_NOTE, ...catalogueFor(definition, deps), ...(settings.mode === "plan" ? [PLAN_NOTE] : [])],
-      { readHardLinks: deps.config.sandbox.readHardLinks, hiddenDirs: deps.hiddenDirs },
-    ),
-    budget,
-    onToolError: definition.onToolError,
-    elapsedMs: restore?.elapsedMs ?? 0,
-  };
-  const snapshot = options.rebuilt
-    ? rebuild(input, options.rebuilt)
-    : (restore?.snapshot as Snapshot<unknown>);
-  const { actor, release: unhost } = hostedActor(actors, { input, ...(restore ? { snapshot } : {}) });
-  link.actor = actor;
+      runId,
+      agentId,
+      events,
+      chain: settings.chain,
+      compaction: settings.compaction,
+      reply: settings.reply,
+      registry,
+      tools,
+      clearance,
+      skillDirs: skillDirsFor(definition, deps.skills, options.skill?.name),
+      skills,
+      ...journalOf(deps, runId, agentId, restore),
+      ...(gateOf(deps, runId, agentId, definition.name) ?? {}),
+      ...(settings.readOnlyBecause !== undefined ? { sandboxLimit: readOnlyLimit(settings.sandbox) } : {}),
+      turns: restore ? persistedFacts(restore.snapshot).turns : 0,
+      resumed: restore !== undefined,
+    });
+    return { actors, skills };
+  }
 
-  // Commands reach an agent on its control subjects, from its parent or any client (acked by reply).
-  const command = refusingUnread(actor);
-  const control = deps.controls.serve(runId, agentId, command);
-  let disarmWall = () => {};
-  const release = () => {
-    control.unsubscribe();
-    disarmWall();
-    unhost();
-  };
-  // Stops here without a word or a save: another host goes on from the stored snapshot.
-  const stopHere = () => {
-    release();
-    actor.stop();
-  };
-  let movedAway = () => {};
-  const moved = new Promise<void>((resolve) => (movedAway = resolve));
-  const writer = new SnapshotWriter(actor, {
-    store: deps.persistence?.agents,
-    events,
-    redactor: deps.redactor,
-    facts: recordFacts(options, settings, agentId),
-    startedAt,
-    moved: () => {
-      log.warn("another host took this agent over: let go of it here, saying nothing more");
-      events.silence();
-      stopHere();
-      movedAway();
-    },
-  });
-  const done = reportSnapshots(actor, {
-    events,
-    log,
-    commandHooks: deps.commandHooks,
-    agent: { runId, agentId, name: definition.name },
-    changed: () => writer.save(),
-    stopped: (reason) => {
-      release();
-      return closeApprovals(deps, log, { runId, agentId }, reason);
-    },
-  });
-
-  disarmWall = begin(actor, options, { settings, events, log, skills, workspace: deps.workspace });
-
-  return {
-    runId,
-    agentId,
-    done,
-    steer: (text) => command({ type: "STEER", text }),
-    followUp: (text) => command({ type: "FOLLOW_UP", text }),
-    abort: (reason) => actor.send({ type: "ABORT", ...(reason ? { reason } : {}) }),
-    snapshot: () => writer.persisted(),
-    events: () => eventsUntilStopped(deps.bus, runId, agentId),
-    detach: () => {
-      writer.detach();
-      stopHere();
-    },
-    moved,
-  };
+  /**
+   * The subagent tools of the agent: each asks the runtime's spawner for a child (on a worker when
+   * one takes it, else in this process) and charges what it spends to this agent's machine.
+   */
+  #childTools(definition: AgentDefinition, startedAt: number) {
+    const deps = this.#deps;
+    const { runId } = this;
+    const defaults = deps.config.defaults.budget;
+    return subagentTools(
+      definition.subagents
+        .map((name) => deps.agents.get(name))
+        .filter((child): child is AgentDefinition => child !== undefined)
+        .map((child) => ({ ...child, budget: effectiveBudget(child.budget, defaults) })),
+      {
+        bus: deps.bus,
+        runId,
+        agentId: this.agentId,
+        depth: this.#settings.depth,
+        budget: this.#settings.budget,
+        limits: deps.limits,
+        events: this.#events,
+        startedAt,
+        // The tools run inside the actor, so it exists by the time either is called.
+        spent: () => (this.#actor ? totalSpend(this.#actor.getSnapshot().context) : NOTHING_SPENT),
+        charge: (delta) => this.#actor.send({ type: "CHILD_SPENT", ...delta }),
+        adopt: (childId) => deps.spawner.adopt(runId, childId),
+        commandHooks: deps.commandHooks,
+        spawn: (child) => deps.spawner.spawn(runId, child),
+      },
+    );
+  }
 }
 
 /**
@@ -198,194 +341,4 @@ function begin(
   if (options.skill) parts.skills.loaded(options.skill);
   actor.send({ type: "START", task: options.skill ? withSkill(options.skill, options.task) : options.task });
   return () => {};
-}
-
-/** The actors the agent's machine invokes, with the tools, subagents and skills they work with. */
-function actorsOf(
-  deps: AgentDeps,
-  options: StartAgentOptions,
-  settings: ResolvedAgentSettings,
-  agent: {
-    agentId: string;
-    events: EventPublisher;
-    startedAt: number;
-    link: { actor?: AgentActor };
-    send: (command: AgentCommand) => void;
-  },
-): { actors: AgentActors; skills: ActiveSkills } {
-  const { definition, runId, restore } = options;
-  const { agentId, events } = agent;
-  const children = childrenOf(deps, options, { ...agent, budget: settings.budget, depth: settings.depth });
-  const own = [...children, ...(deps.moduleTools?.get(definition.name) ?? [])];
-  const registry = own.length > 0 ? deps.tools.with(own) : deps.tools;
-  const tools = toolView(
-    [...definition.tools, ...own.map((tool) => tool.name)],
-    registry,
-    settings.readOnlyBecause !== undefined,
-  );
-  const skills = new ActiveSkills(
-    (tool) => tools().allowed.has(tool),
-    (data) => events.emit("skill.loaded", data),
-  );
-  const actors = new AgentActors({
-    deps,
-    definition,
-    runId,
-    agentId,
-    events,
-    chain: settings.chain,
-    compaction: settings.compaction,
-    reply: settings.reply,
-    registry,
-    tools,
-    clearance: clearanceOf(deps, settings, { runId, agentId, events, registry, tools, skills }),
-    skillDirs: skillDirsFor(definition, deps, options.skill?.name),
-    skills,
-    ...journalOf(deps, runId, agentId, restore),
-    ...(gateOf(deps, runId, agentId, definition.name) ?? {}),
-    ...(settings.readOnlyBecause !== undefined ? { sandboxLimit: readOnlyLimit(settings.sandbox) } : {}),
-    turns: restore ? persistedFacts(restore.snapshot).turns : 0,
-    resumed: restore !== undefined,
-  });
-  return { actors, skills };
-}
-
-/** The subagent tools of an agent: each starts a child here, or on a worker when one takes it. */
-function childrenOf(
-  deps: AgentDeps,
-  options: StartAgentOptions,
-  agent: {
-    agentId: string;
-    budget: Budget;
-    depth: number;
-    events: EventPublisher;
-    startedAt: number;
-    link: { actor?: AgentActor };
-    send: (command: AgentCommand) => void;
-  },
-) {
-  const { definition, runId } = options;
-  const defaults = deps.config.defaults.budget;
-  return subagentTools(
-    definition.subagents
-      .map((name) => deps.agents.get(name))
-      .filter((child): child is AgentDefinition => child !== undefined)
-      .map((child) => ({ ...child, budget: effectiveBudget(child.budget, defaults) })),
-    {
-      bus: deps.bus,
-      runId,
-      agentId: agent.agentId,
-      depth: agent.depth,
-      budget: agent.budget,
-      limits: deps.limits,
-      events: agent.events,
-      startedAt: agent.startedAt,
-      spent: () => (agent.link.actor ? totalSpend(agent.link.actor.getSnapshot().context) : NOTHING_SPENT),
-      charge: (delta) => agent.send({ type: "CHILD_SPENT", ...delta }),
-      adopt: async (childId) => (deps.adoptChild ? deps.adoptChild(runId, childId) : undefined),
-      commandHooks: deps.commandHooks,
-      spawn: async (child) => {
-        // A worker takes it when one is attached; otherwise this process hosts it.
-        if (await deps.placeElsewhere?.(runId, child)) return;
-        startAgent(deps, {
-          definition: child.definition,
-          task: child.task,
-          runId,
-          agentId: child.childId,
-          parentId: child.parentId,
-          depth: child.depth,
-          budget: child.budget,
-        });
-      },
-    },
-  );
-}
-
-/** What clears an agent's calls: the policy plans each batch, a person is asked where it says so. */
-function clearanceOf(
-  deps: AgentDeps,
-  settings: ResolvedAgentSettings,
-  agent: {
-    runId: string;
-    agentId: string;
-    events: EventPublisher;
-    registry: ToolRegistry;
-    tools: ReturnType<typeof toolView>;
-    skills: ActiveSkills;
-  },
-): Clearance {
-  const { runId, agentId, events, registry, tools, skills } = agent;
-  return new Clearance(
-    (calls, withTools) =>
-      planCalls(calls, registry, withTools ? tools().allowed : new Set(), settings.policy, {
-        workspace: deps.workspace,
-        readOnlyBecause: settings.readOnlyBecause,
-        sandbox: settings.sandbox,
-        preApproved: skills.preApproved,
-        ...(withTools ? {} : { noToolsBecause: "this turn is for the final answer" }),
-      }),
-    (calls, signal) => askEach(deps, events, { runId, agentId }, calls, signal),
-  );
-}
-
-/**
- * The agent's tool-call journal. A call that writes or executes starts only once the snapshot
- * holding it is stored: a host that dies while it runs comes back to the call (journaled as started:
- * its outcome is unknown), not to the model call before it, which would ask the model again and
- * might run the same thing twice.
- */
-function journalOf(
-  deps: AgentDeps,
-  runId: string,
-  agentId: string,
-  restore: StartAgentOptions["restore"],
-): { journal?: NonNullable<AgentActorsSetup["journal"]> } {
-  const journal = deps.persistence?.journal.forAgent(runId, agentId, {
-    fresh: !restore,
-    beforeStart: () => deps.persistence?.agents.settled(runId, agentId) ?? Promise.resolve(),
-  });
-  return journal ? { journal } : {};
-}
-
-function gateOf(
-  deps: AgentDeps,
-  runId: string,
-  agentId: string,
-  agent: string,
-): { gate: NonNullable<AgentActorsSetup["gate"]> } | undefined {
-  const gate = toolGate(deps.commandHooks, deps.agentHooks, { runId, agentId, agent });
-  return gate ? { gate } : undefined;
-}
-
-/** What the agent's record says of it besides its snapshot: who it is, and the rights it runs with. */
-function recordFacts(
-  options: StartAgentOptions,
-  settings: ResolvedAgentSettings,
-  agentId: string,
-): RecordFacts {
-  return {
-    runId: options.runId,
-    agentId,
-    ...(options.parentId ? { parentId: options.parentId } : {}),
-    name: options.definition.name,
-    depth: settings.depth,
-    task: options.restore?.task ?? options.task,
-    budget: settings.budget,
-    mode: settings.mode,
-    ...(options.approval ? { approval: options.approval } : {}),
-    ...(settings.sandboxMode ? { sandbox: settings.sandboxMode } : {}),
-  };
-}
-
-/** Requests nobody answered are closed when the agent stops (not when it is let go: another host resumes it). */
-async function closeApprovals(
-  deps: AgentDeps,
-  log: Logger,
-  agent: { runId: string; agentId: string },
-  reason: string,
-): Promise<void> {
-  const why = `the agent stopped (${reason}) before anyone answered`;
-  await deps.approver
-    .close?.(agent, why)
-    .catch((error: Error) => log.warn({ err: error.message }, "could not close its approvals"));
 }

@@ -7,7 +7,7 @@ import { skillCatalogue, skippedLines } from "../skills/skills.js";
 import { type PlannedCall, parseArguments } from "../tools/plan.js";
 import type { BatchObserver } from "../tools/run-batch.js";
 import type { CallPreview, ToolRegistry } from "../tools/tool.js";
-import type { AgentDeps } from "./agent-deps.js";
+import type { AgentDeps, ToolPlace } from "./agent-deps.js";
 import type { EventPublisher } from "./event-publisher.js";
 
 /* What an agent host derives from its tools: the tools it has now, the skills it may see, what an
@@ -61,7 +61,10 @@ function toolsOf(names: string[], specs: ToolSpec[]) {
 }
 
 /** The catalogue of the skills this agent may load, when it has the load_skill tool. */
-export function catalogueFor(definition: AgentDefinition, deps: AgentDeps): string[] {
+export function catalogueFor(
+  definition: AgentDefinition,
+  deps: Pick<AgentDeps, "skills" | "skippedSkills">,
+): string[] {
   if (!definition.tools.includes("load_skill")) return [];
   const visible = [...deps.skills.values()].filter(
     (skill) => !definition.skills || definition.skills.includes(skill.name),
@@ -76,24 +79,27 @@ export function catalogueFor(definition: AgentDefinition, deps: AgentDeps): stri
  */
 export function skillDirsFor(
   definition: AgentDefinition,
-  deps: AgentDeps,
+  skills: AgentDeps["skills"],
   started?: string,
 ): Map<string, string> {
   const loads = definition.tools.includes("load_skill");
   const dirs = new Map<string, string>();
-  for (const skill of deps.skills.values()) {
+  for (const skill of skills.values()) {
     const mayLoad = loads && (!definition.skills || definition.skills.includes(skill.name));
     if (skill.dir && (mayLoad || skill.name === started)) dirs.set(skill.name, skill.dir);
   }
   return dirs;
 }
 
+/** What a preview is made with: the tools, where they work, and the log for a preview that failed. */
+type PreviewDeps = Pick<AgentDeps, "tools" | "log"> & ToolPlace;
+
 /**
  * What the person deciding sees: the tool's own preview (a diff, the command), else the arguments as
  * the tool gets them: parsed and written out again, so a key the model wrote twice (JSON keeps the
  * last) or disguised with an escape shows once, with the value the call runs with.
  */
-export async function previewOf(deps: AgentDeps, call: PlannedCall): Promise<CallPreview> {
+export async function previewOf(deps: PreviewDeps, call: PlannedCall): Promise<CallPreview> {
   const tool = deps.tools.get(call.name);
   try {
     if (tool?.preview) {
@@ -140,7 +146,7 @@ export function requested(call: PlannedCall) {
 
 /** Asks the approver about each call in turn, publishing each request and its answer. */
 export async function askEach(
-  deps: AgentDeps,
+  deps: PreviewDeps & Pick<AgentDeps, "approver" | "redactor">,
   events: EventPublisher,
   ids: { runId: string; agentId: string },
   calls: PlannedCall[],

@@ -28,9 +28,9 @@ import { McpManager } from "../tools/mcp/mcp-manager.js";
 import { type Tool, ToolRegistry } from "../tools/tool.js";
 import { loadToolModules } from "../tools/tool-modules.js";
 import { didYouMean } from "../util/did-you-mean.js";
-import type { AgentDeps, AgentHandle, StartAgentOptions } from "./agent-deps.js";
+import type { AgentDeps, AgentHandle, Spawner, StartAgentOptions } from "./agent-deps.js";
 import type { AgentHooks } from "./agent-hooks.js";
-import { startAgent } from "./agent-host.js";
+import { AgentHost } from "./agent-host.js";
 import { type AgentRecord, AgentStore, IncompatibleRecordError, ToolJournal } from "./agent-store.js";
 import { AgentControls } from "./agent-stream.js";
 import { finishedChildAnswers } from "./finished-children.js";
@@ -117,6 +117,7 @@ export class Runtime {
   readonly #controls: AgentControls;
   readonly #agentHooks: AgentHooks | undefined;
   #moduleTools = new Map<string, Tool[]>();
+  #agentDeps: AgentDeps | undefined;
 
   constructor(options: RuntimeOptions) {
     this.#config = options.config;
@@ -241,7 +242,7 @@ export class Runtime {
     const definition = this.agent(options.agent);
     const { task, skill } = this.#skillFor(definition, options);
     assertTaskFits(task, this.models.resolve(definition.model ?? this.#config.troupe.defaultModel));
-    return startAgent(this.#deps(), {
+    return this.#host({
       definition,
       task,
       ...(skill ? { skill } : {}),
@@ -282,7 +283,7 @@ export class Runtime {
     }
     const definition = this.agent(trustedName(record, options.as, agentId, this.#log));
     const nextSeq = await nextSeqOf(this.bus, runId, agentId, record.nextSeq);
-    return startAgent(this.#deps(), {
+    return this.#host({
       definition,
       task: record.task,
       runId,
@@ -332,7 +333,7 @@ export class Runtime {
    * already in the log; `epoch`: its placement's revision, stamped on its events.
    */
   spawnChild(request: SpawnRequest, start: { firstSeq?: number; epoch?: number } = {}): AgentHandle {
-    return startAgent(this.#deps(), {
+    return this.#host({
       ...(start.firstSeq ? { firstSeq: start.firstSeq } : {}),
       ...(start.epoch ? { epoch: start.epoch } : {}),
       definition: this.agent(request.name),
@@ -372,6 +373,36 @@ export class Runtime {
     return (await this.resume(runId, childId, { as: "child" })) ? { running: true } : undefined;
   }
 
+  /** Hosts one agent in this process: every agent a runtime runs, top-level or child, starts here. */
+  #host(options: StartAgentOptions): AgentHandle {
+    this.#agentDeps ??= this.#deps();
+    return new AgentHost(this.#agentDeps, options);
+  }
+
+  /**
+   * Where a parent's subagent calls start children: on a worker when one takes the child (it
+   * hosts it from then on), else here, as an agent of this runtime.
+   */
+  #spawner(): Spawner {
+    const placeElsewhere = workerPlacement(this.bus, this.#log);
+    return {
+      spawn: async (runId, child) => {
+        if (await placeElsewhere(runId, child)) return;
+        this.#host({
+          definition: child.definition,
+          task: child.task,
+          runId,
+          agentId: child.childId,
+          parentId: child.parentId,
+          depth: child.depth,
+          budget: child.budget,
+        });
+      },
+      adopt: (runId, childId) => this.adoptChild(runId, childId),
+    };
+  }
+
+  /** What every agent this runtime hosts shares; made once, at its first agent (after `open()`). */
   #deps(): AgentDeps {
     return {
       bus: this.bus,
@@ -390,8 +421,7 @@ export class Runtime {
       skippedSkills: this.#skippedSkills,
       agents: new Map([...this.#config.agents].map(([name, agent]) => [name, agent.definition])),
       limits: this.#config.troupe.subagents,
-      placeElsewhere: workerPlacement(this.bus, this.#log),
-      adoptChild: (runId, childId) => this.adoptChild(runId, childId),
+      spawner: this.#spawner(),
       commandHooks: this.#commandHooks,
       ...(this.#agentHooks ? { agentHooks: this.#agentHooks } : {}),
       moduleTools: this.#moduleTools,
@@ -412,6 +442,7 @@ export class Runtime {
   }
 
   async open(): Promise<this> {
+    this.#agentDeps = undefined;
     this.#moduleTools = await loadToolModules(this.definitions(), this.#config.dir);
     this.#persistence = {
       agents: await AgentStore.open(this.bus, this.#log),

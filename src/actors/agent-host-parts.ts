@@ -1,0 +1,108 @@
+import type { Approver } from "../approvals/approver.js";
+import type { Logger } from "../log.js";
+import type { ActiveSkills } from "../skills/active-skills.js";
+import { planCalls } from "../tools/plan.js";
+import type { ToolRegistry } from "../tools/tool.js";
+import type { AgentActorsSetup } from "./agent-actors.js";
+import type { AgentDeps, StartAgentOptions } from "./agent-deps.js";
+import { toolGate } from "./agent-hooks.js";
+import type { ResolvedAgentSettings } from "./agent-settings.js";
+import type { RecordFacts } from "./agent-snapshots.js";
+import { askEach, type toolView } from "./agent-tools.js";
+import { Clearance } from "./clearance.js";
+import type { EventPublisher } from "./event-publisher.js";
+
+/*
+ * The parts an agent's host (`AgentHost`, agent-host.ts) makes from what its process shares, each
+ * from the few fields it needs: what clears its calls, its tool-call journal and hooks gate, the
+ * facts its record keeps, and the closing of its approval requests when it stops.
+ */
+
+/** What clears an agent's calls: the policy plans each batch, a person is asked where it says so. */
+export function clearanceOf(
+  deps: AgentDeps,
+  settings: ResolvedAgentSettings,
+  agent: {
+    runId: string;
+    agentId: string;
+    events: EventPublisher;
+    registry: ToolRegistry;
+    tools: ReturnType<typeof toolView>;
+    skills: ActiveSkills;
+  },
+): Clearance {
+  const { runId, agentId, events, registry, tools, skills } = agent;
+  return new Clearance(
+    (calls, withTools) =>
+      planCalls(calls, registry, withTools ? tools().allowed : new Set(), settings.policy, {
+        workspace: deps.workspace,
+        readOnlyBecause: settings.readOnlyBecause,
+        sandbox: settings.sandbox,
+        preApproved: skills.preApproved,
+        ...(withTools ? {} : { noToolsBecause: "this turn is for the final answer" }),
+      }),
+    (calls, signal) => askEach(deps, events, { runId, agentId }, calls, signal),
+  );
+}
+
+/**
+ * The agent's tool-call journal. A call that writes or executes starts only once the snapshot
+ * holding it is stored: a host that dies while it runs comes back to the call (journaled as started:
+ * its outcome is unknown), not to the model call before it, which would ask the model again and
+ * might run the same thing twice.
+ */
+export function journalOf(
+  deps: AgentDeps,
+  runId: string,
+  agentId: string,
+  restore: StartAgentOptions["restore"],
+): { journal?: NonNullable<AgentActorsSetup["journal"]> } {
+  const journal = deps.persistence?.journal.forAgent(runId, agentId, {
+    fresh: !restore,
+    beforeStart: () => deps.persistence?.agents.settled(runId, agentId) ?? Promise.resolve(),
+  });
+  return journal ? { journal } : {};
+}
+
+export function gateOf(
+  deps: AgentDeps,
+  runId: string,
+  agentId: string,
+  agent: string,
+): { gate: NonNullable<AgentActorsSetup["gate"]> } | undefined {
+  const gate = toolGate(deps.commandHooks, deps.agentHooks, { runId, agentId, agent });
+  return gate ? { gate } : undefined;
+}
+
+/** What the agent's record says of it besides its snapshot: who it is, and the rights it runs with. */
+export function recordFacts(
+  options: StartAgentOptions,
+  settings: ResolvedAgentSettings,
+  agentId: string,
+): RecordFacts {
+  return {
+    runId: options.runId,
+    agentId,
+    ...(options.parentId ? { parentId: options.parentId } : {}),
+    name: options.definition.name,
+    depth: settings.depth,
+    task: options.restore?.task ?? options.task,
+    budget: settings.budget,
+    mode: settings.mode,
+    ...(options.approval ? { approval: options.approval } : {}),
+    ...(settings.sandboxMode ? { sandbox: settings.sandboxMode } : {}),
+  };
+}
+
+/** Requests nobody answered are closed when the agent stops (not when it is let go: another host resumes it). */
+export async function closeApprovals(
+  approver: Approver,
+  log: Logger,
+  agent: { runId: string; agentId: string },
+  reason: string,
+): Promise<void> {
+  const why = `the agent stopped (${reason}) before anyone answered`;
+  await approver
+    .close?.({ runId: agent.runId, agentId: agent.agentId }, why)
+    .catch((error: Error) => log.warn({ err: error.message }, "could not close its approvals"));
+}
