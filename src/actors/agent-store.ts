@@ -6,12 +6,12 @@ import { approvalPolicySchema, budgetSchema, sandboxModeSchema } from "../config
 import type { ToolEffect } from "../config/tool-catalog.js";
 import { TroupeError } from "../errors.js";
 import type { Logger } from "../log.js";
-import { AGENT_MACHINE_VERSION } from "../machines/agent-machine.js";
 import type { BatchJournal } from "../tools/run-batch.js";
 import type { ToolResult } from "../tools/tool.js";
 
-/** Bumped when the record's shape changes; a record of another version is refused, never misread. */
-export const AGENT_RECORD_VERSION = 1;
+import { AGENT_RECORD_VERSION, migrateRecord, type StoredRecord } from "./record-migrations.js";
+
+export { AGENT_RECORD_VERSION };
 
 /** Everything needed to bring an agent back: its machine's persisted snapshot and who it is. */
 export const agentRecordSchema = z.object({
@@ -165,18 +165,23 @@ export class AgentStore {
     }
   }
 
-  /** The record, refusing one of another version with a clear message. */
+  /**
+   * The record, brought up to this version (`migrateRecord`); one of a version no migration
+   * starts from is refused with a clear message.
+   */
   async load(runId: string, agentId: string): Promise<AgentRecord | undefined> {
     const key = keyOf(runId, agentId);
     const entry = await this.kv.get<unknown>(key);
     if (!entry) return undefined;
-    const raw = entry.value as { v?: unknown; machineVersion?: unknown };
-    if (raw?.v !== AGENT_RECORD_VERSION || raw.machineVersion !== AGENT_MACHINE_VERSION) {
+    const stored = entry.value;
+    if (typeof stored !== "object" || stored === null || Array.isArray(stored))
+      throw new IncompatibleRecordError(`the snapshot of ${agentId} is not a record of it`);
+    const migrated = migrateRecord(stored as StoredRecord);
+    if ("refused" in migrated)
       throw new IncompatibleRecordError(
-        `the snapshot of ${agentId} was written by another version of Troupe (record v${String(raw?.v)}, machine v${String(raw?.machineVersion)}; this one reads v${AGENT_RECORD_VERSION}/v${AGENT_MACHINE_VERSION})`,
+        `the snapshot of ${agentId} was written by another version of Troupe (${migrated.refused})`,
       );
-    }
-    const parsed = agentRecordSchema.safeParse(entry.value);
+    const parsed = agentRecordSchema.safeParse(migrated.record);
     // Anything else under the key (a stored message the server was asked to send there, another
     // agent's record copied over it) is no snapshot of this agent.
     if (!parsed.success || keyOf(parsed.data.runId, parsed.data.agentId) !== key)

@@ -36,8 +36,12 @@ import type {
 } from "./agent-types.js";
 import { detectLoop } from "./loop-detection.js";
 
-/** Bumped when the context or states change incompatibly; stored with every snapshot. */
-export const AGENT_MACHINE_VERSION = 1;
+/**
+ * Bumped when the context or states change; stored with every snapshot. A snapshot of an earlier
+ * version is brought up to this one by a migration (src/actors/record-migrations.ts), with a stored
+ * fixture of it in test/fixtures/records/. 2: `onToolError` is always in the context.
+ */
+export const AGENT_MACHINE_VERSION = 2;
 
 /** setTimeout's ceiling: a budget with no wall-time limit never fires. */
 const NO_WALL_LIMIT_MS = 2 ** 31 - 1;

@@ -21,9 +21,7 @@ export interface AgentInput {
 }
 
 /** Everything the agent is; all of it is JSON, so a snapshot holds the whole agent. */
-export interface AgentContext extends Required<Omit<AgentInput, "systemPrompt" | "onToolError">> {
-  /** Absent from a snapshot written before the machine kept it: `continue`. */
-  onToolError?: "stop" | "continue";
+export interface AgentContext extends Required<Omit<AgentInput, "systemPrompt">> {
   messages: ChatMessage[];
   /** The budget's limit that was reached, once one is. */
   limit?: string | undefined;
