@@ -1,9 +1,8 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import type { Bus } from "../bus/bus.js";
-import { EventFilter } from "../bus/event-filter.js";
 import type { AgentDefinition, Budget } from "../config/schema.js";
-import { isEvent, type SubagentStopReason } from "../events/agent-events.js";
+import type { SubagentStopReason } from "../events/agent-events.js";
 import { makeEnvelope } from "../events/envelope.js";
 import { wallGraceMs } from "../machines/agent-rules.js";
 import type { AgentOutput, Spend } from "../machines/agent-types.js";
@@ -11,6 +10,7 @@ import { addUsage, type Usage, ZERO_USAGE } from "../model/types.js";
 import type { CommandHooks } from "../tools/command-hooks.js";
 import { defineTool, type Tool, type ToolContext, type ToolResult, toolError } from "../tools/tool.js";
 import type { EventPublisher } from "./event-publisher.js";
+import { type ChildNews, followChild } from "./follow-child.js";
 
 /** A child with no wall-time limit of its own or its parent's still stops after this long. */
 const DEFAULT_CHILD_WALL_MS = 600_000;
@@ -204,9 +204,10 @@ export interface ChildOutcome {
 }
 
 /**
- * Spawns the child and follows it on the bus: its `usage.updated` events are charged to the parent,
- * its `agent.stopped` ends the wait. Past its wall time, or when the parent is aborted, it is told to
- * abort on its control subject; a child that does not stop then is left behind, never waited for.
+ * Spawns the child (unless a resumed parent finds it again) and follows it (`followChild`): what it
+ * spends is charged to the parent as it goes, its `agent.stopped` ends the wait. When the parent is
+ * aborted, or the child is past its wall (`patience`), it is told to abort on its control subject; a
+ * child that does not stop then is left behind, never waited for.
  */
 async function runChild(
   parent: ParentSide,
@@ -214,45 +215,12 @@ async function runChild(
   reservation: Reservation,
   signal: AbortSignal,
 ): Promise<ChildOutcome> {
-  let settle: (outcome: ChildOutcome) => void = () => {};
-  const finished = new Promise<ChildOutcome>((resolve) => (settle = resolve));
-  let timedOut = false;
   const chargeUpTo = (total: Spend) => chargeToParent(parent, reservation, total);
-  // What a worker that lost the child to another still sends is not the child's (see EventFilter).
-  const current = new EventFilter(false);
-  const subscription = parent.bus.subscribe(
-    parent.bus.subjects.agentEvents(parent.runId, spec.childId),
-    (envelope) => {
-      if (!current.accept(envelope)) return;
-      if (isEvent(envelope, "usage.updated")) {
-        const { data } = envelope;
-        chargeUpTo({ usage: data.usage, toolCalls: data.toolCalls });
-      } else if (isEvent(envelope, "agent.stopped")) {
-        const { data } = envelope;
-        chargeUpTo(data.total);
-        settle({
-          reason: timedOut ? "timeout" : data.reason,
-          result: data.result,
-          ...(data.error ? { error: data.error } : {}),
-        });
-      }
-    },
-  );
+  const news = followChild(parent.bus, parent.runId, spec.childId);
   const abortChild = (reason: string) => tellToAbort(parent, spec.childId, reason);
   const onAbort = () => abortChild("the parent was aborted");
   signal.addEventListener("abort", onAbort, { once: true });
-  const wall = spec.budget.maxWallMs ?? DEFAULT_CHILD_WALL_MS;
-  // A child stops itself by its wall and grace (budget_exhausted, with its answer so far); this is
-  // for one that does not, its host gone: a second past that, it is told to abort and is a timeout.
-  const timer = setTimeout(
-    () => {
-      timedOut = true;
-      abortChild(`past its wall time of ${wall} ms`);
-      // A child that does not answer the abort promptly is not waited for.
-      setTimeout(() => settle({ reason: "timeout", result: "" }), ABORT_ANSWER_MS).unref();
-    },
-    wall + wallGraceMs(wall) + PAST_GRACE_MS,
-  );
+  const wait = patience(spec.budget.maxWallMs ?? DEFAULT_CHILD_WALL_MS, abortChild);
   try {
     await parent.bus.flush();
     const existing = await parent.adopt(spec.childId);
@@ -276,12 +244,64 @@ async function runChild(
       });
       await parent.spawn(spec);
     }
-    return await finished;
+    const leftBehind = wait.leftBehind.then((): ChildOutcome => ({ reason: "timeout", result: "" }));
+    return await Promise.race([untilStopped(news, chargeUpTo, wait.timedOut), leftBehind]);
   } finally {
-    clearTimeout(timer);
+    wait.clear();
     signal.removeEventListener("abort", onAbort);
-    subscription.unsubscribe();
+    void news.return?.();
   }
+}
+
+/** Reads a child's news to its stop, charging what it spends; a stop after its wall is a timeout. */
+async function untilStopped(
+  news: AsyncIterable<ChildNews>,
+  chargeUpTo: (total: Spend) => void,
+  timedOut: () => boolean,
+): Promise<ChildOutcome> {
+  for await (const item of news) {
+    if ("spent" in item) {
+      chargeUpTo(item.spent);
+      continue;
+    }
+    const { total, reason, result, error } = item.stopped;
+    chargeUpTo(total);
+    return { reason: timedOut() ? "timeout" : reason, result, ...(error ? { error } : {}) };
+  }
+  // Only when its reader gave up first (left behind): that outcome is the one taken.
+  return { reason: "timeout", result: "" };
+}
+
+/**
+ * How long a parent waits for a child. A child stops itself at its wall and grace
+ * (budget_exhausted, with its answer so far); one that has not by `PAST_GRACE_MS` after that (its
+ * host gone) is told to abort and is a timeout, and one that has not answered the abort
+ * `ABORT_ANSWER_MS` later is left behind.
+ */
+function patience(
+  wallMs: number,
+  abortChild: (reason: string) => void,
+): { timedOut: () => boolean; leftBehind: Promise<void>; clear: () => void } {
+  let timedOut = false;
+  let answerTimer: NodeJS.Timeout | undefined;
+  let leave: () => void = () => {};
+  const leftBehind = new Promise<void>((resolve) => (leave = resolve));
+  const wallTimer = setTimeout(
+    () => {
+      timedOut = true;
+      abortChild(`past its wall time of ${wallMs} ms`);
+      answerTimer = setTimeout(leave, ABORT_ANSWER_MS);
+    },
+    wallMs + wallGraceMs(wallMs) + PAST_GRACE_MS,
+  );
+  return {
+    timedOut: () => timedOut,
+    leftBehind,
+    clear: () => {
+      clearTimeout(wallTimer);
+      clearTimeout(answerTimer);
+    },
+  };
 }
 
 /** Charges the parent what a child has spent past what it was charged already (a running total). */
