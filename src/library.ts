@@ -1,10 +1,11 @@
 import type { AgentHandle } from "./actors/agent-deps.js";
 import type { AgentHooks } from "./actors/agent-hooks.js";
-import { type RunOptions, Runtime, type RuntimeOptions } from "./actors/runtime.js";
+import type { RunOptions, Runtime, RuntimeOptions } from "./actors/runtime.js";
 import type { Approver } from "./approvals/approver.js";
 import type { Bus } from "./bus/bus.js";
 import { LocalBus } from "./bus/local-bus.js";
 import { NatsBus, type NatsBusOptions } from "./bus/nats-bus.js";
+import { openRuntime } from "./compose/runtime.js";
 import { loadConfig } from "./config/load.js";
 import type { AgentDefinition, AgentSettings, ApprovalPolicy, TroupeSettings } from "./config/schema.js";
 import { UserError } from "./errors.js";
@@ -91,7 +92,7 @@ export async function createRuntime(options: CreateRuntimeOptions = {}): Promise
     if (options[key] !== undefined) Object.assign(runtimeOptions, { [key]: options[key] });
   }
   try {
-    return new LibraryRuntime(await new Runtime(runtimeOptions).open(), bus);
+    return new LibraryRuntime(await openRuntime(runtimeOptions), bus);
   } catch (error) {
     await bus.close();
     throw error;

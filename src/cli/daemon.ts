@@ -1,6 +1,5 @@
 import { existsSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { Runtime } from "../actors/runtime.js";
 import { BusApprover } from "../approvals/bus-approver.js";
 import { answersNats, findNatsServer, NATS_INSTALL_HINT, NatsServerProcess } from "../bus/embedded-nats.js";
 import { NatsBus } from "../bus/nats-bus.js";
@@ -8,6 +7,7 @@ import { acceptsAnonymous, answersAnonymously } from "../bus/nats-connect.js";
 import { ensureViews } from "../bus/nats-views.js";
 import { accountNames, accountsBlock } from "../bus/permissions.js";
 import { natsOptionsFromConfig } from "../compose/nats-options.js";
+import { openRuntime } from "../compose/runtime.js";
 import { type ConfigChoice, loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import { Daemon } from "../daemon/daemon.js";
@@ -55,7 +55,7 @@ export async function runDaemon(where: ConfigChoice, log: Logger, web?: string |
   const trust = new ApproverTrust(config.troupe.approvers, data);
   // Approvals are records on the bus: any terminal may answer them, with a signed answer.
   const approver = new BusApprover(bus, config.troupe.approval.timeoutMs, trust, log);
-  const runtime = await new Runtime({ config, bus, log, approver }).open();
+  const runtime = await openRuntime({ config, bus, log, approver });
   const { workspaces } = config.troupe.daemon;
   const daemon = new Daemon(runtime, log, {
     maxApproval: config.troupe.daemon.maxApproval,
@@ -64,7 +64,7 @@ export async function runDaemon(where: ConfigChoice, log: Logger, web?: string |
     seal: RecordSeal.forDataDir(data),
     // A run's own workspace (troupe run -w DIR) gets a runtime of its own, with its sandbox scope,
     // while it has runs.
-    runtimeFor: (workspace) => new Runtime({ config, bus, log, approver, workspace }).open(),
+    runtimeFor: (workspace) => openRuntime({ config, bus, log, approver, workspace }),
     maxWorkspaces: config.troupe.daemon.maxWorkspaces,
     ...(workspaces.length ? { workspaces: workspaces.map((root) => resolve(config.dir, root)) } : {}),
   });

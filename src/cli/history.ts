@@ -1,9 +1,10 @@
 import { join } from "node:path";
-import { Runtime } from "../actors/runtime.js";
+import type { Runtime } from "../actors/runtime.js";
 import { denyingApprover } from "../approvals/approver.js";
 import { newStats } from "../bus/bus.js";
 import { EventLogUnreadableError, FileStore } from "../bus/file-store.js";
 import { Intake } from "../bus/intake.js";
+import { openRuntime } from "../compose/runtime.js";
 import { type ConfigChoice, loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import type { RunList } from "../daemon/run-index.js";
@@ -211,7 +212,7 @@ export async function runResume(
   // A resumed run asks on the terminal it runs in, as the first did, once its question is shown.
   const displayed = new Signals();
   const interactive = process.stdin.isTTY === true && process.stderr.isTTY === true;
-  const runtime = await new Runtime({
+  const runtime = await openRuntime({
     config,
     log,
     bus,
@@ -220,7 +221,7 @@ export async function runResume(
     approver: interactive
       ? ttyApprover((callId) => displayed.wait(callId))
       : denyingApprover("no terminal to ask for approval: run troupe resume from a terminal"),
-  }).open();
+  });
   try {
     const handle = await runtime.resume(runId, root.agentId, { as: "own-record", followUp: CONTINUE });
     if (!handle) throw new HistoryError(`run ${runId} has no snapshot to resume from`);

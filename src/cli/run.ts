@@ -1,9 +1,10 @@
 import { join } from "node:path";
 import type { AgentHandle } from "../actors/agent-deps.js";
-import { Runtime, type RuntimeOptions } from "../actors/runtime.js";
+import type { RuntimeOptions } from "../actors/runtime.js";
 import { denyingApprover } from "../approvals/approver.js";
 import { FileStore } from "../bus/file-store.js";
 import { LocalBus } from "../bus/local-bus.js";
+import { openRuntime } from "../compose/runtime.js";
 import type { LoadedConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import type { ApprovalPolicy } from "../config/schema.js";
@@ -66,21 +67,23 @@ export async function runTask(
   const displayed = new Signals();
   // A local run keeps its event log and snapshots in the data dir: `troupe runs`, `resume`, `replay`.
   const bus = extra.bus ?? localBus(config, log);
-  const runtime = new Runtime({
-    config,
-    log,
-    bus,
-    ...(flags.workspace ? { workspace: flags.workspace } : {}),
-    approver: interactive
-      ? ttyApprover((callId) => displayed.wait(callId))
-      : denyingApprover(
-          "no terminal to ask for approval: run from a terminal, or choose a looser --approval policy",
-        ),
-    ...extra,
-  });
+  const runtime = await openRuntime(
+    {
+      config,
+      log,
+      bus,
+      ...(flags.workspace ? { workspace: flags.workspace } : {}),
+      approver: interactive
+        ? ttyApprover((callId) => displayed.wait(callId))
+        : denyingApprover(
+            "no terminal to ask for approval: run from a terminal, or choose a looser --approval policy",
+          ),
+      ...extra,
+    },
+    // The agent and its model are checked before any MCP server starts.
+    (made) => made.assertReady(made.agent(flags.agent)),
+  );
   const definition = runtime.agent(flags.agent);
-  runtime.assertReady(definition);
-  await runtime.open();
 
   let handle: AgentHandle | undefined;
   const renderer = flags.json ? jsonRenderer() : humanRenderer(() => handle?.agentId);

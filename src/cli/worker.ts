@@ -1,8 +1,8 @@
-import { Runtime } from "../actors/runtime.js";
 import { Worker, type WorkerOptions } from "../actors/worker.js";
 import { denyingApprover } from "../approvals/approver.js";
 import { NatsBus } from "../bus/nats-bus.js";
 import { natsOptionsFromConfig } from "../compose/nats-options.js";
+import { openRuntime } from "../compose/runtime.js";
 import { type ConfigChoice, loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import type { Logger } from "../log.js";
@@ -20,13 +20,13 @@ export async function runWorker(where: ConfigChoice, options: WorkerOptions, log
     name: "troupe-worker",
     log,
   });
-  const runtime = await new Runtime({
+  const runtime = await openRuntime({
     config,
     bus,
     log,
     // Subagents only read: nothing they do is ever asked about.
     approver: denyingApprover("a subagent cannot ask for approval"),
-  }).open();
+  });
   const worker = new Worker(runtime, log, options);
   await worker.start();
   process.stderr.write(
