@@ -15,6 +15,7 @@ import type { Tool, ToolRegistry } from "../tools/tool.js";
 import type { AgentHooks } from "./agent-hooks.js";
 import type { AgentRecord, AgentStore, ToolJournal } from "./agent-store.js";
 import type { AgentControls } from "./agent-stream.js";
+import type { HostedMachines } from "./hosted-machine.js";
 import type { ChildSpec, SubagentLimits } from "./subagents.js";
 
 /*
@@ -27,6 +28,8 @@ export interface AgentDeps {
   bus: Bus;
   /** Where the agents of this process take their commands. */
   controls: AgentControls;
+  /** The agent machine as this runtime provides it, and which host each of its actors has. */
+  machines: HostedMachines;
   models: ModelRouter;
   tools: ToolRegistry;
   config: TroupeConfig;

@@ -23,7 +23,7 @@ import { type AgentActor, reportSnapshots, SnapshotWriter } from "./agent-snapsh
 import { eventsUntilStopped, PLAN_NOTE } from "./agent-stream.js";
 import { catalogueFor, skillDirsFor, toolView } from "./agent-tools.js";
 import { EventPublisher } from "./event-publisher.js";
-import { armWall, hostedActor } from "./hosted-machine.js";
+import { armWall } from "./hosted-machine.js";
 import { REBUILT_NOTE } from "./log-history.js";
 import { newAgentId } from "./run-ids.js";
 import { subagentTools } from "./subagents.js";
@@ -94,7 +94,7 @@ export class AgentHost implements AgentHandle {
     const snapshot = options.rebuilt
       ? rebuild(input, options.rebuilt)
       : (restore?.snapshot as Snapshot<unknown>);
-    const hosted = hostedActor(actors, { input, ...(restore ? { snapshot } : {}) });
+    const hosted = deps.machines.host(actors, { input, ...(restore ? { snapshot } : {}) });
     this.#actor = hosted.actor;
     this.#unhost = hosted.release;
     // Commands reach an agent on its control subjects, from its parent or any client (acked by reply).

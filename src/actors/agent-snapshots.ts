@@ -5,10 +5,10 @@ import type { Redactor } from "../safety/redact.js";
 import type { CommandHooks } from "../tools/command-hooks.js";
 import { AGENT_RECORD_VERSION, type AgentRecord, type AgentStore } from "./agent-store.js";
 import type { EventPublisher } from "./event-publisher.js";
-import type { hostedActor } from "./hosted-machine.js";
+import type { HostedMachines } from "./hosted-machine.js";
 
 /** A hosted agent machine's actor. */
-export type AgentActor = ReturnType<typeof hostedActor>["actor"];
+export type AgentActor = ReturnType<HostedMachines["host"]>["actor"];
 
 /** What a record says besides the machine's snapshot: the agent's facts and rights (see `Runtime.resume`). */
 export type RecordFacts = Omit<

@@ -25,17 +25,6 @@ export interface HostedActors {
   sendEvents(): void;
 }
 
-/** Each running machine's host, by the machine's actor system (what its invoked actors are given). */
-const hostBySystem = new WeakMap<ActorSystem<ActorSystemInfo>, HostedActors>();
-/** And by `<runId>.<agentId>` for the guard, which is given only the context. */
-const hostByAgent = new Map<string, HostedActors>();
-
-const hostOf = (system: ActorSystem<ActorSystemInfo>): HostedActors => {
-  const host = hostBySystem.get(system);
-  if (!host) throw new Error("an agent machine is running without its host");
-  return host;
-};
-
 /**
  * Resolves once the state that invoked an actor has been reported and its events have left. XState
  * starts an invoked actor before it tells the host of the new state; the host's events and snapshot
@@ -52,51 +41,74 @@ async function stateReported(host: HostedActors): Promise<void> {
 }
 
 /**
- * The agent machine with its actors provided once for the whole process: each actor finds its
- * agent's host when invoked. (Providing it per agent rebuilt the machine's state nodes every
- * time: about a millisecond and 20 KB per agent.)
+ * The agent machine with its actors provided once for a runtime (`Runtime` makes one): each actor
+ * finds its agent's host when invoked, by the machine's actor system; the compaction guard, which
+ * XState gives only the context, by `<runId>.<agentId>`, unique among one runtime's agents. Two
+ * runtimes in a process have a provided machine and maps each, so their agents never meet.
+ * (Providing it per agent rebuilt the machine's state nodes every time: about a millisecond and
+ * 20 KB per agent.)
  */
-const hostedMachine = agentMachine.provide({
-  actors: {
-    callModel: fromPromise<ModelTurn, ModelTurnInput>(async ({ input, signal, system }) => {
-      const host = hostOf(system);
-      await stateReported(host);
-      return host.callModel(input, signal);
-    }),
-    awaitApproval: fromPromise<ApprovalDecision[], { calls: PlannedCall[] }>(({ input, signal, system }) =>
-      hostOf(system).awaitApproval(input, signal),
-    ),
-    runTools: fromPromise<ToolBatchOutput, { calls: PlannedCall[] }>(({ input, signal, system }) =>
-      hostOf(system).runTools(input, signal),
-    ),
-    compact: fromPromise<CompactionOutput, CompactionInput>(({ input, signal, system }) =>
-      hostOf(system).compact(input, signal),
-    ),
-    partialAnswer: fromPromise<string, void>(async ({ system }) => hostOf(system).partialAnswer()),
-  },
-  guards: {
-    needsCompaction: ({ context }) =>
-      hostByAgent.get(`${context.runId}.${context.agentId}`)?.needsCompaction(context.messages) ?? false,
-  },
-});
+export class HostedMachines {
+  /** Each running machine's host, by the machine's actor system (what its invoked actors are given). */
+  readonly #bySystem = new WeakMap<ActorSystem<ActorSystemInfo>, HostedActors>();
+  /** And by `<runId>.<agentId>` for the guard, which is given only the context. */
+  readonly #byAgent = new Map<string, HostedActors>();
+  readonly #machine: AgentMachine = this.#provided();
 
-/**
- * An actor of the shared agent machine whose actors and guard `hosted` serves, until `release()`
- * (once the agent has stopped or gone to another host).
- */
-export function hostedActor(
-  hosted: HostedActors,
-  options: ActorOptions<typeof hostedMachine> & { input: { runId: string; agentId: string } },
-) {
-  const actor = createActor(hostedMachine, options);
-  const key = `${options.input.runId}.${options.input.agentId}`;
-  hostBySystem.set(actor.system, hosted);
-  hostByAgent.set(key, hosted);
-  const release = () => {
-    if (hostByAgent.get(key) === hosted) hostByAgent.delete(key);
-  };
-  return { actor, release };
+  /**
+   * An actor of the provided agent machine whose actors and guard `hosted` serves, until
+   * `release()` (once the agent has stopped or gone to another host).
+   */
+  host(
+    hosted: HostedActors,
+    options: ActorOptions<AgentMachine> & { input: { runId: string; agentId: string } },
+  ) {
+    const actor = createActor(this.#machine, options);
+    const key = `${options.input.runId}.${options.input.agentId}`;
+    this.#bySystem.set(actor.system, hosted);
+    this.#byAgent.set(key, hosted);
+    const release = () => {
+      if (this.#byAgent.get(key) === hosted) this.#byAgent.delete(key);
+    };
+    return { actor, release };
+  }
+
+  #hostOf(system: ActorSystem<ActorSystemInfo>): HostedActors {
+    const host = this.#bySystem.get(system);
+    if (!host) throw new Error("an agent machine is running without its host");
+    return host;
+  }
+
+  #provided(): AgentMachine {
+    return agentMachine.provide({
+      actors: {
+        callModel: fromPromise<ModelTurn, ModelTurnInput>(async ({ input, signal, system }) => {
+          const host = this.#hostOf(system);
+          await stateReported(host);
+          return host.callModel(input, signal);
+        }),
+        awaitApproval: fromPromise<ApprovalDecision[], { calls: PlannedCall[] }>(
+          ({ input, signal, system }) => this.#hostOf(system).awaitApproval(input, signal),
+        ),
+        runTools: fromPromise<ToolBatchOutput, { calls: PlannedCall[] }>(({ input, signal, system }) =>
+          this.#hostOf(system).runTools(input, signal),
+        ),
+        compact: fromPromise<CompactionOutput, CompactionInput>(({ input, signal, system }) =>
+          this.#hostOf(system).compact(input, signal),
+        ),
+        partialAnswer: fromPromise<string, void>(async ({ system }) => this.#hostOf(system).partialAnswer()),
+      },
+      guards: {
+        needsCompaction: ({ context }) =>
+          this.#byAgent.get(`${context.runId}.${context.agentId}`)?.needsCompaction(context.messages) ??
+          false,
+      },
+    });
+  }
 }
+
+/** The agent machine as a runtime provides it. */
+type AgentMachine = ReturnType<typeof agentMachine.provide>;
 
 /**
  * Arms a restored agent's wall on the host's clock: `reached` at `maxWallMs`, `passed` at its end of

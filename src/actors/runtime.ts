@@ -34,6 +34,7 @@ import { AgentHost } from "./agent-host.js";
 import { type AgentRecord, AgentStore, IncompatibleRecordError, ToolJournal } from "./agent-store.js";
 import { AgentControls } from "./agent-stream.js";
 import { finishedChildAnswers } from "./finished-children.js";
+import { HostedMachines } from "./hosted-machine.js";
 import { loadOrRebuild } from "./log-history.js";
 import { nextSeqOf } from "./next-seq.js";
 import { actorKey, type SpawnRequest, workerPlacement } from "./placement.js";
@@ -115,6 +116,7 @@ export class Runtime {
   /** Workspace skills left out, one line each for the catalogue. */
   readonly #skippedSkills: string[];
   readonly #controls: AgentControls;
+  readonly #machines = new HostedMachines();
   readonly #agentHooks: AgentHooks | undefined;
   #moduleTools = new Map<string, Tool[]>();
   #agentDeps: AgentDeps | undefined;
@@ -407,6 +409,7 @@ export class Runtime {
     return {
       bus: this.bus,
       controls: this.#controls,
+      machines: this.#machines,
       models: this.models,
       tools: this.tools,
       config: this.#config.troupe,
