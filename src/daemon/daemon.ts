@@ -1,18 +1,15 @@
-import { statSync } from "node:fs";
-import { dirname, resolve } from "node:path";
 import type { AgentHandle } from "../actors/agent-deps.js";
 import { newAgentId, newRunId } from "../actors/run-ids.js";
-import type { RunGrants, Runtime } from "../actors/runtime.js";
+import type { Runtime } from "../actors/runtime.js";
 import { type Bus, RemoteError, RequestRefusedError, type Subscription } from "../bus/bus.js";
 import { KV_BUCKETS, READ_VERBS } from "../bus/permissions.js";
 import type { ApprovalPolicyName } from "../config/policies.js";
-import { UserError } from "../errors.js";
 import { type Envelope, makeEnvelope } from "../events/envelope.js";
 import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import type { SandboxMode } from "../sandbox/plan.js";
 import { RecordSeal } from "../trust/record-seal.js";
-import { isInside, realPathOrUndefined } from "../util/paths.js";
+import { realPathOrUndefined } from "../util/paths.js";
 import {
   type ApiRequest,
   type ApiVerb,
@@ -23,7 +20,9 @@ import {
   type RunRecord,
 } from "./api.js";
 import { Retention } from "./retention.js";
+import { grantsOf, refusingUserErrors, runIdTaken } from "./run-admission.js";
 import { RunIndex, type RunList } from "./run-index.js";
+import { allowedWorkspace } from "./workspace-admission.js";
 import { type RuntimeLease, WorkspaceRuntimes } from "./workspace-runtimes.js";
 
 /** How often the daemon says it is alive (`<p>.beat.daemon`). */
@@ -449,29 +448,10 @@ export class Daemon {
     }
   }
 
-  /**
-   * A workspace a client asked for, as its real path, when it lies in one of the daemon's
-   * workspaces; refused otherwise, never swapped for another. A path outside them is refused on the
-   * path as given, before anything is looked up on the disk, and with one answer whatever lies there
-   * (a link in a workspace that leads out too): what exists on the daemon's host outside its
-   * workspaces is no client's to learn.
-   */
+  /** A workspace a client asked for, as its real path, when it lies in one of the daemon's (`allowedWorkspace`). */
   #allowedWorkspace(asked: string): string {
-    const configured = (this.options.workspaces ?? [this.runtime.workspace]).map((root) => resolve(root));
-    const roots = configured.map((root) => realPathOrUndefined(root) ?? root);
-    const within = (path: string, among: string[]) => among.some((root) => isInside(root, path));
-    const outside = new RequestRefusedError(
-      `workspace ${asked} is outside the daemon's workspaces (${roots.join(", ")}): add it to daemon.workspaces in its troupe.yaml`,
-    );
-    const path = resolve(asked);
-    if (!within(path, [...configured, ...roots])) throw outside;
-    const real = realPathOrUndefined(path);
-    if (!within(real ?? nearestReal(path), roots)) throw outside;
-    if (!real || !statSync(real).isDirectory())
-      throw new RequestRefusedError(`workspace ${asked} is not a directory on the daemon's host`);
-    const refusal = this.runtime.workspaceRefusal(real);
-    if (refusal) throw new RequestRefusedError(`workspace ${asked} ${refusal}`);
-    return real;
+    const configured = this.options.workspaces ?? [this.runtime.workspace];
+    return allowedWorkspace(asked, configured, (real) => this.runtime.workspaceRefusal(real));
   }
 
   /**
@@ -513,49 +493,5 @@ export class Daemon {
         this.log.error({ runId: record.runId, err: (error as Error).message }, "could not resume a run");
       }
     }
-  }
-}
-
-/**
- * Why a runs.start cannot have a run id already taken: the run exists and asked the same (its client
- * follows it), it asked something else, or what holds the id is no record of this daemon's.
- */
-function runIdTaken(runId: string, same: boolean | undefined): RequestRefusedError {
-  const another = "start this one under another id (troupe run --id ANOTHER-KEY)";
-  if (same) return new RequestRefusedError(`run ${runId} exists`);
-  if (same === false)
-    return new RequestRefusedError(`run ${runId} was started with another task or options: ${another}`);
-  return new RequestRefusedError(
-    `run id ${runId} is taken by a record this daemon did not write: ${another}`,
-  );
-}
-
-/**
- * Where the nearest part of `path` that exists really is: for a path that does not resolve, the
- * real path of the deepest directory above it that does (through a link, where that link leads).
- */
-function nearestReal(path: string): string {
-  for (let at = dirname(path); ; at = dirname(at)) {
-    const real = realPathOrUndefined(at);
-    if (real || at === dirname(at)) return real ?? at;
-  }
-}
-
-/** The rights a run was started with, as its record keeps them. */
-function grantsOf(record: { approval?: string; mode?: string; sandbox?: string }): RunGrants {
-  return {
-    ...(record.approval ? { approval: record.approval as ApprovalPolicyName } : {}),
-    ...(record.mode ? { mode: record.mode as "act" | "plan" } : {}),
-    ...(record.sandbox ? { sandbox: record.sandbox as SandboxMode } : {}),
-  };
-}
-
-/** A start the client's request made impossible (an unknown agent, a task too big) is its to mend. */
-function refusingUserErrors<T>(start: () => T): T {
-  try {
-    return start();
-  } catch (error) {
-    if (error instanceof UserError) throw new RequestRefusedError(error.message, { cause: error });
-    throw error;
   }
 }
