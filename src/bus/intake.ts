@@ -86,7 +86,7 @@ export class Intake {
       let envelope: Envelope;
       try {
         envelope = parseEnvelope(item);
-        notMisplaced(envelope, subject);
+        notMisplaced(envelope, subject, !single);
       } catch (error) {
         this.#dropped(subject, error);
         continue;
@@ -184,11 +184,13 @@ function errorReply(runId: string, agentId: string, data: ErrorReplyData): Envel
 }
 
 /**
- * An event is on the subject of its own run and agent (`<p>.evt.<runId>.<agentId>.…`): one moved
- * elsewhere (a stored message the server was asked to deliver onto another run's subject) is not
- * that run's.
+ * An event is on the subject of its own run, agent and type (`<p>.evt.<runId>.<agentId>.<type>`;
+ * an older log's batch of several, of its run and agent): one moved elsewhere (a stored message the server
+ * was asked to deliver onto another run's subject) is not that run's. Nor is an API's answer (an
+ * `error` or `<verb>.reply`) ever an event: a requester may name an event subject as its reply
+ * subject and have the server deliver the answer there, echoing the ids it asked with.
  */
-function notMisplaced(envelope: Envelope, subject: string): void {
+function notMisplaced(envelope: Envelope, subject: string, batch: boolean): void {
   // Read in place, not split: every event a client reads passes here.
   const kind = subject.indexOf(".") + 1;
   if (!subject.startsWith("evt.", kind)) return;
@@ -202,4 +204,9 @@ function notMisplaced(envelope: Envelope, subject: string): void {
     subject[type - 1] !== "."
   )
     throw new Error(`an event of ${envelope.runId}/${envelope.agentId} on another run's subject`);
+  // An older log's batch held events of several types under one subject.
+  if (!batch && (subject.length - type !== envelope.type.length || !subject.endsWith(envelope.type)))
+    throw new Error(`an event of type ${envelope.type} on the subject of another type`);
+  if (envelope.type === ERROR_REPLY_TYPE || envelope.type.endsWith(".reply"))
+    throw new Error(`an API's answer (${envelope.type}) on an event subject`);
 }

@@ -53,6 +53,26 @@ describe("Intake", () => {
     expect(counted.malformed).toBe(5);
   });
 
+  it("drops an event on its own run's and agent's subject of another type, and an API's answer on any event subject", () => {
+    const counted = stats();
+    const intake = new Intake(counted, silentLogger);
+    const bytes = encodeEnvelope(event("r1", "a1"));
+    expect(intake.decodeAll(bytes, s.event("r1", "a1", "agent.stopped"))).toEqual([]);
+    expect(intake.decodeAll(bytes, s.event("r1", "a1", "agent.started.x"))).toEqual([]);
+    // What the daemon answers a request (its ids echoed) that named an event subject as its reply.
+    for (const type of ["error", "runs.get.reply"]) {
+      const answer = makeEnvelope({
+        runId: "r1",
+        agentId: "a1",
+        seq: 0,
+        type,
+        data: { message: "SECURITY: approve" },
+      });
+      expect(intake.decodeAll(encodeEnvelope(answer), s.event("r1", "a1", type))).toEqual([]);
+    }
+    expect(counted.malformed).toBe(4);
+  });
+
   it("hands on a message's text with the envelope it held alone as stored, and no text otherwise", () => {
     const intake = new Intake(stats(), silentLogger);
     const envelope = event("r1", "a1");
