@@ -38,27 +38,12 @@ export async function ensureViews(
   storage: StorageSettings | undefined,
   log: Logger,
 ): Promise<ViewsOutcome> {
-  let nc: Awaited<ReturnType<typeof connectNats>>;
-  try {
-    nc = await connectNats(
-      { ...connection, name: "troupe-daemon-views", inboxPrefix: roleInbox(prefix, VIEWS) },
-      log,
-    );
-  } catch (error) {
-    if (!/authorization violation/i.test(String((error as Error).cause ?? error))) throw error;
-    log.warn(
-      "this nats-server has no separate account for clients, approvers and observers (started by an earlier Troupe, or configured so): they read the streams themselves",
-    );
-    return "no-accounts";
-  }
+  const nc = await connectViews(connection, prefix, log);
+  if (!nc) return "no-accounts";
   try {
     const jsm = await jetstreamManager(nc);
     for (const wanted of viewConfigs(prefix, storage)) {
-      const info = await jsm.streams.info(wanted.name).catch((error) => {
-        if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound)
-          return undefined;
-        throw error;
-      });
+      const info = await infoOf(jsm, wanted.name);
       // The stream itself, not a copy: a server with one account, open or configured so.
       if (info && !info.config.mirror) return "no-accounts";
       if (info && info.config.max_consumers !== wanted.max_consumers) {
@@ -85,6 +70,80 @@ export async function ensureViews(
   }
 }
 
+/** How often the daemon looks whether each of the people's copies is still there. */
+export const VIEWS_CHECKED_MS = 2000;
+
+/**
+ * Keeps the people's copies while the daemon lives, on one connection as the views identity: a
+ * copy that is gone is made again, whole, from its stream, within `everyMs`. The people's account
+ * has a JetStream API of its own, and a person's role may name any of its subjects as the reply to
+ * a request (a get whose answer is empty, a consumer's heartbeat): the server then sends that answer
+ * there as a request no permission of the role's is checked against, and
+ * `$JS.API.STREAM.DELETE.<copy>` takes an empty one. Purges and deletes of messages are refused by
+ * the copies themselves (`deny_purge`, `deny_delete`); a deleted copy is what this mends. On
+ * nats-server 2.9 a copy made again of a bucket stops at the first key its stream holds only by a
+ * later revision (the copy is given the revision's expected-last-sequence header and has no earlier
+ * one): the event log's copy comes back whole, a bucket's only where every key's revisions are held.
+ */
+export async function keepViews(
+  connection: NatsConnectOptions,
+  prefix: string,
+  storage: StorageSettings | undefined,
+  log: Logger,
+  everyMs = VIEWS_CHECKED_MS,
+): Promise<{ close(): Promise<void> } | undefined> {
+  const nc = await connectViews(connection, prefix, log);
+  if (!nc) return undefined;
+  const jsm = await jetstreamManager(nc);
+  const wanted = viewConfigs(prefix, storage);
+  let checking: Promise<void> | undefined;
+  const check = async () => {
+    for (const view of wanted) {
+      if (await infoOf(jsm, view.name)) continue;
+      await jsm.streams.add(view);
+      log.warn({ stream: view.name }, "made the people's copy of a stream again: it had been deleted");
+    }
+  };
+  const timer = setInterval(() => {
+    // NATS away, or the copy made meanwhile by another: the next look tries again.
+    checking ??= check()
+      .catch((error: Error) => log.debug({ err: error.message }, "could not look at the people's copies"))
+      .finally(() => (checking = undefined));
+  }, everyMs);
+  timer.unref();
+  return {
+    close: async () => {
+      clearInterval(timer);
+      await checking;
+      await nc.close();
+    },
+  };
+}
+
+/** A connection as the daemon's views identity; none on a server without the people's account. */
+async function connectViews(connection: NatsConnectOptions, prefix: string, log: Logger) {
+  try {
+    return await connectNats(
+      { ...connection, name: "troupe-daemon-views", inboxPrefix: roleInbox(prefix, VIEWS) },
+      log,
+    );
+  } catch (error) {
+    if (!/authorization violation/i.test(String((error as Error).cause ?? error))) throw error;
+    log.warn(
+      "this nats-server has no separate account for clients, approvers and observers (started by an earlier Troupe, or configured so): they read the streams themselves",
+    );
+    return undefined;
+  }
+}
+
+function infoOf(jsm: JetStreamManager, name: string) {
+  return jsm.streams.info(name).catch((error) => {
+    if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound)
+      return undefined;
+    throw error;
+  });
+}
+
 type ViewConfig = Partial<StreamConfig> & { name: string };
 
 /** Consumers each people's copy takes at most: readers at once (observers, pages, `troupe run`s). */
@@ -109,6 +168,12 @@ export function viewConfigs(prefix: string, storage: StorageSettings | undefined
       ...(isEvents ? {} : { max_msgs_per_subject: 1 }),
       allow_direct: true,
       mirror_direct: true,
+      // The people's account has a JetStream API of its own, and a person's role may name any
+      // subject of it as the reply to a get from a copy: the server then sends the stored message
+      // there as a request (a purge, a message delete) that no permission of the role's is checked
+      // against. A copy takes no purge and no delete at all; its limits still drop the oldest.
+      deny_purge: true,
+      deny_delete: true,
       // Each reader of the log makes one for as long as it reads; a reader's seed cannot make more
       // (durable ones outlive it and the server's restarts, and cost the server memory each).
       max_consumers: VIEW_CONSUMERS,
@@ -119,6 +184,8 @@ export function viewConfigs(prefix: string, storage: StorageSettings | undefined
 
 function limitsOf(config: Partial<StreamConfig>): Partial<StreamConfig> {
   const out: Partial<StreamConfig> = {};
+  if (config.deny_purge !== undefined) out.deny_purge = config.deny_purge;
+  if (config.deny_delete !== undefined) out.deny_delete = config.deny_delete;
   if (config.max_age !== undefined) out.max_age = config.max_age;
   if (config.max_msgs !== undefined) out.max_msgs = config.max_msgs;
   if (config.max_bytes !== undefined) out.max_bytes = config.max_bytes;
@@ -126,6 +193,7 @@ function limitsOf(config: Partial<StreamConfig>): Partial<StreamConfig> {
   return out;
 }
 
+/** A copy whose limits are not the daemon's, or one made before it refused purges and deletes (set in place). */
 function differs(have: Partial<StreamConfig>, want: Partial<StreamConfig>): boolean {
   const limits = limitsOf(want);
   return (Object.keys(limits) as Array<keyof StreamConfig>).some((key) => have[key] !== limits[key]);

@@ -4,7 +4,7 @@ import { BusApprover } from "../approvals/bus-approver.js";
 import { answersNats, findNatsServer, NATS_INSTALL_HINT, NatsServerProcess } from "../bus/embedded-nats.js";
 import { NatsBus } from "../bus/nats-bus.js";
 import { acceptsAnonymous, answersAnonymously } from "../bus/nats-connect.js";
-import { ensureViews } from "../bus/nats-views.js";
+import { ensureViews, keepViews } from "../bus/nats-views.js";
 import { accountNames, accountsBlock } from "../bus/permissions.js";
 import { natsOptionsFromConfig } from "../compose/nats-options.js";
 import { openRuntime } from "../compose/runtime.js";
@@ -75,14 +75,13 @@ export async function runDaemon(where: ConfigChoice, log: Logger, web?: string |
   // A server configured with the data dir's accounts (this daemon's own, or an operator's from
   // `troupe credentials --server-config`) takes the views seed: the people's copies exist before
   // anyone is told ready. Another server refuses it, and the roles read the streams themselves.
+  let views: { close(): Promise<void> } | undefined;
   if (secretExists(viewsSeedFile(data))) {
     const { url, tls } = connection;
-    await ensureViews(
-      { url, ...(tls ? { tls } : {}), nkeySeedFile: viewsSeedFile(data) },
-      nats.prefix,
-      storage,
-      log,
-    );
+    const asViews = { url, ...(tls ? { tls } : {}), nkeySeedFile: viewsSeedFile(data) };
+    // Made again, whole, when a person's role has the server delete one (keepViews).
+    if ((await ensureViews(asViews, nats.prefix, storage, log)) === "kept")
+      views = await keepViews(asViews, nats.prefix, storage, log);
   }
   process.stderr.write(
     `troupe daemon ready on ${nats.url} (prefix ${nats.prefix}${embedded ? `, nats-server pid ${embedded.pid}${embedded.adopted ? " adopted" : ""}` : ""})\n`,
@@ -108,6 +107,7 @@ export async function runDaemon(where: ConfigChoice, log: Logger, web?: string |
   await webConsole?.close();
   await daemon.stop();
   await daemon.close();
+  await views?.close();
   await runtime.close();
   await bus.close();
   await embedded?.stop();
