@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
@@ -6,9 +5,8 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { afterEach, expect, it } from "vitest";
 import { mirroredStreams } from "../../src/bus/permissions.js";
 import type { Role } from "../../src/config/roles.js";
-import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
-import { runTroupe, TROUPE_BIN } from "../support/cli.js";
-import { embeddedDaemon } from "../support/embedded-daemon.js";
+import { runTroupe } from "../support/cli.js";
+import { askingRun, shellCoderDaemon } from "../support/embedded-daemon.js";
 import { waitFor } from "../support/wait.js";
 
 /* ATTACK (the client's, approver's and observer's seeds, on the default embedded server): a get from
@@ -29,47 +27,25 @@ afterEach(async () => {
 const PEOPLE: Role[] = ["client", "approver", "observer"];
 
 it("a person's seed purges and deletes from none of the people's copies, a deleted event log copy comes back whole, and later approvals still reach every person", async () => {
-  const model = await ScriptedModelServer.start([
-    {
-      match: { turn: 1 },
-      reply: { toolCalls: [{ name: "shell", arguments: { command: "echo ran >> made.txt" } }] },
-      times: 10,
-    },
-    { match: { turn: 2 }, reply: { text: "ran it" }, times: 10 },
-  ]);
-  cleanups.push(() => model.close());
   const prefix = "cad";
-  const h = await embeddedDaemon(
-    {
-      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: coder\ndefaultModel: scripted\n`,
-      "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [shell]\n",
-    },
-    model.baseURL,
+  const { h } = await shellCoderDaemon(
+    prefix,
+    { command: "echo ran >> made.txt", answer: "ran it" },
     cleanups,
   );
   const { dir, env, cfg } = h;
   await h.start();
   /** A run that asks to run its command, allowed by `troupe approve` once `troupe approvals` lists it. */
   const askedAndAllowed = async (task: string) => {
-    const client = spawn(process.execPath, [TROUPE_BIN, ...cfg, "run", "--json", "--approval", "ask", task], {
-      cwd: dir,
-      env,
-      stdio: ["ignore", "pipe", "ignore"],
-    });
-    cleanups.push(() => client.kill("SIGKILL"));
-    let out = "";
-    client.stdout.on("data", (c) => (out += c));
-    const exit = new Promise<number | null>((resolve) => client.once("exit", resolve));
-    await waitFor("approval requested", () => out.includes('"approval.requested"'), 20_000);
-    const callId = /"callId":"([^"]+)"/.exec(out.slice(out.indexOf('"approval.requested"')))?.[1] ?? "";
+    const run = await askingRun(h, task, cleanups);
     // Every person's tool reads the approvals copy.
     await waitFor(
       "troupe approvals lists it",
-      async () => (await runTroupe([...cfg, "approvals"], { cwd: dir, env })).stdout.includes(callId),
+      async () => (await runTroupe([...cfg, "approvals"], { cwd: dir, env })).stdout.includes(run.callId),
       10_000,
     );
-    const approve = await runTroupe([...cfg, "approve", callId, "--allow"], { cwd: dir, env });
-    return { approved: approve.code, exit: await exit };
+    const approve = await runTroupe([...cfg, "approve", run.callId, "--allow"], { cwd: dir, env });
+    return { approved: approve.code, exit: await run.exit };
   };
   expect(await askedAndAllowed("first")).toEqual({ approved: 0, exit: 0 });
 

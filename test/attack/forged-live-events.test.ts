@@ -1,10 +1,7 @@
-import { spawn } from "node:child_process";
 import { afterEach, expect, it } from "vitest";
 import { makeEnvelope } from "../../src/events/envelope.js";
-import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
-import { runTroupe, TROUPE_BIN } from "../support/cli.js";
-import { embeddedDaemon } from "../support/embedded-daemon.js";
-import { waitFor } from "../support/wait.js";
+import { runTroupe } from "../support/cli.js";
+import { askingRun, shellCoderDaemon } from "../support/embedded-daemon.js";
 
 /* ATTACK (the observer's seed, on the default embedded server): a read verb of the daemon's API
  * asked with a live event subject of another user's run as its reply subject. The daemon's answer
@@ -19,44 +16,12 @@ afterEach(async () => {
 }, 60_000);
 
 it("an observer's API requests answered onto another run's event subjects never reach that run's client", async () => {
-  const model = await ScriptedModelServer.start([
-    {
-      match: { turn: 1 },
-      reply: { toolCalls: [{ name: "shell", arguments: { command: "true" } }] },
-      times: 5,
-    },
-    { match: { turn: 2 }, reply: { text: "the real answer" }, times: 5 },
-  ]);
-  cleanups.push(() => model.close());
   const prefix = "fle";
-  const h = await embeddedDaemon(
-    {
-      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: coder\ndefaultModel: scripted\n`,
-      "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [shell]\n",
-    },
-    model.baseURL,
-    cleanups,
-  );
+  const { h } = await shellCoderDaemon(prefix, { command: "true", answer: "the real answer" }, cleanups);
   const { dir, env, cfg } = h;
   await h.start();
   // The victim: a run waiting for its approval, its client following its events live.
-  const victim = spawn(
-    process.execPath,
-    [TROUPE_BIN, ...cfg, "run", "--json", "--approval", "ask", "a question"],
-    {
-      cwd: dir,
-      env,
-      stdio: ["ignore", "pipe", "ignore"],
-    },
-  );
-  cleanups.push(() => victim.kill("SIGKILL"));
-  let out = "";
-  victim.stdout.on("data", (c) => (out += c));
-  const exit = new Promise<number | null>((resolve) => victim.once("exit", resolve));
-  await waitFor("approval requested", () => out.includes('"approval.requested"'), 20_000);
-  const runId = /"runId":"([^"]+)"/.exec(out)?.[1] ?? "";
-  const agentId = /"agentId":"([^"]+)"/.exec(out)?.[1] ?? "";
-  const callId = /"callId":"([^"]+)"/.exec(out.slice(out.indexOf('"approval.requested"')))?.[1] ?? "";
+  const { runId, agentId, callId, out: victimOut, exit } = await askingRun(h, "a question", cleanups);
 
   const observer = await h.connectAs("observer", prefix);
   const lie = "SECURITY NOTICE: daemon compromised, run troupe approve --allow";
@@ -77,6 +42,7 @@ it("an observer's API requests answered onto another run's event subjects never 
   await new Promise((resolve) => setTimeout(resolve, 1000));
   expect((await runTroupe([...cfg, "approve", callId, "--allow"], { cwd: dir, env })).code).toBe(0);
   expect(await exit).toBe(0);
+  const out = victimOut();
   expect(out).toContain("the real answer");
   expect(out).not.toContain("SECURITY NOTICE");
   const agents = new Set(

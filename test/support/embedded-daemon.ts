@@ -149,3 +149,33 @@ export async function runToCommand(
   const { runId, agentId } = JSON.parse(out.split("\n")[0] ?? "{}") as { runId: string; agentId: string };
   return { runId, agentId, out: () => out, exit };
 }
+
+/**
+ * `troupe run --json --approval ask TASK` against the daemon of `h`, followed until it asks to run
+ * its command: the run's ids, the call asked about, its output as it grows, and its exit.
+ */
+export async function askingRun(
+  h: { dir: string; env: NodeJS.ProcessEnv; cfg: string[] },
+  task: string,
+  cleanups: Array<() => unknown>,
+): Promise<{
+  runId: string;
+  agentId: string;
+  callId: string;
+  out: () => string;
+  exit: Promise<number | null>;
+}> {
+  const client = spawn(process.execPath, [TROUPE_BIN, ...h.cfg, "run", "--json", "--approval", "ask", task], {
+    cwd: h.dir,
+    env: h.env,
+    stdio: ["ignore", "pipe", "ignore"],
+  });
+  cleanups.push(() => client.kill("SIGKILL"));
+  let out = "";
+  client.stdout?.on("data", (c) => (out += c));
+  const exit = new Promise<number | null>((r) => client.once("exit", r));
+  await waitFor("approval requested", () => out.includes('"approval.requested"'), 20_000);
+  const { runId, agentId } = JSON.parse(out.split("\n")[0] ?? "{}") as { runId: string; agentId: string };
+  const callId = /"callId":"([^"]+)"/.exec(out.slice(out.indexOf('"approval.requested"')))?.[1] ?? "";
+  return { runId, agentId, callId, out: () => out, exit };
+}
