@@ -63,6 +63,11 @@ export interface RequestLimit {
   inFlight: number;
   queued: number;
   lane?: (subject: string) => string;
+  /**
+   * A request that waited this long in its lane's queue is dropped unanswered when its turn comes:
+   * its requester gave up by then. Default: kept until answered.
+   */
+  staleMs?: number;
 }
 
 export interface RequestOptions {

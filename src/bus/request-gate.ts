@@ -12,15 +12,13 @@ const SAY_EVERY_MS = 10_000;
  * behind their own, never behind the flood.
  */
 export class RequestGate {
-  readonly #lanes = new Map<
-    string,
-    { running: number; waiting: Array<() => Promise<void>>; dropped: number; said: number }
-  >();
+  readonly #lanes = new Map<string, Lane>();
 
   constructor(
     private readonly limit: RequestLimit,
     private readonly stats: BusStats,
     private readonly logger: Logger,
+    private readonly now: () => number = Date.now,
   ) {}
 
   /** Runs `answer` now or when its lane has room; false when the lane is full and it was dropped. */
@@ -28,7 +26,7 @@ export class RequestGate {
     const name = this.limit.lane?.(subject) ?? "";
     let lane = this.#lanes.get(name);
     if (!lane) {
-      lane = { running: 0, waiting: [], dropped: 0, said: 0 };
+      lane = { running: 0, waiting: [], dropped: 0, stale: 0, said: 0 };
       this.#lanes.set(name, lane);
     }
     if (lane.running < this.limit.inFlight) {
@@ -36,7 +34,7 @@ export class RequestGate {
       return true;
     }
     if (lane.waiting.length < this.limit.queued) {
-      lane.waiting.push(answer);
+      lane.waiting.push({ answer, at: this.now() });
       return true;
     }
     this.stats.dropped++;
@@ -58,14 +56,41 @@ export class RequestGate {
     return false;
   }
 
-  #run(lane: { running: number; waiting: Array<() => Promise<void>> }, answer: () => Promise<void>): void {
+  #run(lane: Lane, answer: () => Promise<void>): void {
     lane.running++;
     void answer()
       .catch(() => {})
       .finally(() => {
         lane.running--;
-        const next = lane.waiting.shift();
+        const next = this.#next(lane);
         if (next) this.#run(lane, next);
       });
   }
+
+  /** The next request of the lane whose requester may still be waiting; older ones are dropped. */
+  #next(lane: Lane): (() => Promise<void>) | undefined {
+    const { staleMs } = this.limit;
+    for (let next = lane.waiting.shift(); next; next = lane.waiting.shift()) {
+      if (staleMs === undefined || this.now() - next.at < staleMs) return next.answer;
+      this.stats.dropped++;
+      lane.stale++;
+    }
+    if (lane.stale > 0) {
+      this.logger.warn(
+        { dropped: lane.stale, waitedMs: staleMs },
+        "dropped requests that waited longer than their requesters wait, unanswered",
+      );
+      lane.stale = 0;
+    }
+    return undefined;
+  }
+}
+
+interface Lane {
+  running: number;
+  waiting: Array<{ answer: () => Promise<void>; at: number }>;
+  dropped: number;
+  /** Stale requests dropped since the lane's queue last ran dry (said then, in one line). */
+  stale: number;
+  said: number;
 }

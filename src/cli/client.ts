@@ -5,7 +5,7 @@ import { natsOptionsFromConfig } from "../compose/nats-options.js";
 import type { LoadedConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import type { Role } from "../config/roles.js";
-import type { ApiRequest, ApiVerb } from "../daemon/api.js";
+import { API_REQUEST_TIMEOUT_MS, type ApiRequest, type ApiVerb } from "../daemon/api.js";
 import { UserError } from "../errors.js";
 import { makeEnvelope } from "../events/envelope.js";
 import type { Logger } from "../log.js";
@@ -62,7 +62,7 @@ export async function callApi<V extends ApiVerb>(
     data,
   });
   try {
-    return (await bus.request(bus.subjects.api(verb), envelope, { timeoutMs: 10_000 })).data;
+    return (await bus.request(bus.subjects.api(verb), envelope, { timeoutMs: API_REQUEST_TIMEOUT_MS })).data;
   } catch (error) {
     if (error instanceof NoRespondersError) {
       const { url, prefix } = config.troupe.nats;

@@ -12,6 +12,9 @@ import { MAX_TEXT } from "../limits.js";
 /** What runs.list says of a task and a result: the whole is in runs.get. */
 export const LIST_TEXT = 200;
 
+/** How long Troupe's clients wait for the daemon's answer to an API request. */
+export const API_REQUEST_TIMEOUT_MS = 10_000;
+
 /**
  * A run named in a request: the shape Troupe gives run ids, at most 64 characters, checked before
  * it reaches a subject or a key (a 5,000-character one outgrew the server's control line and dropped

@@ -11,6 +11,7 @@ import type { SandboxMode } from "../sandbox/plan.js";
 import { RecordSeal } from "../trust/record-seal.js";
 import { realPathOrUndefined } from "../util/paths.js";
 import {
+  API_REQUEST_TIMEOUT_MS,
   type ApiRequest,
   type ApiVerb,
   apiRequests,
@@ -28,8 +29,11 @@ import { type RuntimeLease, WorkspaceRuntimes } from "./workspace-runtimes.js";
 /** How often the daemon says it is alive (`<p>.beat.daemon`). */
 export const BEAT_MS = 1000;
 
-/** API requests answered at once, and waiting, in each lane; more are dropped unanswered. */
-export const API_LIMIT = { inFlight: 16, queued: 256 };
+/**
+ * API requests answered at once, and waiting, in each lane; more are dropped unanswered, and so is
+ * one that waited longer than a client waits for its answer (after a flood: nobody is left to hear).
+ */
+export const API_LIMIT = { inFlight: 16, queued: 256, staleMs: API_REQUEST_TIMEOUT_MS };
 
 export interface DaemonOptions {
   /** The loosest approval policy a client may ask for (troupe.yaml's `daemon.maxApproval`). Default `auto-edit`. */
