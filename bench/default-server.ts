@@ -1,6 +1,6 @@
 /**
  * A nats-server as `troupe daemon` starts its own: TLS on a certificate of a CA of its data dir, and
- * Troupe's two accounts (the hosts' streams and buckets; the people's imports and read-only copies).
+ * Troupe's two accounts (the hosts' streams and buckets; the people's imports, with no JetStream).
  * What a user runs by default, for the bench's rows and the soak to measure on.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -8,16 +8,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { NatsServerProcess } from "../src/bus/embedded-nats.js";
 import { NatsBus } from "../src/bus/nats-bus.js";
-import { ensureViews } from "../src/bus/nats-views.js";
 import { accountsBlock, roleInbox } from "../src/bus/permissions.js";
 import { ROLES, type Role } from "../src/config/roles.js";
 import { silentLogger } from "../src/log.js";
-import {
-  ensureRoleCredentials,
-  ensureViewsCredentials,
-  roleSeedFile,
-  viewsSeedFile,
-} from "../src/trust/role-credentials.js";
+import { ensureRoleCredentials, roleSeedFile } from "../src/trust/role-credentials.js";
 import { ensureServerTls, serverTlsBlock } from "../src/trust/server-tls.js";
 
 export interface DefaultServer {
@@ -26,8 +20,6 @@ export interface DefaultServer {
   dataDir: string;
   /** A bus as `role`, with its seed, its inbox and the CA pinned, as a `troupe` command connects. */
   as(role: Role, prefix: string): Promise<NatsBus>;
-  /** The people's copies of the prefix's streams, as the daemon makes them once it has made the streams. */
-  views(prefix: string): Promise<void>;
   /** Stopped and started again on the same store and port (the soak's fault). */
   restart(): Promise<void>;
   stop(): Promise<void>;
@@ -39,9 +31,8 @@ export interface DefaultServer {
  */
 export function writeDefaultServerConfig(dataDir: string, conf: string, prefixes: string[]): string {
   const keys = ensureRoleCredentials(dataDir);
-  const views = ensureViewsCredentials(dataDir);
   const users = ROLES.map((role) => ({ role, nkey: keys[role] }));
-  const blocks = prefixes.map((prefix) => accountsBlock(users, views, prefix));
+  const blocks = prefixes.map((prefix) => accountsBlock(users, prefix));
   writeFileSync(conf, mergeAccounts(blocks) + serverTlsBlock(ensureServerTls(dataDir)));
   return conf;
 }
@@ -72,15 +63,6 @@ export async function defaultServer(prefixes: string[], port?: number): Promise<
         tls: { caFile: tls.ca, pinned: true },
         log: silentLogger,
       }),
-    views: async (prefix) => {
-      const outcome = await ensureViews(
-        { url, nkeySeedFile: viewsSeedFile(dataDir), tls: { caFile: tls.ca, pinned: true } },
-        prefix,
-        undefined,
-        silentLogger,
-      );
-      if (outcome !== "kept") throw new Error("the default server has no people's account");
-    },
     restart: async () => {
       await server.stop();
       server = await start(server.port);

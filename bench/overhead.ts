@@ -299,15 +299,13 @@ async function durableFloor(
 async function throughDaemon(
   baseURL: string,
   nats: () => Promise<Bus>,
-  secured?: { client: () => Promise<Bus>; views: () => Promise<void> },
+  secured?: { client: () => Promise<Bus> },
 ): Promise<{ once: () => Promise<void>; close: () => Promise<void> }> {
   const daemonBus = await nats();
   const { runtime } = troupe(baseURL, daemonBus);
   await runtime.open();
   const daemon = new Daemon(runtime, silentLogger);
   await daemon.start();
-  // On the default server the client reads the people's copies, made once the streams are.
-  await secured?.views();
   const clientBus = await (secured?.client ?? nats)();
   const once = () => runThroughDaemon(clientBus);
   const close = async () => {
@@ -326,7 +324,7 @@ export async function measureOverhead(
   floorPrefix: string,
 ): Promise<OverheadResult[]> {
   const nats = () => NatsBus.connect({ url, prefix });
-  // What a user runs by default: TLS, and the client in the people's account reading copies.
+  // What a user runs by default: TLS, and the client in the people's account reading by gets.
   const byDefault = await defaultServer([prefix]);
   const server = await scripted();
   const closing: Array<() => Promise<void>> = [];
@@ -349,7 +347,6 @@ export async function measureOverhead(
     closing.push(client.close);
     const secured = await throughDaemon(server.baseURL, () => byDefault.as("daemon", prefix), {
       client: () => byDefault.as("client", prefix),
-      views: () => byDefault.views(prefix),
     });
     closing.push(secured.close);
     return await measure(server, n, [
@@ -360,7 +357,7 @@ export async function measureOverhead(
       { name: "d′: the daemon's runtime on NATS, in process", once: durable.once },
       { name: "e: durable floor (a + a request, an acked append per turn)", once: floor.once },
       { name: "d″: d with the client in a process of its own, as troupe run is", once: client.run },
-      { name: "d‴: d on the default server (TLS, two accounts, the client on copies)", once: secured.once },
+      { name: "d‴: d on the default server (TLS, two accounts, the client reading by gets)", once: secured.once },
     ]);
   } finally {
     for (const close of closing.reverse()) await close();

@@ -1,98 +1,82 @@
-import { JetStreamApiError, type StoredMsg } from "@nats-io/jetstream";
+import type { StoredMsg } from "@nats-io/jetstream";
 import type { LoggedEvent, ReadOptions } from "./bus.js";
 import { EventFilter } from "./event-filter.js";
 import { type LogReaderParts, readLog } from "./nats-log-reader.js";
 
-/** JetStream's "maximum consumers limit reached". */
-const CONSUMER_LIMIT = 10026;
-/** A read by gets that has reached the log's end and follows it looks again this often. */
-const POLL_MS = 250;
+/** A read by gets that has reached the log's end and follows it looks again at the latest this often. */
+const POLL_MS = 1000;
 
 /**
- * The event log as `readLog` reads it, through a consumer of its own; when the server makes none
- * (a people's copy holds as many as it takes: a reader's seed can make them all), message by
- * message with the stream's gets, which take nothing from the server that others could use up. Slower
- * (a request an event), and it follows by looking again, but it reads the same events.
+ * The event log as `readLog` reads it, through a consumer of its own; for a person's role
+ * (`parts.byGets`), message by message with the stream's gets. The people's account has no JetStream
+ * and may make no consumer on the hosts' streams (a consumer's deliver subject is the requester's to
+ * choose, and the server sends there what it stores: permissions.ts, `accountsBlock`), so it reads
+ * the way a get's answer only ever comes back to the asker. Slower (a request an event), but the
+ * same events.
  */
 export function readLogOrDirect(
   parts: LogReaderParts,
   options: ReadOptions = {},
 ): AsyncIterable<LoggedEvent> {
-  return {
-    [Symbol.asyncIterator]: () => {
-      const cursor = readLog(parts, options)[Symbol.asyncIterator]();
-      let inner = cursor;
-      let first = true;
-      return {
-        // Not async: past the first, an event costs the reader the cursor's promise and no other.
-        next: () => {
-          if (!first) return inner.next();
-          first = false;
-          return cursor.next().catch((error: unknown) => {
-            if (!(error instanceof JetStreamApiError && error.code === CONSUMER_LIMIT)) throw error;
-            parts.logger.warn(
-              { stream: parts.subjects.eventStream },
-              "the log's copy takes no more consumers: read message by message",
-            );
-            inner = readByGets(parts, options)[Symbol.asyncIterator]();
-            return inner.next();
-          });
-        },
-        return: () => inner.return?.() ?? Promise.resolve({ done: true as const, value: undefined }),
-      };
-    },
-  };
+  return parts.byGets ? readByGets(parts, options) : readLog(parts, options);
 }
 
-/** The run's events by gets: each the next stored on its subjects after the last one read. */
+/**
+ * The run's events by gets: each the next stored on its subjects after the last one read. At the
+ * end of the log, a follower waits for the next live event of its subjects (or POLL_MS, for one the
+ * subscription missed) before it looks again.
+ */
 async function* readByGets(parts: LogReaderParts, options: ReadOptions): AsyncGenerator<LoggedEvent> {
-  const { jsm, subjects, intake, logger } = parts;
+  const { jsm, subjects, intake, logger, connection } = parts;
   const stream = subjects.eventStream;
   const filter = new EventFilter(options.from !== "now");
   const wanted = subjects.events(options.runId);
-  let seq = options.from === "now" ? (await jsm.streams.info(stream)).state.last_seq + 1 : 1;
-  while (!options.signal?.aborted) {
-    // A stream's own get (2.9 takes `next_by_subj` there too): a direct get's answer comes from the
-    // copy and could be aimed, through the people's import, at the answers bucket.
-    const msg: StoredMsg | null = await jsm.streams.getMessage(stream, {
-      seq,
-      next_by_subj: wanted,
-    } as never);
-    if (!msg) {
-      if (!options.follow) return;
-      await pause(POLL_MS, options.signal);
-      continue;
+  let wake: (() => void) | undefined;
+  const live = options.follow ? connection.subscribe(wanted, { callback: () => wake?.() }) : undefined;
+  try {
+    let seq = options.from === "now" ? (await jsm.streams.info(stream)).state.last_seq + 1 : 1;
+    while (!options.signal?.aborted) {
+      // A stream's own get (2.9 takes `next_by_subj` there too): its answer comes from the JetStream
+      // API, not from the stream, to the asker's reply subject in the asker's account.
+      const msg: StoredMsg | null = await jsm.streams.getMessage(stream, {
+        seq,
+        next_by_subj: wanted,
+      } as never);
+      if (!msg) {
+        if (!live) return;
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(done, POLL_MS);
+          const signal = options.signal;
+          signal?.addEventListener("abort", done, { once: true });
+          wake = done;
+          function done() {
+            clearTimeout(timer);
+            signal?.removeEventListener("abort", done);
+            wake = undefined;
+            resolve();
+          }
+        });
+        continue;
+      }
+      seq = msg.seq + 1;
+      // A stored message that was a stream's answer (a direct get's reply sent onto an event subject).
+      if (msg.header?.has("Nats-Stream")) {
+        logger.warn({ subject: msg.subject }, "skipped a stored message sent here");
+        continue;
+      }
+      const events: LoggedEvent[] = [];
+      intake.decodeEach(msg.data, msg.subject, (envelope, json) => {
+        if (options.runId !== undefined && envelope.runId !== options.runId) return;
+        if (!filter.accept(envelope)) return;
+        events.push(
+          json === undefined
+            ? { seq: msg.seq, subject: msg.subject, envelope }
+            : { seq: msg.seq, subject: msg.subject, envelope, json },
+        );
+      });
+      yield* events;
     }
-    seq = msg.seq + 1;
-    // A stored message that was a stream's answer (a direct get's reply sent onto an event subject).
-    if (msg.header?.has("Nats-Stream")) {
-      logger.warn({ subject: msg.subject }, "skipped a stored message sent here");
-      continue;
-    }
-    const events: LoggedEvent[] = [];
-    intake.decodeEach(msg.data, msg.subject, (envelope, json) => {
-      if (options.runId !== undefined && envelope.runId !== options.runId) return;
-      if (!filter.accept(envelope)) return;
-      events.push(
-        json === undefined
-          ? { seq: msg.seq, subject: msg.subject, envelope }
-          : { seq: msg.seq, subject: msg.subject, envelope, json },
-      );
-    });
-    yield* events;
+  } finally {
+    live?.unsubscribe();
   }
-}
-
-function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    signal?.addEventListener(
-      "abort",
-      () => {
-        clearTimeout(timer);
-        resolve();
-      },
-      { once: true },
-    );
-  });
 }

@@ -1,4 +1,9 @@
-import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
+import {
+  JetStreamApiCodes,
+  JetStreamApiError,
+  type JetStreamManager,
+  jetstreamManager,
+} from "@nats-io/jetstream";
 import { errors, type Msg, type NatsConnection } from "@nats-io/transport-node";
 import type { Role } from "../config/roles.js";
 import { type Envelope, encodeEnvelope } from "../events/envelope.js";
@@ -6,6 +11,7 @@ import { type Logger, silentLogger } from "../log.js";
 import {
   type Bus,
   BusClosedError,
+  BusError,
   type BusStats,
   type EventLog,
   type KvStore,
@@ -24,6 +30,7 @@ import { NatsEventLog } from "./nats-event-log.js";
 import { blindNatsKv, openNatsKv } from "./nats-kv.js";
 import { AckedPublisher } from "./nats-publisher.js";
 import { ensureEventStream, type StorageSettings } from "./nats-streams.js";
+import { hostsApiPrefix } from "./permissions.js";
 import { RequestGate } from "./request-gate.js";
 import { sentByTheServer } from "./server-sent.js";
 import { DEFAULT_PREFIX, type Subjects, subjectMatches, subjects } from "./subjects.js";
@@ -66,7 +73,8 @@ export class NatsBus implements Bus {
   ) {
     this.intake = new Intake(this.stats, logger);
     this.#publisher = new AckedPublisher(connection, inboxPrefix);
-    const reader = { connection, jsm, subjects, intake: this.intake, logger, inboxPrefix };
+    const byGets = PEOPLE_ROLES.has(role);
+    const reader = { connection, jsm, subjects, intake: this.intake, logger, inboxPrefix, byGets };
     this.eventLog = new NatsEventLog(this, reader, this.#publisher, appendTimeoutMs, logger);
   }
 
@@ -81,12 +89,18 @@ export class NatsBus implements Bus {
     // as appends are, while the connection comes back; one still starting JetStream (no responders)
     // is waited for a few seconds, a server without JetStream is not.
     const started = Date.now();
+    const byGets = PEOPLE_ROLES.has(options.role);
     let jsm: JetStreamManager | undefined;
     for (let delay = 100; !jsm; delay = Math.min(delay * 2, 1000)) {
       try {
-        const manager = await jetstreamManager(nc);
-        await ensureEventStream(manager, names, options.storage, logger);
-        jsm = manager;
+        // A person's account has no JetStream of its own: only the hosts' streams' info and gets,
+        // imported (permissions.ts), and the streams are the daemon's to make.
+        if (byGets) jsm = await peoplesJetStream(nc, names);
+        else {
+          const manager = await jetstreamManager(nc);
+          await ensureEventStream(manager, names, options.storage, logger);
+          jsm = manager;
+        }
       } catch (error) {
         const waited = Date.now() - started + delay;
         const away = isTimeout(error) || /disconnect/i.test(String((error as Error)?.message));
@@ -194,12 +208,14 @@ export class NatsBus implements Bus {
     this.#ensureOpen();
     const bucket = this.subjects.bucket(name);
     let store = this.#buckets.get(bucket);
-    if (!store && name === "answers" && BLIND_ROLES.has(this.role)) {
+    if (!store && name === "answers" && PEOPLE_ROLES.has(this.role)) {
       store = Promise.resolve(blindNatsKv(this.#publisher, bucket));
       this.#buckets.set(bucket, store);
     }
     if (!store) {
-      store = openNatsKv(this.connection, this.jsm, this.#publisher, bucket, this.storage, this.logger);
+      store = openNatsKv(this.connection, this.jsm, this.#publisher, bucket, this.storage, this.logger, {
+        byGets: PEOPLE_ROLES.has(this.role),
+      });
       store.catch(() => this.#buckets.delete(bucket));
       this.#buckets.set(bucket, store);
     }
@@ -286,7 +302,39 @@ export class NatsBus implements Bus {
   }
 }
 
-const BLIND_ROLES = new Set<Role | undefined>(["client", "approver", "observer"]);
+/**
+ * JetStream as a person's role reaches it: on a server of one account (open, or an operator's own),
+ * the streams' own API; with Troupe's two accounts, the people's account has no JetStream (its API
+ * answers "not enabled") and reaches the hosts' streams' info and gets under `hostsApiPrefix`.
+ */
+async function peoplesJetStream(nc: NatsConnection, names: Subjects): Promise<JetStreamManager> {
+  const own = await jetstreamManager(nc, { checkAPI: false });
+  if (await answersFor(own, names.eventStream)) return own;
+  const hosts = await jetstreamManager(nc, { checkAPI: false, apiPrefix: hostsApiPrefix(names.prefix) });
+  if (await answersFor(hosts, names.eventStream)) return hosts;
+  throw new BusError(`JetStream is not enabled on this server for ${names.prefix}'s streams`);
+}
+
+/**
+ * Whether this API is JetStream's for the stream: it answers its info, or that there is no such
+ * stream yet (no daemon has made it); not whether its account has JetStream ("not enabled": false).
+ */
+async function answersFor(jsm: JetStreamManager, stream: string): Promise<boolean> {
+  try {
+    await jsm.streams.info(stream);
+    return true;
+  } catch (error) {
+    if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound) return true;
+    if (/not enabled/i.test(`${(error as Error)?.message}`)) return false;
+    throw error;
+  }
+}
+
+/**
+ * The roles of people: they write answers blind and read by gets, never by a consumer (their
+ * account has no JetStream and imports only the hosts' streams' info and gets: permissions.ts).
+ */
+const PEOPLE_ROLES = new Set<Role | undefined>(["client", "approver", "observer"]);
 
 function isNoResponders(error: unknown): boolean {
   if (error instanceof errors.NoRespondersError) return true;

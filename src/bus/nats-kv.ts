@@ -26,8 +26,6 @@ import { ensureBucketStream, type StorageSettings } from "./nats-streams.js";
 
 const encoder = new TextEncoder();
 
-/** JetStream's "maximum consumers limit reached". */
-const CONSUMER_LIMIT = 10026;
 /** A watch that can have no consumer reads its keys again this often. */
 const POLL_MS = 500;
 
@@ -41,14 +39,28 @@ export async function openNatsKv(
   bucket: string,
   storage: StorageSettings | undefined,
   log: Logger,
-  retryMs = 30_000,
+  options: { retryMs?: number; byGets?: boolean } = {},
 ): Promise<KvStore> {
-  await ensureBucketStream(jsm, bucket, storage, log);
-  // `create` binds to an existing bucket of the same name, so concurrent openers agree. Each read
-  // waits at most KV_ATTEMPT_MS before it is asked again (retryMs in all): one asked while the
-  // bucket's leader is being elected again (its node lost) is lost, and the library's default of
+  const { retryMs = 30_000, byGets = false } = options;
+  // Each read waits at most KV_ATTEMPT_MS before it is asked again (retryMs in all): one asked while
+  // the bucket's leader is being elected again (its node lost) is lost, and the library's default of
   // 5 s on top of the election held `troupe status` past its own 10 s.
-  const kv = await new Kvm(jetstream(nc, { timeout: KV_ATTEMPT_MS })).create(bucket, { history: 1 });
+  // A person's role reaches the buckets under the API prefix its JetStream has (nats-bus.ts).
+  const apiPrefix = jsm.getOptions().apiPrefix;
+  const js = jetstream(nc, {
+    timeout: KV_ATTEMPT_MS,
+    checkAPI: !byGets,
+    ...(apiPrefix === undefined ? {} : { apiPrefix }),
+  });
+  if (byGets) {
+    // A person's role only looks: the bucket is the daemon's to make, and it is read by direct gets.
+    await jsm.streams.info(`KV_${bucket}`);
+    const kv = await new Kvm(js).open(bucket, { allow_direct: true });
+    return new NatsKv(bucket, kv, jsm, publisher, retryMs, true);
+  }
+  await ensureBucketStream(jsm, bucket, storage, log);
+  // `create` binds to an existing bucket of the same name, so concurrent openers agree.
+  const kv = await new Kvm(js).create(bucket, { history: 1 });
   return new NatsKv(bucket, kv, jsm, publisher, retryMs);
 }
 
@@ -97,6 +109,8 @@ class NatsKv implements KvStore {
     private readonly jsm: JetStreamManager,
     private readonly publisher: AckedPublisher,
     private readonly retryMs: number,
+    /** A person's role: no consumers (permissions.ts), so a watch reads the keys again and again. */
+    private readonly byGets = false,
   ) {}
 
   async get<T>(key: string): Promise<KvEntry<T> | null> {
@@ -174,6 +188,7 @@ class NatsKv implements KvStore {
     const prefix = `$KV.${this.name}.`;
     const deadline =
       options.withinMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + options.withinMs;
+    if (this.byGets) return this.#valuesByGets<T>(pattern, deadline);
     return this.#retry(async () => {
       const consumer = await this.jsm.jetstream().consumers.get(`KV_${this.name}`, {
         filter_subjects: `${prefix}${pattern}`,
@@ -214,6 +229,20 @@ class NatsKv implements KvStore {
     return purged.purged;
   }
 
+  /** `values` for a role that may make no consumer: the keys, then a get each, until the deadline. */
+  async #valuesByGets<T>(pattern: string, deadline: number): Promise<KvValues<T>> {
+    const entries: KvValues<T> = [];
+    for (const key of await this.keys(pattern)) {
+      if (Date.now() >= deadline) {
+        entries.partial = true;
+        break;
+      }
+      const entry = await this.get<T>(key);
+      if (entry) entries.push(entry);
+    }
+    return entries;
+  }
+
   /**
    * The current values, then every change, until the signal aborts. A watch the server ends (its
    * consumer lost when NATS restarts) is made again, after a pause, for as long as it is wanted:
@@ -222,6 +251,13 @@ class NatsKv implements KvStore {
   watch<T>(options: KvWatchOptions = {}): AsyncIterable<KvChange<T>> {
     let iterator: QueuedIterator<KvWatchEntry> | undefined;
     const queue = new AsyncQueue<KvChange<T>>(options.signal, () => iterator?.stop());
+    if (this.byGets) {
+      this.#poll(options.key, queue).then(
+        () => queue.end(),
+        () => queue.end(),
+      );
+      return queue;
+    }
     void (async () => {
       let delay = 100;
       while (!queue.ended) {
@@ -245,12 +281,6 @@ class NatsKv implements KvStore {
             });
           }
         } catch (error) {
-          // A copy that takes no more consumers (a reader's seed can make them all): looked at again
-          // and again instead, with reads that take nothing from the server.
-          if (error instanceof JetStreamApiError && error.code === CONSUMER_LIMIT) {
-            await this.#poll(options.key, queue);
-            break;
-          }
           // Refused (permissions) or closed: not a watch that coming back would mend.
           const closed =
             error instanceof BusClosedError ||
@@ -267,27 +297,49 @@ class NatsKv implements KvStore {
     return queue;
   }
 
-  /** A watch's changes by reading the keys every POLL_MS: each put once per revision, each delete once. */
+  /**
+   * A watch's changes by looking at the bucket's stream every POLL_MS and, when it changed (its last
+   * sequence or its count: a put, a delete's marker, a purge), reading the keys again: each put once
+   * per revision, each delete once. The server away is waited out, as a watch's consumer would be.
+   */
   async #poll<T>(key: string | undefined, queue: AsyncQueue<KvChange<T>>): Promise<void> {
     const seen = new Map<string, number>();
+    let last = "";
     while (!queue.ended) {
-      const keys = key === undefined ? await this.keys() : [key];
-      const now = new Set<string>();
-      for (const name of keys) {
-        const entry = await this.get<T>(name);
-        if (!entry) continue;
-        now.add(name);
-        if (seen.get(name) === entry.revision) continue;
-        seen.set(name, entry.revision);
-        queue.push({ key: name, value: entry.value, revision: entry.revision, op: "put" });
-      }
-      for (const [name, revision] of seen)
-        if (!now.has(name)) {
-          seen.delete(name);
-          queue.push({ key: name, value: null, revision, op: "delete" });
+      try {
+        const { state } = await this.#retry(() => this.jsm.streams.info(`KV_${this.name}`));
+        const now = `${state.last_seq}/${state.messages}`;
+        if (now !== last) {
+          await this.#pollOnce(key, seen, queue);
+          last = now;
         }
+      } catch (error) {
+        if (error instanceof BusClosedError || !isTransient(error)) throw error;
+      }
       await new Promise((resolve) => setTimeout(resolve, POLL_MS));
     }
+  }
+
+  async #pollOnce<T>(
+    key: string | undefined,
+    seen: Map<string, number>,
+    queue: AsyncQueue<KvChange<T>>,
+  ): Promise<void> {
+    const keys = key === undefined ? await this.keys() : [key];
+    const now = new Set<string>();
+    for (const name of keys) {
+      const entry = await this.get<T>(name);
+      if (!entry) continue;
+      now.add(name);
+      if (seen.get(name) === entry.revision) continue;
+      seen.set(name, entry.revision);
+      queue.push({ key: name, value: entry.value, revision: entry.revision, op: "put" });
+    }
+    for (const [name, revision] of seen)
+      if (!now.has(name)) {
+        seen.delete(name);
+        queue.push({ key: name, value: null, revision, op: "delete" });
+      }
   }
 
   async #retry<T>(operation: () => Promise<T>): Promise<T> {

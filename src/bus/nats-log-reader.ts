@@ -36,6 +36,8 @@ export interface LogReaderParts {
   readonly logger: Logger;
   /** The role's inbox, where the server may deliver to this connection. */
   readonly inboxPrefix: string | undefined;
+  /** A person's role: reads by the stream's gets, never a consumer (log-read-by-gets.ts). */
+  readonly byGets?: boolean;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { type Role, VIEWS } from "../config/roles.js";
+import type { Role } from "../config/roles.js";
 import { subjects } from "./subjects.js";
 
 /** Every KV bucket Troupe uses, by its name under the prefix. */
@@ -14,8 +14,8 @@ export const KV_BUCKETS = [
 export type BucketName = (typeof KV_BUCKETS)[number];
 
 /**
- * The buckets the people's account (below) has read-only copies of: what a client, an approver or
- * an observer reads besides the event log. The answers bucket is written blind, never read.
+ * The buckets the people's account (below) may read by gets: what a client, an approver or an
+ * observer reads besides the event log. The answers bucket is written blind, never read.
  */
 export const USER_READ_BUCKETS = ["approvals", "workers"] as const satisfies readonly BucketName[];
 
@@ -34,7 +34,17 @@ export interface Permissions {
  * may publish there but the server and whoever answers a request it was sent. With one shared
  * `_INBOX`, any role could read every reply (the daemon's KV reads of snapshots) and forge one.
  */
-export const roleInbox = (prefix: string, role: Role | typeof VIEWS) => `_INBOX_${prefix}.${role}`;
+export const roleInbox = (prefix: string, role: Role) => `_INBOX_${prefix}.${role}`;
+
+/** A stream's JetStream API that only answers the asker: its info and its gets, by sequence or subject. */
+function readByGets(stream: string, api = "$JS.API"): string[] {
+  return [
+    `${api}.STREAM.INFO.${stream}`,
+    `${api}.STREAM.MSG.GET.${stream}`,
+    `${api}.DIRECT.GET.${stream}`,
+    `${api}.DIRECT.GET.${stream}.>`,
+  ];
+}
 
 /**
  * The NATS subject permissions of each role, for a prefix (docs/nats-permissions.md says why each
@@ -59,6 +69,11 @@ export function rolePermissions(role: Role, prefix = "troupe"): Permissions {
     `$JS.API.CONSUMER.DELETE.${stream}.>`,
   ];
   const readBuckets = (...names: BucketName[]) => names.flatMap((name) => readStream(kvStream(name)));
+  // A person's role reads by gets only: a consumer's deliver subject is the requester's to name,
+  // and the server would send there, in the hosts' account, what the stream stores.
+  // On a server of one account they are the streams' own API; with Troupe's two, the hosts' imported.
+  const getFrom = (...streams: string[]) =>
+    streams.flatMap((stream) => [...readByGets(stream), ...readByGets(stream, hostsApiPrefix(prefix))]);
   const jsBasics = ["$JS.API.INFO", "$JS.FC.>"];
   const inbox = (who: Role) => `${roleInbox(prefix, who)}.>`;
   const events = s.events();
@@ -114,9 +129,7 @@ export function rolePermissions(role: Role, prefix = "troupe"): Permissions {
           allow: [
             `${prefix}.api.>`,
             ...writeAnswers,
-            ...jsBasics,
-            ...readStream(s.eventStream),
-            ...readBuckets("approvals", "workers"),
+            ...getFrom(s.eventStream, kvStream("approvals"), kvStream("workers")),
           ],
           deny: noAdmin,
         },
@@ -125,20 +138,14 @@ export function rolePermissions(role: Role, prefix = "troupe"): Permissions {
     case "approver":
       return {
         publish: {
-          allow: [
-            ...readVerbs,
-            ...writeAnswers,
-            ...jsBasics,
-            ...readStream(s.eventStream),
-            ...readBuckets("approvals"),
-          ],
+          allow: [...readVerbs, ...writeAnswers, ...getFrom(s.eventStream, kvStream("approvals"))],
           deny: noAdmin,
         },
         subscribe: { allow: [events, s.daemonBeat(), inbox("approver")] },
       };
     case "observer":
       return {
-        publish: { allow: [...readVerbs, ...jsBasics, ...readStream(s.eventStream)], deny: noAdmin },
+        publish: { allow: [...readVerbs, ...getFrom(s.eventStream)], deny: noAdmin },
         subscribe: { allow: [events, s.daemonBeat(), inbox("observer")] },
       };
   }
@@ -170,66 +177,51 @@ function userLine(
 
 /**
  * The two accounts of a server Troupe configures. `hosts` holds every stream and bucket, and only
- * the daemon and workers log into it. `users` holds the client, approver and observer: they reach
- * the API and the live events through imports, write answers through an import of the answers
- * bucket's subjects, and read the event log and the buckets they need from read-only copies in
- * their own account (mirrors, which take no messages on any subject). So a subject a person's role
- * names, as a reply subject or a consumer's deliver subject, lands in the people's account, where no
- * stream stores it: nothing it sends that way is written into Troupe's state.
+ * the daemon and workers log into it. `users` holds the client, approver and observer, and has no
+ * JetStream of its own: they reach the API and the live events through imports, write answers
+ * through an import of the answers bucket's subjects, and read the event log and the buckets they
+ * need through imports of those streams' info and gets. A service's answer goes back to the asker's
+ * account, so whatever subject a person's role names as a reply subject is a subject of the people's
+ * account, where no stream stores it and no JetStream API takes it as a request; and it may make no
+ * consumer, whose deliver subject would be one of the hosts' account.
  */
 export function accountNames(prefix = "troupe"): { hosts: string; users: string } {
   return { hosts: `${prefix}_hosts`, users: `${prefix}_users` };
 }
 
-/** The streams the people's account has copies of, by the same names as in the hosts' account. */
-export function mirroredStreams(prefix = "troupe"): string[] {
+/** Where the people's account reaches the hosts' streams' info and gets: `$JS.<hosts>.API`. */
+export function hostsApiPrefix(prefix = "troupe"): string {
+  return `$JS.${accountNames(prefix).hosts}.API`;
+}
+
+/** The streams the people's account reads by gets: the event log and the buckets people read. */
+export function peopleReadStreams(prefix = "troupe"): string[] {
   const s = subjects(prefix);
   return [s.eventStream, ...USER_READ_BUCKETS.map((name) => `KV_${s.bucket(name)}`)];
 }
 
-/** How a copy in the people's account reaches its stream in the hosts' account. */
-export function mirrorSource(prefix = "troupe"): { api: string; deliver: (stream: string) => string } {
-  const { hosts } = accountNames(prefix);
-  return { api: `$JS.${hosts}.API`, deliver: (stream) => `_MIRROR_${prefix}.${stream}` };
-}
-
-export function viewsPermissions(prefix = "troupe"): Permissions {
-  const admin = mirroredStreams(prefix).flatMap((stream) => [
-    ...["INFO", "CREATE", "UPDATE", "DELETE"].map((verb) => `$JS.API.STREAM.${verb}.${stream}`),
-    // The durable consumers a reader's seed left on a copy: listed and removed at each start.
-    `$JS.API.CONSUMER.LIST.${stream}`,
-    `$JS.API.CONSUMER.DELETE.${stream}.>`,
-  ]);
-  return {
-    publish: { allow: ["$JS.API.INFO", ...admin] },
-    subscribe: { allow: [`${roleInbox(prefix, VIEWS)}.>`] },
-  };
-}
-
 /**
  * A nats-server `accounts` block for users of these roles, in the two accounts of `accountNames`,
- * with the imports and exports between them, and the daemon's identity that makes the copies.
+ * with the exports of the hosts' account and the people's imports of them.
  */
-export function accountsBlock(users: ServerUser[], viewsNkey: string, prefix = "troupe"): string {
+export function accountsBlock(users: ServerUser[], prefix = "troupe"): string {
   const s = subjects(prefix);
   const { hosts, users: people } = accountNames(prefix);
-  const source = mirrorSource(prefix);
-  const answers = `$KV.${s.bucket("answers")}.>`;
-  const mirrored = mirroredStreams(prefix);
+  // The people's account answers `$JS.API.…` itself ("JetStream not enabled"): the hosts' streams'
+  // gets are imported under the hosts' API prefix instead (`hostsApiPrefix`).
+  const hostsApi = hostsApiPrefix(prefix);
   const exports: Array<{ kind: "service" | "stream"; subject: string; to?: string }> = [
     { kind: "service", subject: `${prefix}.api.>` },
     { kind: "stream", subject: s.events() },
     { kind: "stream", subject: s.daemonBeat() },
-    { kind: "service", subject: answers },
-    ...mirrored.flatMap((stream) => [
-      {
+    { kind: "service", subject: `$KV.${s.bucket("answers")}.>` },
+    ...peopleReadStreams(prefix).flatMap((stream) =>
+      readByGets(stream).map((subject) => ({
         kind: "service" as const,
-        subject: `$JS.API.CONSUMER.CREATE.${stream}`,
-        to: `${source.api}.CONSUMER.CREATE.${stream}`,
-      },
-      { kind: "service" as const, subject: `$JS.FC.${stream}.>` },
-      { kind: "stream" as const, subject: `${source.deliver(stream)}.>` },
-    ]),
+        subject,
+        to: subject.replace("$JS.API", hostsApi),
+      })),
+    ),
   ];
   const q = JSON.stringify;
   const exportLines = exports.map((e) => `      { ${e.kind}: ${q(e.subject)} }`);
@@ -241,7 +233,6 @@ export function accountsBlock(users: ServerUser[], viewsNkey: string, prefix = "
     users
       .filter((user) => roles.includes(user.role))
       .map((user) => userLine(user, rolePermissions(user.role, prefix)));
-  const views = userLine({ role: VIEWS, nkey: viewsNkey }, viewsPermissions(prefix));
   return `accounts {
   ${q(hosts)}: {
     jetstream: enabled
@@ -253,9 +244,8 @@ ${exportLines.join("\n")}
     ]
   }
   ${q(people)}: {
-    jetstream: enabled
     users = [
-${[...usersOf(["client", "approver", "observer"]), views].join("\n")}
+${usersOf(["client", "approver", "observer"]).join("\n")}
     ]
     imports = [
 ${importLines.join("\n")}

@@ -4,7 +4,6 @@ import { BusApprover } from "../approvals/bus-approver.js";
 import { answersNats, findNatsServer, NATS_INSTALL_HINT, NatsServerProcess } from "../bus/embedded-nats.js";
 import { NatsBus } from "../bus/nats-bus.js";
 import { acceptsAnonymous, answersAnonymously } from "../bus/nats-connect.js";
-import { ensureViews, keepViews } from "../bus/nats-views.js";
 import { accountNames, accountsBlock } from "../bus/permissions.js";
 import { natsOptionsFromConfig } from "../compose/nats-options.js";
 import { openRuntime } from "../compose/runtime.js";
@@ -16,7 +15,7 @@ import { UserError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { ApproverTrust, localIdentity } from "../trust/approvers.js";
 import { RecordSeal } from "../trust/record-seal.js";
-import { ensureRoleCredentials, ensureViewsCredentials, viewsSeedFile } from "../trust/role-credentials.js";
+import { ensureRoleCredentials } from "../trust/role-credentials.js";
 import { ensureServerTls, serverTlsBlock } from "../trust/server-tls.js";
 import { privateDir, secretExists, writePrivateFile } from "../util/secret-files.js";
 import { ConsoleListenError } from "../web/console-server.js";
@@ -72,17 +71,6 @@ export async function runDaemon(where: ConfigChoice, log: Logger, web?: string |
   // process holds leaves the daemon without a console (said in one line), hosting its runs.
   const webPort = await listenWeb(webAddress, data, log);
   await daemon.start();
-  // A server configured with the data dir's accounts (this daemon's own, or an operator's from
-  // `troupe credentials --server-config`) takes the views seed: the people's copies exist before
-  // anyone is told ready. Another server refuses it, and the roles read the streams themselves.
-  let views: { close(): Promise<void> } | undefined;
-  if (secretExists(viewsSeedFile(data))) {
-    const { url, tls } = connection;
-    const asViews = { url, ...(tls ? { tls } : {}), nkeySeedFile: viewsSeedFile(data) };
-    // Made again, whole, when a person's role has the server delete one (keepViews).
-    if ((await ensureViews(asViews, nats.prefix, storage, log)) === "kept")
-      views = await keepViews(asViews, nats.prefix, storage, log);
-  }
   process.stderr.write(
     `troupe daemon ready on ${nats.url} (prefix ${nats.prefix}${embedded ? `, nats-server pid ${embedded.pid}${embedded.adopted ? " adopted" : ""}` : ""})\n`,
   );
@@ -107,7 +95,6 @@ export async function runDaemon(where: ConfigChoice, log: Logger, web?: string |
   await webConsole?.close();
   await daemon.stop();
   await daemon.close();
-  await views?.close();
   await runtime.close();
   await bus.close();
   await embedded?.stop();
@@ -244,11 +231,11 @@ async function embeddedServer(
     conf,
     accountsBlock(
       Object.entries(keys).map(([role, nkey]) => ({ role: role as keyof typeof keys, nkey })),
-      ensureViewsCredentials(data),
       prefix,
     ) + serverTlsBlock(ensureServerTls(data)),
   );
   moveStoreIntoAccount(dir, accountNames(prefix).hosts, log);
+  dropPeoplesCopies(dir, accountNames(prefix).users, log);
   // JetStream keeps its files under <dir>/jetstream, where earlier versions had them too.
   const server = await NatsServerProcess.start({
     storeDir: dir,
@@ -282,6 +269,17 @@ function moveStoreIntoAccount(dir: string, account: string, log: Logger): void {
   if (!existsSync(from) || existsSync(to)) return;
   renameSync(from, to);
   log.info({ from, to }, "moved the streams of the one-account server into the hosts' account");
+}
+
+/**
+ * The people's account keeps no JetStream (permissions.ts): the read-only copies an earlier Troupe
+ * kept there are removed, files and all, before the server starts.
+ */
+function dropPeoplesCopies(dir: string, account: string, log: Logger): void {
+  const copies = join(dir, "jetstream", account);
+  if (!existsSync(copies)) return;
+  rmSync(copies, { recursive: true, force: true });
+  log.info({ dir: copies }, "removed the people's copies an earlier Troupe kept");
 }
 
 /** The pid of the server `server.json` names, when it is alive, on that port, with this data dir's config. */

@@ -4,7 +4,7 @@ import { dataDir } from "../config/paths.js";
 import { ROLES, type Role } from "../config/roles.js";
 import { UserError } from "../errors.js";
 import { createKey, keysDir, localIdentity } from "../trust/approvers.js";
-import { ensureRoleCredentials, ensureViewsCredentials, roleSeedFile } from "../trust/role-credentials.js";
+import { ensureRoleCredentials, roleSeedFile } from "../trust/role-credentials.js";
 import { pinnedServerCa } from "../trust/server-tls.js";
 import { readSecretFile, secretExists } from "../util/secret-files.js";
 import { table } from "./table.js";
@@ -65,7 +65,7 @@ export function runCredentials(
   const keys = ensureRoleCredentials(data);
   if (flags.serverConfig) {
     const users = ROLES.map((r) => ({ role: r, nkey: keys[r] }));
-    process.stdout.write(accountsBlock(users, ensureViewsCredentials(data), config.troupe.nats.prefix));
+    process.stdout.write(accountsBlock(users, config.troupe.nats.prefix));
     return 0;
   }
   if (role === undefined) {

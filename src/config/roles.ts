@@ -5,10 +5,3 @@
  */
 export const ROLES = ["daemon", "worker", "client", "approver", "observer"] as const;
 export type Role = (typeof ROLES)[number];
-
-/**
- * The internal identity the daemon makes the people's copies with (`<dataDir>/credentials/views.nk`):
- * it may make and change those copies in the people's account and nothing else. No command
- * connects as it.
- */
-export const VIEWS = "views" as const;

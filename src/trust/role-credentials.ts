@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { createUser, fromSeed } from "@nats-io/nkeys";
-import { ROLES, type Role, VIEWS } from "../config/roles.js";
+import { ROLES, type Role } from "../config/roles.js";
 import { UserError } from "../errors.js";
 import { createSecretFile, readSecretFile, secretExists } from "../util/secret-files.js";
 
@@ -27,18 +27,6 @@ export function ensureRoleCredentials(dataDir: string): Record<Role, string> {
     keys[role] = publicKeyOfSeed(readSecretFile(file), file);
   }
   return keys;
-}
-
-/** The seed of the daemon's own identity that makes the people's copies (permissions.ts, `VIEWS`). */
-export function viewsSeedFile(dataDir: string): string {
-  return join(credentialsDir(dataDir), `${VIEWS}.nk`);
-}
-
-/** Makes the views seed when it is missing; returns its public key. */
-export function ensureViewsCredentials(dataDir: string): string {
-  const file = viewsSeedFile(dataDir);
-  createSecretFile(file, `${new TextDecoder().decode(createUser().getSeed())}\n`);
-  return publicKeyOfSeed(readSecretFile(file), file);
 }
 
 /** The first of `roles` that has a seed file in the data dir, for a connection that names none. */

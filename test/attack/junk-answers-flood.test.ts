@@ -60,6 +60,7 @@ it("a burst of junk answers neither holds back the real one nor fills the run's 
     nkeySeedFile: join(h.dir, "approver.nk"),
     tls: { caFile: serverTlsFiles(join(h.dir, ".data")).ca },
     inboxPrefix: roleInbox(prefix, "approver"),
+    role: "approver",
     log: silentLogger,
   });
   cleanups.push(() => approver.close());

@@ -5,7 +5,8 @@ import { TROUPE_BIN } from "../support/cli.js";
 import { embeddedDaemon } from "../support/embedded-daemon.js";
 import { waitFor } from "../support/wait.js";
 
-/* ATTACK (observer seed, the weakest role): a pull request to a consumer of its own that has nothing
+/* ATTACK (worker seed: a person's role may make no consumer and its replies stay in its own
+ * account, where nothing is stored): a pull request to a consumer of its own that has nothing
  * to deliver, its reply aimed at a run's event subject. The server stores its answer in the event
  * stream: a 404 status, headers and no payload (a direct get of a missing key, for a role that may
  * read a bucket, does the same). The log reader took a delivery with no payload and headers for a
@@ -72,8 +73,8 @@ it("one stored 404 on a run's subject: troupe replay still ends, and a restarted
   await h.stop();
   await h.start();
 
-  // The attacker, with the observer's seed.
-  const nc = await h.connectAs("observer", prefix);
+  // The attacker, with a worker's seed.
+  const nc = await h.connectAs("worker", prefix);
   const stream = `${prefix.toUpperCase()}_EVENTS`;
   const config = {
     name: "empty",

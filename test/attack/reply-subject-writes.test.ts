@@ -12,8 +12,10 @@ import { embeddedDaemon, runToCommand } from "../support/embedded-daemon.js";
  * direct get) with a bucket key as its reply subject was written over that key, the snapshot of a
  * running agent included (after a restart the run could never be resumed); a consumer whose deliver
  * subject is a key did the same for every message of the stream. Now those roles live in an account
- * of their own (permissions.ts, accountsBlock): every subject they name resolves there, where no
- * stream stores anything, and the running run is resumed after a restart as if nothing happened. */
+ * of their own, with no JetStream, that imports only the hosts' streams' info and gets
+ * (permissions.ts, accountsBlock): every reply subject they name resolves there, where no stream
+ * stores anything, they may make no consumer, and the running run is resumed after a restart as if
+ * nothing happened. */
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
@@ -21,6 +23,9 @@ afterEach(async () => {
 }, 60_000);
 
 const PEOPLE: Role[] = ["client", "approver", "observer"];
+const prefix = "rsw";
+/** The people's account's own JetStream API (not enabled there), and the hosts' streams' gets it imports. */
+const APIS = ["$JS.API", `$JS.${prefix}_hosts.API`];
 
 it("reply subjects and deliver subjects of a person's role write nothing into any bucket or the event log, and a running run resumes after a restart", async () => {
   const model = await ScriptedModelServer.start([
@@ -32,7 +37,6 @@ it("reply subjects and deliver subjects of a person's role write nothing into an
     { match: { turn: 2 }, reply: { text: "all done" }, times: 10 },
   ]);
   cleanups.push(() => model.close());
-  const prefix = "rsw";
   const h = await embeddedDaemon(
     {
       "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: coder\ndefaultModel: scripted\n`,
@@ -54,22 +58,23 @@ it("reply subjects and deliver subjects of a person's role write nothing into an
     for (const bucket of [...KV_BUCKETS, "runs"]) {
       // The same key as the agent's own snapshot, and one of the role's name in every bucket.
       const targets = [keyOf(bucket, role), `$KV.${prefix}_${bucket}.${runId}.${agentId}`];
-      for (const reply of targets) {
-        nc.publish(`$JS.API.STREAM.MSG.GET.${events}`, JSON.stringify({ seq: 1 }), { reply });
-        nc.publish(`$JS.API.DIRECT.GET.${events}`, JSON.stringify({ seq: 1 }), { reply });
-      }
+      for (const reply of targets)
+        for (const api of APIS) {
+          nc.publish(`${api}.STREAM.MSG.GET.${events}`, JSON.stringify({ seq: 1 }), { reply });
+          nc.publish(`${api}.DIRECT.GET.${events}`, JSON.stringify({ seq: 1 }), { reply });
+        }
     }
-    nc.publish(`$JS.API.STREAM.MSG.GET.${events}`, JSON.stringify({ seq: 1 }), { reply: forged(role) });
-    // A push consumer of the whole event log, delivering onto the agent's snapshot key.
-    const jsm = await jetstreamManager(nc);
-    await jsm.consumers
-      .add(events, {
+    for (const api of APIS) {
+      nc.publish(`${api}.STREAM.MSG.GET.${events}`, JSON.stringify({ seq: 1 }), { reply: forged(role) });
+      // A push consumer of the whole event log, delivering onto the agent's snapshot key.
+      const config = {
         deliver_subject: keyOf("snapshots", role),
         ack_policy: AckPolicy.None,
         deliver_policy: DeliverPolicy.All,
         inactive_threshold: 5_000_000_000,
-      })
-      .catch(() => {});
+      };
+      nc.publish(`${api}.CONSUMER.CREATE.${events}`, JSON.stringify({ stream_name: events, config }));
+    }
     await nc.flush();
   }
   await new Promise((r) => setTimeout(r, 500));

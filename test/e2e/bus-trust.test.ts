@@ -165,10 +165,10 @@ describe("the embedded default", () => {
     expect(printed.code).toBe(0);
     expect(printed.stdout).toBe(readFileSync(roleSeedFile(s.data, "observer"), "utf8"));
     const server = await s.troupe(["credentials", "--server-config"]);
-    // Two accounts: the daemon's and the workers', and the people's (with the daemon's views key).
+    // Two accounts: the daemon's and the workers', and the people's.
     expect(server.stdout).toMatch(/^accounts \{\n {2}"\w+_hosts": \{\n/);
     expect(server.stdout).toMatch(/\n {2}"\w+_users": \{\n/);
-    expect(server.stdout.match(/nkey: "U[A-Z2-7]{55}"/g)).toHaveLength(ROLES.length + 1);
+    expect(server.stdout.match(/nkey: "U[A-Z2-7]{55}"/g)).toHaveLength(ROLES.length);
 
     const done = await s.troupe(["run", "--json", "Say hello"]);
     expect(done.code).toBe(0);

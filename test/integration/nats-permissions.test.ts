@@ -55,6 +55,7 @@ const as = (role: Role) =>
     prefix,
     nkeySeedFile: roleSeedFile(dir, role),
     inboxPrefix: roleInbox(prefix, role),
+    role,
     log: silentLogger,
   });
 const event = (seq: number, runId = "r1") =>
@@ -147,10 +148,20 @@ describe("NATS roles", () => {
       return request;
     });
     await daemon.flush();
+    // A person's role may make no consumer at all (it reads by gets)…
     const observer = await as("observer");
-    const jsm = await jetstreamManager(observer.connection, { checkAPI: false });
-    // NATS 2.9 has no permission on a consumer's deliver subject or durability: the server takes
-    // these consumers, and delivers the log's events onto control subjects…
+    await expect(
+      (await jetstreamManager(observer.connection, { checkAPI: false })).consumers.add(
+        daemon.subjects.eventStream,
+        { deliver_subject: daemon.subjects.control("r1", "a1", "abort"), ack_policy: "none" as never },
+      ),
+    ).rejects.toThrow(/Permissions Violation/);
+    await observer.close();
+    // …a worker may (it reads the log as the daemon does). NATS 2.9 has no permission on a
+    // consumer's deliver subject or durability: the server takes these consumers, and delivers the
+    // log's events onto control subjects…
+    const worker = await as("worker");
+    const jsm = await jetstreamManager(worker.connection, { checkAPI: false });
     for (const [name, command] of [
       [undefined, "abort"],
       ["evil", "steer"],
@@ -165,7 +176,7 @@ describe("NATS roles", () => {
     await waitFor("the redirected deliveries dropped", () => daemon.stats.malformed >= 4);
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(heard).toEqual([]);
-    await observer.close();
+    await worker.close();
     await daemon.close();
   });
 
@@ -339,7 +350,14 @@ describe("NATS roles", () => {
     const approver = await as("approver");
     const answers = await approver.kv("answers");
     await answers.create("r4.a.c1.req.mine", { planted: true });
-    await expect(answers.get("r4.a.c1.req.mine")).rejects.toThrow(/Permissions Violation/);
+    expect(() => answers.get("r4.a.c1.req.mine")).toThrow(/written blind/);
+    // Nor by asking the server itself.
+    await expect(
+      approver.connection.request(
+        `$JS.API.DIRECT.GET.KV_${prefix}_answers.$KV.${prefix}_answers.r4.a.c1.req.mine`,
+        "",
+      ),
+    ).rejects.toThrow(/Permissions Violation/);
     const daemon = await as("daemon");
     expect((await (await daemon.kv("answers")).get("r4.a.c1.req.mine"))?.value).toEqual({ planted: true });
     await approver.close();
