@@ -357,7 +357,10 @@ export async function measureOverhead(
       { name: "d′: the daemon's runtime on NATS, in process", once: durable.once },
       { name: "e: durable floor (a + a request, an acked append per turn)", once: floor.once },
       { name: "d″: d with the client in a process of its own, as troupe run is", once: client.run },
-      { name: "d‴: d on the default server (TLS, two accounts, the client reading by gets)", once: secured.once },
+      {
+        name: "d‴: d on the default server (TLS, two accounts, the client reading by gets)",
+        once: secured.once,
+      },
     ]);
   } finally {
     for (const close of closing.reverse()) await close();
