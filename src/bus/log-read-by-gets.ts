@@ -1,6 +1,7 @@
 import type { StoredMsg } from "@nats-io/jetstream";
-import type { LoggedEvent, ReadOptions } from "./bus.js";
+import { BusClosedError, type LoggedEvent, type ReadOptions } from "./bus.js";
 import { EventFilter } from "./event-filter.js";
+import { GIVE_UP_MS } from "./log-read-state.js";
 import { type LogReaderParts, readLog } from "./nats-log-reader.js";
 
 /** A read by gets that has reached the log's end and follows it looks again at the latest this often. */
@@ -34,14 +35,17 @@ async function* readByGets(parts: LogReaderParts, options: ReadOptions): AsyncGe
   let wake: (() => void) | undefined;
   const live = options.follow ? connection.subscribe(wanted, { callback: () => wake?.() }) : undefined;
   try {
-    let seq = options.from === "now" ? (await jsm.streams.info(stream)).state.last_seq + 1 : 1;
+    let seq =
+      options.from === "now"
+        ? (await riding(() => jsm.streams.info(stream), options.signal)).state.last_seq + 1
+        : 1;
     while (!options.signal?.aborted) {
       // A stream's own get (2.9 takes `next_by_subj` there too): its answer comes from the JetStream
       // API, not from the stream, to the asker's reply subject in the asker's account.
-      const msg: StoredMsg | null = await jsm.streams.getMessage(stream, {
-        seq,
-        next_by_subj: wanted,
-      } as never);
+      const msg: StoredMsg | null = await riding(
+        () => jsm.streams.getMessage(stream, { seq, next_by_subj: wanted } as never),
+        options.signal,
+      );
       if (!msg) {
         if (!live) return;
         await new Promise<void>((resolve) => {
@@ -79,4 +83,30 @@ async function* readByGets(parts: LogReaderParts, options: ReadOptions): AsyncGe
   } finally {
     live?.unsubscribe();
   }
+}
+
+/**
+ * A request made again while the server is away or between leaders (a node of a cluster lost, the
+ * connection coming back), as a consumer would be made again: the read fails when it has failed for
+ * GIVE_UP_MS in a row, or at once for what asking again would not mend (a refusal, a closed bus).
+ */
+async function riding<T>(request: () => Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  const since = Date.now();
+  for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
+    try {
+      return await request();
+    } catch (error) {
+      if (signal?.aborted || !passing(error) || Date.now() - since > GIVE_UP_MS) throw error;
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
+}
+
+function passing(error: unknown): boolean {
+  if (error instanceof BusClosedError) return false;
+  const text = `${(error as Error)?.name} ${(error as Error)?.message} ${String((error as Error)?.cause ?? "")}`;
+  return (
+    /timeout|timed out|disconnect|connection|no responders|503|temporarily unavailable|leader/i.test(text) &&
+    !/Permission|closed/i.test(text)
+  );
 }
