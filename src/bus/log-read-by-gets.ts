@@ -1,4 +1,4 @@
-import type { StoredMsg } from "@nats-io/jetstream";
+import { JetStreamApiCodes, JetStreamApiError, type StoredMsg } from "@nats-io/jetstream";
 import { BusClosedError, type LoggedEvent, type ReadOptions } from "./bus.js";
 import { EventFilter } from "./event-filter.js";
 import { GIVE_UP_MS } from "./log-read-state.js";
@@ -35,16 +35,24 @@ async function* readByGets(parts: LogReaderParts, options: ReadOptions): AsyncGe
   let wake: (() => void) | undefined;
   const live = options.follow ? connection.subscribe(wanted, { callback: () => wake?.() }) : undefined;
   try {
+    // As a consumer's read: one that cannot open fails at once (its caller says so and tries again),
+    // one under way rides out the server away (`riding`).
+    let opened = false;
+    const ask = async <T>(request: () => Promise<T>): Promise<T> => {
+      const answer = opened ? await riding(request, options.signal) : await request();
+      opened = true;
+      return answer;
+    };
+    // No stream yet (no daemon has made it) holds no event yet: a follower looks again.
     let seq =
       options.from === "now"
-        ? (await riding(() => jsm.streams.info(stream), options.signal)).state.last_seq + 1
+        ? ((await ask(() => jsm.streams.info(stream).catch(noStream)))?.state.last_seq ?? 0) + 1
         : 1;
     while (!options.signal?.aborted) {
       // A stream's own get (2.9 takes `next_by_subj` there too): its answer comes from the JetStream
       // API, not from the stream, to the asker's reply subject in the asker's account.
-      const msg: StoredMsg | null = await riding(
-        () => jsm.streams.getMessage(stream, { seq, next_by_subj: wanted } as never),
-        options.signal,
+      const msg: StoredMsg | null = await ask(() =>
+        jsm.streams.getMessage(stream, { seq, next_by_subj: wanted } as never).catch(noStream),
       );
       if (!msg) {
         if (!live) return;
@@ -83,6 +91,11 @@ async function* readByGets(parts: LogReaderParts, options: ReadOptions): AsyncGe
   } finally {
     live?.unsubscribe();
   }
+}
+
+function noStream(error: unknown): null {
+  if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound) return null;
+  throw error;
 }
 
 /**

@@ -27,7 +27,7 @@ import { ensureBucketStream, type StorageSettings } from "./nats-streams.js";
 const encoder = new TextEncoder();
 
 /** A watch that can have no consumer reads its keys again this often. */
-const POLL_MS = 500;
+const POLL_MS = 250;
 
 /** How long one KV read waits for its answer before it is asked again. */
 const KV_ATTEMPT_MS = 2000;

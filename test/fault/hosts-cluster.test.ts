@@ -53,14 +53,16 @@ it("the cluster of docs/deploy.md forms across hosts from deploy/nats/cluster.co
       child.once("exit", (code) => done({ code, out }));
     });
   // From the observer's host, with the observer's seed: JetStream answers through each node once the
-  // three have elected a meta leader.
+  // three have elected a meta leader (the people's account reaches the hosts' streams' info under
+  // their API prefix: no stream yet is an answer too).
   const seed = readFileSync(roleSeedFile(data, "observer"), "utf8").trim();
   const askJetStream = (url: string) => `
     import { connect, nkeyAuthenticator } from "@nats-io/transport-node";
     import { jetstreamManager } from "@nats-io/jetstream";
     const nc = await connect({ servers: ${JSON.stringify(url)}, authenticator: nkeyAuthenticator(new TextEncoder().encode(process.env.SEED)), inboxPrefix: "_INBOX_troupe.observer", timeout: 2000 });
     const info = nc.info;
-    await (await jetstreamManager(nc, { timeout: 2000 })).getAccountInfo().then(() => console.log("js ok"), (e) => console.log("js " + e.message));
+    const jsm = await jetstreamManager(nc, { timeout: 2000, checkAPI: false, apiPrefix: "$JS.troupe_hosts.API" });
+    await jsm.streams.info("TROUPE_EVENTS").then(() => console.log("js ok"), (e) => console.log(/stream not found/.test(e.message) ? "js ok" : "js " + e.message));
     console.log("on " + info.server_name + " of " + info.cluster);
     await nc.close();`;
   for (const [i, url] of urls.entries()) {

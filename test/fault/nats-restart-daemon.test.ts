@@ -163,7 +163,7 @@ it("a client started while NATS and the daemon are down waits for them, submits 
   await waitFor("the client waiting for a daemon", () => client.stderr().includes("waiting up to"), 10_000);
   const daemon = troupe(["daemon"]);
   await waitFor("the daemon", () => daemon.stderr().includes("troupe daemon ready"), 15_000);
-  expect(await client.exit).toBe(0);
+  expect(await client.exit, client.stderr()).toBe(0);
   expect(client.stdout().trim().split("\n").at(-1)).toContain('"agent.stopped"');
   expect(readFileSync(join(dir, "ledger.txt"), "utf8")).toBe("once\n");
   expect(client.stderr()).toMatch(
