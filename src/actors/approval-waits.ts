@@ -24,7 +24,7 @@ export class ApprovalWaits {
   /** Why no more people are waited for, once `maxWaitMs` is used up. */
   spent(): string | undefined {
     if (this.maxWaitMs === undefined || this.waited() < this.maxWaitMs) return undefined;
-    return `the agent's time for waiting on people (maxWaitMs ${this.maxWaitMs}) is used up, so the call was denied without an answer; do without it, or say in your answer what you needed`;
+    return `nobody answered within the time the agent may wait for people (maxWaitMs ${this.maxWaitMs}); go on without this call`;
   }
 
   /**

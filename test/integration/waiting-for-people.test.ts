@@ -128,12 +128,12 @@ describe("waiting for people", () => {
         callId: asked[0]?.callId,
         approved: false,
         by: "maxWaitMs",
-        reason: expect.stringContaining("time for waiting on people (maxWaitMs 300) is used up"),
+        reason: expect.stringContaining("the time the agent may wait for people (maxWaitMs 300)"),
       },
     ]);
     const results = server.requests[1]?.body.messages.filter((m) => m.role === "tool") ?? [];
     expect(results).toHaveLength(2);
-    for (const result of results) expect(result.content).toContain("(maxWaitMs 300) is used up");
+    for (const result of results) expect(result.content).toContain("wait for people (maxWaitMs 300)");
   });
 
   it("closes a request its agent stops waiting on, saying why in the log before the agent's last word", async () => {
