@@ -2,10 +2,14 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { Runtime } from "../../src/actors/runtime.js";
+import { findApproval } from "../../src/approvals/answer-approval.js";
 import type { ApprovalAnswer, ApprovalRequest, Approver } from "../../src/approvals/approver.js";
+import { BusApprover } from "../../src/approvals/bus-approver.js";
 import type { AgentEvent } from "../../src/events/agent-events.js";
+import { silentLogger } from "../../src/log.js";
 import { countTextTokens } from "../../src/model/tokens.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { answerRef, newIdentity, trusting } from "../support/approvers.js";
 import { type BusUnderTest, natsBus } from "../support/buses.js";
 import { tempTree } from "../support/cli.js";
 import { testConfig } from "../support/config.js";
@@ -134,6 +138,31 @@ describe("waiting for people", () => {
     const results = server.requests[1]?.body.messages.filter((m) => m.role === "tool") ?? [];
     expect(results).toHaveLength(2);
     for (const result of results) expect(result.content).toContain("wait for people (maxWaitMs 300)");
+  });
+
+  it("closes the request on the bus when maxWaitMs runs out, so an answer that comes later is told so", async () => {
+    server.script(
+      { match: { turn: 1 }, reply: { toolCalls: [WRITE] } },
+      { match: { turn: 2 }, reply: { text: "could not write" } },
+    );
+    const alice = newIdentity("alice");
+    const approver = new BusApprover(nats.bus, 60_000, trusting(alice), silentLogger);
+    const rt = await runtime(approver, { maxWaitMs: 300 });
+    const handle = rt.start({ task: "Write hello into notes.md", approval: "ask" });
+    expect(await handle.done).toMatchObject({ reason: "done" });
+    const record = await findApproval(nats.bus, "call_1_0");
+    expect(record).toMatchObject({
+      status: "closed",
+      reason: expect.stringContaining("the time the agent may wait for people (maxWaitMs 300)"),
+    });
+    const late = await answerRef(
+      nats.bus,
+      alice,
+      { runId: handle.runId, agentId: handle.agentId, callId: "call_1_0" },
+      { approved: true },
+    );
+    expect(late.outcome).toBe("closed");
+    expect(readFileSync(join(ws, "notes.md"), "utf8")).toBe("old\n");
   });
 
   it("closes a request its agent stops waiting on, saying why in the log before the agent's last word", async () => {
