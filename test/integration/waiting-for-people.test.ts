@@ -1,6 +1,8 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { ToolJournal } from "../../src/actors/agent-store.js";
+import { historyFromLog } from "../../src/actors/log-history.js";
 import { Runtime } from "../../src/actors/runtime.js";
 import { findApproval } from "../../src/approvals/answer-approval.js";
 import type { ApprovalAnswer, ApprovalRequest, Approver } from "../../src/approvals/approver.js";
@@ -93,6 +95,13 @@ describe("waiting for people", () => {
     // What it waited is kept in its snapshot (for maxWaitMs, across a restart).
     const snapshot = handle.snapshot() as { context: { waitedMs: number } };
     expect(snapshot.context.waitedMs).toBeGreaterThanOrEqual(2000);
+    // An agent rebuilt from the log (its snapshot lost) is not charged the wait either.
+    const journal = await ToolJournal.open(nats.bus);
+    const history = await historyFromLog(nats.bus, journal, handle.runId, handle.agentId);
+    const events = await eventsOf(handle.runId);
+    const span = (events.at(-1)?.ts ?? 0) - (events[0]?.ts ?? 0);
+    expect(history?.waitedMs).toBeGreaterThanOrEqual(2000);
+    expect(history?.elapsedMs).toBe(span - (history?.waitedMs ?? 0));
   });
 
   it("is not charged to a resumed agent either: its wall goes on from the time it had worked", async () => {
