@@ -1,7 +1,9 @@
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { uniquePrefix } from "../../src/bus/subjects.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { runTroupe, TROUPE_BIN, tempTree } from "../support/cli.js";
+import { embeddedDaemon } from "../support/embedded-daemon.js";
 import { Tmux } from "../support/tmux.js";
 import { waitFor } from "../support/wait.js";
 
@@ -113,5 +115,48 @@ describe("a question closed without an answer", () => {
       callId: "call_write",
       why: "the agent stopped (aborted) before anyone answered",
     });
+  }, 60_000);
+
+  it("on a daemon's run, the client's question gives way to the line saying the agent stopped", async () => {
+    const model = await ScriptedModelServer.start([
+      {
+        match: { turn: 1 },
+        reply: {
+          toolCalls: [
+            { name: "write_file", arguments: { path: "notes.md", content: "hi\n" }, id: "call_write" },
+          ],
+        },
+      },
+    ]);
+    cleanups.push(() => model.close());
+    const h = await embeddedDaemon(
+      {
+        "config/troupe.yaml": `nats:\n  prefix: ${uniquePrefix()}\ndefaultAgent: coder\ndefaultModel: scripted\n`,
+        "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [write_file]\n",
+      },
+      model.baseURL,
+      cleanups,
+    );
+    await h.start();
+    const tmux = Tmux.start(
+      [process.execPath, TROUPE_BIN, ...h.cfg, "run", "--approval", "ask", "Write hi"],
+      {
+        cwd: h.dir,
+        env: h.env,
+        columns: 160,
+        rows: 40,
+      },
+    );
+    cleanups.push(() => tmux.kill());
+    await waitFor("the question", () => tmux.screen().includes(QUESTION), 20_000);
+    const runs = await runTroupe([...h.cfg, "runs", "--json"], { cwd: h.dir, env: h.env });
+    const runId = /"(run-[^"]+)"/.exec(runs.stdout)?.[1] ?? "";
+    expect((await runTroupe([...h.cfg, "abort", runId], { cwd: h.dir, env: h.env })).code).toBe(0);
+    await waitFor("the closing line", () => tmux.history().includes("✗ closed without an answer"), 20_000);
+    const lines = screenLines(tmux);
+    expect(lines).toContain(
+      "  ✗ closed without an answer: the agent stopped (aborted) before anyone answered",
+    );
+    expect(lines.some((line) => line.startsWith(QUESTION))).toBe(false);
   }, 60_000);
 });
