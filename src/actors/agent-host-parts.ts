@@ -9,6 +9,7 @@ import { toolGate } from "./agent-hooks.js";
 import type { ResolvedAgentSettings } from "./agent-settings.js";
 import type { RecordFacts } from "./agent-snapshots.js";
 import { askEach, type toolView } from "./agent-tools.js";
+import type { ApprovalWaits } from "./approval-waits.js";
 import { Clearance } from "./clearance.js";
 import type { EventPublisher } from "./event-publisher.js";
 
@@ -29,9 +30,10 @@ export function clearanceOf(
     registry: ToolRegistry;
     tools: ReturnType<typeof toolView>;
     skills: ActiveSkills;
+    waits: ApprovalWaits;
   },
 ): Clearance {
-  const { runId, agentId, events, registry, tools, skills } = agent;
+  const { runId, agentId, events, registry, tools, skills, waits } = agent;
   return new Clearance(
     (calls, withTools) =>
       planCalls(calls, registry, withTools ? tools().allowed : new Set(), settings.policy, {
@@ -41,7 +43,7 @@ export function clearanceOf(
         preApproved: skills.preApproved,
         ...(withTools ? {} : { noToolsBecause: "this turn is for the final answer" }),
       }),
-    (calls, signal) => askEach(deps, events, { runId, agentId }, calls, signal),
+    (calls, signal) => askEach(deps, events, { runId, agentId }, calls, signal, waits),
   );
 }
 
@@ -99,9 +101,8 @@ export async function closeApprovals(
   approver: Approver,
   log: Logger,
   agent: { runId: string; agentId: string },
-  reason: string,
+  why: string,
 ): Promise<void> {
-  const why = `the agent stopped (${reason}) before anyone answered`;
   await approver
     .close?.({ runId: agent.runId, agentId: agent.agentId }, why)
     .catch((error: Error) => log.warn({ err: error.message }, "could not close its approvals"));

@@ -22,11 +22,12 @@ import { type ResolvedAgentSettings, resolveAgentSettings } from "./agent-settin
 import { type AgentActor, reportSnapshots, SnapshotWriter } from "./agent-snapshots.js";
 import { eventsUntilStopped, PLAN_NOTE } from "./agent-stream.js";
 import { catalogueFor, skillDirsFor, toolView } from "./agent-tools.js";
+import { ApprovalWaits } from "./approval-waits.js";
 import { EventPublisher } from "./event-publisher.js";
-import { armWall } from "./hosted-machine.js";
 import { REBUILT_NOTE } from "./log-history.js";
 import { newAgentId } from "./run-ids.js";
 import { subagentTools } from "./subagents.js";
+import { keepTime, WallClock } from "./wall-clock.js";
 
 const NOTHING_SPENT = { usage: ZERO_USAGE, toolCalls: 0 };
 
@@ -54,7 +55,9 @@ export class AgentHost implements AgentHandle {
   readonly #command: (command: AgentCommand) => void;
   readonly #approver: Approver;
   readonly #deps: AgentDeps;
-  #disarmWall = () => {};
+  readonly #clock: WallClock;
+  readonly #waits: ApprovalWaits;
+  #stopClock = () => {};
   #released = false;
   #movedAway = () => {};
 
@@ -86,9 +89,20 @@ export class AgentHost implements AgentHandle {
         epoch: options.epoch ?? 0,
       },
     );
-    const startedAt = Date.now() - (restore?.elapsedMs ?? 0);
+    // The wall counts the time worked, from what a resumed agent had worked and waited before.
+    this.#clock = new WallClock(
+      this.#settings.budget.maxWallMs,
+      {
+        workedMs: restore?.elapsedMs ?? 0,
+        waitedMs: restore ? persistedFacts(restore.snapshot).waitedMs : 0,
+      },
+      (moment) => this.#actor.send({ type: moment }),
+    );
+    this.#waits = new ApprovalWaits(this.#events, this.#settings.budget.maxWaitMs, () =>
+      this.#clock.waitedMs(),
+    );
     // Tools, clearance and actors.
-    const { actors, skills } = this.#actorsOf(options, startedAt);
+    const { actors, skills } = this.#actorsOf(options);
     // The actor.
     const input = this.#inputOf(options);
     const snapshot = options.rebuilt
@@ -105,7 +119,7 @@ export class AgentHost implements AgentHandle {
       events: this.#events,
       redactor: deps.redactor,
       facts: recordFacts(options, this.#settings, this.agentId),
-      startedAt,
+      workedMs: () => this.#clock.workedMs(),
       moved: () => this.#stop("moved"),
     });
     this.done = reportSnapshots(this.#actor, {
@@ -116,13 +130,14 @@ export class AgentHost implements AgentHandle {
       changed: () => this.#writer.save(),
       stopped: (reason) => this.#stop({ finished: reason }),
     });
-    this.#disarmWall = begin(this.#actor, options, {
+    begin(this.#actor, options, {
       settings: this.#settings,
       events: this.#events,
       log: this.#log,
       skills,
       workspace: deps.workspace,
     });
+    this.#stopClock = keepTime(this.#actor, this.#clock);
   }
 
   steer(text: string): void {
@@ -159,10 +174,15 @@ export class AgentHost implements AgentHandle {
     if (!this.#released) {
       this.#released = true;
       this.#control.unsubscribe();
-      this.#disarmWall();
+      this.#stopClock();
       this.#unhost();
     }
-    if (typeof how === "object") return closeApprovals(this.#approver, this.#log, this, how.finished);
+    if (typeof how === "object") {
+      // Said before the agent's last word, so whoever follows the run hears why its question closed.
+      const why = `the agent stopped (${how.finished}) before anyone answered`;
+      this.#waits.closeAll(why);
+      return closeApprovals(this.#approver, this.#log, this, why);
+    }
     if (how === "moved") {
       this.#log.warn("another host took this agent over: let go of it here, saying nothing more");
       this.#events.silence();
@@ -195,16 +215,13 @@ export class AgentHost implements AgentHandle {
   }
 
   /** The actors the agent's machine invokes, with the tools, subagents and skills they work with. */
-  #actorsOf(options: StartAgentOptions, startedAt: number): { actors: AgentActors; skills: ActiveSkills } {
+  #actorsOf(options: StartAgentOptions): { actors: AgentActors; skills: ActiveSkills } {
     const deps = this.#deps;
     const settings = this.#settings;
     const { definition, runId, restore } = options;
     const { agentId } = this;
     const events = this.#events;
-    const own = [
-      ...this.#childTools(definition, startedAt),
-      ...(deps.moduleTools?.get(definition.name) ?? []),
-    ];
+    const own = [...this.#childTools(definition), ...(deps.moduleTools?.get(definition.name) ?? [])];
     const registry = own.length > 0 ? deps.tools.with(own) : deps.tools;
     const tools = toolView(
       [...definition.tools, ...own.map((tool) => tool.name)],
@@ -215,7 +232,15 @@ export class AgentHost implements AgentHandle {
       (tool) => tools().allowed.has(tool),
       (data) => events.emit("skill.loaded", data),
     );
-    const clearance = clearanceOf(deps, settings, { runId, agentId, events, registry, tools, skills });
+    const clearance = clearanceOf(deps, settings, {
+      runId,
+      agentId,
+      events,
+      registry,
+      tools,
+      skills,
+      waits: this.#waits,
+    });
     const actors = new AgentActors({
       models: deps.models,
       ...(deps.agentHooks ? { hooks: deps.agentHooks } : {}),
@@ -251,7 +276,7 @@ export class AgentHost implements AgentHandle {
    * The subagent tools of the agent: each asks the runtime's spawner for a child (on a worker when
    * one takes it, else in this process) and charges what it spends to this agent's machine.
    */
-  #childTools(definition: AgentDefinition, startedAt: number) {
+  #childTools(definition: AgentDefinition) {
     const deps = this.#deps;
     const { runId } = this;
     const defaults = deps.config.defaults.budget;
@@ -268,7 +293,7 @@ export class AgentHost implements AgentHandle {
         budget: this.#settings.budget,
         limits: deps.limits,
         events: this.#events,
-        startedAt,
+        workedMs: () => this.#clock.workedMs(),
         // The tools run inside the actor, so it exists by the time either is called.
         spent: () => (this.#actor ? totalSpend(this.#actor.getSnapshot().context) : NOTHING_SPENT),
         charge: (delta) => this.#actor.send({ type: "CHILD_SPENT", ...delta }),
@@ -294,8 +319,7 @@ function refusingUnread(actor: AgentActor): (command: AgentCommand) => void {
 
 /**
  * Starts the actor: a new agent announces itself and takes its task (after the skill it starts
- * with); a resumed one goes on from its state, its wall armed on this host's clock. Returns what
- * disarms the wall.
+ * with); a resumed one goes on from its state.
  */
 function begin(
   actor: AgentActor,
@@ -307,7 +331,7 @@ function begin(
     skills: ActiveSkills;
     workspace: string;
   },
-): () => void {
+): void {
   const { restore, definition } = options;
   const { settings, events, log } = parts;
   if (restore) {
@@ -320,13 +344,9 @@ function begin(
       events.emit("agent.resumed", { state, ...(options.rebuilt ? { rebuilt: true as const } : {}) });
     // Rebuilt from the log: it is told so, and goes on.
     if (options.rebuilt) actor.send({ type: "START", task: REBUILT_NOTE });
-    const disarm =
-      actor.getSnapshot().status === "active"
-        ? armWall(settings.budget.maxWallMs, restore.elapsedMs, (type) => actor.send({ type }))
-        : () => {};
     // A reopened agent waits in idle: its follow-up is the task it starts again with.
     if (options.followUp !== undefined) actor.send({ type: "START", task: options.followUp });
-    return disarm;
+    return;
   }
   events.emit("agent.started", {
     name: definition.name,
@@ -340,5 +360,4 @@ function begin(
   actor.start();
   if (options.skill) parts.skills.loaded(options.skill);
   actor.send({ type: "START", task: options.skill ? withSkill(options.skill, options.task) : options.task });
-  return () => {};
 }

@@ -32,8 +32,8 @@ export class SnapshotWriter {
       events: EventPublisher;
       redactor: Redactor;
       facts: RecordFacts;
-      /** When the agent started, counting the time it had used before a resume. */
-      startedAt: number;
+      /** The time the agent has worked, counting what it had before a resume (waits for people left out). */
+      workedMs: () => number;
       /** Told once when a write conflicted (another host took the agent over); nothing more is written. */
       moved: () => void;
     },
@@ -72,7 +72,7 @@ export class SnapshotWriter {
       machineVersion: AGENT_MACHINE_VERSION,
       ...this.parts.facts,
       nextSeq: this.parts.events.nextSeq,
-      elapsedMs: Date.now() - this.parts.startedAt,
+      elapsedMs: this.parts.workedMs(),
       snapshot: this.persisted(),
       done: this.actor.getSnapshot().status === "done",
     };

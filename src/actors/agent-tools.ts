@@ -8,6 +8,7 @@ import { type PlannedCall, parseArguments } from "../tools/plan.js";
 import type { BatchObserver } from "../tools/run-batch.js";
 import type { CallPreview, ToolRegistry } from "../tools/tool.js";
 import type { AgentDeps, ToolPlace } from "./agent-deps.js";
+import { type ApprovalWaits, WAIT_BUDGET } from "./approval-waits.js";
 import type { EventPublisher } from "./event-publisher.js";
 
 /* What an agent host derives from its tools: the tools it has now, the skills it may see, what an
@@ -144,16 +145,25 @@ export function requested(call: PlannedCall) {
   };
 }
 
-/** Asks the approver about each call in turn, publishing each request and its answer. */
+/**
+ * Asks the approver about each call in turn, publishing each request and its answer; once the
+ * agent's time for waiting on people is used up (`waits`), the calls left are denied unasked.
+ */
 export async function askEach(
   deps: PreviewDeps & Pick<AgentDeps, "approver" | "redactor">,
   events: EventPublisher,
   ids: { runId: string; agentId: string },
   calls: PlannedCall[],
   signal: AbortSignal,
+  waits: ApprovalWaits,
 ): Promise<ApprovalDecision[]> {
   const decisions: ApprovalDecision[] = [];
   for (const call of calls) {
+    const spent = waits.spent();
+    if (spent) {
+      decisions.push({ id: call.id, approved: false, by: WAIT_BUDGET, reason: spent });
+      continue;
+    }
     const preview = await previewOf(deps, call);
     const secret = unshowable(deps.redactor, [preview.detail, call.arguments, ...preview.paths]);
     if (secret) {
@@ -179,10 +189,16 @@ export async function askEach(
     };
     const { runId: _r, agentId: _a, tool, ...shown } = request;
     events.emit("approval.requested", { ...shown, name: tool });
-    const answer = await deps.approver.decide(request, signal, ({ why, by }) =>
-      events.emit("approval.rejected", { callId: call.id, why, ...(by ? { by } : {}) }),
+    const answer = await waits.bounded(
+      call.id,
+      (bounded) =>
+        deps.approver.decide(request, bounded, ({ why, by }) =>
+          events.emit("approval.rejected", { callId: call.id, why, ...(by ? { by } : {}) }),
+        ),
+      signal,
+      // The record is closed, so that no one answers a question the agent no longer waits on.
+      async (why) => deps.approver.close?.(ids, why),
     );
-    events.emit("approval.decided", { callId: call.id, ...answer });
     decisions.push({
       id: call.id,
       approved: answer.approved,

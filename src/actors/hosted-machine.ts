@@ -1,6 +1,5 @@
 import { type ActorOptions, type ActorSystem, type ActorSystemInfo, createActor, fromPromise } from "xstate";
 import { agentMachine } from "../machines/agent-machine.js";
-import { wallGraceMs } from "../machines/agent-rules.js";
 import type {
   ApprovalDecision,
   CompactionInput,
@@ -109,24 +108,3 @@ export class HostedMachines {
 
 /** The agent machine as a runtime provides it. */
 type AgentMachine = ReturnType<typeof agentMachine.provide>;
-
-/**
- * Arms a restored agent's wall on the host's clock: `reached` at `maxWallMs`, `passed` at its end of
- * grace, counting the `elapsedMs` it had used. Returns what disarms them.
- */
-export function armWall(
-  maxWallMs: number | undefined,
-  elapsedMs: number,
-  send: (type: "WALL_REACHED" | "WALL_PASSED") => void,
-): () => void {
-  if (maxWallMs === undefined) return () => {};
-  const reached = setTimeout(() => send("WALL_REACHED"), Math.max(0, maxWallMs - elapsedMs));
-  const passed = setTimeout(
-    () => send("WALL_PASSED"),
-    Math.max(0, maxWallMs + wallGraceMs(maxWallMs) - elapsedMs),
-  );
-  return () => {
-    clearTimeout(reached);
-    clearTimeout(passed);
-  };
-}

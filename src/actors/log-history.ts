@@ -24,8 +24,10 @@ export interface LogHistory {
   usage: Usage;
   turns: number;
   toolCalls: number;
-  /** From its start to its last event. */
+  /** From its start to its last event, less the time it waited for people. */
   elapsedMs: number;
+  /** The time it spent in `awaitingApproval`, waiting for people (to its last event, if it still waited). */
+  waitedMs: number;
   /** The last event's seq. */
   lastSeq: number;
   /** Its last event is an `agent.stopped`: it finished (and was not resumed since). */
@@ -59,6 +61,8 @@ export async function historyFromLog(
   let lastAt = 0;
   let lastSeq = -1;
   let stopped = false;
+  let waitedMs = 0;
+  let waitingSince: number | undefined;
   let text = "";
   let turn: { message: Extract<ChatMessage, { role: "assistant" }>; calls: number } | undefined;
   let messages: ChatMessage[] = [];
@@ -73,6 +77,9 @@ export async function historyFromLog(
       started = envelope.data;
       startedAt = envelope.ts;
       messages = [{ role: "user", content: envelope.data.task }];
+    } else if (isEvent(envelope, "state.changed")) {
+      if (waitingSince !== undefined) waitedMs += envelope.ts - waitingSince;
+      waitingSince = envelope.data.to === "awaitingApproval" ? envelope.ts : undefined;
     } else if (isEvent(envelope, "model.delta")) {
       text += envelope.data.text;
     } else if (isEvent(envelope, "model.completed")) {
@@ -102,13 +109,15 @@ export async function historyFromLog(
     }
   }
   if (!started) return undefined;
+  if (waitingSince !== undefined) waitedMs += lastAt - waitingSince;
   const withResults = await resultsOf(messages, previews, (callId) => journal.get(runId, agentId, callId));
   const children = await finishedChildAnswers(bus, runId, agentId, withResults);
   return {
     started,
     messages: placeAnswers(withResults, children),
     ...counts,
-    elapsedMs: Math.max(0, lastAt - startedAt),
+    elapsedMs: Math.max(0, lastAt - startedAt - waitedMs),
+    waitedMs,
     lastSeq,
     stopped,
   };
@@ -176,7 +185,7 @@ export async function recordFromLog(
 ): Promise<{ record: AgentRecord; rebuilt: RebuiltHistory } | undefined> {
   const history = await historyFromLog(bus, journal, runId, agentId);
   if (!history || (only.unfinished && history.stopped)) return undefined;
-  const { started, messages, usage, turns, toolCalls } = history;
+  const { started, messages, usage, turns, toolCalls, waitedMs } = history;
   const record: AgentRecord = {
     v: AGENT_RECORD_VERSION,
     machineVersion: AGENT_MACHINE_VERSION,
@@ -190,10 +199,10 @@ export async function recordFromLog(
     nextSeq: history.lastSeq + 1,
     elapsedMs: history.elapsedMs,
     // The machine's snapshot is made from `rebuilt` by the agent's host, with the system prompt.
-    snapshot: { context: { turns } },
+    snapshot: { context: { turns, waitedMs } },
     done: false,
   };
-  return { record, rebuilt: { messages, usage, turns, toolCalls } };
+  return { record, rebuilt: { messages, usage, turns, toolCalls, waitedMs } };
 }
 
 /**

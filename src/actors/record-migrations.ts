@@ -43,6 +43,16 @@ export const RECORD_MIGRATIONS: readonly RecordMigration[] = [
       return { ...record, machineVersion: 2 };
     },
   },
+  {
+    from: { v: 1, machine: 2 },
+    to: { v: 1, machine: 3 },
+    why: "the machine keeps the time it waited for people (waitedMs) in its context; a snapshot of machine 2 had waited none that it knew of",
+    migrate: (record) => {
+      const context = record.snapshot?.context;
+      if (context && context.waitedMs === undefined) context.waitedMs = 0;
+      return { ...record, machineVersion: 3 };
+    },
+  },
 ];
 
 const CURRENT: RecordVersion = { v: AGENT_RECORD_VERSION, machine: AGENT_MACHINE_VERSION };

@@ -38,8 +38,8 @@ export interface ParentSide {
   budget: Budget;
   limits: SubagentLimits;
   events: EventPublisher;
-  /** When the parent started (for its wall-time budget). */
-  startedAt: number;
+  /** The time the parent has worked (its wall-time budget's measure: waits for people left out). */
+  workedMs(): number;
   /** What the parent and its subtree have spent so far. */
   spent(): Spend;
   /** Charges a child's new spending to the parent, as it happens. */
@@ -186,9 +186,7 @@ export function carve(own: Budget, parent: ParentSide, siblings: Reservation[], 
     if (value !== undefined) budget[key] = Math.max(least, whole ? Math.floor(value) : value);
   }
   const wallLeft =
-    parent.budget.maxWallMs === undefined
-      ? undefined
-      : parent.budget.maxWallMs - (Date.now() - parent.startedAt);
+    parent.budget.maxWallMs === undefined ? undefined : parent.budget.maxWallMs - parent.workedMs();
   budget.maxWallMs = Math.max(1, Math.floor(smaller(own.maxWallMs, wallLeft) ?? DEFAULT_CHILD_WALL_MS));
   return budget;
 }

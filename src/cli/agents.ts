@@ -58,6 +58,7 @@ export function formatBudget(budget: Budget, defaulted: ReadonlySet<keyof Budget
     maxTokens: (n) => `${compact(n)} tokens`,
     maxToolCalls: (n) => `${n} tool calls`,
     maxWallMs: duration,
+    maxWaitMs: (n) => `${duration(n)} waiting`,
     maxCostUsd: (n) => `$${n}`,
   };
   const parts = BUDGET_KEYS.flatMap((key) => {

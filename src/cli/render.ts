@@ -149,6 +149,9 @@ export function humanRenderer(
           );
           break;
         }
+        case "approval.closed":
+          line(`${prefix}  ✗ closed without an answer: ${visible(envelope.data.why)}`);
+          break;
         case "approval.rejected": {
           const { why, by } = envelope.data;
           line(

@@ -138,8 +138,9 @@ export async function runViaDaemon(
       for (let next = await first; !next.done; next = await events.next()) {
         const envelope = next.value;
         reconnecting = false;
-        // Decided anywhere: the question here is withdrawn before the line that says by whom.
-        if (isEvent(envelope, "approval.decided")) asker?.cancel(envelope.data.callId);
+        // Decided anywhere, or closed unanswered: the question here is withdrawn before the line that says why.
+        if (isEvent(envelope, "approval.decided") || isEvent(envelope, "approval.closed"))
+          asker?.cancel(envelope.data.callId);
         renderer.event({ envelope });
         if (asker && isEvent(envelope, "approval.requested"))
           void answerHere(envelope).catch((error) => log.warn({ err: error }, "could not answer here"));

@@ -79,6 +79,9 @@ export function ttyApprover(
       }
     } catch (error) {
       if (stop.signal.aborted) throw new QuestionWithdrawnError(`${request.callId} was decided elsewhere`);
+      // No longer waited for (the agent stopped, its time for waiting ran out): the question is
+      // cleared, and the run's next line says why it closed.
+      if (signal.aborted) output.write("\r\x1b[K");
       throw error;
     } finally {
       asking = undefined;

@@ -23,6 +23,11 @@ export const budgetSchema = z.strictObject({
   maxToolCalls: positiveInt.optional(),
   /** Wall-clock time from start to stop: milliseconds, or a duration (`5m`, `90s`). */
   maxWallMs: millisecondsSchema.optional(),
+  /**
+   * Time spent waiting for people to answer approval requests, in all (not counted in maxWallMs):
+   * milliseconds or a duration. When it is used up, each call still waiting is denied, saying so.
+   */
+  maxWaitMs: millisecondsSchema.optional(),
   /** Spend from the price table, in US dollars. */
   maxCostUsd: z.number().positive().optional(),
 });
@@ -40,6 +45,7 @@ export const budgetDefaultsSchema = z.strictObject({
   maxTokens: positiveInt.nullable().default(null),
   maxToolCalls: positiveInt.nullable().default(null),
   maxWallMs: millisecondsSchema.nullable().default(DEFAULT_BUDGET.maxWallMs),
+  maxWaitMs: millisecondsSchema.nullable().default(null),
   maxCostUsd: z.number().positive().nullable().default(null),
 });
 export type BudgetDefaults = z.infer<typeof budgetDefaultsSchema>;

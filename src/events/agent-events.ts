@@ -27,6 +27,7 @@ const budget = z.object({
   maxTokens: z.number().optional(),
   maxToolCalls: z.number().optional(),
   maxWallMs: z.number().optional(),
+  maxWaitMs: z.number().optional(),
   maxCostUsd: z.number().optional(),
 });
 
@@ -161,13 +162,21 @@ export const agentEventSchemas = {
     /** Why it is asked, in Troupe's words, when the call would leave the sandbox. */
     escalation: z.string().optional(),
   }),
-  /** `by` is the approver whose signed answer decided it, checked by the host (or `timeout`, `policy`). */
+  /**
+   * `by` is the approver whose signed answer decided it, checked by the host (or `timeout`, `policy`,
+   * or `maxWaitMs`: the agent's time for waiting on people was used up).
+   */
   "approval.decided": z.object({
     callId: z.string(),
     approved: z.boolean(),
     reason: z.string().optional(),
     by: z.string(),
   }),
+  /**
+   * A request closed without an answer: its agent stopped (aborted, out of budget, …) while it
+   * waited. `why` says so; the call never ran. Every request ends with this or `approval.decided`.
+   */
+  "approval.closed": z.object({ callId: z.string(), why: z.string() }),
   /** An answer the host refused; the request stays pending. `by` is who it claimed to be from. */
   "approval.rejected": z.object({ callId: z.string(), why: z.string(), by: z.string().optional() }),
   /**

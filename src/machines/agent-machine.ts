@@ -39,12 +39,10 @@ import { detectLoop } from "./loop-detection.js";
 /**
  * Bumped when the context or states change; stored with every snapshot. A snapshot of an earlier
  * version is brought up to this one by a migration (src/actors/record-migrations.ts), with a stored
- * fixture of it in test/fixtures/records/. 2: `onToolError` is always in the context.
+ * fixture of it in test/fixtures/records/. 2: `onToolError` is always in the context. 3: `waitedMs`
+ * (time waited for people) is.
  */
-export const AGENT_MACHINE_VERSION = 2;
-
-/** setTimeout's ceiling: a budget with no wall-time limit never fires. */
-const NO_WALL_LIMIT_MS = 2 ** 31 - 1;
+export const AGENT_MACHINE_VERSION = 3;
 
 /** An actor the host provides (`machine.provide`), typed here so the machine's table reads its output typed. */
 const notProvided = <Output, Input>(name: string) =>
@@ -64,9 +62,9 @@ const thrown = ({ event }: { event: { error: unknown } }): unknown => event.erro
 /**
  * One agent's lifecycle (DESIGN.md): idle → callingModel ⇄ (awaitingApproval →) executingTools,
  * with compacting before a model call when the context is too full, until stopped. Pure: the model
- * call, the approval wait, the tool batch and compaction are actors the host provides, and the
- * only clock is XState's (the wall-time budget is two delays: at the wall a last call for the answer,
- * past its grace a stop).
+ * call, the approval wait, the tool batch and compaction are actors the host provides, and it has
+ * no clock: the wall-time budget is two moments its host tells it (at the wall a last call for the
+ * answer, past its grace a stop), counted on a clock that stands still while a person is waited for.
  */
 export const agentMachine = setup({
   types: {
@@ -110,16 +108,6 @@ export const agentMachine = setup({
       !context.compactedForError && error instanceof Error && error.name === "ContextLengthExceededError",
     hasWallLimit: ({ context }) => context.budget.maxWallMs !== undefined && context.finalizing === null,
     wallLimited: ({ context }) => context.budget.maxWallMs !== undefined,
-  },
-  delays: {
-    wallBudget: ({ context }) =>
-      context.budget.maxWallMs === undefined
-        ? NO_WALL_LIMIT_MS
-        : Math.max(0, context.budget.maxWallMs - context.elapsedMs),
-    wallHardStop: ({ context }) =>
-      context.budget.maxWallMs === undefined
-        ? NO_WALL_LIMIT_MS
-        : Math.max(0, context.budget.maxWallMs + wallGraceMs(context.budget.maxWallMs) - context.elapsedMs),
   },
   actions: {
     addTask: assign({
@@ -209,6 +197,10 @@ export const agentMachine = setup({
       batch: [],
     })),
     markContextRetry: assign({ compactedForError: true }),
+    addWait: assign({
+      waitedMs: ({ context, event }) =>
+        event.type === "WAITED" ? context.waitedMs + event.ms : context.waitedMs,
+    }),
     chargeChild: assign({
       children: ({ context, event }) =>
         event.type === "CHILD_SPENT"
@@ -257,6 +249,7 @@ export const agentMachine = setup({
     budget: input.budget,
     onToolError: input.onToolError ?? "continue",
     elapsedMs: input.elapsedMs ?? 0,
+    waitedMs: 0,
     messages: [{ role: "system", content: input.systemPrompt }],
     steering: [],
     followUps: [],
@@ -277,14 +270,11 @@ export const agentMachine = setup({
     FOLLOW_UP: { guard: "roomUnread", actions: "queueFollowUp" },
     ABORT: { target: ".stopped", actions: "stopAborted" },
     CHILD_SPENT: { actions: "chargeChild" },
-    // The wall's two delays, sent by the host of a restored agent (its delays are not in its snapshot).
+    WAITED: { actions: "addWait" },
+    // The wall is soft first (a last call for the answer), then hard: past its grace the run stops.
+    // Its host tells both moments, from the time the agent worked (waits for people left out).
     WALL_REACHED: { guard: "hasWallLimit", target: ".nextTurn", actions: "beginWallFinal" },
     WALL_PASSED: { guard: "wallLimited", target: ".cuttingOff" },
-  },
-  // The wall is soft first (a last call for the answer), then hard: past its grace the run stops.
-  after: {
-    wallBudget: { guard: "hasWallLimit", target: ".nextTurn", actions: "beginWallFinal" },
-    wallHardStop: { guard: "wallLimited", target: ".cuttingOff" },
   },
   states: {
     idle: {

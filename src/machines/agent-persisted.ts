@@ -8,6 +8,8 @@ export interface PersistedFacts {
   turns: number;
   /** Its output, once it has stopped. */
   output: AgentOutput | undefined;
+  /** Time it had waited for people, in all. */
+  waitedMs: number;
 }
 
 /**
@@ -17,8 +19,8 @@ export interface PersistedFacts {
 export function persistedFacts(persisted: unknown): PersistedFacts {
   const { value, context, output } = persisted as {
     value?: unknown;
-    context?: { turns?: number };
+    context?: { turns?: number; waitedMs?: number };
     output?: AgentOutput;
   };
-  return { value, turns: context?.turns ?? 0, output };
+  return { value, turns: context?.turns ?? 0, output, waitedMs: context?.waitedMs ?? 0 };
 }

@@ -67,6 +67,8 @@ export interface RebuiltHistory {
   usage: AgentContext["usage"];
   turns: number;
   toolCalls: number;
+  /** Time it waited for people. */
+  waitedMs: number;
 }
 
 /**
@@ -85,6 +87,7 @@ export function rebuild(input: AgentInput, history: RebuiltHistory): Snapshot<un
       usage: history.usage,
       turns: history.turns,
       toolCalls: history.toolCalls,
+      waitedMs: history.waitedMs,
     },
   });
   return agentMachine.getPersistedSnapshot(state);

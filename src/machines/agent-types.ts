@@ -16,7 +16,7 @@ export interface AgentInput {
   budget: Budget;
   /** `stop`: a tool that fails (a call that ran and returned not ok) stops the agent as failed. Default `continue`. */
   onToolError?: "stop" | "continue";
-  /** Wall time spent before this actor was (re)started, for a restored agent. */
+  /** Wall time worked before this actor was (re)started (waits for people left out). */
   elapsedMs?: number;
 }
 
@@ -41,6 +41,8 @@ export interface AgentContext extends Required<Omit<AgentInput, "systemPrompt">>
   nudgedForLoop: boolean;
   /** Set when the next model call is the last: no tools, then stop for this reason. */
   finalizing: "budget_exhausted" | "loop_detected" | null;
+  /** Time spent waiting for people to answer approval requests, in all (for `maxWaitMs`; not wall time). */
+  waitedMs: number;
   /** A context-length error was already answered by compacting once. */
   compactedForError: boolean;
   stop: AgentOutput | null;
@@ -106,10 +108,12 @@ export type AgentCommand =
   | { type: "FOLLOW_UP"; text: string }
   | { type: "ABORT"; reason?: string }
   /**
-   * The wall-time budget's two moments, for a restored agent: XState keeps delays out of a persisted
-   * snapshot, so its host arms them from the wall time the agent had used (a fresh agent's are delays).
+   * The wall-time budget's two moments, told by the host from the time the agent worked: its clock
+   * stands still while a person is waited for, and a resumed agent's starts from what it had used.
    */
   | { type: "WALL_REACHED" }
   | { type: "WALL_PASSED" }
+  /** A wait for people ended after this long (a delta): counted against `maxWaitMs`, not the wall. */
+  | { type: "WAITED"; ms: number }
   /** A subagent spent this much more (a delta): charged to this agent's budget. */
   | { type: "CHILD_SPENT"; usage: Usage; toolCalls: number };

@@ -80,12 +80,17 @@ describe("stored records of earlier versions", () => {
     expect(output?.result).toBe("wrote it");
     expect(readFileSync(join(ws, "notes.md"), "utf8")).toBe("hello\n");
     // Written back at this version, with what the older one left to a default now in its context.
-    type Stored = { v: number; machineVersion: number; snapshot: { context: { onToolError: string } } };
+    type Stored = {
+      v: number;
+      machineVersion: number;
+      snapshot: { context: { onToolError: string; waitedMs: number } };
+    };
     const key = `${record.runId}.${record.agentId}`;
     const stored = (await (await bus.kv("snapshots")).get<Stored>(key))?.value as Stored;
     expect(stored.v).toBe(AGENT_RECORD_VERSION);
     expect(stored.machineVersion).toBe(AGENT_MACHINE_VERSION);
     expect(stored.snapshot.context.onToolError).toBe("continue");
+    expect(stored.snapshot.context.waitedMs).toEqual(expect.any(Number));
   });
 
   it("refuses a record of a version no migration starts from, in one line, and runs nothing", async () => {
@@ -96,7 +101,7 @@ describe("stored records of earlier versions", () => {
     const error = await runtime.resume(record.runId, record.agentId, { as: "own-record" }).catch((e) => e);
     expect(error).toBeInstanceOf(IncompatibleRecordError);
     expect(error.message).toMatch(
-      /another version of Troupe \(record v1, machine v99; this one reads v1\/v2/,
+      /another version of Troupe \(record v1, machine v99; this one reads v1\/v3/,
     );
     expect(error.message).not.toMatch(/\n/);
     expect(server.requests).toHaveLength(0);

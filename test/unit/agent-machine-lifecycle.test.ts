@@ -168,13 +168,15 @@ describe("agent machine: reopen", () => {
     });
   });
 
-  it("reads a stored snapshot's state, model calls and output without the machine (persistedFacts)", async () => {
+  it("reads a stored snapshot's state, model calls, output and time waited without the machine (persistedFacts)", async () => {
     const { actor } = harness({ model: [text("the answer")] });
     actor.start();
+    actor.send({ type: "WAITED", ms: 1200 });
+    actor.send({ type: "WAITED", ms: 300 });
     actor.send({ type: "START", task: "begin" });
     const output = await finished(actor);
     const stored = JSON.parse(JSON.stringify(actor.getPersistedSnapshot()));
-    expect(persistedFacts(stored)).toEqual({ value: "stopped", turns: 1, output });
+    expect(persistedFacts(stored)).toEqual({ value: "stopped", turns: 1, output, waitedMs: 1500 });
     expect(persistedFacts(reopen(stored))).toMatchObject({ value: "idle", turns: 1 });
   });
 

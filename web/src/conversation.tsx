@@ -59,6 +59,8 @@ function ItemBody(props: { item: Item }) {
           {item.reason ? `: ${item.reason}` : ""}
         </p>
       );
+    case "closed":
+      return <p class="decision">Closed without an answer: {item.why}</p>;
     case "stopped":
       return (
         <div class="stopped">

@@ -17,6 +17,8 @@ export type Item =
       durationMs?: number;
     }
   | { kind: "approval"; callId: string; approved: boolean; by: string; reason?: string }
+  /** A request closed unanswered: its agent stopped while it waited. */
+  | { kind: "closed"; callId: string; why: string }
   | { kind: "stopped"; reason: string; result: string };
 
 /** A bar of the timeline: a model call, a tool call or a subagent, of one agent, from `start` to `end`. */
@@ -123,6 +125,9 @@ export class RunModel {
         });
         break;
       }
+      case "approval.closed":
+        items.push({ kind: "closed", callId: event.data.callId, why: event.data.why });
+        break;
       case "subagent.spawned": {
         const data = event.data;
         this.#begin(`${event.agentId}/sub/${data.childId}`, {
