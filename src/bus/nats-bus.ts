@@ -73,7 +73,7 @@ export class NatsBus implements Bus {
   ) {
     this.intake = new Intake(this.stats, logger);
     this.#publisher = new AckedPublisher(connection, inboxPrefix);
-    const byGets = PEOPLE_ROLES.has(role);
+    const byGets = BY_GETS.has(role);
     const reader = { connection, jsm, subjects, intake: this.intake, logger, inboxPrefix, byGets };
     this.eventLog = new NatsEventLog(this, reader, this.#publisher, appendTimeoutMs, logger);
   }
@@ -89,13 +89,13 @@ export class NatsBus implements Bus {
     // as appends are, while the connection comes back; one still starting JetStream (no responders)
     // is waited for a few seconds, a server without JetStream is not.
     const started = Date.now();
-    const byGets = PEOPLE_ROLES.has(options.role);
+    const byGets = BY_GETS.has(options.role);
     let jsm: JetStreamManager | undefined;
     for (let delay = 100; !jsm; delay = Math.min(delay * 2, 1000)) {
       try {
-        // A person's account has no JetStream of its own: only the hosts' streams' info and gets,
-        // imported (permissions.ts), and the streams are the daemon's to make.
-        if (byGets) jsm = await peoplesJetStream(nc, names);
+        // A reader by gets only looks: the streams are the daemon's to make (a person's account has no
+        // JetStream of its own, only the hosts' streams' info and gets, imported: permissions.ts).
+        if (byGets) jsm = await readersJetStream(nc, names);
         else {
           const manager = await jetstreamManager(nc);
           await ensureEventStream(manager, names, options.storage, logger);
@@ -214,7 +214,7 @@ export class NatsBus implements Bus {
     }
     if (!store) {
       store = openNatsKv(this.connection, this.jsm, this.#publisher, bucket, this.storage, this.logger, {
-        byGets: PEOPLE_ROLES.has(this.role),
+        byGets: BY_GETS.has(this.role),
       });
       store.catch(() => this.#buckets.delete(bucket));
       this.#buckets.set(bucket, store);
@@ -303,11 +303,12 @@ export class NatsBus implements Bus {
 }
 
 /**
- * JetStream as a person's role reaches it: on a server of one account (open, or an operator's own),
- * the streams' own API; with Troupe's two accounts, the people's account has no JetStream (its API
- * answers "not enabled") and reaches the hosts' streams' info and gets under `hostsApiPrefix`.
+ * JetStream as a reader by gets reaches it: a worker, and a person's role on a server of one account
+ * (open, or an operator's own), the streams' own API; with Troupe's two accounts, the people's
+ * account has no JetStream (its API answers "not enabled") and reaches the hosts' streams' info and
+ * gets under `hostsApiPrefix`.
  */
-async function peoplesJetStream(nc: NatsConnection, names: Subjects): Promise<JetStreamManager> {
+async function readersJetStream(nc: NatsConnection, names: Subjects): Promise<JetStreamManager> {
   const own = await jetstreamManager(nc, { checkAPI: false });
   if (await answersFor(own, names.eventStream)) return own;
   const hosts = await jetstreamManager(nc, { checkAPI: false, apiPrefix: hostsApiPrefix(names.prefix) });
@@ -335,6 +336,12 @@ async function answersFor(jsm: JetStreamManager, stream: string): Promise<boolea
  * account has no JetStream and imports only the hosts' streams' info and gets: permissions.ts).
  */
 const PEOPLE_ROLES = new Set<Role | undefined>(["client", "approver", "observer"]);
+
+/**
+ * The roles that read by the streams' info and gets only, never a consumer nor a direct get
+ * (permissions.ts, `readByGets`): every one but the daemon's.
+ */
+const BY_GETS = new Set<Role | undefined>([...PEOPLE_ROLES, "worker"]);
 
 function isNoResponders(error: unknown): boolean {
   if (error instanceof errors.NoRespondersError) return true;

@@ -53,9 +53,10 @@ export async function openNatsKv(
     ...(apiPrefix === undefined ? {} : { apiPrefix }),
   });
   if (byGets) {
-    // A person's role only looks: the bucket is the daemon's to make, and it is read by direct gets.
+    // A reader by gets (every role but the daemon's) leaves the bucket to the daemon to make.
     await jsm.streams.info(`KV_${bucket}`);
-    const kv = await new Kvm(js).open(bucket, { allow_direct: true });
+    // By the stream's get, not a direct get (permissions.ts, `readByGets`).
+    const kv = await new Kvm(js).open(bucket, { allow_direct: false });
     return new NatsKv(bucket, kv, jsm, publisher, retryMs, true);
   }
   await ensureBucketStream(jsm, bucket, storage, log);

@@ -36,14 +36,14 @@ export interface Permissions {
  */
 export const roleInbox = (prefix: string, role: Role) => `_INBOX_${prefix}.${role}`;
 
-/** A stream's JetStream API that only answers the asker: its info and its gets, by sequence or subject. */
+/**
+ * A stream's JetStream API that only answers the asker, in JSON of the API's own: its info and its
+ * gets, by sequence or subject. Not a direct get, nor a consumer: those send the stored message
+ * itself, headers and all, to a subject the asker names, and a stored `Nats-Request-Info` header
+ * sent onto `$JS.API.…` of an account with JetStream is carried out as that account's request.
+ */
 function readByGets(stream: string, api = "$JS.API"): string[] {
-  return [
-    `${api}.STREAM.INFO.${stream}`,
-    `${api}.STREAM.MSG.GET.${stream}`,
-    `${api}.DIRECT.GET.${stream}`,
-    `${api}.DIRECT.GET.${stream}.>`,
-  ];
+  return [`${api}.STREAM.INFO.${stream}`, `${api}.STREAM.MSG.GET.${stream}`];
 }
 
 /**
@@ -57,22 +57,10 @@ export function rolePermissions(role: Role, prefix = "troupe"): Permissions {
   const s = subjects(prefix);
   const kvStream = (name: BucketName) => `KV_${s.bucket(name)}`;
   const kvSubjects = (name: BucketName) => `$KV.${s.bucket(name)}.>`;
-  /** Read a stream: look it up, get messages, and ephemeral consumers (ordered or for KV keys and watches). */
-  const readStream = (stream: string) => [
-    `$JS.API.STREAM.INFO.${stream}`,
-    `$JS.API.STREAM.MSG.GET.${stream}`,
-    `$JS.API.DIRECT.GET.${stream}.>`,
-    `$JS.API.CONSUMER.CREATE.${stream}`,
-    `$JS.API.CONSUMER.CREATE.${stream}.>`,
-    `$JS.API.CONSUMER.INFO.${stream}.>`,
-    `$JS.API.CONSUMER.MSG.NEXT.${stream}.>`,
-    `$JS.API.CONSUMER.DELETE.${stream}.>`,
-  ];
-  const readBuckets = (...names: BucketName[]) => names.flatMap((name) => readStream(kvStream(name)));
-  // A person's role reads by gets only: a consumer's deliver subject is the requester's to name,
-  // and the server would send there, in the hosts' account, what the stream stores.
-  // On a server of one account they are the streams' own API; with Troupe's two, the hosts' imported.
-  const getFrom = (...streams: string[]) =>
+  // Every role but the daemon reads by gets only (readByGets says why): on a server of one account
+  // the streams' own API; with Troupe's two, a person's role reaches the hosts' through its import.
+  const getFrom = (...streams: string[]) => streams.flatMap((stream) => readByGets(stream));
+  const peopleGetFrom = (...streams: string[]) =>
     streams.flatMap((stream) => [...readByGets(stream), ...readByGets(stream, hostsApiPrefix(prefix))]);
   const jsBasics = ["$JS.API.INFO", "$JS.FC.>"];
   const inbox = (who: Role) => `${roleInbox(prefix, who)}.>`;
@@ -110,10 +98,10 @@ export function rolePermissions(role: Role, prefix = "troupe"): Permissions {
             events,
             s.allControls(),
             s.workSpawn(),
-            "$JS.ACK.>",
-            ...jsBasics,
-            ...readStream(s.eventStream),
-            ...readBuckets("snapshots", "journal", "approvals", "answers", "workers", "actors"),
+            ...getFrom(s.eventStream),
+            ...(["snapshots", "journal", "approvals", "answers", "workers", "actors"] as const).flatMap(
+              (name) => getFrom(kvStream(name)),
+            ),
             ...(["snapshots", "journal", "workers", "actors"] as const).map(kvSubjects),
           ],
           // It hosts subagents: it neither starts runs, nor asks for approvals, nor answers them.
@@ -129,7 +117,7 @@ export function rolePermissions(role: Role, prefix = "troupe"): Permissions {
           allow: [
             `${prefix}.api.>`,
             ...writeAnswers,
-            ...getFrom(s.eventStream, kvStream("approvals"), kvStream("workers")),
+            ...peopleGetFrom(s.eventStream, kvStream("approvals"), kvStream("workers")),
           ],
           deny: noAdmin,
         },
@@ -138,14 +126,14 @@ export function rolePermissions(role: Role, prefix = "troupe"): Permissions {
     case "approver":
       return {
         publish: {
-          allow: [...readVerbs, ...writeAnswers, ...getFrom(s.eventStream, kvStream("approvals"))],
+          allow: [...readVerbs, ...writeAnswers, ...peopleGetFrom(s.eventStream, kvStream("approvals"))],
           deny: noAdmin,
         },
         subscribe: { allow: [events, s.daemonBeat(), inbox("approver")] },
       };
     case "observer":
       return {
-        publish: { allow: [...readVerbs, ...getFrom(s.eventStream)], deny: noAdmin },
+        publish: { allow: [...readVerbs, ...peopleGetFrom(s.eventStream)], deny: noAdmin },
         subscribe: { allow: [events, s.daemonBeat(), inbox("observer")] },
       };
   }

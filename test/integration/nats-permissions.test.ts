@@ -73,15 +73,20 @@ const request = (callId: string) => ({
 });
 
 /**
- * As a worker: stores `value` (a string as it is, anything else as JSON) where it may write, then has
- * the server send it over `onto` as a direct get's reply: a write to a subject it may not publish on.
+ * Stores `value` (a string as it is, anything else as JSON) in the snapshots bucket, then has the
+ * server send it over `onto` as a direct get's reply. A worker's seed did this (a write to a subject
+ * it may not publish on); no role but the daemon's may ask a direct get now (permissions.ts,
+ * `readByGets`), so it is done with the daemon's seed, and what each host does with such a write
+ * stays checked as the second line it is.
  */
-async function serverWrites(worker: NatsBus, value: unknown, onto: string): Promise<void> {
+async function serverWrites(_worker: NatsBus, value: unknown, onto: string): Promise<void> {
+  const daemon = await as("daemon");
   const bytes = typeof value === "string" ? value : JSON.stringify(value);
-  await jetstream(worker.connection).publish(`$KV.${prefix}_snapshots.scratch`, bytes);
+  await jetstream(daemon.connection).publish(`$KV.${prefix}_snapshots.scratch`, bytes);
   const get = `$JS.API.DIRECT.GET.KV_${prefix}_snapshots.$KV.${prefix}_snapshots.scratch`;
-  worker.connection.publish(get, "", { reply: onto });
-  await worker.flush();
+  daemon.connection.publish(get, "", { reply: onto });
+  await daemon.flush();
+  await daemon.close();
 }
 
 /** Permission errors a connection hears from the server. */
@@ -148,19 +153,21 @@ describe("NATS roles", () => {
       return request;
     });
     await daemon.flush();
-    // A person's role may make no consumer at all (it reads by gets)…
-    const observer = await as("observer");
-    await expect(
-      (await jetstreamManager(observer.connection, { checkAPI: false })).consumers.add(
-        daemon.subjects.eventStream,
-        { deliver_subject: daemon.subjects.control("r1", "a1", "abort"), ack_policy: "none" as never },
-      ),
-    ).rejects.toThrow(/Permissions Violation/);
-    await observer.close();
-    // …a worker may (it reads the log as the daemon does). NATS 2.9 has no permission on a
-    // consumer's deliver subject or durability: the server takes these consumers, and delivers the
-    // log's events onto control subjects…
-    const worker = await as("worker");
+    // No role but the daemon's may make a consumer at all (they read by gets)…
+    for (const role of ["observer", "approver", "client", "worker"] as const) {
+      const reader = await as(role);
+      await expect(
+        (await jetstreamManager(reader.connection, { checkAPI: false })).consumers.add(
+          daemon.subjects.eventStream,
+          { deliver_subject: daemon.subjects.control("r1", "a1", "abort"), ack_policy: "none" as never },
+        ),
+        role,
+      ).rejects.toThrow(/Permissions Violation/);
+      await reader.close();
+    }
+    // …and one the daemon's own seed makes (NATS 2.9 has no permission on a consumer's deliver
+    // subject or durability: the server takes it) delivers the log's events onto control subjects…
+    const worker = await as("daemon");
     const jsm = await jetstreamManager(worker.connection, { checkAPI: false });
     for (const [name, command] of [
       [undefined, "abort"],
@@ -325,12 +332,16 @@ describe("NATS roles", () => {
     await daemon.flush();
     const before = daemon.stats.malformed;
 
+    // A reader's seed may not ask a direct get (only the API's own gets, answered in JSON); the
+    // daemon's may, and what it has the server send there is dropped all the same.
     const approver = await as("approver");
     const bucket = `${prefix}_approvals`;
-    approver.connection.publish(`$JS.API.DIRECT.GET.KV_${bucket}.$KV.${bucket}.r3.a.planted`, "", {
+    const directGet = `$JS.API.DIRECT.GET.KV_${bucket}.$KV.${bucket}.r3.a.planted`;
+    await expect(approver.connection.request(directGet, "")).rejects.toThrow(/Permissions Violation/);
+    daemon.connection.publish(directGet, "", {
       reply: daemon.subjects.event("r3", "a", "approval.requested"),
     });
-    await approver.flush();
+    await daemon.flush();
     await waitFor("the delivery dropped", () => daemon.stats.malformed > before);
     // The server stored its reply in the event log as well, where readers skip it.
     const jsm = await jetstreamManager(daemon.connection);
@@ -430,11 +441,14 @@ describe("NATS roles", () => {
     // pending one (a direct get's reply), then pokes the host with an answer sent the same way.
     const worker = await as("worker");
     const launder = (value: unknown, onto: string) => serverWrites(worker, value, onto);
+    // (Stored, and at once put back by the host, which watches its record: looked for in the bucket's
+    // stream, where the write stays counted.)
+    const approvalsStream = async () =>
+      (await (await jetstreamManager(daemon.connection)).streams.info(`KV_${prefix}_approvals`)).state
+        .last_seq;
+    const before = await approvalsStream();
     await launder(decided, `$KV.${prefix}_approvals.r2.a.cB`);
-    await waitFor(
-      "the record replaced",
-      async () => (await approvals.get<{ status: string }>("r2.a.cB"))?.value.status === "approved",
-    );
+    await waitFor("the record replaced", async () => (await approvalsStream()) > before);
     await launder({ poke: true }, `$KV.${prefix}_answers.r2.a.cB.${mine}.poke`);
     // The host puts its own request back, and waits on.
     await waitFor(
