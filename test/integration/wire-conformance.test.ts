@@ -92,6 +92,8 @@ describe("wire conformance: each server's documented shape, through the openai S
       "json-answer",
       "index-collision",
       "object-arguments",
+      "repeated-name",
+      "split-name",
     ])
       expect(names).toContain(kind);
     const bodies = readdirSync(DIR).filter((f) => /\.(sse|json)$/.test(f) && !f.endsWith(".expect.json"));
