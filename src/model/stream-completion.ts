@@ -121,6 +121,8 @@ export async function streamCompletion(
         request.onDelta?.(content);
       }
       for (const fragment of choice.delta?.tool_calls ?? []) assembler.add(fragment);
+      if (choice.delta?.function_call)
+        assembler.add({ index: LEGACY_CALL, function: choice.delta.function_call });
       if (choice.finish_reason) finish = choice.finish_reason;
     }
   } catch (error) {
@@ -141,6 +143,12 @@ export async function streamCompletion(
   return ended({ text, reasoning }, assembler, finish, reported, request);
 }
 
+/**
+ * Where a legacy `function_call` (one call, no id, before `tool_calls`) is assembled: apart from
+ * every `tool_calls` index, and run as a tool call like any other.
+ */
+const LEGACY_CALL = -1;
+
 /** A whole completion (no stream) as a streamed one would have ended. */
 function wholeCompletion(
   completion: OpenAI.ChatCompletion,
@@ -158,17 +166,31 @@ function wholeCompletion(
   // Each call at its own index: calls a server gives no id stay apart.
   for (const [index, call] of (choice.message.tool_calls ?? []).entries())
     if (call.type === "function") assembler.add({ index, id: call.id, function: call.function });
+  if (choice.message.function_call)
+    assembler.add({ index: LEGACY_CALL, function: choice.message.function_call });
   return ended({ text, reasoning }, assembler, choice.finish_reason ?? undefined, completion.usage, request);
 }
 
 /**
  * The characters a delta or a whole message carries toward the reply's cap: its text, its reasoning
- * and its tool calls' fragments (ids, names and arguments; what is not a string, as its JSON).
+ * and its tool calls' fragments (a legacy `function_call`'s too) (ids, names and arguments; what is not a string, as its JSON).
  */
 function deltaChars(part: object | undefined): number {
-  const { content, tool_calls: calls } = (part ?? {}) as { content?: unknown; tool_calls?: unknown };
+  const {
+    content,
+    tool_calls: calls,
+    function_call: legacy,
+  } = (part ?? {}) as {
+    content?: unknown;
+    tool_calls?: unknown;
+    function_call?: ToolCallDelta["function"];
+  };
   let chars = charsOf(content) + (reasoningOf(part)?.length ?? 0);
-  for (const call of Array.isArray(calls) ? (calls as ToolCallDelta[]) : [])
+  const all = [
+    ...(Array.isArray(calls) ? (calls as ToolCallDelta[]) : []),
+    ...(legacy ? [{ function: legacy }] : []),
+  ];
+  for (const call of all)
     chars += charsOf(call?.id) + charsOf(call?.function?.name) + charsOf(call?.function?.arguments);
   return chars;
 }

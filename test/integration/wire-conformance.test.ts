@@ -94,6 +94,7 @@ describe("wire conformance: each server's documented shape, through the openai S
       "object-arguments",
       "repeated-name",
       "split-name",
+      "legacy-function-call",
     ])
       expect(names).toContain(kind);
     const bodies = readdirSync(DIR).filter((f) => /\.(sse|json)$/.test(f) && !f.endsWith(".expect.json"));
