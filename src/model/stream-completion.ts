@@ -3,7 +3,7 @@ import { TroupeError } from "../errors.js";
 import { MAX_REPLY_CHARS } from "../limits.js";
 import { countMessagesTokens, countTextTokens, countToolSpecTokens, fewestTextTokens } from "./tokens.js";
 import { ToolCallAssembler, type ToolCallDelta } from "./tool-call-assembler.js";
-import type { AssistantMessage, FinishReason, ModelRequest, Usage } from "./types.js";
+import type { AssistantMessage, ChatMessage, FinishReason, ModelRequest, Usage } from "./types.js";
 
 export interface StreamedCompletion {
   message: AssistantMessage;
@@ -67,7 +67,7 @@ export async function streamCompletion(
     : undefined;
   const body = {
     model,
-    messages: request.messages as OpenAI.ChatCompletionMessageParam[],
+    messages: request.messages.map(sendable) as OpenAI.ChatCompletionMessageParam[],
     ...(tools ? { tools } : {}),
   };
   const options = request.signal ? { signal: request.signal } : {};
@@ -148,6 +148,19 @@ export async function streamCompletion(
  * every `tool_calls` index, and run as a tool call like any other.
  */
 const LEGACY_CALL = -1;
+
+/**
+ * A message as a strict server takes it: an assistant turn that said nothing and called nothing (a
+ * call cut off by the length limit, whose call was dropped) goes with a short text in place of
+ * `content: null`, which needs `tool_calls` beside it; an empty `tool_calls` is left out.
+ */
+function sendable(message: ChatMessage): ChatMessage {
+  if (message.role !== "assistant" || (message.tool_calls?.length ?? 0) > 0) return message;
+  const { tool_calls: _none, ...rest } = message;
+  return rest.content ? rest : { ...rest, content: NOTHING_SAID };
+}
+
+const NOTHING_SAID = "(no text)";
 
 /** A whole completion (no stream) as a streamed one would have ended. */
 function wholeCompletion(

@@ -154,3 +154,31 @@ describe("wire conformance: each server's documented shape, through the openai S
     }
   });
 });
+
+describe("what goes back to the server", () => {
+  it("a turn whose only call the length limit cut off goes back as a valid assistant message", async () => {
+    const body = readFileSync(`${DIR}length-cut-call.sse`, "utf8");
+    server.script(
+      { reply: { raw: body, contentType: "text/event-stream" } },
+      { match: { turn: 2 }, reply: { text: "Done." } },
+    );
+    const config = troupeConfigSchema.parse({ providers: { openai: { baseURL: server.baseURL } } });
+    const router = new ModelRouter(config, { env: {}, retry: { maxRetries: 0 } });
+    const cut = await router.call(["scripted"], { messages, tools });
+    expect(cut.truncatedToolCalls).toBe(true);
+    const history: ChatMessage[] = [
+      ...messages,
+      cut.message,
+      { role: "user", content: "Your call was cut off: make it again, shorter." },
+    ];
+    await router.call(["scripted"], { messages: history, tools });
+    server.assertComplete();
+
+    // Chat Completions needs an assistant message's content unless it carries tool_calls.
+    const sent = server.requests[1]?.body.messages[2] as Record<string, unknown>;
+    expect(sent.role).toBe("assistant");
+    expect(sent).not.toHaveProperty("tool_calls");
+    expect(typeof sent.content).toBe("string");
+    expect((sent.content as string).length).toBeGreaterThan(0);
+  });
+});
