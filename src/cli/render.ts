@@ -21,8 +21,8 @@ export function jsonRenderer(out: NodeJS.WritableStream = process.stdout): Rende
 /**
  * For people: the root agent's answer as it streams (stdout), one line per tool call; its reasoning
  * as it streams and a spinner while the model works (stderr: the reasoning dimmed when colours are
- * on, else each stretch of it begun with `thinking: `; the spinner only on a terminal). stdout stays
- * what the agent said and did. Every string from the run is shown through `visible`: a model, a tool
+ * on, else each stretch of it begun with `thinking: `; the spinner only on a terminal; a model call's
+ * retries, one line each). stdout stays what the agent said and did. Every string from the run is shown through `visible`: a model, a tool
  * or a task writes text on the terminal, never escape sequences (each piece of a stream on its own,
  * and none can make one with the next, since each control character is shown by itself).
  */
@@ -77,6 +77,15 @@ export function humanRenderer(
     if (!atLineStart) out.write("\n");
     out.write(`${text}\n`);
     atLineStart = true;
+    if (children.size > 0) startSpinner(working);
+  };
+  // A status of the run, not what the agent said or did: one line on stderr, stdout's line ended first.
+  const note = (text: string) => {
+    stopSpinner();
+    endThought();
+    if (!atLineStart) out.write("\n");
+    atLineStart = true;
+    err.write(`${text}\n`);
     if (children.size > 0) startSpinner(working);
   };
   return {
@@ -161,8 +170,8 @@ export function humanRenderer(
         }
         case "model.retrying": {
           const { attempt, maxRetries, delayMs, error } = envelope.data;
-          line(
-            `${prefix}· ${visible(error)}; retrying (${attempt}/${maxRetries}) in ${(delayMs / 1000).toFixed(1)} s`,
+          note(
+            `${prefix}· ${visibleLine(error)}; retrying (${attempt}/${maxRetries}) in ${(delayMs / 1000).toFixed(1)} s`,
           );
           if (root) startSpinner(thinkingLabel);
           break;

@@ -1,6 +1,7 @@
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from "openai";
 import type { ModelInfo, ProviderConfig, TroupeConfig } from "../config/schema.js";
 import { type Logger, silentLogger } from "../log.js";
+import { bodyText } from "./body-text.js";
 import { CircuitBreaker, type CircuitOptions } from "./circuit-breaker.js";
 import {
   CircuitOpenError,
@@ -311,29 +312,41 @@ function classify(error: unknown, model: string, where: Endpoint): ModelError {
   }
   if (error instanceof APIError) {
     const code = typeof error.code === "string" ? error.code : "";
-    if (error.status === 400 && (code === "context_length_exceeded" || CONTEXT_LENGTH.test(error.message))) {
+    const httpStatus = statusOf(error);
+    if (httpStatus === 400 && (code === "context_length_exceeded" || CONTEXT_LENGTH.test(error.message))) {
       return new ContextLengthExceededError(`${model}: ${error.message}`, model, {
         cause: error,
         status: 400,
       });
     }
-    const status = error.status ?? "error";
-    const said = error.message.replace(new RegExp(`^${status}\\s*`), "");
+    const status = httpStatus ?? "error";
+    const said = bodyText(error.message.replace(new RegExp(`^${error.status ?? "error"}\\s*`), ""));
     const mend =
-      error.status === 401 || error.status === 403
+      httpStatus === 401 || httpStatus === 403
         ? ` — check ${where.apiKeyEnv} or providers.${where.provider}.apiKeyEnv`
-        : error.status === 404
+        : httpStatus === 404
           ? ` — check the model's name, and providers.${where.provider}.baseURL`
           : "";
     return new ModelError(`${status} from ${at}${said ? `: ${said}` : ""}${mend}`, model, {
       cause: error,
-      ...(error.status ? { status: error.status } : {}),
+      ...(httpStatus ? { status: httpStatus } : {}),
     });
   }
   // A stream cut mid-way surfaces as a plain error from the SDK's reader: a connection fault.
   return new ModelError(`${at}: ${error instanceof Error ? error.message : String(error)}`, model, {
     cause: error,
   });
+}
+
+/**
+ * The HTTP status of a failure: the response's, or for an error event inside a 200 stream (vLLM's
+ * `data: {"error":{…,"code":400}}`, OpenRouter's) the status its `code` names, so that a client
+ * error there is not retried.
+ */
+function statusOf(error: APIError): number | undefined {
+  if (error.status !== undefined) return error.status;
+  const code = Number(error.code);
+  return Number.isInteger(code) && code >= 400 && code <= 599 ? code : undefined;
 }
 
 /** Why a connection failed, from the system's error under the SDK's "Connection error.". */

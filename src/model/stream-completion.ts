@@ -3,7 +3,7 @@ import { TroupeError } from "../errors.js";
 import { MAX_REPLY_CHARS } from "../limits.js";
 import { countMessagesTokens, countTextTokens, countToolSpecTokens, fewestTextTokens } from "./tokens.js";
 import { ToolCallAssembler, type ToolCallDelta } from "./tool-call-assembler.js";
-import type { AssistantMessage, FinishReason, ModelRequest, Usage } from "./types.js";
+import type { AssistantMessage, ChatMessage, FinishReason, ModelRequest, Usage } from "./types.js";
 
 export interface StreamedCompletion {
   message: AssistantMessage;
@@ -67,7 +67,7 @@ export async function streamCompletion(
     : undefined;
   const body = {
     model,
-    messages: request.messages as OpenAI.ChatCompletionMessageParam[],
+    messages: request.messages.map(sendable) as OpenAI.ChatCompletionMessageParam[],
     ...(tools ? { tools } : {}),
   };
   const options = request.signal ? { signal: request.signal } : {};
@@ -121,6 +121,8 @@ export async function streamCompletion(
         request.onDelta?.(content);
       }
       for (const fragment of choice.delta?.tool_calls ?? []) assembler.add(fragment);
+      if (choice.delta?.function_call)
+        assembler.add({ index: LEGACY_CALL, function: choice.delta.function_call });
       if (choice.finish_reason) finish = choice.finish_reason;
     }
   } catch (error) {
@@ -141,6 +143,25 @@ export async function streamCompletion(
   return ended({ text, reasoning }, assembler, finish, reported, request);
 }
 
+/**
+ * Where a legacy `function_call` (one call, no id, before `tool_calls`) is assembled: apart from
+ * every `tool_calls` index, and run as a tool call like any other.
+ */
+const LEGACY_CALL = -1;
+
+/**
+ * A message as a strict server takes it: an assistant turn that said nothing and called nothing (a
+ * call cut off by the length limit, whose call was dropped) goes with a short text in place of
+ * `content: null`, which needs `tool_calls` beside it; an empty `tool_calls` is left out.
+ */
+function sendable(message: ChatMessage): ChatMessage {
+  if (message.role !== "assistant" || (message.tool_calls?.length ?? 0) > 0) return message;
+  const { tool_calls: _none, ...rest } = message;
+  return rest.content ? rest : { ...rest, content: NOTHING_SAID };
+}
+
+const NOTHING_SAID = "(no text)";
+
 /** A whole completion (no stream) as a streamed one would have ended. */
 function wholeCompletion(
   completion: OpenAI.ChatCompletion,
@@ -158,17 +179,31 @@ function wholeCompletion(
   // Each call at its own index: calls a server gives no id stay apart.
   for (const [index, call] of (choice.message.tool_calls ?? []).entries())
     if (call.type === "function") assembler.add({ index, id: call.id, function: call.function });
+  if (choice.message.function_call)
+    assembler.add({ index: LEGACY_CALL, function: choice.message.function_call });
   return ended({ text, reasoning }, assembler, choice.finish_reason ?? undefined, completion.usage, request);
 }
 
 /**
  * The characters a delta or a whole message carries toward the reply's cap: its text, its reasoning
- * and its tool calls' fragments (ids, names and arguments; what is not a string, as its JSON).
+ * and its tool calls' fragments (a legacy `function_call`'s too) (ids, names and arguments; what is not a string, as its JSON).
  */
 function deltaChars(part: object | undefined): number {
-  const { content, tool_calls: calls } = (part ?? {}) as { content?: unknown; tool_calls?: unknown };
+  const {
+    content,
+    tool_calls: calls,
+    function_call: legacy,
+  } = (part ?? {}) as {
+    content?: unknown;
+    tool_calls?: unknown;
+    function_call?: ToolCallDelta["function"];
+  };
   let chars = charsOf(content) + (reasoningOf(part)?.length ?? 0);
-  for (const call of Array.isArray(calls) ? (calls as ToolCallDelta[]) : [])
+  const all = [
+    ...(Array.isArray(calls) ? (calls as ToolCallDelta[]) : []),
+    ...(legacy ? [{ function: legacy }] : []),
+  ];
+  for (const call of all)
     chars += charsOf(call?.id) + charsOf(call?.function?.name) + charsOf(call?.function?.arguments);
   return chars;
 }

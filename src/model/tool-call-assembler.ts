@@ -19,6 +19,9 @@ export interface ToolCallDelta {
  * interleaved by `index`, a whole call in one chunk, or servers that omit `index` (then a new `id`
  * starts a new call and anything else continues the last one). A fragment whose `id` differs from
  * the one its `index` holds starts a call of its own (servers that send every call at index 0).
+ * A name is joined from its fragments (a name split across chunks), but a fragment that repeats the
+ * whole name held so far is a resend, not more of it (gateways that send `id`, `type` and the name
+ * with every argument fragment).
  */
 export class ToolCallAssembler {
   #calls: Array<{ id: string; name: string; arguments: string }> = [];
@@ -41,7 +44,8 @@ export class ToolCallAssembler {
     const call = this.#calls[slot];
     if (!call) return;
     if (delta.id) call.id = delta.id;
-    if (delta.function?.name) call.name += delta.function.name;
+    const name = delta.function?.name;
+    if (name && name !== call.name) call.name += name;
     const args = delta.function?.arguments;
     if (typeof args === "string") call.arguments += args;
     else if (args && typeof args === "object") call.arguments += JSON.stringify(args);

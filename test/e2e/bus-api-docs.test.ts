@@ -81,8 +81,15 @@ it("the API and event scripts of docs/daemon.md drive a daemon on its embedded s
   await new Promise((resolve) => setTimeout(resolve, 500)); // its subscription reaches the server
 
   const started = await node(scriptDir, ["api.mjs", "runs.start", '{"task":"What do the notes say?"}'], env);
-  const { runId } = JSON.parse(started.stdout) as { runId: string };
+  const { runId, agentId } = JSON.parse(started.stdout) as { runId: string; agentId: string };
   expect(runId).toMatch(/^run-/);
+  // The run's first agent: its name and a random suffix, as the page's example reply shows it.
+  expect(agentId).toMatch(/^worker-[0-9a-z]{8}$/);
+  const shown = /api\.mjs runs\.start .*# (\{.*\})$/m.exec(
+    readFileSync(join(ROOT, "docs/daemon.md"), "utf8"),
+  );
+  expect(Object.keys(JSON.parse(shown?.[1] ?? "{}")).sort()).toEqual(["agentId", "runId"]);
+  expect(JSON.parse(shown?.[1] ?? "{}").agentId).toMatch(/^[a-z][a-z0-9_-]*-…$/);
   await waitFor("the run done", async () => {
     const got = await node(scriptDir, ["api.mjs", "runs.get", JSON.stringify({ runId })], env);
     return JSON.parse(got.stdout).status === "done";

@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { freePort } from "../../src/bus/embedded-nats.js";
 import type { Envelope } from "../../src/events/envelope.js";
@@ -204,17 +205,23 @@ describe("troupe run --local", () => {
     expect(closed.stderr).toContain(
       `troupe: cannot reach http://127.0.0.1:${port}/v1 (provider openai, model scripted): connection refused (is the server running?)\n`,
     );
+    // A proxy's HTML page for a 503: each retry one line on stderr, with the page's text only.
+    const page = readFileSync(new URL("../fixtures/wire/nginx-503.body", import.meta.url), "utf8");
     server.script(
-      { reply: { error: { status: 503, message: "overloaded" } }, times: 2 },
+      { reply: { raw: page, status: 503, contentType: "text/html" }, times: 2 },
       { reply: { text: "Back." } },
     );
     const retried = await runTroupe(["run", "--local", "-w", "ws", "Hi"], { cwd: dir, env: env() });
     expect(retried.code).toBe(0);
-    expect(retried.stdout).toMatch(
+    expect(retried.stdout).toBe("Back.\n");
+    const at = `${server.baseURL} (provider openai, model scripted)`.replace(/[.()]/g, "\\$&");
+    expect(retried.stderr).toMatch(
       new RegExp(
-        `^· 503 from ${server.baseURL.replaceAll(".", "\\.")} \\(provider openai, model scripted\\): overloaded; retrying \\(1/\\d\\) in \\d+\\.\\d s\n· 503 .*retrying \\(2/\\d\\) in \\d+\\.\\d s\nBack\\.\n$`,
+        `^· 503 from ${at}: 503 Service Temporarily Unavailable nginx/1\\.27\\.3; retrying \\(1/\\d\\) in \\d+\\.\\d s\n· 503 from ${at}: 503 Service Temporarily Unavailable nginx/1\\.27\\.3; retrying \\(2/\\d\\) in \\d+\\.\\d s\n`,
+        "m",
       ),
     );
+    expect(retried.stderr).not.toContain("<");
   });
 
   it("says in one line what to set when no model server is configured, with exit 2", async () => {

@@ -92,6 +92,10 @@ describe("wire conformance: each server's documented shape, through the openai S
       "json-answer",
       "index-collision",
       "object-arguments",
+      "repeated-name",
+      "split-name",
+      "legacy-function-call",
+      "vllm-stream-error",
     ])
       expect(names).toContain(kind);
     const bodies = readdirSync(DIR).filter((f) => /\.(sse|json)$/.test(f) && !f.endsWith(".expect.json"));
@@ -148,6 +152,75 @@ describe("wire conformance: each server's documented shape, through the openai S
       expect(answer.usage.outputTokens).toBeGreaterThan(0);
     } else {
       expect(answer.usage).toMatchObject(want.usage);
+    }
+  });
+});
+
+describe("what goes back to the server", () => {
+  it("a turn whose only call the length limit cut off goes back as a valid assistant message", async () => {
+    const body = readFileSync(`${DIR}length-cut-call.sse`, "utf8");
+    server.script(
+      { reply: { raw: body, contentType: "text/event-stream" } },
+      { match: { turn: 2 }, reply: { text: "Done." } },
+    );
+    const config = troupeConfigSchema.parse({ providers: { openai: { baseURL: server.baseURL } } });
+    const router = new ModelRouter(config, { env: {}, retry: { maxRetries: 0 } });
+    const cut = await router.call(["scripted"], { messages, tools });
+    expect(cut.truncatedToolCalls).toBe(true);
+    const history: ChatMessage[] = [
+      ...messages,
+      cut.message,
+      { role: "user", content: "Your call was cut off: make it again, shorter." },
+    ];
+    await router.call(["scripted"], { messages: history, tools });
+    server.assertComplete();
+
+    // Chat Completions needs an assistant message's content unless it carries tool_calls.
+    const sent = server.requests[1]?.body.messages[2] as Record<string, unknown>;
+    expect(sent.role).toBe("assistant");
+    expect(sent).not.toHaveProperty("tool_calls");
+    expect(typeof sent.content).toBe("string");
+    expect((sent.content as string).length).toBeGreaterThan(0);
+  });
+});
+
+describe("failures: asked again only when another try could succeed, each told in one line", () => {
+  const failing = (retries: number) =>
+    new ModelRouter(troupeConfigSchema.parse({ providers: { openai: { baseURL: server.baseURL } } }), {
+      env: {},
+      retry: { maxRetries: retries, baseDelayMs: 1, maxDelayMs: 1 },
+    });
+
+  it("a 400-class error event inside a 200 stream is not asked again", async () => {
+    const body = readFileSync(`${DIR}vllm-stream-error.sse`, "utf8");
+    server.script({ reply: { raw: body, contentType: "text/event-stream" } });
+    const retries: string[] = [];
+    const failure = await failing(3)
+      .call(["scripted"], { messages, tools, onRetry: (retry) => retries.push(retry.error) })
+      .catch((error: Error) => error);
+    expect(failure).toBeInstanceOf(Error);
+    expect((failure as Error).message).toContain("400 from");
+    expect((failure as Error).message).toContain("Conversation roles must alternate");
+    expect(retries).toEqual([]);
+    expect(server.requests).toHaveLength(1);
+    server.assertComplete();
+  });
+
+  it("a 503 whose body is an HTML page is retried, each notice and the failure one line of its text", async () => {
+    const page = readFileSync(`${DIR}nginx-503.body`, "utf8");
+    server.script({ reply: { raw: page, status: 503, contentType: "text/html" }, times: 3 });
+    const retries: string[] = [];
+    const failure = await failing(2)
+      .call(["scripted"], { messages, tools, onRetry: (retry) => retries.push(retry.error) })
+      .catch((error: Error) => error);
+    server.assertComplete();
+    expect(failure).toBeInstanceOf(Error);
+    const said = [...retries, (failure as Error).message];
+    expect(said).toHaveLength(3);
+    for (const line of said) {
+      expect(line).toBe(
+        `503 from ${server.baseURL} (provider openai, model scripted): 503 Service Temporarily Unavailable nginx/1.27.3`,
+      );
     }
   });
 });
