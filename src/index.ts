@@ -20,14 +20,10 @@ export {
 } from "./bus/bus.js";
 export type { NatsBusOptions } from "./bus/nats-bus.js";
 export { BusUnavailableError } from "./bus/nats-connect.js";
+export type { AgentDefinition, AgentSettings } from "./config/agent-schema.js";
+export type { Budget } from "./config/budget-schema.js";
 export { ConfigError, type ConfigProblem } from "./config/problems.js";
-export type {
-  AgentDefinition,
-  AgentSettings,
-  Budget,
-  TroupeConfig,
-  TroupeSettings,
-} from "./config/schema.js";
+export type { TroupeConfig, TroupeSettings } from "./config/schema.js";
 export { UntrustedConfigError } from "./config/trusted-configs.js";
 export { TroupeError, UnreachableError, UserError } from "./errors.js";
 export type { AgentEvent, AgentEventMap, AgentEventType } from "./events/agent-events.js";

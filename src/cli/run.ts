@@ -7,7 +7,7 @@ import { LocalBus } from "../bus/local-bus.js";
 import { openRuntime } from "../compose/runtime.js";
 import type { LoadedConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
-import type { ApprovalPolicy } from "../config/schema.js";
+import type { ApprovalPolicy } from "../config/policy-schemas.js";
 import { isEvent } from "../events/agent-events.js";
 import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
