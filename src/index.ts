@@ -9,7 +9,8 @@ export type { AgentHandle } from "./actors/agent-deps.js";
 export type { AgentHooks, BeforeToolDecision, HookContext, NextTurn } from "./actors/agent-hooks.js";
 export { buildRunTree, type TreeNode } from "./actors/run-tree.js";
 // The errors a caller can receive: every one is a TroupeError; a UserError is the caller's to mend.
-export { type RunOptions, UnknownAgentError, UnknownSkillError, WorkspaceError } from "./actors/runtime.js";
+export { UnknownAgentError, UnknownSkillError, WorkspaceError } from "./actors/runtime-errors.js";
+export type { RunOptions } from "./actors/runtime-options.js";
 export type { ApprovalAnswer, ApprovalRequest, Approver } from "./approvals/approver.js";
 export {
   BusClosedError,

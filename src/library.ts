@@ -1,6 +1,7 @@
 import type { AgentHandle } from "./actors/agent-deps.js";
 import type { AgentHooks } from "./actors/agent-hooks.js";
-import type { RunOptions, Runtime, RuntimeOptions } from "./actors/runtime.js";
+import type { Runtime } from "./actors/runtime.js";
+import type { RunOptions, RuntimeOptions } from "./actors/runtime-options.js";
 import type { Approver } from "./approvals/approver.js";
 import type { Bus } from "./bus/bus.js";
 import { LocalBus } from "./bus/local-bus.js";

@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import type { AgentHandle } from "../actors/agent-deps.js";
-import type { RuntimeOptions } from "../actors/runtime.js";
+import type { RuntimeOptions } from "../actors/runtime-options.js";
 import { denyingApprover } from "../approvals/approver.js";
 import { FileStore } from "../bus/file-store.js";
 import { LocalBus } from "../bus/local-bus.js";
