@@ -9,7 +9,8 @@ export type { AgentHandle } from "./actors/agent-deps.js";
 export type { AgentHooks, BeforeToolDecision, HookContext, NextTurn } from "./actors/agent-hooks.js";
 export { buildRunTree, type TreeNode } from "./actors/run-tree.js";
 // The errors a caller can receive: every one is a TroupeError; a UserError is the caller's to mend.
-export { type RunOptions, UnknownAgentError, UnknownSkillError, WorkspaceError } from "./actors/runtime.js";
+export { UnknownAgentError, UnknownSkillError, WorkspaceError } from "./actors/runtime-errors.js";
+export type { RunOptions } from "./actors/runtime-options.js";
 export type { ApprovalAnswer, ApprovalRequest, Approver } from "./approvals/approver.js";
 export {
   BusClosedError,
@@ -20,14 +21,10 @@ export {
 } from "./bus/bus.js";
 export type { NatsBusOptions } from "./bus/nats-bus.js";
 export { BusUnavailableError } from "./bus/nats-connect.js";
+export type { AgentDefinition, AgentSettings } from "./config/agent-schema.js";
+export type { Budget } from "./config/budget-schema.js";
 export { ConfigError, type ConfigProblem } from "./config/problems.js";
-export type {
-  AgentDefinition,
-  AgentSettings,
-  Budget,
-  TroupeConfig,
-  TroupeSettings,
-} from "./config/schema.js";
+export type { TroupeConfig, TroupeSettings } from "./config/schema.js";
 export { UntrustedConfigError } from "./config/trusted-configs.js";
 export { TroupeError, UnreachableError, UserError } from "./errors.js";
 export type { AgentEvent, AgentEventMap, AgentEventType } from "./events/agent-events.js";

@@ -1,13 +1,16 @@
 import type { AgentHandle } from "./actors/agent-deps.js";
 import type { AgentHooks } from "./actors/agent-hooks.js";
-import type { RunOptions, Runtime, RuntimeOptions } from "./actors/runtime.js";
+import type { Runtime } from "./actors/runtime.js";
+import type { RunOptions, RuntimeOptions } from "./actors/runtime-options.js";
 import type { Approver } from "./approvals/approver.js";
 import type { Bus } from "./bus/bus.js";
 import { LocalBus } from "./bus/local-bus.js";
 import { NatsBus, type NatsBusOptions } from "./bus/nats-bus.js";
 import { openRuntime } from "./compose/runtime.js";
+import type { AgentDefinition, AgentSettings } from "./config/agent-schema.js";
 import { loadConfig } from "./config/load.js";
-import type { AgentDefinition, AgentSettings, ApprovalPolicy, TroupeSettings } from "./config/schema.js";
+import type { ApprovalPolicy } from "./config/policy-schemas.js";
+import type { TroupeSettings } from "./config/schema.js";
 import { UserError } from "./errors.js";
 import type { Logger } from "./log.js";
 import type { SandboxMode } from "./sandbox/plan.js";

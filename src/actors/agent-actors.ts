@@ -1,4 +1,4 @@
-import type { AgentDefinition } from "../config/schema.js";
+import type { AgentDefinition } from "../config/agent-schema.js";
 import { type CompactionSettings, overThreshold } from "../context/compaction.js";
 import { ContextLevels, contextPercent } from "../context/context-levels.js";
 import type {

@@ -1,6 +1,9 @@
 import type { Approver } from "../approvals/approver.js";
 import type { Bus } from "../bus/bus.js";
-import type { AgentDefinition, ApprovalPolicy, Budget, TroupeConfig } from "../config/schema.js";
+import type { AgentDefinition } from "../config/agent-schema.js";
+import type { Budget } from "../config/budget-schema.js";
+import type { ApprovalPolicy } from "../config/policy-schemas.js";
+import type { TroupeConfig } from "../config/schema.js";
 import type { AgentEvent } from "../events/agent-events.js";
 import type { Logger } from "../log.js";
 import type { RebuiltHistory } from "../machines/agent-reopen.js";

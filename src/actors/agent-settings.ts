@@ -1,6 +1,9 @@
 import type { SandboxSettings } from "../approvals/policy.js";
+import type { AgentDefinition } from "../config/agent-schema.js";
 import { effectiveBudget } from "../config/budget.js";
-import type { AgentDefinition, ApprovalPolicy, Budget, TroupeConfig } from "../config/schema.js";
+import type { Budget } from "../config/budget-schema.js";
+import type { ApprovalPolicy } from "../config/policy-schemas.js";
+import type { TroupeConfig } from "../config/schema.js";
 import type { CompactionSettings } from "../context/compaction.js";
 import type { ResolvedModel } from "../model/model-router.js";
 import type { SandboxMode } from "../sandbox/plan.js";

@@ -1,4 +1,4 @@
-import type { AgentDefinition } from "../config/schema.js";
+import type { AgentDefinition } from "../config/agent-schema.js";
 import { type CompactionSettings, compactMessages, type Summarize } from "../context/compaction.js";
 import type { ApprovalDecision } from "../machines/agent-types.js";
 import { countToolSpecTokens, maxToolSpecTokens } from "../model/tokens.js";

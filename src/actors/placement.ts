@@ -1,7 +1,7 @@
 import { hostname } from "node:os";
 import { z } from "zod";
 import { type Bus, KvConflictError, NoRespondersError, RequestTimeoutError } from "../bus/bus.js";
-import { budgetSchema } from "../config/schema.js";
+import { budgetSchema } from "../config/budget-schema.js";
 import { makeEnvelope } from "../events/envelope.js";
 import type { Logger } from "../log.js";
 import type { ChildSpec } from "./subagents.js";

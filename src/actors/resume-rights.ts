@@ -1,4 +1,4 @@
-import type { ApprovalPolicy } from "../config/schema.js";
+import type { ApprovalPolicy } from "../config/policy-schemas.js";
 import type { Logger } from "../log.js";
 import type { SandboxMode } from "../sandbox/plan.js";
 import type { StartAgentOptions } from "./agent-deps.js";

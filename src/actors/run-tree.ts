@@ -1,4 +1,4 @@
-import type { Budget } from "../config/schema.js";
+import type { Budget } from "../config/budget-schema.js";
 import { type AgentEvent, type AgentEventMap, isAgentEvent, isEvent } from "../events/agent-events.js";
 import type { Envelope } from "../events/envelope.js";
 import type { Usage } from "../model/types.js";

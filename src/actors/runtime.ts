@@ -4,22 +4,17 @@ import { join, resolve } from "node:path";
 import { type Approver, denyingApprover } from "../approvals/approver.js";
 import type { Bus } from "../bus/bus.js";
 import { LocalBus } from "../bus/local-bus.js";
+import type { AgentDefinition } from "../config/agent-schema.js";
 import type { LoadedConfig } from "../config/load.js";
-import type { AgentDefinition, ApprovalPolicy } from "../config/schema.js";
-import { TroupeError, UserError } from "../errors.js";
-import { isEvent } from "../events/agent-events.js";
 import { type Logger, silentLogger } from "../log.js";
-import { persistedFacts } from "../machines/agent-persisted.js";
 import { reopen } from "../machines/agent-reopen.js";
-import type { AgentOutput } from "../machines/agent-types.js";
-import { ModelRouter, type ModelRouterOptions } from "../model/model-router.js";
+import { ModelRouter } from "../model/model-router.js";
 import type { ChatMessage } from "../model/types.js";
-import { Redactor } from "../safety/redact.js";
+import type { Redactor } from "../safety/redact.js";
 import { type TroupeDirs, type UserDirs, workspaceRefusal } from "../safety/refused-workspace.js";
-import type { SandboxMode } from "../sandbox/plan.js";
 import { detectSandbox, type Sandbox } from "../sandbox/sandbox.js";
 import { mcpConfinement, sandboxScope } from "../sandbox/scope.js";
-import { findSkills, loadSkill, matchSkill, type Skill, skillCommand } from "../skills/skills.js";
+import { findSkills, type Skill } from "../skills/skills.js";
 import { builtinTools } from "../tools/builtin/index.js";
 import { loadSkillTool } from "../tools/builtin/load-skill.js";
 import { CommandHooks } from "../tools/command-hooks.js";
@@ -31,63 +26,21 @@ import { didYouMean } from "../util/did-you-mean.js";
 import type { AgentDeps, AgentHandle, Spawner, StartAgentOptions } from "./agent-deps.js";
 import type { AgentHooks } from "./agent-hooks.js";
 import { AgentHost } from "./agent-host.js";
-import { type AgentRecord, AgentStore, IncompatibleRecordError, ToolJournal } from "./agent-store.js";
+import { type AgentRecord, AgentStore, ToolJournal } from "./agent-store.js";
 import { AgentControls } from "./agent-stream.js";
+import { type AdoptedChild, adoptChild } from "./child-adoption.js";
 import { finishedChildAnswers } from "./finished-children.js";
 import { HostedMachines } from "./hosted-machine.js";
 import { loadOrRebuild } from "./log-history.js";
 import { nextSeqOf } from "./next-seq.js";
-import { actorKey, type SpawnRequest, workerPlacement } from "./placement.js";
+import { type SpawnRequest, workerPlacement } from "./placement.js";
 import { type ResumeAs, rightsOf, trustedName } from "./resume-rights.js";
 import { newAgentId, newRunId } from "./run-ids.js";
+import { RuntimeNotOpenError, UnknownAgentError, WorkspaceError } from "./runtime-errors.js";
+import type { RunOptions, RuntimeOptions } from "./runtime-options.js";
+import { secretsOf } from "./runtime-secrets.js";
+import { skillFor } from "./skill-choice.js";
 import { assertTaskFits } from "./task-size.js";
-
-export interface RuntimeOptions {
-  config: LoadedConfig;
-  /** Default: a LocalBus (the single-process mode). */
-  bus?: Bus;
-  log?: Logger;
-  env?: NodeJS.ProcessEnv;
-  /** Default: the config's `workspace`, relative to the working directory. */
-  workspace?: string;
-  /** Default: deny every request (nobody to ask). */
-  approver?: Approver;
-  /** Tools besides the built-in ones. */
-  tools?: Tool[];
-  /** Hooks as functions: block or change tool calls, replace results, stop after a turn, swap the model. */
-  hooks?: AgentHooks;
-  models?: ModelRouterOptions;
-  /** Where commands are confined; default: this machine's (bubblewrap on Linux), found once. */
-  sandbox?: Sandbox;
-}
-
-export class UnknownAgentError extends UserError {
-  override name = "UnknownAgentError";
-}
-
-export class UnknownSkillError extends UserError {
-  override name = "UnknownSkillError";
-}
-
-export class WorkspaceError extends UserError {
-  override name = "WorkspaceError";
-}
-
-export interface RunOptions {
-  task: string;
-  /** Default: the config's `defaultAgent`, else `assistant`, else the first agent. */
-  agent?: string;
-  approval?: ApprovalPolicy;
-  /** A skill to load before the first model call (a task starting `/skill:NAME` says the same). */
-  skill?: string;
-  /** `plan`: read tools only, a capped turn budget, a prompt asking for a plan. */
-  mode?: "act" | "plan";
-  /** Where this run's commands are confined (overrides the agent's and the config's). */
-  sandbox?: SandboxMode;
-  runId?: string;
-  /** The run's first agent's id; default: its name and a random suffix (`newAgentId`). */
-  agentId?: string;
-}
 
 /** One process's agents, their bus, models and tools. */
 export class Runtime {
@@ -242,7 +195,7 @@ export class Runtime {
   start(options: RunOptions): AgentHandle {
     this.#opened("start");
     const definition = this.agent(options.agent);
-    const { task, skill } = this.#skillFor(definition, options);
+    const { task, skill } = skillFor(definition, options, this.skills, this.#config.troupe.skills);
     assertTaskFits(task, this.models.resolve(definition.model ?? this.#config.troupe.defaultModel));
     return this.#host({
       definition,
@@ -300,36 +253,6 @@ export class Runtime {
   }
 
   /**
-   * The skill a run starts with: named with `skill` or a task starting `/skill:NAME`, else (with
-   * `skills.autoMatch`) the one whose description best matches the task. Only skills the agent may see.
-   */
-  #skillFor(
-    definition: AgentDefinition,
-    options: RunOptions,
-  ): { task: string; skill?: NonNullable<StartAgentOptions["skill"]> } {
-    const command = skillCommand(options.task);
-    const task = command ? command.task : options.task;
-    const name = options.skill ?? command?.name;
-    const visible = [...this.skills.values()].filter(
-      (skill) => !definition.skills || definition.skills.includes(skill.name),
-    );
-    if (name) {
-      const found = visible.find((skill) => skill.name === name);
-      if (!found) {
-        const names = visible.map((skill) => skill.name);
-        throw new UnknownSkillError(
-          `unknown skill "${name}"${didYouMean(name, names)}; ${definition.name} can load ${names.join(", ") || "none"}`,
-        );
-      }
-      return { task, skill: loadSkill(found, "user") };
-    }
-    const settings = this.#config.troupe.skills;
-    const match = settings.autoMatch ? matchSkill(task, visible, settings.threshold) : undefined;
-    if (!match) return { task };
-    return { task, skill: loadSkill(match.skill, "match", Math.round(match.score * 100) / 100) };
-  }
-
-  /**
    * Hosts a subagent a parent placed here (a worker's side of placement). `firstSeq`: for one started
    * again from its request (its host died before its first snapshot was stored), the seq after those
    * already in the log; `epoch`: its placement's revision, stamped on its events.
@@ -353,26 +276,10 @@ export class Runtime {
    * A child that a resumed parent had started before the crash: its output when it has stopped, else
    * `running` when a worker hosts it or it was resumed here; undefined when it never got going.
    */
-  async adoptChild(
-    runId: string,
-    childId: string,
-  ): Promise<{ stopped: AgentOutput } | { running: true } | undefined> {
-    const record = await this.#persistence?.agents.load(runId, childId).catch((error) => {
-      // Not readable: what its events say decides (below), and a resume rebuilds it from them.
-      if (error instanceof IncompatibleRecordError) return { done: false } as const;
-      throw error;
-    });
-    if (!record) return undefined;
-    if (record.done) {
-      const { output } = persistedFacts(record.snapshot);
-      if (output) return { stopped: output };
-    }
-    for await (const { envelope } of this.bus.eventLog.read({ runId })) {
-      if (envelope.agentId === childId && isEvent(envelope, "agent.stopped"))
-        return { stopped: envelope.data };
-    }
-    if (await (await this.bus.kv("actors")).get(actorKey(runId, childId))) return { running: true };
-    return (await this.resume(runId, childId, { as: "child" })) ? { running: true } : undefined;
+  adoptChild(runId: string, childId: string): Promise<AdoptedChild | undefined> {
+    return adoptChild(this.bus, this.#persistence?.agents, runId, childId, () =>
+      this.resume(runId, childId, { as: "child" }),
+    );
   }
 
   /** Hosts one agent in this process: every agent a runtime runs, top-level or child, starts here. */
@@ -462,27 +369,9 @@ export class Runtime {
   }
 }
 
-/**
- * A redactor that knows the process's secret-like variables, the providers' key variables and the
- * NATS secrets, and keeps what `redaction.allow` allows.
- */
-export function secretsOf(config: LoadedConfig, env: NodeJS.ProcessEnv): Redactor {
-  const keyVariables = Object.values(config.troupe.providers).map((provider) => provider.apiKeyEnv);
-  const nats = config.troupe.nats;
-  const literals = [nats.password, nats.token].filter((value): value is string => value !== undefined);
-  return Redactor.fromEnv({ ...process.env, ...env }, keyVariables, config.troupe.redaction.allow).with(
-    literals,
-  );
-}
-
 /** A stopped agent's record made ready to go on: its machine reopened (`reopen`), no longer done. */
 function reopened(record: AgentRecord, answers: ReadonlyMap<string, ChatMessage>): AgentRecord {
   return { ...record, done: false, snapshot: reopen(record.snapshot, answers) };
 }
 
 export type { ResumeAs, RunGrants } from "./resume-rights.js";
-
-/** A runtime asked to run something before `open()`. */
-export class RuntimeNotOpenError extends TroupeError {
-  override name = "RuntimeNotOpenError";
-}

@@ -1,7 +1,8 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import type { Bus } from "../bus/bus.js";
-import type { AgentDefinition, Budget } from "../config/schema.js";
+import type { AgentDefinition } from "../config/agent-schema.js";
+import type { Budget } from "../config/budget-schema.js";
 import type { SubagentStopReason } from "../events/agent-events.js";
 import { makeEnvelope } from "../events/envelope.js";
 import { wallGraceMs } from "../machines/agent-rules.js";

@@ -1,4 +1,4 @@
-import type { ApprovalPolicy } from "../config/schema.js";
+import type { ApprovalPolicy } from "../config/policy-schemas.js";
 import type { ToolEffect } from "../config/tool-catalog.js";
 import { UnreachableError } from "../errors.js";
 import type { Confinement } from "../sandbox/plan.js";

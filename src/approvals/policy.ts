@@ -1,4 +1,4 @@
-import type { ApprovalPolicy } from "../config/schema.js";
+import type { ApprovalPolicy } from "../config/policy-schemas.js";
 import type { Confinement, SandboxMode } from "../sandbox/plan.js";
 
 export type PolicyDecision = "allow" | "ask" | "deny";

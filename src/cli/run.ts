@@ -1,13 +1,13 @@
 import { join } from "node:path";
 import type { AgentHandle } from "../actors/agent-deps.js";
-import type { RuntimeOptions } from "../actors/runtime.js";
+import type { RuntimeOptions } from "../actors/runtime-options.js";
 import { denyingApprover } from "../approvals/approver.js";
 import { FileStore } from "../bus/file-store.js";
 import { LocalBus } from "../bus/local-bus.js";
 import { openRuntime } from "../compose/runtime.js";
 import type { LoadedConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
-import type { ApprovalPolicy } from "../config/schema.js";
+import type { ApprovalPolicy } from "../config/policy-schemas.js";
 import { isEvent } from "../events/agent-events.js";
 import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";

@@ -1,8 +1,8 @@
 import { resolve } from "node:path";
 import type { NatsConnectOptions } from "../bus/nats-connect.js";
 import { roleInbox } from "../bus/permissions.js";
+import type { NatsConfig } from "../config/nats-schema.js";
 import type { Role } from "../config/roles.js";
-import type { NatsConfig } from "../config/schema.js";
 import { localSeedFile } from "../trust/role-credentials.js";
 import { pinnedServerCa } from "../trust/server-tls.js";
 

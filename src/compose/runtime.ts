@@ -1,4 +1,5 @@
-import { Runtime, type RuntimeOptions } from "../actors/runtime.js";
+import { Runtime } from "../actors/runtime.js";
+import type { RuntimeOptions } from "../actors/runtime-options.js";
 
 /**
  * Makes and opens a runtime: the one way a process assembles one (every command of the CLI and the

@@ -1,4 +1,4 @@
-import type { Budget, BudgetDefaults } from "./schema.js";
+import type { Budget, BudgetDefaults } from "./budget-schema.js";
 
 export const BUDGET_KEYS = [
   "maxTurns",

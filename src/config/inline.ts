@@ -1,8 +1,9 @@
 import { stringify } from "yaml";
+import { type AgentSettings, agentSchema } from "./agent-schema.js";
 import { checkAgents } from "./check-agents.js";
 import type { LoadedAgent, LoadedConfig } from "./loaded.js";
 import { ConfigError, type ConfigProblem } from "./problems.js";
-import { type AgentSettings, agentSchema, type TroupeSettings, troupeConfigSchema } from "./schema.js";
+import { type TroupeSettings, troupeConfigSchema } from "./schema.js";
 import { YamlFile } from "./yaml-file.js";
 
 /** Settings and agents given in code (the library), as troupe.yaml and agents/*.yaml would hold them. */

@@ -2,6 +2,7 @@ import { existsSync, readdirSync, realpathSync, statSync } from "node:fs";
 import { basename, dirname, extname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { realPathOrUndefined } from "../util/paths.js";
+import { agentSchema } from "./agent-schema.js";
 import { checkAgents } from "./check-agents.js";
 import { withEnv } from "./env.js";
 import { type InlineConfig, inlineConfig } from "./inline.js";
@@ -9,7 +10,7 @@ import { linkOnTheWay } from "./linked-path.js";
 import type { LoadedAgent, LoadedConfig } from "./loaded.js";
 import { mcpServersOf } from "./mcp-servers-from.js";
 import { ConfigError, type ConfigProblem } from "./problems.js";
-import { agentSchema, type TroupeConfig, troupeConfigSchema } from "./schema.js";
+import { type TroupeConfig, troupeConfigSchema } from "./schema.js";
 import { assertTrusted } from "./trusted-configs.js";
 import { YamlFile } from "./yaml-file.js";
 

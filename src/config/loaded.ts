@@ -1,4 +1,5 @@
-import type { AgentDefinition, TroupeConfig } from "./schema.js";
+import type { AgentDefinition } from "./agent-schema.js";
+import type { TroupeConfig } from "./schema.js";
 import type { YamlFile } from "./yaml-file.js";
 
 /** An agent definition and the file it came from (for problems reported at file:line:col). */

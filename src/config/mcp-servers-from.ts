@@ -3,8 +3,9 @@ import { dirname, resolve } from "node:path";
 import { z } from "zod";
 import { JsonFile } from "./json-file.js";
 import { linkOnTheWay } from "./linked-path.js";
+import { type McpServerConfig, mcpServerNameSchema, mcpServerSchema } from "./mcp-server-schema.js";
 import type { ConfigProblem } from "./problems.js";
-import { type McpServerConfig, mcpServerNameSchema, mcpServerSchema, type TroupeConfig } from "./schema.js";
+import type { TroupeConfig } from "./schema.js";
 import type { YamlFile } from "./yaml-file.js";
 
 /**

@@ -48,3 +48,6 @@ export const sizeSchema = z.union([z.number(), z.string()]).transform((value, co
   }
   return bytes;
 });
+
+/** A count of something: a whole number, more than none. */
+export const positiveInt = z.number().int().positive();

@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import type { AgentDefinition } from "../config/schema.js";
+import type { AgentDefinition } from "../config/agent-schema.js";
 import { type NoteOptions, noteStamp, readNoteSync, skippedNote } from "../safety/note-read.js";
 import { realPathOrUndefined } from "../util/paths.js";
 

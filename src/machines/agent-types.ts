@@ -1,4 +1,4 @@
-import type { Budget } from "../config/schema.js";
+import type { Budget } from "../config/budget-schema.js";
 import type { AgentOutput, Spend, StopReason } from "../events/agent-events.js";
 import type { AssistantMessage, ChatMessage, FinishReason, Usage } from "../model/types.js";
 import type { PlannedCall } from "../tools/plan.js";

@@ -1,5 +1,6 @@
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from "openai";
-import type { ModelInfo, ProviderConfig, TroupeConfig } from "../config/schema.js";
+import type { ModelInfo, ProviderConfig } from "../config/provider-schema.js";
+import type { TroupeConfig } from "../config/schema.js";
 import { type Logger, silentLogger } from "../log.js";
 import { bodyText } from "./body-text.js";
 import { CircuitBreaker, type CircuitOptions } from "./circuit-breaker.js";

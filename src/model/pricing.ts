@@ -1,4 +1,4 @@
-import type { ModelInfo } from "../config/schema.js";
+import type { ModelInfo } from "../config/provider-schema.js";
 import type { Usage } from "./types.js";
 
 /** US dollars for one call's tokens; cached input at its own price where the table has one. */

@@ -1,6 +1,7 @@
 import { realpathSync } from "node:fs";
 import { delimiter, isAbsolute } from "node:path";
-import type { HookConfig, HookEvent, TroupeConfig } from "../config/schema.js";
+import type { HookConfig, HookEvent } from "../config/hook-schema.js";
+import type { TroupeConfig } from "../config/schema.js";
 import type { Logger } from "../log.js";
 import type { Redactor } from "../safety/redact.js";
 import { commandEnv, sandboxEnv } from "../sandbox/env.js";

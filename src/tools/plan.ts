@@ -1,6 +1,6 @@
 import { decideCall } from "../approvals/decide-call.js";
 import type { PolicyDecision, SandboxSettings } from "../approvals/policy.js";
-import type { ApprovalPolicy } from "../config/schema.js";
+import type { ApprovalPolicy } from "../config/policy-schemas.js";
 import type { ToolEffect } from "../config/tool-catalog.js";
 import type { ToolCall } from "../model/types.js";
 import type { Confinement } from "../sandbox/plan.js";

@@ -1,6 +1,6 @@
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
-import type { AgentDefinition } from "../config/schema.js";
+import type { AgentDefinition } from "../config/agent-schema.js";
 import { UserError } from "../errors.js";
 import type { Tool } from "./tool.js";
 

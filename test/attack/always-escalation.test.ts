@@ -3,7 +3,7 @@ import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import type { ApprovalPolicy } from "../../src/config/schema.js";
+import type { ApprovalPolicy } from "../../src/config/policy-schemas.js";
 import type { Confinement } from "../../src/sandbox/plan.js";
 import { detectSandbox } from "../../src/sandbox/sandbox.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";

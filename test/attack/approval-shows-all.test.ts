@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { Runtime } from "../../src/actors/runtime.js";
 import type { ApprovalRequest } from "../../src/approvals/approver.js";
-import type { ApprovalPolicy } from "../../src/config/schema.js";
+import type { ApprovalPolicy } from "../../src/config/policy-schemas.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { defineTool, type Tool } from "../../src/tools/tool.js";
 import { tempTree } from "../support/cli.js";

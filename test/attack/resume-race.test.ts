@@ -2,9 +2,8 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, expect, it } from "vitest";
 import { decodeEnvelope, encodeEnvelope, makeEnvelope } from "../../src/events/envelope.js";
-import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { runTroupe } from "../support/cli.js";
-import { embeddedDaemon } from "../support/embedded-daemon.js";
+import { shellCoderDaemon } from "../support/embedded-daemon.js";
 import { waitFor } from "../support/wait.js";
 
 /* ATTACK (outside review, the client's seed): four runs.resume of one stopped run at once each
@@ -18,25 +17,10 @@ afterEach(async () => {
 }, 60_000);
 
 it("runs.resume sent four times at once brings a run back once, and its command runs once", async () => {
-  const model = await ScriptedModelServer.start([
-    {
-      match: { turn: 1 },
-      reply: {
-        toolCalls: [{ name: "shell", arguments: { command: "echo ran-$$ >> ledger.txt" } }],
-        delayMs: 1500,
-      },
-      times: 10,
-    },
-    { match: { turn: 2 }, reply: { text: "done" }, times: 10 },
-  ]);
-  cleanups.push(() => model.close());
   const prefix = "rrace";
-  const h = await embeddedDaemon(
-    {
-      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: coder\ndefaultModel: scripted\n`,
-      "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [shell]\n",
-    },
-    model.baseURL,
+  const { h } = await shellCoderDaemon(
+    prefix,
+    { command: "echo ran-$$ >> ledger.txt", answer: "done", delayMs: 1500 },
     cleanups,
   );
   await h.start();

@@ -1,13 +1,11 @@
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Kvm } from "@nats-io/kv";
-import type { NatsConnection } from "@nats-io/transport-node";
 import { afterEach, expect, it } from "vitest";
-import { decodeEnvelope, type Envelope, encodeEnvelope, makeEnvelope } from "../../src/events/envelope.js";
 import { MAX_TEXT, MAX_UNREAD } from "../../src/limits.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { runTroupe } from "../support/cli.js";
-import { embeddedDaemon } from "../support/embedded-daemon.js";
+import { apiRequest, coderDaemon } from "../support/embedded-daemon.js";
 import { waitFor } from "../support/wait.js";
 
 /* ATTACK (outside review, client seed): each runs.steer was held to 32 KiB, but an agent queued any
@@ -36,17 +34,10 @@ it("steering and follow-ups past what a run holds unread are refused in one line
   ]);
   cleanups.push(() => model.close());
   const prefix = "steerb";
-  const h = await embeddedDaemon(
-    {
-      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: coder\ndefaultModel: scripted\n`,
-      "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [shell]\n",
-    },
-    model.baseURL,
-    cleanups,
-  );
+  const h = await coderDaemon(prefix, model.baseURL, cleanups);
   await h.start();
   const client = await h.connectAs("client", prefix);
-  const ask = (verb: string, data: unknown) => request(client, prefix, verb, data);
+  const ask = (verb: string, data: unknown) => apiRequest(client, prefix, verb, data);
   const started = await ask("runs.start", { task: "wait for go", approval: "auto-edit" });
   const { runId, agentId } = started.data as { runId: string; agentId: string };
   await waitFor("its command waiting", () => existsSync(join(h.dir, "waiting")), 20_000);
@@ -103,17 +94,3 @@ it("steering and follow-ups past what a run holds unread are refused in one line
   expect(second.filter((m) => m.role === "user" && String(m.content).startsWith("steer "))).toHaveLength(2);
   expect(model.requests).toHaveLength(2 + MAX_UNREAD.messages);
 }, 120_000);
-
-async function request(
-  client: NatsConnection,
-  prefix: string,
-  verb: string,
-  data: unknown,
-): Promise<Envelope> {
-  const msg = await client.request(
-    `${prefix}.api.${verb}`,
-    encodeEnvelope(makeEnvelope({ runId: "x", agentId: "cli", seq: 0, type: verb, data })),
-    { timeout: 20_000 },
-  );
-  return decodeEnvelope(msg.data);
-}

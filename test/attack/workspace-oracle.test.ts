@@ -4,7 +4,7 @@ import { afterEach, expect, it } from "vitest";
 import { decodeEnvelope, encodeEnvelope, makeEnvelope } from "../../src/events/envelope.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { runTroupe, tempTree } from "../support/cli.js";
-import { embeddedDaemon } from "../support/embedded-daemon.js";
+import { coderDaemon } from "../support/embedded-daemon.js";
 
 /* ATTACK (outside review, client seed, from any host): runs.start's workspace check looked at the
  * disk first. A path that did not exist or was not a directory got "is not a directory on the
@@ -22,14 +22,7 @@ it("runs.start answers every workspace outside the daemon's the same, whether it
   const model = await ScriptedModelServer.start([]);
   cleanups.push(() => model.close());
   const prefix = "wsoracle";
-  const h = await embeddedDaemon(
-    {
-      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: coder\ndefaultModel: scripted\n`,
-      "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [shell]\n",
-    },
-    model.baseURL,
-    cleanups,
-  );
+  const h = await coderDaemon(prefix, model.baseURL, cleanups);
   await h.start();
   const root = realpathSync(h.dir);
   const elsewhere = tempTree({ "secret/key.pem": "x", "notes.txt": "x" });

@@ -1,10 +1,8 @@
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
-import type { NatsConnection } from "@nats-io/transport-node";
 import { afterEach, expect, it } from "vitest";
-import { decodeEnvelope, type Envelope, encodeEnvelope, makeEnvelope } from "../../src/events/envelope.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
-import { embeddedDaemon } from "../support/embedded-daemon.js";
+import { apiRequest, coderDaemon, coderTroupeYaml } from "../support/embedded-daemon.js";
 import { FIXTURE } from "../support/mcp-servers.js";
 import { waitFor } from "../support/wait.js";
 
@@ -72,11 +70,8 @@ async function project(maxWorkspaces: number) {
   ]);
   cleanups.push(() => model.close());
   const prefix = "wsrt";
-  const yaml = (most: number) =>
+  const settings = (most: number) =>
     [
-      `nats:\n  prefix: ${prefix}`,
-      "defaultAgent: coder",
-      "defaultModel: scripted",
       `daemon:\n  workspaces: [../projects]\n  maxWorkspaces: ${most}`,
       "mcpServers:",
       "  fixture:",
@@ -86,21 +81,19 @@ async function project(maxWorkspaces: number) {
       `    cwd: ${JSON.stringify(dirname(FIXTURE))}`,
       "",
     ].join("\n");
-  const h = await embeddedDaemon(
-    {
-      "config/troupe.yaml": yaml(maxWorkspaces),
-      "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [shell]\n",
-      ...Object.fromEntries([1, 2, 3, 4].map((n) => [`projects/ws${n}/notes.txt`, "a project\n"])),
-    },
+  const h = await coderDaemon(
+    prefix,
     model.baseURL,
     cleanups,
+    settings(maxWorkspaces),
+    Object.fromEntries([1, 2, 3, 4].map((n) => [`projects/ws${n}/notes.txt`, "a project\n"])),
   );
   await h.start();
   // The daemon's own runtime has its server from the start, and keeps it.
   const servers = () => mcpServers(h.pid() as number).length;
   await waitFor("the daemon's own MCP server", () => servers() === 1, 20_000);
   const client = await h.connectAs("client", prefix);
-  const ask = (verb: string, data: unknown) => request(client, prefix, verb, data);
+  const ask = (verb: string, data: unknown) => apiRequest(client, prefix, verb, data);
   const ws = (n: number) => join(h.dir, "projects", `ws${n}`);
   return {
     h,
@@ -112,7 +105,8 @@ async function project(maxWorkspaces: number) {
     /** Whether the command of a run in workspace `n` waiting for `name` has started. */
     waiting: (n: number, name: string) => existsSync(join(ws(n), `${name}.waiting`)),
     /** The next daemon reads `most` as daemon.maxWorkspaces. */
-    setMax: (most: number) => writeFileSync(join(h.dir, "config", "troupe.yaml"), yaml(most)),
+    setMax: (most: number) =>
+      writeFileSync(join(h.dir, "config", "troupe.yaml"), coderTroupeYaml(prefix, settings(most))),
     /** Starts a run in workspace `n` that waits for `name`. */
     start: async (n: number, name: string) => {
       const reply = await ask("runs.start", {
@@ -204,17 +198,3 @@ it("runs left running are resumed in their workspaces as the daemon starts, past
   await p.done(await p.start(3, "go-c"));
   await waitFor("ws3's server gone", () => p.servers() === 1, 20_000);
 }, 180_000);
-
-async function request(
-  client: NatsConnection,
-  prefix: string,
-  verb: string,
-  data: unknown,
-): Promise<Envelope> {
-  const msg = await client.request(
-    `${prefix}.api.${verb}`,
-    encodeEnvelope(makeEnvelope({ runId: "x", agentId: "cli", seq: 0, type: verb, data })),
-    { timeout: 20_000 },
-  );
-  return decodeEnvelope(msg.data);
-}

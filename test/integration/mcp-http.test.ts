@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AgentHooks } from "../../src/actors/agent-hooks.js";
 import { Runtime } from "../../src/actors/runtime.js";
 import { freePort } from "../../src/bus/embedded-nats.js";
-import { mcpServerSchema } from "../../src/config/schema.js";
+import { mcpServerSchema } from "../../src/config/mcp-server-schema.js";
 import { memoryLogger } from "../../src/log.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { McpManager } from "../../src/tools/mcp/mcp-manager.js";

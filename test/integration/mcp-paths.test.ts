@@ -3,7 +3,7 @@ import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { mcpServerSchema } from "../../src/config/schema.js";
+import { mcpServerSchema } from "../../src/config/mcp-server-schema.js";
 import { Redactor } from "../../src/safety/redact.js";
 import { McpManager } from "../../src/tools/mcp/mcp-manager.js";
 import { pathArguments } from "../../src/tools/mcp/mcp-paths.js";

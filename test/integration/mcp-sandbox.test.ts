@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { afterEach, beforeEach, expect, it } from "vitest";
-import { mcpServerSchema } from "../../src/config/schema.js";
+import { mcpServerSchema } from "../../src/config/mcp-server-schema.js";
 import { memoryLogger } from "../../src/log.js";
 import { detectSandbox } from "../../src/sandbox/sandbox.js";
 import { mcpConfinement } from "../../src/sandbox/scope.js";

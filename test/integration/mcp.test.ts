@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { z } from "zod";
 import { freePort } from "../../src/bus/embedded-nats.js";
-import { mcpServerSchema } from "../../src/config/schema.js";
+import { mcpServerSchema } from "../../src/config/mcp-server-schema.js";
 import { memoryLogger } from "../../src/log.js";
 import { McpManager, McpToolCollisionError } from "../../src/tools/mcp/mcp-manager.js";
 import { defineTool, type Tool, ToolRegistry } from "../../src/tools/tool.js";

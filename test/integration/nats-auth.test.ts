@@ -9,7 +9,7 @@ import { NatsBus } from "../../src/bus/nats-bus.js";
 import { BusUnavailableError } from "../../src/bus/nats-connect.js";
 import { refuseSquatter } from "../../src/cli/daemon.js";
 import { natsOptionsFromConfig } from "../../src/compose/nats-options.js";
-import { natsConfigSchema } from "../../src/config/schema.js";
+import { natsConfigSchema } from "../../src/config/nats-schema.js";
 import { makeEnvelope } from "../../src/events/envelope.js";
 
 let dir: string;

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { Runtime, UnknownSkillError } from "../../src/actors/runtime.js";
+import { Runtime } from "../../src/actors/runtime.js";
+import { UnknownSkillError } from "../../src/actors/runtime-errors.js";
 import { matchSkill, skillCommand } from "../../src/skills/skills.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { tempTree } from "../support/cli.js";

@@ -1,5 +1,6 @@
+import { agentSchema } from "../../src/config/agent-schema.js";
 import type { LoadedConfig } from "../../src/config/load.js";
-import { agentSchema, troupeConfigSchema } from "../../src/config/schema.js";
+import { troupeConfigSchema } from "../../src/config/schema.js";
 import { YamlFile } from "../../src/config/yaml-file.js";
 
 /** A loaded config built in memory: troupe.yaml settings and agent definitions as plain objects. */

@@ -6,6 +6,7 @@ import { expect } from "vitest";
 import { answersNats, freePort } from "../../src/bus/embedded-nats.js";
 import { roleInbox } from "../../src/bus/permissions.js";
 import type { Role } from "../../src/config/roles.js";
+import { decodeEnvelope, type Envelope, encodeEnvelope, makeEnvelope } from "../../src/events/envelope.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { serverTlsFiles } from "../../src/trust/server-tls.js";
 import { runTroupe, TROUPE_BIN, tempTree } from "./cli.js";
@@ -94,34 +95,56 @@ export async function embeddedDaemon(
   return { dir, env, cfg, start, stop, kill, connectAs, stderr: () => stderr, pid: () => daemon?.pid };
 }
 
+/** The troupe.yaml of `coderDaemon`: `coder` the default agent on the scripted model, and `settings`. */
+export function coderTroupeYaml(prefix: string, settings = ""): string {
+  return `nats:\n  prefix: ${prefix}\ndefaultAgent: coder\ndefaultModel: scripted\n${settings}`;
+}
+
 /**
- * A daemon on its default embedded server, on `prefix`, whose one agent `coder` has the shell, and
- * the scripted model it asks: at its first turn it runs `command`, at its second it answers
- * `answer`. `settings` is more of troupe.yaml.
+ * A daemon on its default embedded server, on `prefix`, whose one agent `coder` has the shell and
+ * asks the model at `modelBaseURL`. `settings` is more of troupe.yaml; `files` more of the project.
+ */
+export async function coderDaemon(
+  prefix: string,
+  modelBaseURL: string,
+  cleanups: Array<() => unknown>,
+  settings = "",
+  files: Record<string, string> = {},
+) {
+  return embeddedDaemon(
+    {
+      "config/troupe.yaml": coderTroupeYaml(prefix, settings),
+      "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [shell]\n",
+      ...files,
+    },
+    modelBaseURL,
+    cleanups,
+  );
+}
+
+/**
+ * `coderDaemon` and the scripted model it asks: at its first turn it runs `command` (after
+ * `delayMs`, when given), at its second it answers `answer`. `settings` is more of troupe.yaml.
  */
 export async function shellCoderDaemon(
   prefix: string,
-  script: { command: string; answer: string },
+  script: { command: string; answer: string; delayMs?: number },
   cleanups: Array<() => unknown>,
   settings = "",
 ) {
   const model = await ScriptedModelServer.start([
     {
       match: { turn: 1 },
-      reply: { toolCalls: [{ name: "shell", arguments: { command: script.command } }] },
+      reply: {
+        toolCalls: [{ name: "shell", arguments: { command: script.command } }],
+        ...(script.delayMs === undefined ? {} : { delayMs: script.delayMs }),
+      },
       times: 5,
     },
     { match: { turn: 2 }, reply: { text: script.answer }, times: 5 },
   ]);
   cleanups.push(() => model.close());
-  const h = await embeddedDaemon(
-    {
-      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: coder\ndefaultModel: scripted\n${settings}`,
-      "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [shell]\n",
-    },
-    model.baseURL,
-    cleanups,
-  );
+  const h = await coderDaemon(prefix, model.baseURL, cleanups, settings);
   return { model, h };
 }
 
@@ -178,4 +201,19 @@ export async function askingRun(
   const { runId, agentId } = JSON.parse(out.split("\n")[0] ?? "{}") as { runId: string; agentId: string };
   const callId = /"callId":"([^"]+)"/.exec(out.slice(out.indexOf('"approval.requested"')))?.[1] ?? "";
   return { runId, agentId, callId, out: () => out, exit };
+}
+
+/** A request to the daemon's API on `prefix` (`runs.start`, `runs.steer`, …), as a client sends one, and its reply. */
+export async function apiRequest(
+  client: NatsConnection,
+  prefix: string,
+  verb: string,
+  data: unknown,
+): Promise<Envelope> {
+  const msg = await client.request(
+    `${prefix}.api.${verb}`,
+    encodeEnvelope(makeEnvelope({ runId: "x", agentId: "cli", seq: 0, type: verb, data })),
+    { timeout: 20_000 },
+  );
+  return decodeEnvelope(msg.data);
 }

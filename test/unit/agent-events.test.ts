@@ -1,5 +1,5 @@
 import { describe, expect, expectTypeOf, it } from "vitest";
-import type { Budget } from "../../src/config/schema.js";
+import type { Budget } from "../../src/config/budget-schema.js";
 import type { ToolEffect } from "../../src/config/tool-catalog.js";
 import {
   type AgentEventMap,

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { resolveAgentSettings } from "../../src/actors/agent-settings.js";
 import type { AgentRecord } from "../../src/actors/agent-store.js";
-import { agentSchema, troupeConfigSchema } from "../../src/config/schema.js";
+import { agentSchema } from "../../src/config/agent-schema.js";
+import { troupeConfigSchema } from "../../src/config/schema.js";
 import type { ResolvedModel } from "../../src/model/model-router.js";
 
 const config = troupeConfigSchema.parse({

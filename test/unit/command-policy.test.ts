@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { decideCall } from "../../src/approvals/decide-call.js";
 import type { CallJudgement } from "../../src/approvals/policy.js";
-import type { ApprovalPolicy } from "../../src/config/schema.js";
+import type { ApprovalPolicy } from "../../src/config/policy-schemas.js";
 import type { ToolEffect } from "../../src/config/tool-catalog.js";
 import { analyzeCommand } from "../../src/safety/command-analysis.js";
 import { shellTool } from "../../src/tools/builtin/shell.js";

@@ -3,7 +3,7 @@ import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { CALL_RULES, type CallFacts, decideCall, type Grants } from "../../src/approvals/decide-call.js";
 import type { CallJudgement } from "../../src/approvals/policy.js";
-import type { ApprovalPolicy } from "../../src/config/schema.js";
+import type { ApprovalPolicy } from "../../src/config/policy-schemas.js";
 
 const DOC = readFileSync(resolve(import.meta.dirname, "../../docs/tools-and-safety.md"), "utf8");
 

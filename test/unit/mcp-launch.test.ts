@@ -2,7 +2,7 @@
 import { chmodSync, mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { mcpServerSchema } from "../../src/config/schema.js";
+import { mcpServerSchema } from "../../src/config/mcp-server-schema.js";
 import { type LaunchScope, McpLaunchRefusedError, planLaunch } from "../../src/tools/mcp/mcp-launch.js";
 import { tempTree } from "../support/cli.js";
 

@@ -4,7 +4,7 @@ import { dirname, join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { decideCall } from "../../src/approvals/decide-call.js";
 import type { SandboxSettings } from "../../src/approvals/policy.js";
-import type { ApprovalPolicy } from "../../src/config/schema.js";
+import type { ApprovalPolicy } from "../../src/config/policy-schemas.js";
 import { HostPlanner, SANDBOX_HOME } from "../../src/sandbox/host-plan.js";
 import { beyond, bwrapArgs, type SandboxPlan } from "../../src/sandbox/plan.js";
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { CallJudgement } from "../../src/approvals/policy.js";
-import type { ApprovalPolicy } from "../../src/config/schema.js";
+import type { ApprovalPolicy } from "../../src/config/policy-schemas.js";
 import { planCalls } from "../../src/tools/plan.js";
 import { defineTool, ToolRegistry } from "../../src/tools/tool.js";
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { decideCall } from "../../src/approvals/decide-call.js";
-import { mcpServerSchema } from "../../src/config/schema.js";
+import { mcpServerSchema } from "../../src/config/mcp-server-schema.js";
 import { MISSING_RESULT, repairToolPairs } from "../../src/context/repair.js";
 import { callSignature, detectLoop } from "../../src/machines/loop-detection.js";
 import type { ChatMessage } from "../../src/model/types.js";

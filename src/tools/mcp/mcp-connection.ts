@@ -1,6 +1,6 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import type { McpServerConfig } from "../../config/schema.js";
+import type { McpServerConfig } from "../../config/mcp-server-schema.js";
 import { UserError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import type { ToolRegistry } from "../tool.js";

@@ -1,8 +1,8 @@
 import { mkdirSync, statSync } from "node:fs";
 import { delimiter, isAbsolute, join, resolve } from "node:path";
 import type { LoadedConfig } from "../../config/loaded.js";
+import type { McpServerConfig } from "../../config/mcp-server-schema.js";
 import { dataDir } from "../../config/paths.js";
-import type { McpServerConfig } from "../../config/schema.js";
 import { UserError } from "../../errors.js";
 import { findProgram, realPathSoFar } from "../../sandbox/launch-paths.js";
 import { isInside, realPathOrUndefined } from "../../util/paths.js";

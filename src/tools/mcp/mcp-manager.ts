@@ -1,4 +1,4 @@
-import type { McpServerConfig } from "../../config/schema.js";
+import type { McpServerConfig } from "../../config/mcp-server-schema.js";
 import { MCP_SEPARATOR, splitMcpToolName } from "../../config/tool-catalog.js";
 import { type Logger, silentLogger } from "../../log.js";
 import type { ToolRegistry } from "../tool.js";

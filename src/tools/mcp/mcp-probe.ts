@@ -1,4 +1,4 @@
-import type { McpServerConfig } from "../../config/schema.js";
+import type { McpServerConfig } from "../../config/mcp-server-schema.js";
 import type { ToolEffect } from "../../config/tool-catalog.js";
 import { type Logger, silentLogger } from "../../log.js";
 import { clientFactory } from "./mcp-client.js";

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { McpServerConfig } from "../../config/schema.js";
+import type { McpServerConfig } from "../../config/mcp-server-schema.js";
 import { MCP_SEPARATOR, type ToolEffect } from "../../config/tool-catalog.js";
 import { type Tool, type ToolResult, toolError } from "../tool.js";
 import { checkPathArguments } from "./mcp-paths.js";

@@ -1,7 +1,7 @@
 import { createInterface } from "node:readline";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import type { McpServerConfig } from "../../config/schema.js";
+import type { McpServerConfig } from "../../config/mcp-server-schema.js";
 import { TroupeError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import { cleanOutput } from "../../safety/hygiene.js";

@@ -1,0 +1,46 @@
+/* What a runtime is made with, and what one run on it asks for. */
+import type { Approver } from "../approvals/approver.js";
+import type { Bus } from "../bus/bus.js";
+import type { LoadedConfig } from "../config/load.js";
+import type { ApprovalPolicy } from "../config/policy-schemas.js";
+import type { Logger } from "../log.js";
+import type { ModelRouterOptions } from "../model/model-router.js";
+import type { SandboxMode } from "../sandbox/plan.js";
+import type { Sandbox } from "../sandbox/sandbox.js";
+import type { Tool } from "../tools/tool.js";
+import type { AgentHooks } from "./agent-hooks.js";
+
+export interface RuntimeOptions {
+  config: LoadedConfig;
+  /** Default: a LocalBus (the single-process mode). */
+  bus?: Bus;
+  log?: Logger;
+  env?: NodeJS.ProcessEnv;
+  /** Default: the config's `workspace`, relative to the working directory. */
+  workspace?: string;
+  /** Default: deny every request (nobody to ask). */
+  approver?: Approver;
+  /** Tools besides the built-in ones. */
+  tools?: Tool[];
+  /** Hooks as functions: block or change tool calls, replace results, stop after a turn, swap the model. */
+  hooks?: AgentHooks;
+  models?: ModelRouterOptions;
+  /** Where commands are confined; default: this machine's (bubblewrap on Linux), found once. */
+  sandbox?: Sandbox;
+}
+
+export interface RunOptions {
+  task: string;
+  /** Default: the config's `defaultAgent`, else `assistant`, else the first agent. */
+  agent?: string;
+  approval?: ApprovalPolicy;
+  /** A skill to load before the first model call (a task starting `/skill:NAME` says the same). */
+  skill?: string;
+  /** `plan`: read tools only, a capped turn budget, a prompt asking for a plan. */
+  mode?: "act" | "plan";
+  /** Where this run's commands are confined (overrides the agent's and the config's). */
+  sandbox?: SandboxMode;
+  runId?: string;
+  /** The run's first agent's id; default: its name and a random suffix (`newAgentId`). */
+  agentId?: string;
+}

@@ -1,0 +1,66 @@
+/* `troupe run`: a task on an agent, here (`--local`) or on the daemon. */
+import { type Command, Option } from "commander";
+import { APPROVAL_POLICIES, SANDBOX_MODES } from "../../config/policies.js";
+import { UserError } from "../../errors.js";
+import type { RunFlags } from "../run.js";
+import type { CommandContext } from "./command-context.js";
+
+/** Adds `troupe run` to `program`. */
+export function runCommand(program: Command, context: CommandContext): void {
+  program
+    .command("run")
+    .description("run a task on an agent and show it as it happens")
+    .argument("[task]", 'what the agent should do; "-" reads it from stdin')
+    .option("-f, --file <path>", "read the task from this file")
+    .option("--local", "run in this process on the in-process bus (no daemon)")
+    .option("-a, --agent <name>", "the agent to run (default: the config's defaultAgent)")
+    .option("-w, --workspace <dir>", "the directory the agent works in (default: the config's workspace)")
+    .addOption(new Option("--approval <policy>", "approval policy for this run").choices(APPROVAL_POLICIES))
+    .addOption(
+      new Option(
+        "--sandbox <mode>",
+        "where commands run: read-only, workspace-write, or off (off asks for every command unless yolo)",
+      ).choices(SANDBOX_MODES),
+    )
+    .addOption(
+      new Option("--mode <mode>", "plan: read tools only, a few turns, answer with a plan").choices([
+        "act",
+        "plan",
+      ]),
+    )
+    .option(
+      "--skill <name>",
+      "load this skill before the first model call (or start the task with /skill:NAME)",
+    )
+    .option("--json", "print every event as one JSON line on stdout, and nothing else there")
+    .option(
+      "--id <key>",
+      "run once per key: the same key, task and options again follow the run it started (or a run id)",
+    )
+    .option("--detach", "leave the run to the daemon once it has taken it; print its id")
+    .option(
+      "--wait-daemon <seconds>",
+      "how long to wait for NATS and a daemon to take the run, through a restart (exit 4 after)",
+      "30",
+    )
+    .action(async (given: string | undefined, flags: RunFlags & { file?: string }) => {
+      const { readTask } = await import("../task-input.js");
+      const task = await readTask(given, flags.file);
+      const { loadConfig } = await import("../../config/load.js");
+      const config = loadConfig(context.where());
+      if (flags.local && flags.detach)
+        throw new UsageError("--detach leaves a run to the daemon: a --local run ends with this process");
+      if (flags.local) {
+        const { runTask } = await import("../run.js");
+        context.exit(await runTask(config, task, flags, context.log("run")));
+      } else {
+        const { runViaDaemon } = await import("../run-client.js");
+        context.exit(await runViaDaemon(config, task, flags, context.log("run")));
+      }
+    });
+}
+
+/** A command called the wrong way: one line, exit 2. */
+class UsageError extends UserError {
+  override name = "UsageError";
+}
