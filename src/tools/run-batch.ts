@@ -194,7 +194,8 @@ function finish(
   delete out.answer;
   if (result.terminate) out.answer = output || out.summary || "";
   const said = [result.ok ? out.summary : (out.error ?? "the tool failed"), output, ...resultExtras(out)];
-  out.output = wrapUntrusted(source, said.filter(Boolean).join("\n"));
+  out.shown = said.filter(Boolean).join("\n");
+  out.output = wrapUntrusted(source, out.shown);
   return out;
 }
 
