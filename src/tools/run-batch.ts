@@ -101,7 +101,9 @@ async function runOne(
   }
   await options.journal?.started(call);
   const result = await execute(call, options, running);
-  await options.journal?.finished(call, result);
+  // What people saw is in its tool.finished already: the journal keeps what the model is given.
+  const { shown: _, ...kept } = result;
+  await options.journal?.finished(call, kept);
   return result;
 }
 
