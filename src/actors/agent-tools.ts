@@ -244,7 +244,7 @@ export function toolEventObserver(events: EventPublisher): BatchObserver {
         ...(result.error ? { error: result.error } : {}),
         ...(result.artifacts?.length ? { artifacts: result.artifacts } : {}),
         ...(result.nextActions?.length ? { nextActions: result.nextActions } : {}),
-        ...(result.output ? { preview: result.output.slice(0, TOOL_PREVIEW_CHARS) } : {}),
+        ...(result.shown ? { preview: result.shown.slice(0, TOOL_PREVIEW_CHARS) } : {}),
       }),
   };
 }

@@ -101,7 +101,9 @@ async function runOne(
   }
   await options.journal?.started(call);
   const result = await execute(call, options, running);
-  await options.journal?.finished(call, result);
+  // What people saw is in its tool.finished already: the journal keeps what the model is given.
+  const { shown: _, ...kept } = result;
+  await options.journal?.finished(call, kept);
   return result;
 }
 
@@ -194,7 +196,8 @@ function finish(
   delete out.answer;
   if (result.terminate) out.answer = output || out.summary || "";
   const said = [result.ok ? out.summary : (out.error ?? "the tool failed"), output, ...resultExtras(out)];
-  out.output = wrapUntrusted(source, said.filter(Boolean).join("\n"));
+  out.shown = said.filter(Boolean).join("\n");
+  out.output = wrapUntrusted(source, out.shown);
   return out;
 }
 

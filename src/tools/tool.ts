@@ -31,6 +31,11 @@ export interface ToolResult {
    * summary), cleaned and redacted but not wrapped. The agent's answer when its batch stops it.
    */
   answer?: string;
+  /**
+   * Set by the pipeline: what a person watching sees of the call (the text of `output` before it is
+   * wrapped and its tags escaped for the model), so a console shows the tool's words as it said them.
+   */
+  shown?: string;
 }
 
 export interface ToolContext {

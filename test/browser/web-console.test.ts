@@ -5,14 +5,11 @@ import { hostname } from "node:os";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, inject, it } from "vitest";
-import { answersNats, freePort } from "../../src/bus/embedded-nats.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
-import { uniquePrefix } from "../../src/bus/subjects.js";
-import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { writeSyntheticRun } from "../../src/testing/synthetic-run.js";
 import { launchChromium } from "../support/browser.js";
-import { removePrefix } from "../support/buses.js";
 import { runTroupe, tempTree } from "../support/cli.js";
+import { consoleDaemons } from "../support/console-daemon.js";
 import { daemonProcesses } from "../support/daemon-process.js";
 import { waitFor } from "../support/wait.js";
 
@@ -25,85 +22,10 @@ afterAll(async () => {
   await browser?.close();
 });
 
-/** Stops the nats-server a daemon of this data dir started, by the pid it recorded. */
-async function stopEmbeddedServer(dataDir: string): Promise<void> {
-  const record = join(dataDir, "nats", "server.json");
-  if (!existsSync(record)) return;
-  const { pid, port } = JSON.parse(readFileSync(record, "utf8")) as { pid: number; port: number };
-  process.kill(pid, "SIGKILL");
-  await waitFor("its nats-server gone", async () => !(await answersNats("127.0.0.1", port)), 5000);
-}
-
-const as = (name: string, turn: number) => ({ system: `"${name}"`, turn });
-
 /** The session a login left in the page's storage. */
 const sessionOf = (page: Page) => page.evaluate<string | null>('localStorage.getItem("troupe-session")');
 
-/** A daemon serving the console on a free port, its project, and the login URL it keeps in its data dir. */
-async function consoleDaemon(
-  web: { flag?: string; yaml?: string } = { flag: "127.0.0.1:0" },
-  { embedded = false } = {},
-) {
-  // Embedded: nothing answers at the URL, so the daemon starts its own server, with a user per role,
-  // as it does for a user who sets nothing.
-  const url = embedded ? `nats://127.0.0.1:${await freePort()}` : inject("natsUrl");
-  const prefix = uniquePrefix();
-  if (!embedded) cleanups.push(() => removePrefix(url, prefix));
-  const model = await ScriptedModelServer.start([
-    {
-      match: as("lead", 1),
-      reply: {
-        toolCalls: [
-          { name: "subagent_scout", arguments: { task: "Read the notes" } },
-          { name: "subagent_scout", arguments: { task: "Read the notes again" } },
-        ],
-      },
-    },
-    {
-      match: as("scout", 1),
-      reply: { toolCalls: [{ name: "read_file", arguments: { path: "notes.txt" } }], delayMs: 700 },
-      times: 2,
-    },
-    { match: as("scout", 2), reply: { text: "The notes say hello.", delayMs: 700 }, times: 2 },
-    {
-      match: as("lead", 2),
-      reply: {
-        toolCalls: [{ name: "write_file", arguments: { path: "out.txt", content: "written once\n" } }],
-      },
-    },
-    { match: as("lead", 3), reply: { text: "All done." } },
-  ]);
-  cleanups.push(() => model.close());
-  const { dir, dispose } = tempTree({
-    "config/troupe.yaml": `nats:\n  prefix: ${prefix}\ndefaultAgent: lead\ndefaultModel: scripted\n${web.yaml ?? ""}`,
-    "config/agents/lead.yaml": "name: lead\ndescription: Leads.\ntools: [write_file]\nsubagents: [scout]\n",
-    "config/agents/scout.yaml": "name: scout\ndescription: Scouts.\ntools: [read_file]\n",
-    "notes.txt": "hello\n",
-  });
-  cleanups.push(dispose);
-  const env = {
-    NATS_URL: url,
-    OPENAI_BASE_URL: model.baseURL,
-    OPENAI_API_KEY: "",
-    TROUPE_DATA_DIR: join(dir, ".data"),
-  };
-  const flag = web.flag === undefined ? [] : ["--web", web.flag];
-  // After the daemon's SIGKILL (cleanups run last first): its server outlives a killed daemon.
-  if (embedded) cleanups.push(() => stopEmbeddedServer(env.TROUPE_DATA_DIR));
-  const daemon = follow(["--config", join(dir, "config"), "daemon", ...flag], dir, env);
-  await waitFor("the web console", () => daemon.stderr().includes("web console: "), 15_000);
-  // Not on a terminal: the login is in the data dir, where troupe web reads it, not on stderr.
-  const login = readFileSync(join(env.TROUPE_DATA_DIR, "web-login"), "utf8").trim();
-  return {
-    stderr: daemon.stderr,
-    dir,
-    env,
-    prefix,
-    login,
-    origin: new URL(login).origin,
-    config: ["--config", join(dir, "config")],
-  };
-}
+const consoleDaemon = consoleDaemons({ cleanups, follow });
 
 it("shows a run live on the default embedded, credentialed server: its tree, states and statechart; an approval allowed from the page lets it go on, once", async () => {
   const { dir, env, login, origin, config } = await consoleDaemon(undefined, { embedded: true });

@@ -174,15 +174,14 @@ function Bar(props: {
   format: (n: number) => string;
 }) {
   const share = props.limit ? Math.min(1, props.used / props.limit) : 0;
+  const value = `${props.format(props.used)}${props.limit ? ` / ${props.format(props.limit)}` : ""}`;
   return (
-    <span
-      class="budget"
-      title={`${props.label}: ${props.format(props.used)}${props.limit ? ` of ${props.format(props.limit)}` : ""}`}
-    >
+    <span class="budget" data-testid="budget" data-budget={props.label}>
       <span class="budget-label">{props.label}</span>
       <span class="track">
         <span class={`fill${share > 0.8 ? " high" : ""}`} style={{ width: `${share * 100}%` }} />
       </span>
+      <span class="budget-value">{value}</span>
     </span>
   );
 }

@@ -59,9 +59,13 @@ export function RunsList() {
                   <a href={`#/runs/${run.runId}`}>{run.task}</a>
                 </td>
                 <td>{run.agent}</td>
-                <td>{formatAge((run.stoppedAt ?? now) - run.startedAt)}</td>
-                <td>{run.usage ? formatTokens(run.usage.inputTokens + run.usage.outputTokens) : "–"}</td>
-                <td>{run.usage ? `$${run.usage.costUsd.toFixed(4)}` : "–"}</td>
+                <td data-testid="age" title={new Date(run.startedAt).toLocaleString()}>
+                  {formatAge(now - run.startedAt)}
+                </td>
+                <td data-testid="tokens">
+                  {run.usage ? formatTokens(run.usage.inputTokens + run.usage.outputTokens) : "–"}
+                </td>
+                <td data-testid="cost">{run.usage ? `$${run.usage.costUsd.toFixed(4)}` : "–"}</td>
                 <td>
                   {run.pendingApprovals > 0 ? (
                     <span class="badge" data-testid="pending-approvals">
