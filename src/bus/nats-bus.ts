@@ -95,7 +95,7 @@ export class NatsBus implements Bus {
       try {
         // A reader by gets only looks: the streams are the daemon's to make (a person's account has no
         // JetStream of its own, only the hosts' streams' info and gets, imported: permissions.ts).
-        if (byGets) jsm = await readersJetStream(nc, names);
+        if (byGets) jsm = await readersJetStream(nc, names, options.storage, logger);
         else {
           const manager = await jetstreamManager(nc);
           await ensureEventStream(manager, names, options.storage, logger);
@@ -308,25 +308,34 @@ export class NatsBus implements Bus {
  * account has no JetStream (its API answers "not enabled") and reaches the hosts' streams' info and
  * gets under `hostsApiPrefix`.
  */
-async function readersJetStream(nc: NatsConnection, names: Subjects): Promise<JetStreamManager> {
+async function readersJetStream(
+  nc: NatsConnection,
+  names: Subjects,
+  storage: StorageSettings | undefined,
+  logger: Logger,
+): Promise<JetStreamManager> {
   const own = await jetstreamManager(nc, { checkAPI: false });
-  if (await answersFor(own, names.eventStream)) return own;
+  const here = await streamThere(own, names.eventStream);
+  // A server of one account that no daemon has used yet: made here, as before, where the role may.
+  if (here === "missing") await ensureEventStream(own, names, storage, logger);
+  if (here !== "not-enabled") return own;
   const hosts = await jetstreamManager(nc, { checkAPI: false, apiPrefix: hostsApiPrefix(names.prefix) });
-  if (await answersFor(hosts, names.eventStream)) return hosts;
+  if ((await streamThere(hosts, names.eventStream)) !== "not-enabled") return hosts;
   throw new BusError(`JetStream is not enabled on this server for ${names.prefix}'s streams`);
 }
 
-/**
- * Whether this API is JetStream's for the stream: it answers its info, or that there is no such
- * stream yet (no daemon has made it); not whether its account has JetStream ("not enabled": false).
- */
-async function answersFor(jsm: JetStreamManager, stream: string): Promise<boolean> {
+/** What this API says of the stream: there, not made yet, or no JetStream in its account at all. */
+async function streamThere(
+  jsm: JetStreamManager,
+  stream: string,
+): Promise<"there" | "missing" | "not-enabled"> {
   try {
     await jsm.streams.info(stream);
-    return true;
+    return "there";
   } catch (error) {
-    if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound) return true;
-    if (/not enabled/i.test(`${(error as Error)?.message}`)) return false;
+    if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound)
+      return "missing";
+    if (/not enabled/i.test(`${(error as Error)?.message}`)) return "not-enabled";
     throw error;
   }
 }

@@ -53,8 +53,13 @@ export async function openNatsKv(
     ...(apiPrefix === undefined ? {} : { apiPrefix }),
   });
   if (byGets) {
-    // A reader by gets (every role but the daemon's) leaves the bucket to the daemon to make.
-    await jsm.streams.info(`KV_${bucket}`);
+    // A reader by gets (every role but the daemon's) makes a bucket only where none is yet (a server
+    // of one account no daemon has used), as before; the daemon's own buckets it leaves as they are.
+    await jsm.streams.info(`KV_${bucket}`).catch(async (error: unknown) => {
+      if (!(error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound))
+        throw error;
+      await ensureBucketStream(jsm, bucket, storage, log);
+    });
     // By the stream's get, not a direct get (permissions.ts, `readByGets`).
     const kv = await new Kvm(js).open(bucket, { allow_direct: false });
     return new NatsKv(bucket, kv, jsm, publisher, retryMs, true);

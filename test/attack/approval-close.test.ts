@@ -15,7 +15,9 @@ import { waitFor } from "../support/wait.js";
 
 /* ATTACK (worker seed): a copy of the host's own pending record, status "closed", written over it
  * through a direct get's reply. The host's watch took it for its own and left it, and every approver
- * refused to answer a closed request; the host now puts back what it did not decide itself. */
+ * refused to answer a closed request; the host now puts back what it did not decide itself, and a
+ * worker's seed may no longer ask a direct get at all (test/integration/nats-permissions.test.ts
+ * has the host put back a record the server wrote over it). */
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
@@ -70,6 +72,7 @@ it("a worker's copy of a live approval, written over it as closed, is put back: 
     nkeySeedFile: join(dir, "worker.nk"),
     tls: { caFile: serverTlsFiles(join(dir, ".data")).ca },
     inboxPrefix: roleInbox(prefix, "worker"),
+    role: "worker",
     log: silentLogger,
   });
   cleanups.push(() => worker.close());

@@ -5,9 +5,9 @@ import { TROUPE_BIN } from "../support/cli.js";
 import { embeddedDaemon } from "../support/embedded-daemon.js";
 import { waitFor } from "../support/wait.js";
 
-/* ATTACK (worker seed: a person's role may make no consumer and its replies stay in its own
- * account, where nothing is stored): a pull request to a consumer of its own that has nothing
- * to deliver, its reply aimed at a run's event subject. The server stores its answer in the event
+/* ATTACK (once any reader's seed; no role but the daemon's may make a consumer now, so the daemon's
+ * seed plays it, and the worker's is refused): a pull request to a consumer of its own that has
+ * nothing to deliver, its reply aimed at a run's event subject. The server stores its answer in the event
  * stream: a 404 status, headers and no payload (a direct get of a missing key, for a role that may
  * read a bucket, does the same). The log reader took a delivery with no payload and headers for a
  * status message of its own consumer and did not count it: the next delivery was "out of sequence",
@@ -73,8 +73,13 @@ it("one stored 404 on a run's subject: troupe replay still ends, and a restarted
   await h.stop();
   await h.start();
 
-  // The attacker, with a worker's seed.
-  const nc = await h.connectAs("worker", prefix);
+  // A worker's seed may not make the consumer…
+  const worker = await h.connectAs("worker", prefix);
+  await expect(
+    worker.request(`$JS.API.CONSUMER.CREATE.${prefix.toUpperCase()}_EVENTS.empty`, "{}"),
+  ).rejects.toThrow(/Permissions Violation/);
+  // …the daemon's may, and the reader keeps going past what it stores.
+  const nc = await h.connectAs("daemon", prefix);
   const stream = `${prefix.toUpperCase()}_EVENTS`;
   const config = {
     name: "empty",
