@@ -1,11 +1,11 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { AckPolicy, jetstreamManager } from "@nats-io/jetstream";
+import { AckPolicy } from "@nats-io/jetstream";
 import { afterEach, expect, it } from "vitest";
 import { accountNames, KV_BUCKETS, peopleReadStreams } from "../../src/bus/permissions.js";
 import type { Role } from "../../src/config/roles.js";
 import { runTroupe } from "../support/cli.js";
-import { askingRun, shellCoderDaemon } from "../support/embedded-daemon.js";
+import { askingRun, hostsStreams, shellCoderDaemon } from "../support/embedded-daemon.js";
 import { waitFor } from "../support/wait.js";
 
 /* ATTACK (the client's, approver's and observer's seeds, on the default embedded server): a stream's
@@ -49,17 +49,8 @@ it("a person's seed has the server purge, delete from or delete no stream, and l
   };
   expect(await askedAndAllowed("first")).toEqual({ approved: 0, exit: 0 });
 
-  const hosts = await jetstreamManager(await h.connectAs("daemon", prefix));
+  const stateOf = await hostsStreams(h, prefix);
   const streams = [`${prefix.toUpperCase()}_EVENTS`, ...KV_BUCKETS.map((name) => `KV_${prefix}_${name}`)];
-  const stateOf = () =>
-    Promise.all(
-      streams.map((name) =>
-        hosts.streams.info(name).then(
-          ({ state }) => ({ name, messages: state.messages }),
-          () => ({ name, messages: -1 }),
-        ),
-      ),
-    );
   const before = await stateOf();
   expect(before.find((s) => s.name.endsWith("_EVENTS"))?.messages).toBeGreaterThan(0);
 

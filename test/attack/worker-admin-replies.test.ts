@@ -1,10 +1,9 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { AckPolicy, DeliverPolicy, jetstreamManager } from "@nats-io/jetstream";
+import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
 import { headers } from "@nats-io/transport-node";
 import { afterEach, expect, it } from "vitest";
-import { KV_BUCKETS } from "../../src/bus/permissions.js";
-import { runToCommand, shellCoderDaemon } from "../support/embedded-daemon.js";
+import { hostsStreams, runToCommand, shellCoderDaemon } from "../support/embedded-daemon.js";
 
 /* ATTACK (outside review H, the worker's seed, on the default embedded server): the worker lives in
  * the hosts' account, beside every stream. It stored a value with a `Nats-Request-Info` header of
@@ -32,17 +31,7 @@ it("a worker's seed has the server purge, delete or change no stream, whatever i
   const first = await runToCommand(h, cleanups);
   expect(await first.exit).toBe(0);
 
-  const hosts = await jetstreamManager(await h.connectAs("daemon", prefix));
-  const streams = [`${prefix.toUpperCase()}_EVENTS`, ...KV_BUCKETS.map((name) => `KV_${prefix}_${name}`)];
-  const stateOf = () =>
-    Promise.all(
-      streams.map((name) =>
-        hosts.streams.info(name).then(
-          ({ state, config }) => ({ name, messages: state.messages, sealed: config.sealed ?? false }),
-          () => ({ name, messages: -1, sealed: false }),
-        ),
-      ),
-    );
+  const stateOf = await hostsStreams(h, prefix);
   const before = await stateOf();
   expect(before.every((s) => s.messages >= 0)).toBe(true);
 

@@ -132,7 +132,9 @@ describe("troupe run --local never ends `done` when a turn's answer was lost", (
     );
     const result = await run("Read a.txt");
     expect(result.code).toBe(0);
-    expect(result.stdout).toContain("· 500 from");
+    // The retry notice is a status of the run, on stderr; stdout is what the agent said and did.
+    expect(result.stderr).toContain("· 500 from");
+    expect(result.stdout).not.toContain("· 500 from");
     expect(result.stdout).toContain('▸ read_file {"path":"a.txt"}\nIt says alpha.\n');
     server.assertComplete();
   });

@@ -1,10 +1,11 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection, nkeyAuthenticator } from "@nats-io/transport-node";
 import { expect } from "vitest";
 import { answersNats, freePort } from "../../src/bus/embedded-nats.js";
-import { roleInbox } from "../../src/bus/permissions.js";
+import { KV_BUCKETS, roleInbox } from "../../src/bus/permissions.js";
 import type { Role } from "../../src/config/roles.js";
 import { decodeEnvelope, type Envelope, encodeEnvelope, makeEnvelope } from "../../src/events/envelope.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
@@ -216,4 +217,25 @@ export async function apiRequest(
     { timeout: 20_000 },
   );
   return decodeEnvelope(msg.data);
+}
+
+/**
+ * What each of Troupe's streams in the hosts' account holds, as the daemon's seed sees it: its
+ * messages (-1 when it is gone) and whether it is sealed. For an attack test's before and after.
+ */
+export async function hostsStreams(
+  h: { connectAs(role: Role, prefix: string): Promise<NatsConnection> },
+  prefix: string,
+): Promise<() => Promise<Array<{ name: string; messages: number; sealed: boolean }>>> {
+  const hosts = await jetstreamManager(await h.connectAs("daemon", prefix));
+  const streams = [`${prefix.toUpperCase()}_EVENTS`, ...KV_BUCKETS.map((name) => `KV_${prefix}_${name}`)];
+  return () =>
+    Promise.all(
+      streams.map((name) =>
+        hosts.streams.info(name).then(
+          ({ state, config }) => ({ name, messages: state.messages, sealed: config.sealed ?? false }),
+          () => ({ name, messages: -1, sealed: false }),
+        ),
+      ),
+    );
 }
