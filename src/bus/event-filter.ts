@@ -1,4 +1,6 @@
+import { isEvent } from "../events/agent-events.js";
 import type { Envelope } from "../events/envelope.js";
+import { sentByAWorker } from "./intake.js";
 
 /** What a reader has let through of one agent's events. */
 interface AgentSeen {
@@ -8,6 +10,8 @@ interface AgentSeen {
   next: number;
   /** Seqs above `next` let through (an event whose append was retried lands after later ones). */
   above: Set<number> | undefined;
+  /** The run's first agent, as the daemon said (`agent.started` with no parent): no worker's. */
+  first?: true;
 }
 
 /**
@@ -16,6 +20,12 @@ interface AgentSeen {
  * with a higher epoch and says so at once (`agent.resumed`), so what the old host still sends when
  * its link comes back (buffered publishes, a model call that finished late) lands after that and is
  * dropped here. One map lookup per event: every client reads every event of a run.
+ *
+ * Workers host subagents, never a run's first agent: an event a worker sent (`sentByAWorker`) of
+ * the first agent, or saying it started one, is dropped before it counts, so a worker's seed can
+ * neither end a run with a result of its own nor take the seqs of the events to come. The first
+ * agent's id is random, so nobody can send an event of it before the daemon's `agent.started` has
+ * been stored, and a reader from the start sees that first.
  */
 export class EventFilter {
   readonly #runs = new Map<string, Map<string, AgentSeen>>();
@@ -33,6 +43,8 @@ export class EventFilter {
   accept(envelope: Envelope): boolean {
     const run = this.#run(envelope.runId);
     let seen = run.get(envelope.agentId);
+    const started = isEvent(envelope, "agent.started") && envelope.data.parentId === undefined;
+    if (sentByAWorker(envelope) && (started || seen?.first)) return false;
     if (!seen) {
       seen = { epoch: 0, next: this.fromStart ? 0 : envelope.seq, above: undefined };
       run.set(envelope.agentId, seen);
@@ -42,6 +54,7 @@ export class EventFilter {
     seen.epoch = epoch;
     const { seq } = envelope;
     if (seq < seen.next || seen.above?.has(seq)) return false;
+    if (started) seen.first = true;
     if (seq > seen.next) {
       seen.above ??= new Set();
       seen.above.add(seq);

@@ -18,8 +18,20 @@ import {
   RequestRefusedError,
   type Responder,
 } from "./bus.js";
+import { WORKER_MARK } from "./subjects.js";
 
 const decoder = new TextDecoder();
+
+/** `.<WORKER_MARK>`: how the subject of an event a worker sent ends. */
+const MARKED = `.${WORKER_MARK}`;
+
+/** The envelopes this process read that a worker sent: their subject ended in `WORKER_MARK`. */
+const sentByWorkers = new WeakSet<Envelope>();
+
+/** Whether a worker sent this event (it came on a subject marked as a worker's). */
+export function sentByAWorker(envelope: Envelope): boolean {
+  return sentByWorkers.has(envelope);
+}
 
 /**
  * What both buses do with bytes that arrive: validate them as envelopes (a malformed one is
@@ -86,7 +98,7 @@ export class Intake {
       let envelope: Envelope;
       try {
         envelope = parseEnvelope(item);
-        notMisplaced(envelope, subject, !single);
+        if (notMisplaced(envelope, subject, !single)) sentByWorkers.add(envelope);
       } catch (error) {
         this.#dropped(subject, error);
         continue;
@@ -188,12 +200,13 @@ function errorReply(runId: string, agentId: string, data: ErrorReplyData): Envel
  * an older log's batch of several, of its run and agent): one moved elsewhere (a stored message the server
  * was asked to deliver onto another run's subject) is not that run's. Nor is an API's answer (an
  * `error` or `<verb>.reply`) ever an event: a requester may name an event subject as its reply
- * subject and have the server deliver the answer there, echoing the ids it asked with.
+ * subject and have the server deliver the answer there, echoing the ids it asked with. True when
+ * the subject is marked as a worker's (`WORKER_MARK`).
  */
-function notMisplaced(envelope: Envelope, subject: string, batch: boolean): void {
+function notMisplaced(envelope: Envelope, subject: string, batch: boolean): boolean {
   // Read in place, not split: every event a client reads passes here.
   const kind = subject.indexOf(".") + 1;
-  if (!subject.startsWith("evt.", kind)) return;
+  if (!subject.startsWith("evt.", kind)) return false;
   const run = kind + 4;
   const agent = run + envelope.runId.length + 1;
   const type = agent + envelope.agentId.length + 1;
@@ -204,9 +217,12 @@ function notMisplaced(envelope: Envelope, subject: string, batch: boolean): void
     subject[type - 1] !== "."
   )
     throw new Error(`an event of ${envelope.runId}/${envelope.agentId} on another run's subject`);
+  const marked = !batch && subject.endsWith(MARKED);
+  const end = marked ? subject.length - MARKED.length : subject.length;
   // An older log's batch held events of several types under one subject.
-  if (!batch && (subject.length - type !== envelope.type.length || !subject.endsWith(envelope.type)))
+  if (!batch && (end - type !== envelope.type.length || !subject.startsWith(envelope.type, type)))
     throw new Error(`an event of type ${envelope.type} on the subject of another type`);
   if (envelope.type === ERROR_REPLY_TYPE || envelope.type.endsWith(".reply"))
     throw new Error(`an API's answer (${envelope.type}) on an event subject`);
+  return marked;
 }

@@ -75,7 +75,8 @@ export class NatsBus implements Bus {
     this.#publisher = new AckedPublisher(connection, inboxPrefix);
     const byGets = BY_GETS.has(role);
     const reader = { connection, jsm, subjects, intake: this.intake, logger, inboxPrefix, byGets };
-    this.eventLog = new NatsEventLog(this, reader, this.#publisher, appendTimeoutMs, logger);
+    const byWorker = role === "worker";
+    this.eventLog = new NatsEventLog(this, reader, this.#publisher, appendTimeoutMs, logger, byWorker);
   }
 
   /** Connects, then creates the event stream if it is missing. */

@@ -15,20 +15,29 @@ import type { AckedPublisher } from "./nats-publisher.js";
 import type { Subjects } from "./subjects.js";
 
 export class NatsEventLog implements EventLog {
+  /** Where an event goes: a worker's are marked as its own (`WORKER_MARK`), as its permissions say. */
+  readonly #subjectOf: (envelope: Envelope) => string;
+
   constructor(
-    private readonly bus: { readonly subjects: Subjects },
+    bus: { readonly subjects: Subjects },
     private readonly reader: LogReaderParts,
     private readonly publisher: AckedPublisher,
     private readonly appendTimeoutMs: number,
     private readonly logger: Logger,
-  ) {}
+    byWorker = false,
+  ) {
+    const { subjects } = bus;
+    this.#subjectOf = byWorker
+      ? (e) => subjects.workerEvent(e.runId, e.agentId, e.type)
+      : (e) => subjects.event(e.runId, e.agentId, e.type);
+  }
 
   /**
    * Publishes to JetStream and waits for its acknowledgement. While the server is away the same
    * envelope is retried (same `Nats-Msg-Id`, so it is stored once) until `appendTimeoutMs`.
    */
   append(envelope: Envelope): Promise<AppendAck> {
-    const subject = this.bus.subjects.event(envelope.runId, envelope.agentId, envelope.type);
+    const subject = this.#subjectOf(envelope);
     return this.#publish(subject, encodeEnvelope(envelope), envelope.id, envelope.type);
   }
 
@@ -41,7 +50,7 @@ export class NatsEventLog implements EventLog {
    * stored once.
    */
   async appendAll(envelopes: readonly Envelope[]): Promise<AppendAck> {
-    const subjects = envelopes.map((e) => this.bus.subjects.event(e.runId, e.agentId, e.type));
+    const subjects = envelopes.map(this.#subjectOf);
     const sent = await Promise.allSettled(
       envelopes.map((envelope, i) =>
         this.publisher.publish(subjects[i] as string, encodeEnvelope(envelope), {

@@ -95,7 +95,8 @@ export function rolePermissions(role: Role, prefix = "troupe"): Permissions {
       return {
         publish: {
           allow: [
-            events,
+            // Its events are marked as a worker's: readers drop those of a run's first agent.
+            ...s.workerEvents(),
             s.allControls(),
             s.workSpawn(),
             ...getFrom(s.eventStream),

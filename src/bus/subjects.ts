@@ -14,6 +14,16 @@ const PREFIX_PATTERN = /^[A-Za-z][A-Za-z0-9_-]{0,31}$/;
 const TOKEN_PATTERN = /^[A-Za-z0-9_-]+$/;
 /** Event types are dotted words: `state.changed`, `model.delta`. */
 const TYPE_PATTERN = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
+/** The most words an event type has that a worker may send: its permissions list each length. */
+const MAX_TYPE_WORDS = 4;
+
+/**
+ * The last token of an event's subject when a worker sent it: `<p>.evt.<runId>.<agentId>.<type>._w`.
+ * A worker's permissions let it send events only so, and no event type ends in it, so a reader knows
+ * which events a worker sent and drops those of an agent no worker hosts (the run's first agent,
+ * always the daemon's: `EventFilter`).
+ */
+export const WORKER_MARK = "_w";
 
 export class InvalidSubjectTokenError extends TroupeError {
   override name = "InvalidSubjectTokenError";
@@ -32,9 +42,9 @@ export function assertToken(what: string, value: string): string {
 }
 
 export function assertEventType(value: string): string {
-  if (!TYPE_PATTERN.test(value)) {
+  if (!TYPE_PATTERN.test(value) || value.endsWith(`.${WORKER_MARK}`) || value === WORKER_MARK) {
     throw new InvalidSubjectTokenError(
-      `event type "${value}" must be dotted words of letters, digits, "_" or "-"`,
+      `event type "${value}" must be dotted words of letters, digits, "_" or "-" (the last not "${WORKER_MARK}")`,
     );
   }
   return value;
@@ -55,6 +65,10 @@ export interface Subjects {
   readonly prefix: string;
   /** `<p>.evt.<runId>.<agentId>.<type>`: one event of one agent. */
   event(runId: string, agentId: string, type: string): string;
+  /** `<p>.evt.<runId>.<agentId>.<type>._w`: one event a worker sent (`WORKER_MARK`). */
+  workerEvent(runId: string, agentId: string, type: string): string;
+  /** What a worker may send events on: each length of type, marked (`WORKER_MARK`). */
+  workerEvents(): string[];
   /** Every event of one agent: `<p>.evt.<runId>.<agentId>.>`. */
   agentEvents(runId: string, agentId: string): string;
   /** Every event of one run (`runId` given) or of all runs. */
@@ -83,6 +97,10 @@ export function subjects(prefix = DEFAULT_PREFIX): Subjects {
     prefix: p,
     event: (runId, agentId, type) =>
       `${p}.evt.${assertToken("run id", runId)}.${assertToken("agent id", agentId)}.${assertEventType(type)}`,
+    workerEvent: (runId, agentId, type) =>
+      `${p}.evt.${assertToken("run id", runId)}.${assertToken("agent id", agentId)}.${assertEventType(type)}.${WORKER_MARK}`,
+    workerEvents: () =>
+      Array.from({ length: MAX_TYPE_WORDS }, (_, n) => `${p}.evt.*.*.${"*.".repeat(n + 1)}${WORKER_MARK}`),
     agentEvents: (runId, agentId) =>
       `${p}.evt.${assertToken("run id", runId)}.${assertToken("agent id", agentId)}.>`,
     events: (runId) => (runId === undefined ? `${p}.evt.>` : `${p}.evt.${assertToken("run id", runId)}.>`),

@@ -1,7 +1,8 @@
 import { Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { type BusStats, newStats } from "../../src/bus/bus.js";
-import { Intake } from "../../src/bus/intake.js";
+import { EventFilter } from "../../src/bus/event-filter.js";
+import { Intake, sentByAWorker } from "../../src/bus/intake.js";
 import { subjects } from "../../src/bus/subjects.js";
 import { encodeEnvelope, makeEnvelope } from "../../src/events/envelope.js";
 import { createLogger, silentLogger } from "../../src/log.js";
@@ -89,6 +90,47 @@ describe("Intake", () => {
       (_, json) => seen.push(json),
     );
     expect(seen).toEqual([text, undefined, undefined, undefined]);
+  });
+});
+
+describe("events a worker sent", () => {
+  const read = (intake: Intake, envelope: ReturnType<typeof makeEnvelope>, byWorker: boolean) => {
+    const { runId, agentId, type } = envelope;
+    const subject = byWorker ? s.workerEvent(runId, agentId, type) : s.event(runId, agentId, type);
+    return intake.decodeAll(encodeEnvelope(envelope), subject);
+  };
+
+  it("are known by their subject's mark, and no event type may end in it", () => {
+    const intake = new Intake(stats(), silentLogger);
+    const [marked] = read(intake, event("r1", "a1"), true);
+    const [plain] = read(intake, event("r1", "a1"), false);
+    expect(marked && sentByAWorker(marked)).toBe(true);
+    expect(plain && sentByAWorker(plain)).toBe(false);
+    expect(() => s.event("r1", "a1", "agent._w")).toThrow(/not "_w"/);
+    expect(s.workerEvents()).toContain("troupe.evt.*.*.*.*._w");
+  });
+
+  it("of a run's first agent are dropped before they take a seq or an epoch; a subagent's are let through", () => {
+    const intake = new Intake(stats(), silentLogger);
+    const filter = new EventFilter();
+    const stopped = (agentId: string, seq: number, epoch = 0) =>
+      makeEnvelope({ runId: "r1", agentId, seq, epoch, type: "state.changed", data: { from: "a", to: "b" } });
+    const pass = (envelope: ReturnType<typeof makeEnvelope>, byWorker: boolean) =>
+      read(intake, envelope, byWorker).map((e) => filter.accept(e))[0];
+    // A worker saying it started a run's first agent (no parent) is not let through.
+    expect(pass(event("r1", "lead"), true)).toBe(false);
+    expect(pass(event("r1", "lead"), false)).toBe(true);
+    expect(pass(stopped("lead", 1, 9), true)).toBe(false);
+    expect(pass(stopped("lead", 1), false)).toBe(true);
+    const child = makeEnvelope({
+      runId: "r1",
+      agentId: "helper-1",
+      seq: 0,
+      type: "agent.started",
+      data: { name: "helper", model: "scripted", task: "t", budget: {}, depth: 1, parentId: "lead" },
+    });
+    expect(pass(child, true)).toBe(true);
+    expect(pass(stopped("helper-1", 1), true)).toBe(true);
   });
 });
 
