@@ -33,17 +33,18 @@ export interface Placement {
 }
 
 /** A worker's heartbeat: the KV bucket `workers`, key = worker id. */
-export interface Heartbeat {
-  pid: number;
-  host: string;
-  beats: number;
+export const heartbeatSchema = z.object({
+  pid: z.number().int(),
+  host: z.string(),
+  beats: z.number(),
   /** When it was sent, by the worker's clock (ms since the epoch). */
-  at?: number;
+  at: z.number().optional(),
   /** The agents it hosts (`<runId>.<agentId>`), the first `MAX_LISTED` of them. */
-  agents?: string[];
+  agents: z.array(z.string()).optional(),
   /** How many agents it hosts. */
-  agentCount?: number;
-}
+  agentCount: z.number().int().optional(),
+});
+export type Heartbeat = z.infer<typeof heartbeatSchema>;
 
 /** A heartbeat names at most this many of its worker's agents (it goes out every second). */
 const MAX_LISTED = 50;

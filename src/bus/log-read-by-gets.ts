@@ -8,12 +8,11 @@ import { type LogReaderParts, readLog } from "./nats-log-reader.js";
 const POLL_MS = 1000;
 
 /**
- * The event log as `readLog` reads it, through a consumer of its own; for a person's role
- * (`parts.byGets`), message by message with the stream's gets. The people's account has no JetStream
- * and may make no consumer on the hosts' streams (a consumer's deliver subject is the requester's to
- * choose, and the server sends there what it stores: permissions.ts, `accountsBlock`), so it reads
- * the way a get's answer only ever comes back to the asker. Slower (a request an event), but the
- * same events.
+ * The event log as `readLog` reads it, through a consumer of its own; for a person's role or a
+ * worker's (`parts.byGets`), message by message with the stream's gets. Neither may make a consumer
+ * (a consumer's deliver subject is the requester's to choose, and the server sends there what it
+ * stores: permissions.ts, `readByGets`, `accountsBlock`), so they read the way a get's answer only
+ * ever comes back to the asker. Slower (a request an event), but the same events.
  */
 export function readLogOrDirect(
   parts: LogReaderParts,
@@ -33,7 +32,17 @@ async function* readByGets(parts: LogReaderParts, options: ReadOptions): AsyncGe
   const filter = new EventFilter(options.from !== "now");
   const wanted = subjects.events(options.runId);
   let wake: (() => void) | undefined;
-  const live = options.follow ? connection.subscribe(wanted, { callback: () => wake?.() }) : undefined;
+  // Set by a live event, cleared before each get: one that came between a get that found nothing
+  // and the wait is not waited a poll for.
+  let stirred = false;
+  const live = options.follow
+    ? connection.subscribe(wanted, {
+        callback: () => {
+          stirred = true;
+          wake?.();
+        },
+      })
+    : undefined;
   try {
     // As a consumer's read: one that cannot open fails at once (its caller says so and tries again),
     // one under way rides out the server away (`riding`).
@@ -51,11 +60,13 @@ async function* readByGets(parts: LogReaderParts, options: ReadOptions): AsyncGe
     while (!options.signal?.aborted) {
       // A stream's own get (2.9 takes `next_by_subj` there too): its answer comes from the JetStream
       // API, not from the stream, to the asker's reply subject in the asker's account.
+      stirred = false;
       const msg: StoredMsg | null = await ask(() =>
         jsm.streams.getMessage(stream, { seq, next_by_subj: wanted } as never).catch(noStream),
       );
       if (!msg) {
         if (!live) return;
+        if (stirred) continue;
         await new Promise<void>((resolve) => {
           const timer = setTimeout(done, POLL_MS);
           const signal = options.signal;

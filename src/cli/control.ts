@@ -1,4 +1,4 @@
-import type { Heartbeat } from "../actors/placement.js";
+import { type Heartbeat, heartbeatSchema } from "../actors/placement.js";
 import { listApprovals } from "../approvals/answer-approval.js";
 import type { Bus } from "../bus/bus.js";
 import { type ClusterInfo, NatsBus } from "../bus/nats-bus.js";
@@ -91,14 +91,24 @@ export async function runStatus(
   }
 }
 
-/** Each worker's last heartbeat, by worker id. */
+/**
+ * Each worker's last heartbeat, by worker id. A worker's seed may write anything there: what is no
+ * heartbeat is left out, and counted in one line.
+ */
 async function readHeartbeats(bus: Bus): Promise<Array<{ id: string } & Heartbeat>> {
   const kv = await bus.kv("workers");
   const workers: Array<{ id: string } & Heartbeat> = [];
+  let junk = 0;
   for (const id of await kv.keys()) {
-    const entry = await kv.get<Heartbeat>(id);
-    if (entry) workers.push({ id, ...entry.value });
+    const entry = await kv.get<unknown>(id);
+    const beat = entry && heartbeatSchema.safeParse(entry.value);
+    if (beat?.success) workers.push({ id, ...beat.data });
+    else if (entry) junk++;
   }
+  if (junk)
+    process.stderr.write(
+      `troupe: ${junk} record${junk === 1 ? "" : "s"} in the workers bucket that are no heartbeat: left out\n`,
+    );
   return workers;
 }
 
