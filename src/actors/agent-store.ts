@@ -9,7 +9,7 @@ import { TroupeError } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { BatchJournal } from "../tools/run-batch.js";
 import type { ToolResult } from "../tools/tool.js";
-
+import type { RecordSeal } from "../trust/record-seal.js";
 import { AGENT_RECORD_VERSION, migrateRecord, type StoredRecord } from "./record-migrations.js";
 
 export { AGENT_RECORD_VERSION };
@@ -68,6 +68,13 @@ interface Writer {
 /**
  * Agent snapshots in the KV bucket `snapshots`. Each agent writes its own key with the revision it
  * last wrote, so a stale writer (a host that lost its agent to another) cannot move state backwards.
+ *
+ * The daemon's store has its seal (`RecordSeal`): what it writes carries the seal, and a record it
+ * reads without one is no record of the agent (rebuilt from the log instead), nor is one it finds
+ * over its own a sign that another host took the agent over (written over instead). A worker's seed
+ * may write the bucket (it hosts subagents), and so could otherwise rewrite what a run's first
+ * agent remembers, or have the daemon let it go as moved. Only a daemon with the same key (a
+ * standby with the same data dir's credentials) takes a daemon's agent over.
  */
 export class AgentStore {
   #revisions = new Map<string, number>();
@@ -78,10 +85,11 @@ export class AgentStore {
   private constructor(
     private readonly kv: KvStore,
     private readonly log: Logger,
+    private readonly seal: RecordSeal | undefined,
   ) {}
 
-  static async open(bus: Bus, log: Logger): Promise<AgentStore> {
-    return new AgentStore(await bus.kv("snapshots"), log);
+  static async open(bus: Bus, log: Logger, seal?: RecordSeal): Promise<AgentStore> {
+    return new AgentStore(await bus.kv("snapshots"), log, seal);
   }
 
   /**
@@ -138,7 +146,7 @@ export class AgentStore {
       const expected = this.#revisions.get(key);
       const revision = await this.kv.put(
         key,
-        record,
+        this.seal ? this.seal.sealAsWritten(record) : record,
         expected === undefined ? {} : { expectedRevision: expected },
       );
       // A stopped agent is written no more unless it is loaded again (which reads its revision).
@@ -153,7 +161,7 @@ export class AgentStore {
       // put by the server for someone who may only read a stream (a stored message sent onto the
       // key): this host's record goes over it, from the revision it has now.
       const current = await this.kv.get<unknown>(key).catch(() => null);
-      const parsed = agentRecordSchema.safeParse(current?.value);
+      const parsed = agentRecordSchema.safeParse(this.#opened(current?.value));
       if (overJunk && current && !(parsed.success && keyOf(parsed.data.runId, parsed.data.agentId) === key)) {
         this.log.warn({ key }, "a snapshot was replaced by something that is none: written over");
         this.#revisions.set(key, current.revision);
@@ -174,9 +182,11 @@ export class AgentStore {
     const key = keyOf(runId, agentId);
     const entry = await this.kv.get<unknown>(key);
     if (!entry) return undefined;
-    const stored = entry.value;
+    const stored = this.#opened(entry.value);
     if (typeof stored !== "object" || stored === null || Array.isArray(stored))
-      throw new IncompatibleRecordError(`the snapshot of ${agentId} is not a record of it`);
+      throw new IncompatibleRecordError(
+        `the snapshot of ${agentId} is not a record of it${this.seal ? " sealed by this daemon" : ""}`,
+      );
     const migrated = migrateRecord(stored as StoredRecord);
     if ("refused" in migrated)
       throw new IncompatibleRecordError(
@@ -190,6 +200,11 @@ export class AgentStore {
     this.#revisions.set(key, entry.revision);
     this.#moved.delete(key);
     return parsed.data;
+  }
+
+  /** A stored value as this store takes it: with a seal, only one it sealed (without the seal). */
+  #opened(value: unknown): unknown {
+    return this.seal ? this.seal.openAsWritten(value) : value;
   }
 
   /**
@@ -238,12 +253,19 @@ const journalEntrySchema: z.ZodType<JournalEntry> = z.union([
   }),
 ]);
 
-/** Tool calls journaled in the KV bucket `journal` under `<runId>.<agentId>.<callId>`. */
+/**
+ * Tool calls journaled in the KV bucket `journal` under `<runId>.<agentId>.<callId>`. The daemon's
+ * journal has its seal, as its snapshots do (`AgentStore`): an entry it reads without one is of
+ * unknown outcome, never a finished call with a result of someone else's.
+ */
 export class ToolJournal {
-  private constructor(private readonly kv: KvStore) {}
+  private constructor(
+    private readonly kv: KvStore,
+    private readonly seal: RecordSeal | undefined,
+  ) {}
 
-  static async open(bus: Bus): Promise<ToolJournal> {
-    return new ToolJournal(await bus.kv("journal"));
+  static async open(bus: Bus, seal?: RecordSeal): Promise<ToolJournal> {
+    return new ToolJournal(await bus.kv("journal"), seal);
   }
 
   /**
@@ -286,9 +308,8 @@ export class ToolJournal {
   async get(runId: string, agentId: string, callId: string): Promise<JournalEntry | undefined> {
     const entry = await this.kv.get(journalKey(runId, agentId, callId));
     if (!entry) return undefined;
-    return (
-      journalEntrySchema.safeParse(entry.value).data ?? { status: "started", name: "?", effect: "execute" }
-    );
+    const value = this.seal ? this.seal.openAsWritten(entry.value) : entry.value;
+    return journalEntrySchema.safeParse(value).data ?? { status: "started", name: "?", effect: "execute" };
   }
 
   async started(
@@ -298,11 +319,7 @@ export class ToolJournal {
     name: string,
     effect: ToolEffect,
   ): Promise<void> {
-    await this.kv.put(journalKey(runId, agentId, callId), {
-      status: "started",
-      name,
-      effect,
-    } satisfies JournalEntry);
+    await this.#put(journalKey(runId, agentId, callId), { status: "started", name, effect });
   }
 
   async finished(
@@ -313,12 +330,11 @@ export class ToolJournal {
     effect: ToolEffect,
     result: ToolResult,
   ): Promise<void> {
-    await this.kv.put(journalKey(runId, agentId, callId), {
-      status: "finished",
-      name,
-      effect,
-      result,
-    } satisfies JournalEntry);
+    await this.#put(journalKey(runId, agentId, callId), { status: "finished", name, effect, result });
+  }
+
+  async #put(key: string, entry: JournalEntry): Promise<void> {
+    await this.kv.put(key, this.seal ? this.seal.sealAsWritten(entry) : entry);
   }
 }
 

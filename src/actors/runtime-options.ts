@@ -8,6 +8,7 @@ import type { ModelRouterOptions } from "../model/model-router.js";
 import type { SandboxMode } from "../sandbox/plan.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import type { Tool } from "../tools/tool.js";
+import type { RecordSeal } from "../trust/record-seal.js";
 import type { AgentHooks } from "./agent-hooks.js";
 
 export interface RuntimeOptions {
@@ -27,6 +28,12 @@ export interface RuntimeOptions {
   models?: ModelRouterOptions;
   /** Where commands are confined; default: this machine's (bubblewrap on Linux), found once. */
   sandbox?: Sandbox;
+  /**
+   * The daemon's seal (its data dir's records key): the snapshots and journal entries this runtime
+   * writes carry it, and what it reads back without it is not taken (a worker's seed can write
+   * those buckets). Default: none, as a worker or a local run has.
+   */
+  seal?: RecordSeal;
 }
 
 export interface RunOptions {

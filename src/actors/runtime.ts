@@ -22,6 +22,7 @@ import { launchScope } from "../tools/mcp/mcp-launch.js";
 import { McpManager } from "../tools/mcp/mcp-manager.js";
 import { type Tool, ToolRegistry } from "../tools/tool.js";
 import { loadToolModules } from "../tools/tool-modules.js";
+import type { RecordSeal } from "../trust/record-seal.js";
 import { didYouMean } from "../util/did-you-mean.js";
 import type { AgentDeps, AgentHandle, Spawner, StartAgentOptions } from "./agent-deps.js";
 import type { AgentHooks } from "./agent-hooks.js";
@@ -55,6 +56,7 @@ export class Runtime {
   /** This machine's sandbox for commands; `sandbox.unavailable` says why there is none. */
   readonly sandbox: Sandbox;
   readonly #config: LoadedConfig;
+  readonly #seal: RecordSeal | undefined;
   /** What no tool or sandboxed command may change: the config dir and the tool modules. */
   readonly #protectedPaths: string[];
   readonly #hiddenPaths: string[];
@@ -76,6 +78,7 @@ export class Runtime {
 
   constructor(options: RuntimeOptions) {
     this.#config = options.config;
+    this.#seal = options.seal;
     this.#log = options.log ?? silentLogger;
     this.#ownsBus = options.bus === undefined;
     this.redactor = secretsOf(options.config, options.env ?? process.env);
@@ -355,8 +358,8 @@ export class Runtime {
     this.#agentDeps = undefined;
     this.#moduleTools = await loadToolModules(this.definitions(), this.#config.dir);
     this.#persistence = {
-      agents: await AgentStore.open(this.bus, this.#log),
-      journal: await ToolJournal.open(this.bus),
+      agents: await AgentStore.open(this.bus, this.#log, this.#seal),
+      journal: await ToolJournal.open(this.bus, this.#seal),
     };
     await this.mcp.start();
     return this;

@@ -54,16 +54,18 @@ export async function runDaemon(where: ConfigChoice, log: Logger, web?: string |
   const trust = new ApproverTrust(config.troupe.approvers, data);
   // Approvals are records on the bus: any terminal may answer them, with a signed answer.
   const approver = new BusApprover(bus, config.troupe.approval.timeoutMs, trust, log);
-  const runtime = await openRuntime({ config, bus, log, approver });
+  // What the daemon writes that a worker's seed could write over carries this, and is checked.
+  const seal = RecordSeal.forDataDir(data);
+  const runtime = await openRuntime({ config, bus, log, approver, seal });
   const { workspaces } = config.troupe.daemon;
   const daemon = new Daemon(runtime, log, {
     maxApproval: config.troupe.daemon.maxApproval,
     keepFinishedMs: config.troupe.daemon.keepFinished,
     ...(nats.kv?.ttl ? { keepRecordsMs: nats.kv.ttl } : {}),
-    seal: RecordSeal.forDataDir(data),
+    seal,
     // A run's own workspace (troupe run -w DIR) gets a runtime of its own, with its sandbox scope,
     // while it has runs.
-    runtimeFor: (workspace) => openRuntime({ config, bus, log, approver, workspace }),
+    runtimeFor: (workspace) => openRuntime({ config, bus, log, approver, workspace, seal }),
     maxWorkspaces: config.troupe.daemon.maxWorkspaces,
     ...(workspaces.length ? { workspaces: workspaces.map((root) => resolve(config.dir, root)) } : {}),
   });

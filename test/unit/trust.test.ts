@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { apiRequests, beyondCeiling } from "../../src/daemon/api.js";
 import { ApproverTrust, createKey, identityFromFile, localIdentity } from "../../src/trust/approvers.js";
+import { RecordSeal } from "../../src/trust/record-seal.js";
 import { ensureRoleCredentials } from "../../src/trust/role-credentials.js";
 import { type AnswerContent, signAnswer, verifyAnswer } from "../../src/trust/signed-answer.js";
 import { readSecretFile } from "../../src/util/secret-files.js";
@@ -130,5 +131,23 @@ describe("the daemon's ceiling", () => {
         expect(parsed.success, `${verb} ${JSON.stringify(extra)}`).toBe(false);
       }
     }
+  });
+});
+
+describe("RecordSeal", () => {
+  it("opens what it sealed as written after a JSON round trip, and nothing changed, sealed by another key or the other way", () => {
+    const seal = RecordSeal.ephemeral();
+    const record = {
+      runId: "r",
+      agentId: "a",
+      snapshot: { messages: [{ role: "user", content: "hi" }] },
+      done: false,
+    };
+    const stored = JSON.parse(JSON.stringify(seal.sealAsWritten(record)));
+    expect(seal.openAsWritten(stored)).toEqual(record);
+    expect(seal.openAsWritten({ ...stored, done: true })).toBeUndefined();
+    expect(RecordSeal.ephemeral().openAsWritten(stored)).toBeUndefined();
+    expect(seal.openAsWritten(JSON.parse(JSON.stringify(seal.seal({ b: 1, a: 2 }))))).toBeUndefined();
+    expect(seal.openAsWritten({ ...record })).toBeUndefined();
   });
 });
