@@ -21,9 +21,10 @@ interface AgentSeen {
  * its link comes back (buffered publishes, a model call that finished late) lands after that and is
  * dropped here. One map lookup per event: every client reads every event of a run.
  *
- * Workers host subagents, never a run's first agent: an event a worker sent (`sentByAWorker`) of
- * the first agent, or saying it started one, is dropped before it counts, so a worker's seed can
- * neither end a run with a result of its own nor take the seqs of the events to come. The first
+ * Workers host subagents, never a run's first agent: an event a worker sent (`sentByAWorker`) with
+ * no parent, of the first agent, or saying it started one, is dropped before it counts, so a
+ * worker's seed can neither end a run with a result of its own nor take the seqs of the events to
+ * come (a reader from now, which has not seen who the first agent is, drops those with no parent). The first
  * agent's id is random, so nobody can send an event of it before the daemon's `agent.started` has
  * been stored, and a reader from the start sees that first.
  */
@@ -44,7 +45,7 @@ export class EventFilter {
     const run = this.#run(envelope.runId);
     let seen = run.get(envelope.agentId);
     const started = isEvent(envelope, "agent.started") && envelope.data.parentId === undefined;
-    if (sentByAWorker(envelope) && (started || seen?.first)) return false;
+    if (sentByAWorker(envelope) && (envelope.parentId === undefined || started || seen?.first)) return false;
     if (!seen) {
       seen = { epoch: 0, next: this.fromStart ? 0 : envelope.seq, above: undefined };
       run.set(envelope.agentId, seen);

@@ -113,8 +113,16 @@ describe("events a worker sent", () => {
   it("of a run's first agent are dropped before they take a seq or an epoch; a subagent's are let through", () => {
     const intake = new Intake(stats(), silentLogger);
     const filter = new EventFilter();
-    const stopped = (agentId: string, seq: number, epoch = 0) =>
-      makeEnvelope({ runId: "r1", agentId, seq, epoch, type: "state.changed", data: { from: "a", to: "b" } });
+    const stopped = (agentId: string, seq: number, epoch = 0, parentId?: string) =>
+      makeEnvelope({
+        runId: "r1",
+        agentId,
+        seq,
+        epoch,
+        type: "state.changed",
+        data: { from: "a", to: "b" },
+        ...(parentId ? { parentId } : {}),
+      });
     const pass = (envelope: ReturnType<typeof makeEnvelope>, byWorker: boolean) =>
       read(intake, envelope, byWorker).map((e) => filter.accept(e))[0];
     // A worker saying it started a run's first agent (no parent) is not let through.
@@ -122,15 +130,36 @@ describe("events a worker sent", () => {
     expect(pass(event("r1", "lead"), false)).toBe(true);
     expect(pass(stopped("lead", 1, 9), true)).toBe(false);
     expect(pass(stopped("lead", 1), false)).toBe(true);
+    // Nor one that names the first agent its parent, once the daemon said which agent that is.
+    expect(pass(stopped("lead", 2, 0, "x"), true)).toBe(false);
     const child = makeEnvelope({
       runId: "r1",
       agentId: "helper-1",
+      parentId: "lead",
       seq: 0,
       type: "agent.started",
       data: { name: "helper", model: "scripted", task: "t", budget: {}, depth: 1, parentId: "lead" },
     });
     expect(pass(child, true)).toBe(true);
-    expect(pass(stopped("helper-1", 1), true)).toBe(true);
+    expect(pass(stopped("helper-1", 1, 0, "lead"), true)).toBe(true);
+  });
+
+  it("with no parent are dropped by a reader from now, which has not seen which agent is the first", () => {
+    const intake = new Intake(stats(), silentLogger);
+    const filter = new EventFilter(false);
+    const usage = (parentId?: string) =>
+      makeEnvelope({
+        runId: "r2",
+        agentId: parentId ? "helper-2" : "lead-2",
+        seq: 7,
+        type: "state.changed",
+        data: { from: "a", to: "b" },
+        ...(parentId ? { parentId } : {}),
+      });
+    const pass = (envelope: ReturnType<typeof makeEnvelope>) =>
+      read(intake, envelope, true).map((e) => filter.accept(e))[0];
+    expect(pass(usage())).toBe(false);
+    expect(pass(usage("lead-2"))).toBe(true);
   });
 });
 
