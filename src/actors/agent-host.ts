@@ -113,7 +113,7 @@ export class AgentHost implements AgentHandle {
     this.#unhost = hosted.release;
     // Commands reach an agent on its control subjects, from its parent or any client (acked by reply).
     this.#command = refusingUnread(this.#actor);
-    this.#control = deps.controls.serve(this.runId, this.agentId, this.#command);
+    this.#control = deps.controls.serve(this.runId, this.agentId, this.#command, !options.parentId);
     this.#writer = new SnapshotWriter(this.#actor, {
       store: deps.persistence?.agents,
       events: this.#events,

@@ -1,4 +1,5 @@
 import { type Bus, RequestRefusedError, type Subscription } from "../bus/bus.js";
+import { WORKER_MARK } from "../bus/subjects.js";
 import { type AgentEvent, isAgentEvent } from "../events/agent-events.js";
 import { type Envelope, makeEnvelope } from "../events/envelope.js";
 import { MAX_TEXT } from "../limits.js";
@@ -23,26 +24,32 @@ export const PLAN_NOTE =
 /**
  * Answers the commands sent to the agents hosted here, on `<p>.ctl.<runId>.<agentId>.<command>`
  * (abort, steer, followUp): one subscription for all of them, made when the first is hosted. A
+ * worker's (marked, `WORKER_MARK`: a subagent it hosts aborting its own) is an abort of a subagent
+ * or nothing: a worker's seed neither steers nor stops a run's first agent. A
  * command to an agent hosted elsewhere gets no answer from here, so its own host answers it. A
  * subscription per agent cost two writes to the server per agent and an interest on the server for
  * each one waiting.
  */
 export class AgentControls {
-  readonly #agents = new Map<string, (command: AgentCommand) => void>();
+  readonly #agents = new Map<string, { send: (command: AgentCommand) => void; first: boolean }>();
   #subscription: Subscription | undefined;
 
   constructor(private readonly bus: Bus) {}
 
-  /** Routes one agent's commands to `send` until the returned subscription is ended. */
-  serve(runId: string, agentId: string, send: (command: AgentCommand) => void): Subscription {
+  /**
+   * Routes one agent's commands to `send` until the returned subscription is ended. `first`: the
+   * run's first agent (no parent), which takes no command from a worker.
+   */
+  serve(runId: string, agentId: string, send: (command: AgentCommand) => void, first: boolean): Subscription {
     this.#subscription ??= this.bus.reply(this.bus.subjects.allControls(), (request, subject) =>
       this.#answer(request, subject),
     );
     const key = `${runId}.${agentId}`;
-    this.#agents.set(key, send);
+    const served = { send, first };
+    this.#agents.set(key, served);
     return {
       unsubscribe: () => {
-        if (this.#agents.get(key) === send) this.#agents.delete(key);
+        if (this.#agents.get(key) === served) this.#agents.delete(key);
       },
     };
   }
@@ -53,9 +60,13 @@ export class AgentControls {
   }
 
   #answer(request: Envelope, subject: string): Envelope | undefined {
-    const [runId = "", agentId = "", command] = subject.split(".").slice(-3);
-    const send = this.#agents.get(`${runId}.${agentId}`);
-    if (!send) return undefined;
+    const byWorker = subject.endsWith(`.${WORKER_MARK}`);
+    const [runId = "", agentId = "", command] = subject.split(".").slice(byWorker ? -4 : -3);
+    const served = this.#agents.get(`${runId}.${agentId}`);
+    if (!served) return undefined;
+    const { send } = served;
+    if (byWorker && (command !== "abort" || served.first))
+      throw new RequestRefusedError(`${command}: a worker may abort a subagent, and do nothing else`);
     const data = (request.data ?? {}) as { text?: unknown; reason?: unknown };
     // Whoever may publish here (a host) is held to what the API holds a client to.
     if (String(data.text ?? "").length > MAX_TEXT || String(data.reason ?? "").length > MAX_TEXT)

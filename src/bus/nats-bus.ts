@@ -75,13 +75,13 @@ export class NatsBus implements Bus {
     this.#publisher = new AckedPublisher(connection, inboxPrefix);
     const byGets = BY_GETS.has(role);
     const reader = { connection, jsm, subjects, intake: this.intake, logger, inboxPrefix, byGets };
-    const byWorker = role === "worker";
-    this.eventLog = new NatsEventLog(this, reader, this.#publisher, appendTimeoutMs, logger, byWorker);
+    this.eventLog = new NatsEventLog(this, reader, this.#publisher, appendTimeoutMs, logger);
   }
 
   /** Connects, then creates the event stream if it is missing. */
   static async connect(options: NatsBusOptions): Promise<NatsBus> {
-    const names = subjects(options.prefix ?? DEFAULT_PREFIX);
+    // A worker's events and aborts are marked as its own, as its permissions say (permissions.ts).
+    const names = subjects(options.prefix ?? DEFAULT_PREFIX, { worker: options.role === "worker" });
     const logger = (options.log ?? silentLogger).child({ component: "bus", bus: "nats" });
     const nc = await connectNats(options, logger);
     const appendTimeoutMs = options.appendTimeoutMs ?? 30_000;

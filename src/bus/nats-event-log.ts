@@ -15,22 +15,15 @@ import type { AckedPublisher } from "./nats-publisher.js";
 import type { Subjects } from "./subjects.js";
 
 export class NatsEventLog implements EventLog {
-  /** Where an event goes: a worker's are marked as its own (`WORKER_MARK`), as its permissions say. */
-  readonly #subjectOf: (envelope: Envelope) => string;
-
   constructor(
-    bus: { readonly subjects: Subjects },
+    private readonly bus: { readonly subjects: Subjects },
     private readonly reader: LogReaderParts,
     private readonly publisher: AckedPublisher,
     private readonly appendTimeoutMs: number,
     private readonly logger: Logger,
-    byWorker = false,
-  ) {
-    const { subjects } = bus;
-    this.#subjectOf = byWorker
-      ? (e) => subjects.workerEvent(e.runId, e.agentId, e.type)
-      : (e) => subjects.event(e.runId, e.agentId, e.type);
-  }
+  ) {}
+
+  readonly #subjectOf = (e: Envelope) => this.bus.subjects.event(e.runId, e.agentId, e.type);
 
   /**
    * Publishes to JetStream and waits for its acknowledgement. While the server is away the same

@@ -95,9 +95,10 @@ export function rolePermissions(role: Role, prefix = "troupe"): Permissions {
       return {
         publish: {
           allow: [
-            // Its events are marked as a worker's: readers drop those of a run's first agent.
+            // Its events and aborts are marked as a worker's: readers drop its events of a run's
+            // first agent, and that agent's host its aborts; it may neither steer nor follow up.
             ...s.workerEvents(),
-            s.allControls(),
+            s.workerAborts(),
             s.workSpawn(),
             ...getFrom(s.eventStream),
             ...(["snapshots", "journal", "approvals", "answers", "workers", "actors"] as const).flatMap(

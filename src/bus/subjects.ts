@@ -63,19 +63,19 @@ export type ControlCommand = "steer" | "followUp" | "abort";
 
 export interface Subjects {
   readonly prefix: string;
-  /** `<p>.evt.<runId>.<agentId>.<type>`: one event of one agent. */
+  /** `<p>.evt.<runId>.<agentId>.<type>`: one event of one agent (a worker's marked, `WORKER_MARK`). */
   event(runId: string, agentId: string, type: string): string;
-  /** `<p>.evt.<runId>.<agentId>.<type>._w`: one event a worker sent (`WORKER_MARK`). */
-  workerEvent(runId: string, agentId: string, type: string): string;
   /** What a worker may send events on: each length of type, marked (`WORKER_MARK`). */
   workerEvents(): string[];
   /** Every event of one agent: `<p>.evt.<runId>.<agentId>.>`. */
   agentEvents(runId: string, agentId: string): string;
   /** Every event of one run (`runId` given) or of all runs. */
   events(runId?: string): string;
-  /** `<p>.ctl.<runId>.<agentId>.<command>`: a command to one actor. */
+  /** `<p>.ctl.<runId>.<agentId>.<command>`: a command to one actor (a worker's abort marked). */
   control(runId: string, agentId: string, command: ControlCommand): string;
-  /** Every command to every agent: `<p>.ctl.*.*.*`. */
+  /** What a worker may send commands on: an abort, marked (`WORKER_MARK`). */
+  workerAborts(): string;
+  /** Every command to every agent, a worker's too: `<p>.ctl.>`. */
   allControls(): string;
   /** `<p>.api.<verb>`: the daemon's API; verbs are dotted (`runs.start`). */
   api(verb: string): string;
@@ -91,22 +91,26 @@ export interface Subjects {
   bucket(name: string): string;
 }
 
-export function subjects(prefix = DEFAULT_PREFIX): Subjects {
+/**
+ * The subjects of a prefix. `worker`: of a worker's bus, whose events and aborts are marked as its
+ * own (`WORKER_MARK`), the only ones its permissions let it send.
+ */
+export function subjects(prefix = DEFAULT_PREFIX, options: { worker?: boolean } = {}): Subjects {
   const p = assertPrefix(prefix);
+  const mark = options.worker ? `.${WORKER_MARK}` : "";
   return {
     prefix: p,
     event: (runId, agentId, type) =>
-      `${p}.evt.${assertToken("run id", runId)}.${assertToken("agent id", agentId)}.${assertEventType(type)}`,
-    workerEvent: (runId, agentId, type) =>
-      `${p}.evt.${assertToken("run id", runId)}.${assertToken("agent id", agentId)}.${assertEventType(type)}.${WORKER_MARK}`,
+      `${p}.evt.${assertToken("run id", runId)}.${assertToken("agent id", agentId)}.${assertEventType(type)}${mark}`,
     workerEvents: () =>
       Array.from({ length: MAX_TYPE_WORDS }, (_, n) => `${p}.evt.*.*.${"*.".repeat(n + 1)}${WORKER_MARK}`),
     agentEvents: (runId, agentId) =>
       `${p}.evt.${assertToken("run id", runId)}.${assertToken("agent id", agentId)}.>`,
     events: (runId) => (runId === undefined ? `${p}.evt.>` : `${p}.evt.${assertToken("run id", runId)}.>`),
     control: (runId, agentId, command) =>
-      `${p}.ctl.${assertToken("run id", runId)}.${assertToken("agent id", agentId)}.${command}`,
-    allControls: () => `${p}.ctl.*.*.*`,
+      `${p}.ctl.${assertToken("run id", runId)}.${assertToken("agent id", agentId)}.${command}${command === "abort" ? mark : ""}`,
+    workerAborts: () => `${p}.ctl.*.*.abort.${WORKER_MARK}`,
+    allControls: () => `${p}.ctl.>`,
     api: (verb) => `${p}.api.${assertEventType(verb)}`,
     approval: (runId, callId) =>
       `${p}.approval.${assertToken("run id", runId)}.${assertToken("call id", callId)}`,

@@ -14,7 +14,8 @@ describe("agent controls over NATS", () => {
     under = await natsBus();
     controls = new AgentControls(under.bus);
     heard.length = 0;
-    controls.serve("r1", "a1", (command) => heard.push(command));
+    controls.serve("r1", "a1", (command) => heard.push(command), true);
+    controls.serve("r1", "c1", (command) => heard.push(command), false);
     await under.bus.flush();
   });
   afterEach(async () => {
@@ -46,6 +47,25 @@ describe("agent controls over NATS", () => {
     expect(under.bus.subjects.control("r1", "a1", "followUp")).toBe(
       `${under.bus.subjects.prefix}.ctl.r1.a1.followUp`,
     );
+  });
+
+  it("takes from a worker (its subject marked) an abort of a subagent, and nothing else", async () => {
+    const fromWorker = (agentId: string, token: string, data: unknown) =>
+      under.bus.request(
+        `${under.bus.subjects.prefix}.ctl.r1.${agentId}.${token}._w`,
+        makeEnvelope({ runId: "r1", agentId: "w", seq: 0, type: token, data }),
+        { timeoutMs: 3000 },
+      );
+    await expect(fromWorker("a1", "abort", { reason: "mine now" })).rejects.toThrow(
+      /a worker may abort a subagent/,
+    );
+    await expect(fromWorker("c1", "steer", { text: "obey" })).rejects.toThrow(
+      /a worker may abort a subagent/,
+    );
+    expect(heard).toEqual([]);
+    const ack = await fromWorker("c1", "abort", { reason: "its parent stopped" });
+    expect(ack).toMatchObject({ type: "ack", data: { command: "abort" } });
+    expect(heard).toEqual([{ type: "ABORT", reason: "its parent stopped" }]);
   });
 
   it("refuses the old follow_up token as an unknown command", async () => {

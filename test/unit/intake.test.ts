@@ -9,6 +9,7 @@ import { createLogger, silentLogger } from "../../src/log.js";
 import { SaidAtMost } from "../../src/util/said-at-most.js";
 
 const s = subjects("troupe");
+const worker = subjects("troupe", { worker: true });
 const stats = (): BusStats => newStats();
 const event = (runId: string, agentId: string) =>
   makeEnvelope({
@@ -96,7 +97,7 @@ describe("Intake", () => {
 describe("events a worker sent", () => {
   const read = (intake: Intake, envelope: ReturnType<typeof makeEnvelope>, byWorker: boolean) => {
     const { runId, agentId, type } = envelope;
-    const subject = byWorker ? s.workerEvent(runId, agentId, type) : s.event(runId, agentId, type);
+    const subject = (byWorker ? worker : s).event(runId, agentId, type);
     return intake.decodeAll(encodeEnvelope(envelope), subject);
   };
 
