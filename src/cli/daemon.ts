@@ -11,6 +11,7 @@ import { type ConfigChoice, loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import { Daemon } from "../daemon/daemon.js";
 import { holdDataDir } from "../daemon/data-dir-lock.js";
+import { RecordCopies } from "../daemon/record-copies.js";
 import { UserError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { ApproverTrust, localIdentity } from "../trust/approvers.js";
@@ -63,6 +64,8 @@ export async function runDaemon(where: ConfigChoice, log: Logger, web?: string |
     keepFinishedMs: config.troupe.daemon.keepFinished,
     ...(nats.kv?.ttl ? { keepRecordsMs: nats.kv.ttl } : {}),
     seal,
+    // Its own copy of each run record, which no reply aimed at the bucket can write over.
+    copies: new RecordCopies(join(data, "run-records", nats.prefix)),
     // A run's own workspace (troupe run -w DIR) gets a runtime of its own, with its sandbox scope,
     // while it has runs.
     runtimeFor: (workspace) => openRuntime({ config, bus, log, approver, workspace, seal }),

@@ -20,6 +20,7 @@ import {
   LIST_TEXT,
   type RunRecord,
 } from "./api.js";
+import type { RecordCopies } from "./record-copies.js";
 import { Retention } from "./retention.js";
 import { grantsOf, refusingUserErrors, runIdTaken } from "./run-admission.js";
 import { RunIndex, type RunList } from "./run-index.js";
@@ -40,6 +41,8 @@ export interface DaemonOptions {
   maxApproval?: ApprovalPolicyName;
   /** What seals the run index; the data dir's key, so the next daemon knows its records. Default: this process's own. */
   seal?: RecordSeal;
+  /** The daemon's own copies of its run records (`<dataDir>/run-records/<prefix>`); without them, the bucket alone has them. */
+  copies?: RecordCopies;
   /**
    * The directories a run's workspace may be in (absolute); default: the runtime's workspace. A
    * run asking for one elsewhere is refused.
@@ -106,6 +109,7 @@ export class Daemon {
       await this.bus.kv("runs"),
       this.options.seal ?? RecordSeal.ephemeral(),
       this.log,
+      this.options.copies,
     );
     this.#retention = new Retention(
       this.bus,

@@ -1,7 +1,8 @@
-import type { KvStore } from "../bus/bus.js";
+import { KvConflictError, type KvStore } from "../bus/bus.js";
 import type { Logger } from "../log.js";
 import type { RecordSeal } from "../trust/record-seal.js";
 import { type RunRecord, runRecordSchema } from "./api.js";
+import type { RecordCopies } from "./record-copies.js";
 
 /**
  * Beside each record while its run has stored state (snapshots, journal): `held.<runId>`, from the
@@ -26,32 +27,59 @@ export interface RunList {
 /** Set once the held keys cover every run (a bucket from before them is read in full once). */
 const HELD_COMPLETE = "index.held";
 
+/** A record found in the daemon's copy, to put back over what the bucket had at `revision` (0: nothing). */
+interface FromCopy {
+  record: RunRecord;
+  value: unknown;
+  revision: number;
+}
+
 /**
  * The daemon's runs, in the KV bucket `runs`, each record sealed (RecordSeal): a record without a
  * valid seal, however it got there, is not one of this daemon's runs. It is left out of lists, never
- * resumed, and its grants are never taken.
+ * resumed, and its grants are never taken. With `copies`, the daemon keeps each record it writes in
+ * its data dir too: a key the bucket holds junk under (anyone with a seed can have the server write
+ * a reply there), or nothing, whose copy opens is that run, and the copy is put back.
  */
 export class RunIndex {
   constructor(
     private readonly kv: KvStore,
     private readonly seal: RecordSeal,
     private readonly log: Logger,
+    private readonly copies?: RecordCopies,
   ) {}
 
   /** Whether anything is stored under this run id: a run id in use, sealed or not. */
   async taken(runId: string): Promise<boolean> {
-    return (await this.kv.get(runId)) !== null;
+    return (await this.kv.get(runId)) !== null || this.copies?.read(runId) !== undefined;
   }
 
   async get(runId: string): Promise<RunRecord | undefined> {
     const entry = await this.kv.get(runId);
-    return entry ? this.#open(runId, entry.value) : undefined;
+    const record = entry ? this.#open(runId, entry.value) : undefined;
+    if (record) return record;
+    const copy = this.#copyOf(runId, entry?.revision ?? 0);
+    if (copy) await this.#putBack([copy]);
+    return copy?.record;
   }
 
-  /** Writes a record; a running one is marked held first, so that no crash leaves it unfound. */
+  /**
+   * Writes a record; a running one is marked held first, so that no crash leaves it unfound. The
+   * copy follows the bucket: a copy is never of a record the bucket refused.
+   */
   async put(record: RunRecord): Promise<void> {
     if (record.status === "running") await this.kv.put(`${HELD}.${record.runId}`, {});
-    await this.kv.put(record.runId, this.seal.seal(record));
+    const sealed = this.seal.seal(record);
+    await this.kv.put(record.runId, sealed);
+    try {
+      this.copies?.write(record.runId, sealed);
+    } catch (error) {
+      // The bucket has it: the run goes on, only without what would bring its record back.
+      this.log.warn(
+        { runId: record.runId, err: (error as Error).message },
+        "a run record's copy not written",
+      );
+    }
   }
 
   /**
@@ -61,7 +89,8 @@ export class RunIndex {
    * line a call; a bucket flooded past the deadline gives what was read by then, `partial`.
    */
   async list(options: { withinMs?: number; limit?: number } = {}): Promise<RunList> {
-    const { records, skipped, partial } = await this.#sweep(options.withinMs ?? LIST_WITHIN_MS);
+    const { records, skipped, partial, copied } = await this.#sweep(options.withinMs ?? LIST_WITHIN_MS);
+    await this.#putBack(copied);
     const limit = options.limit ?? LIST_LIMIT;
     return {
       runs: records.slice(-limit),
@@ -74,11 +103,13 @@ export class RunIndex {
   /**
    * The runs that still hold stored state: every unfinished run, and the finished ones not yet
    * released. Two sweeps (the marks, the records), however many keys a flood left; a mark with no
-   * record of this daemon's is released, at most RELEASE_AT_START of them a start.
+   * record of this daemon's (in the bucket or its copy) is released, at most RELEASE_AT_START of
+   * them a start. Only the marks' keys are read, never their values.
    */
   async held(): Promise<RunRecord[]> {
     if (!(await this.kv.get(HELD_COMPLETE))) {
-      const { records: all } = await this.#sweep(START_WITHIN_MS);
+      const { records: all, copied } = await this.#sweep(START_WITHIN_MS);
+      await this.#putBack(copied);
       for (const record of all) await this.kv.put(`${HELD}.${record.runId}`, {});
       await this.kv.put(HELD_COMPLETE, { since: Date.now() });
       return all;
@@ -86,8 +117,17 @@ export class RunIndex {
     const marks = (await this.kv.values(`${HELD}.*`, { withinMs: START_WITHIN_MS })).map(({ key }) =>
       key.slice(HELD.length + 1),
     );
-    const { records } = await this.#sweep(START_WITHIN_MS);
+    const { records, copied } = await this.#sweep(START_WITHIN_MS);
     const byId = new Map(records.map((record) => [record.runId, record]));
+    // A marked run whose record is gone from the bucket: its copy's, when there is one.
+    for (const runId of marks) {
+      const copy = byId.has(runId) ? undefined : this.#copyOf(runId, 0);
+      if (copy) {
+        copied.push(copy);
+        byId.set(runId, copy.record);
+      }
+    }
+    await this.#putBack(copied);
     const held = marks.flatMap((runId) => byId.get(runId) ?? []);
     const unfound = marks.filter((runId) => !byId.has(runId));
     for (const runId of unfound.slice(0, RELEASE_AT_START)) await this.release(runId);
@@ -96,13 +136,20 @@ export class RunIndex {
     return held.sort((a, b) => a.startedAt - b.startedAt);
   }
 
-  async #sweep(withinMs: number): Promise<{ records: RunRecord[]; skipped: number; partial: boolean }> {
+  /** Every record the bucket gives within `withinMs`: a key whose value does not open is its copy's, if that opens (`copied`). */
+  async #sweep(
+    withinMs: number,
+  ): Promise<{ records: RunRecord[]; skipped: number; partial: boolean; copied: FromCopy[] }> {
     const records: RunRecord[] = [];
+    const copied: FromCopy[] = [];
     let skipped = 0;
     const entries = await this.kv.values("*", { withinMs });
-    for (const { key, value } of entries) {
+    for (const { key, value, revision } of entries) {
       const record = this.#open(key, value);
-      if (record) records.push(record);
+      const copy = record ? undefined : this.#copyOf(key, revision);
+      if (copy) copied.push(copy);
+      const found = record ?? copy?.record;
+      if (found) records.push(found);
       else skipped++;
     }
     if (skipped > 0) this.log.warn({ skipped }, "run records this daemon did not seal: left out");
@@ -112,17 +159,51 @@ export class RunIndex {
       records: records.sort((a, b) => a.startedAt - b.startedAt),
       skipped,
       partial: entries.partial === true,
+      copied,
     };
   }
 
-  /** Its record goes without a trace (troupe.yaml's `nats.kv.ttl`); its events stay, per the stream's limits. */
+  /**
+   * Its record goes without a trace (troupe.yaml's `nats.kv.ttl`), its copy first: a read that finds
+   * the bucket's gone finds no copy to put back. Its events stay, per the stream's limits.
+   */
   async remove(runId: string): Promise<void> {
+    this.copies?.remove(runId);
     await this.kv.forget(runId);
   }
 
   /** The run holds no stored state any more (its snapshots and journal are gone). */
   async release(runId: string): Promise<void> {
     await this.kv.forget(`${HELD}.${runId}`);
+  }
+
+  #copyOf(runId: string, revision: number): FromCopy | undefined {
+    const value = this.copies?.read(runId);
+    const record = value === undefined ? undefined : this.#open(runId, value);
+    return record && { record, value, revision };
+  }
+
+  /**
+   * Records found in their copies, put back into the bucket, each only over what was read there: a
+   * record written meanwhile (the run went on, or was removed) stands. One warning line a call.
+   */
+  async #putBack(copied: FromCopy[]): Promise<void> {
+    if (copied.length === 0) return;
+    const put = await Promise.allSettled(
+      copied.map(({ record, value, revision }) =>
+        this.kv.put(record.runId, value, { expectedRevision: revision }),
+      ),
+    );
+    const failed = put.flatMap((outcome) =>
+      outcome.status === "rejected" && !(outcome.reason instanceof KvConflictError) ? [outcome.reason] : [],
+    );
+    this.log.warn(
+      {
+        put: put.filter((outcome) => outcome.status === "fulfilled").length,
+        ...(failed.length ? { failed: failed.length, err: (failed[0] as Error).message } : {}),
+      },
+      "run records written over in the bucket (or gone from it), which this daemon did not seal: put back from its copies",
+    );
   }
 
   #open(key: string, value: unknown): RunRecord | undefined {
