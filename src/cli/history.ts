@@ -14,6 +14,7 @@ import type { Envelope } from "../events/envelope.js";
 import type { Logger } from "../log.js";
 import { jsonVisible, visible, visibleLine } from "../util/visible.js";
 import { callApi, connectClient, leftOutLine, whyNoList } from "./client.js";
+import { endIfUnknown, watchDaemon } from "./daemon-contact.js";
 import { humanRenderer, jsonRenderer } from "./render.js";
 import { localBus, RUN_EXIT, Signals } from "./run.js";
 import { table } from "./table.js";
@@ -197,7 +198,23 @@ export async function runResume(
         runId: string;
         agentId: string;
       };
-      return await follow(bus, resumed.agentId, runId, flags, (e) => e.ts >= since);
+      // A daemon that restarts without the run will not end it: said, not waited for.
+      const reading = new AbortController();
+      const unknown = endIfUnknown(bus, config, runId, reading);
+      const contact = watchDaemon(bus, { started: unknown.started });
+      try {
+        const code = await follow(bus, resumed.agentId, runId, flags, (e) => e.ts >= since, {
+          signal: reading.signal,
+        });
+        const lost = unknown.error();
+        if (lost) throw lost;
+        return code;
+      } catch (error) {
+        throw unknown.error() ?? error;
+      } finally {
+        contact.stop();
+        reading.abort();
+      }
     } finally {
       await bus.close();
     }
@@ -226,16 +243,11 @@ export async function runResume(
     const handle = await runtime.resume(runId, root.agentId, { as: "own-record", followUp: CONTINUE });
     if (!handle) throw new HistoryError(`run ${runId} has no snapshot to resume from`);
     const before = new Set(events.map((e) => e.id));
-    return await follow(
-      bus,
-      handle.agentId,
-      runId,
-      flags,
-      (e) => !before.has(e.id),
-      (envelope) => {
+    return await follow(bus, handle.agentId, runId, flags, (e) => !before.has(e.id), {
+      shown: (envelope) => {
         if (isEvent(envelope, "approval.requested")) displayed.fire(envelope.data.callId);
       },
-    );
+    });
   } finally {
     await runtime.close();
     await bus.close();
@@ -284,18 +296,21 @@ export async function runReplay(
   }
 }
 
-/** Shows a resumed run from the start of its log, skipping what came before the resume. */
+/**
+ * Shows a resumed run from the start of its log, skipping what came before the resume; `signal`
+ * ends the reading early.
+ */
 async function follow(
   bus: { eventLog: Runtime["bus"]["eventLog"] },
   agentId: string,
   runId: string,
   flags: { json?: boolean },
   isNew: (envelope: Envelope) => boolean,
-  shown: (envelope: Envelope) => void = () => {},
+  { shown = () => {}, signal }: { shown?: (envelope: Envelope) => void; signal?: AbortSignal } = {},
 ): Promise<number> {
   const renderer = flags.json ? jsonRenderer() : humanRenderer(() => agentId);
   try {
-    for await (const event of bus.eventLog.read({ runId, follow: true })) {
+    for await (const event of bus.eventLog.read({ runId, follow: true, ...(signal ? { signal } : {}) })) {
       if (!isNew(event.envelope)) continue;
       renderer.event(event);
       shown(event.envelope);

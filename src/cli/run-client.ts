@@ -15,7 +15,7 @@ import type { AgentOutput } from "../machines/agent-types.js";
 import { localIdentity } from "../trust/approvers.js";
 import { visible, visibleLine } from "../util/visible.js";
 import { callApi, connectClient, NoDaemonError } from "./client.js";
-import { watchDaemon } from "./daemon-contact.js";
+import { endIfUnknown, watchDaemon } from "./daemon-contact.js";
 import { humanRenderer, jsonRenderer } from "./render.js";
 import { RUN_EXIT, type RunFlags, sayHowToGoOn } from "./run.js";
 import { ttyApprover } from "./tty-approver.js";
@@ -122,6 +122,8 @@ export async function runViaDaemon(
       if (outcome === "changed") process.stderr.write("  (the call was asked again; this answer is void)\n");
     };
     let told = false;
+    // A daemon that restarted without the run: said, and the run no longer waited for.
+    const unknown = endIfUnknown(bus, config, started.runId, reading);
     const contact = watchDaemon(bus, {
       lost: (ms) => {
         if (told) return;
@@ -132,6 +134,7 @@ export async function runViaDaemon(
         told = false;
         status("troupe: the daemon is back");
       },
+      started: unknown.started,
     });
     let output: AgentOutput | undefined;
     try {
@@ -149,6 +152,8 @@ export async function runViaDaemon(
           break;
         }
       }
+    } catch (error) {
+      throw unknown.error() ?? error;
     } finally {
       contact.stop();
       process.off("SIGINT", onSigint);
@@ -156,6 +161,8 @@ export async function runViaDaemon(
       reading.abort();
       await events.return?.();
     }
+    const lost = unknown.error();
+    if (lost) throw lost;
     sayHowToGoOn(runId, output?.reason ?? "aborted", flags.json);
     return output ? RUN_EXIT[output.reason] : RUN_EXIT.aborted;
   } finally {

@@ -132,7 +132,9 @@ export class Daemon {
         },
       }),
     );
-    // Clients watch this to tell a daemon that is away from one that is quiet.
+    // Clients watch this to tell a daemon that is away from one that is quiet, and one that started
+    // since (another pid, or another start) from the one they knew.
+    const since = Date.now();
     const beat = () =>
       this.bus.publish(
         this.bus.subjects.daemonBeat(),
@@ -141,7 +143,7 @@ export class Daemon {
           agentId: "daemon",
           seq: 0,
           type: "daemon.beat",
-          data: { pid: process.pid },
+          data: { pid: process.pid, since },
         }),
       );
     beat();
