@@ -9,7 +9,7 @@ import type { Logger } from "../log.js";
 import { localIdentity } from "../trust/approvers.js";
 import { jsonVisible } from "../util/visible.js";
 import { APPROVER_ROLES, connectClient } from "./client.js";
-import { watchDaemon } from "./daemon-contact.js";
+import { endIfUnknown, watchDaemon } from "./daemon-contact.js";
 import { Screen, viewLogger } from "./screen.js";
 import {
   agentOrder,
@@ -90,18 +90,24 @@ export async function runObserve(
       },
     );
   const timer = live ? setInterval(draw, 100) : undefined;
-  const contact = live
-    ? watchDaemon(bus, {
-        lost: (ms) => {
-          view.status = `lost contact with the daemon (last seen ${Math.round(ms / 1000)} s ago); waiting…`;
-          dirty = true;
-        },
-        back: () => {
-          view.status = undefined;
-          dirty = true;
-        },
-      })
-    : undefined;
+  // One run followed to its end: a daemon that restarts without it will not end it, said, not waited for.
+  const unknown = runId ? endIfUnknown(bus, config, runId, reading) : undefined;
+  const contact =
+    live || unknown
+      ? watchDaemon(bus, {
+          ...(live && {
+            lost: (ms: number) => {
+              view.status = `lost contact with the daemon (last seen ${Math.round(ms / 1000)} s ago); waiting…`;
+              dirty = true;
+            },
+            back: () => {
+              view.status = undefined;
+              dirty = true;
+            },
+          }),
+          ...(unknown && { started: unknown.started }),
+        })
+      : undefined;
   if (live) process.stdout.on("resize", redraw);
   const lines = new LineWriter(process.stdout);
   const quit = () => reading.abort();
@@ -186,6 +192,8 @@ export async function runObserve(
     process.off("SIGINT", quit);
     await bus.close();
   }
+  const lost = unknown?.error();
+  if (lost) throw lost;
   return 0;
 }
 
