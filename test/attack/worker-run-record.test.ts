@@ -127,17 +127,23 @@ it("a finished run whose record is written over is still the daemon's: troupe st
   expect(h.stderr().match(/put back from its copies/g)).toHaveLength(1);
 }, 120_000);
 
-it("a client following a run that the restarted daemon has no record of is told so in one line and exits", async () => {
+it("troupe run and troupe observe following a run that the restarted daemon has no record of are told so in one line and exit", async () => {
   const prefix = "wru";
   const { h, runId, err, exit } = await slowRun(prefix, 10_000);
+  const observer = await following(h, ["observe", "--json", runId]);
   const worker = await h.connectAs("worker", prefix);
   await writeOver(worker, await h.connectAs("daemon", prefix), prefix, runId);
-  await h.stop();
+  // Killed, its server left running for the next daemon: the clients stay connected throughout.
+  const killed = new Promise((resolve) => h.child()?.once("exit", resolve));
+  h.kill();
+  await killed;
   // Gone from the data dir too (a standby daemon on another host has none): nothing knows the run.
   rmSync(join(h.dir, ".data", "run-records", prefix, `${runId}.json`), { force: true });
   await h.start();
-  expect(await exit).toBe(1);
-  expect(err()).toContain(`troupe: run ${runId}: the daemon restarted and has no record of it`);
+  for (const client of [{ exit, err }, observer]) {
+    expect(await client.exit).toBe(1);
+    expect(client.err()).toContain(`troupe: run ${runId}: the daemon restarted and has no record of it`);
+  }
   expect(await statusOf(h, runId)).toBeUndefined();
 }, 120_000);
 

@@ -93,7 +93,18 @@ export async function embeddedDaemon(
     return nc;
   };
 
-  return { dir, env, cfg, start, stop, kill, connectAs, stderr: () => stderr, pid: () => daemon?.pid };
+  return {
+    dir,
+    env,
+    cfg,
+    start,
+    stop,
+    kill,
+    connectAs,
+    stderr: () => stderr,
+    pid: () => daemon?.pid,
+    child: () => daemon,
+  };
 }
 
 /** The troupe.yaml of `coderDaemon`: `coder` the default agent on the scripted model, and `settings`. */
