@@ -48,6 +48,7 @@ export class NatsEventLog implements EventLog {
       envelopes.map((envelope, i) =>
         this.publisher.publish(subjects[i] as string, encodeEnvelope(envelope), {
           msgID: envelope.id,
+          stream: this.reader.subjects.eventStream,
           timeoutMs: Math.min(5000, this.appendTimeoutMs),
         }),
       ),
@@ -72,6 +73,7 @@ export class NatsEventLog implements EventLog {
       try {
         const ack = await this.publisher.publish(subject, bytes, {
           msgID,
+          stream: this.reader.subjects.eventStream,
           timeoutMs: Math.max(500, Math.min(5000, deadline - Date.now())),
         });
         if (attempt > 1) this.logger.info({ subject, attempt }, "event appended after retrying");

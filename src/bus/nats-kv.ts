@@ -84,7 +84,8 @@ export function blindNatsKv(publisher: AckedPublisher, bucket: string): KvStore 
     const subject = `$KV.${bucket}.${assertKvKey(key)}`;
     const bytes = encoder.encode(JSON.stringify(value));
     try {
-      return (await publisher.publish(subject, bytes, { expectedLastSubjectSeq: 0 })).seq;
+      return (await publisher.publish(subject, bytes, { expectedLastSubjectSeq: 0, stream: `KV_${bucket}` }))
+        .seq;
     } catch (error) {
       if (isWrongLastSequence(error)) throw new KvConflictError(bucket, key, 0, { cause: error });
       throw error;
@@ -141,6 +142,7 @@ class NatsKv implements KvStore {
         if (expected === 0) return this.kv.create(key, bytes);
         return this.publisher
           .publish(`$KV.${this.name}.${key}`, bytes, {
+            stream: `KV_${this.name}`,
             ...(expected === undefined ? {} : { expectedLastSubjectSeq: expected }),
           })
           .then((ack) => ack.seq);

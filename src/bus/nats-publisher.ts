@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { JetStreamApiError } from "@nats-io/jetstream";
 import {
   createInbox,
@@ -17,6 +18,8 @@ export interface PubAck {
 }
 
 export interface PublishOptions {
+  /** The stream that stores the subject: an ack of another (sent here at someone's request) is not this publish's. */
+  stream?: string;
   /** `Nats-Msg-Id`: a publish retried with the same id within the stream's window is stored once. */
   msgID?: string;
   /** Stored only if the subject's last message has this sequence (a KV compare-and-set). */
@@ -30,6 +33,7 @@ export class PublishTimeoutError extends BusError {}
 
 interface Pending {
   subject: string;
+  stream: string | undefined;
   deadline: number;
   resolve: (ack: PubAck) => void;
   reject: (error: Error) => void;
@@ -58,7 +62,6 @@ export class AckedPublisher {
   readonly #subscription: Subscription;
   readonly #pending = new Map<string, Pending>();
   #outbox: Outgoing[] = [];
-  #next = 0;
   #sweeper: NodeJS.Timeout | undefined;
   #closed = false;
 
@@ -78,10 +81,14 @@ export class AckedPublisher {
 
   publish(subject: string, payload: Uint8Array, options: PublishOptions = {}): Promise<PubAck> {
     if (this.#closed) return Promise.reject(new BusClosedError());
-    const token = (this.#next++).toString(36);
+    // Unguessable: a role that may have the server answer onto any subject (a publish's ack, a
+    // stream API's answer, by naming it as the reply) could otherwise send this connection acks of
+    // its own for the publishes to come, and a snapshot write would take a revision of its choosing.
+    const token = randomUUID();
     return new Promise<PubAck>((resolve, reject) => {
       this.#pending.set(token, {
         subject,
+        stream: options.stream,
         deadline: Date.now() + (options.timeoutMs ?? 5000),
         resolve,
         reject,
@@ -135,13 +142,20 @@ export class AckedPublisher {
       this.#settle(token, pending, new BusError(`no stream takes ${pending.subject} (no responders)`));
       return;
     }
-    let ack: { stream?: string; seq?: number; duplicate?: boolean; error?: ApiError };
+    let ack: { type?: string; stream?: string; seq?: number; duplicate?: boolean; error?: ApiError };
     try {
       ack = msg.json();
     } catch (error) {
       this.#settle(token, pending, new BusError("JetStream's ack is not JSON", { cause: error }));
       return;
     }
+    // A stream API's answer (it has a `type`) or another stream's ack was sent here by someone
+    // else's request: the real ack is still to come.
+    if (
+      ack.type !== undefined ||
+      (ack.stream !== undefined && pending.stream && ack.stream !== pending.stream)
+    )
+      return;
     if (ack.error) this.#settle(token, pending, new JetStreamApiError(ack.error));
     else if (!ack.stream || typeof ack.seq !== "number")
       this.#settle(token, pending, new BusError("invalid ack response"));

@@ -24,12 +24,15 @@ export function watchDaemon(
   // Each daemon by its pid and start: the first beat's is the one the client began with.
   const seen = new Set<string>();
   const subscription = bus.subscribe(bus.subjects.daemonBeat(), (envelope) => {
+    // A person's role can have the daemon's answer to its request sent here (its reply subject):
+    // that is no beat.
+    const { pid, since } = (envelope.data ?? {}) as { pid?: unknown; since?: unknown };
+    if (envelope.type !== "daemon.beat" || typeof pid !== "number" || typeof since !== "number") return;
     last = Date.now();
     if (away) {
       away = false;
       on.back?.();
     }
-    const { pid, since } = (envelope.data ?? {}) as { pid?: unknown; since?: unknown };
     const beating = `${pid}@${since}`;
     if (seen.has(beating)) return;
     if (seen.size > 0) on.started?.();

@@ -321,6 +321,16 @@ export class Daemon {
         if (found.status !== "running")
           throw new RequestRefusedError(`run ${data.runId} is ${found.status}; it takes no commands`);
         const command = verb === "runs.abort" ? "abort" : verb === "runs.steer" ? "steer" : "followUp";
+        // A run hosted here is told here: on the bus, whoever may answer a control request (a
+        // worker's seed) could answer first, in words of its own.
+        const hosted = this.#runs.get(found.runId);
+        if (hosted) {
+          const text = String((data as { text?: unknown }).text ?? "");
+          if (command === "abort") hosted.abort(String((data as { reason?: unknown }).reason ?? ""));
+          else if (command === "steer") hosted.steer(text);
+          else hosted.followUp(text);
+          return { ok: true };
+        }
         const envelope = makeEnvelope({
           runId: found.runId,
           agentId: "daemon",

@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { afterEach, expect, it } from "vitest";
 import { type Envelope, encodeEnvelope, makeEnvelope } from "../../src/events/envelope.js";
-import { TROUPE_BIN } from "../support/cli.js";
+import { runTroupe, TROUPE_BIN } from "../support/cli.js";
 import { runToCommand, shellCoderDaemon } from "../support/embedded-daemon.js";
 import { waitFor } from "../support/wait.js";
 
@@ -149,4 +149,47 @@ it("a worker's seed can neither steer nor abort a run's first agent: the run end
   expect(run.out()).not.toContain("FORGED");
   const end = eventsOf(run.out()).filter((e) => e.type === "agent.stopped");
   expect((end[0]?.data as { result?: string; reason?: string } | undefined)?.result).toBe("the real answer");
+}, 120_000);
+
+it("a worker's seed cannot answer for the daemon's agent: `troupe abort` of a run it hosts is carried out and said so", async () => {
+  const prefix = "wfn";
+  const { h } = await shellCoderDaemon(
+    prefix,
+    { command: "echo ran >> ledger.txt", answer: "done", delayMs: 30_000 },
+    cleanups,
+  );
+  await h.start();
+  const worker = await h.connectAs("worker", prefix);
+  // It answers every command it hears, first, with a refusal of its own.
+  worker.subscribe(`${prefix}.ctl.>`, {
+    callback: (_error, msg) => {
+      if (!msg.reply) return;
+      const refusal = { name: "RequestRefusedError", message: "FORGED refusal" };
+      msg.respond(
+        encodeEnvelope(makeEnvelope({ runId: "-", agentId: "-", seq: 0, type: "error", data: refusal })),
+      );
+    },
+  });
+  await worker.flush();
+  const client = spawn(process.execPath, [TROUPE_BIN, ...h.cfg, "run", "--json", "go"], {
+    cwd: h.dir,
+    env: h.env,
+    stdio: ["ignore", "pipe", "ignore"],
+  });
+  cleanups.push(() => client.kill("SIGKILL"));
+  let out = "";
+  client.stdout?.on("data", (c) => (out += c));
+  const exited = new Promise<number | null>((r) => client.once("exit", r));
+  await waitFor("the model asked", () => out.includes('"callingModel"'), 15_000);
+  const { runId } = JSON.parse(out.split("\n")[0] ?? "{}") as { runId: string };
+
+  const steer = await runTroupe([...h.cfg, "steer", runId, "look left"], { cwd: h.dir, env: h.env });
+  expect(steer.stderr).not.toContain("FORGED");
+  expect(steer.code).toBe(0);
+  const abort = await runTroupe([...h.cfg, "abort", runId], { cwd: h.dir, env: h.env });
+  expect(abort.stderr).not.toContain("FORGED");
+  expect(abort.code).toBe(0);
+  await exited;
+  const stopped = eventsOf(out).find((e) => e.type === "agent.stopped");
+  expect((stopped?.data as { reason?: string } | undefined)?.reason).toBe("aborted");
 }, 120_000);
