@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection, nkeyAuthenticator } from "@nats-io/transport-node";
@@ -180,7 +180,10 @@ export async function runToCommand(
   client.stdout?.on("data", (c) => (out += c));
   const exit = new Promise<number | null>((r) => client.once("exit", r));
   await waitFor("the command started", () => started(out), 15_000);
-  await waitFor("its line written", () => existsSync(join(h.dir, "ledger.txt")), 5000);
+  // Written, not only made: `>>` makes the file before it writes the line, and a daemon killed in
+  // between leaves it empty (the command's outcome unknown, not run again).
+  const ledger = join(h.dir, "ledger.txt");
+  await waitFor("its line written", () => existsSync(ledger) && statSync(ledger).size > 0, 5000);
   const { runId, agentId } = JSON.parse(out.split("\n")[0] ?? "{}") as { runId: string; agentId: string };
   return { runId, agentId, out: () => out, exit };
 }
