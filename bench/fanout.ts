@@ -11,7 +11,6 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { jetstreamManager } from "@nats-io/jetstream";
 import { NatsBus } from "../src/bus/nats-bus.js";
 import { ScriptedModelServer } from "../src/testing/scripted-model-server.js";
 import { troupe } from "./overhead.js";
@@ -40,6 +39,9 @@ class Observer {
   #stderr = "";
   readonly exited: Promise<never>;
   readonly complete: Promise<void>;
+  /** Runs started only to learn that the observer follows the log; their events are not counted. */
+  readonly probes = new Set<string>();
+  #probed = false;
 
   constructor(troupeBin: string, dir: string, url: string, runIds: ReadonlySet<string>, args: string[]) {
     this.child = spawn(process.execPath, [troupeBin, "--config", join(dir, "config"), "observe", ...args], {
@@ -62,6 +64,7 @@ class Observer {
       partial = lines.pop() ?? "";
       for (const line of lines) {
         const event = JSON.parse(line) as { runId: string; type: string; seq: number };
+        if (this.probes.has(event.runId)) this.#probed = true;
         if (!runIds.has(event.runId)) continue;
         if (this.count++ === 0) this.firstAt = now;
         this.lastAt = now;
@@ -70,8 +73,14 @@ class Observer {
           if (++this.#stopped === runIds.size && this.count >= this.#total) done();
         }
       }
-      if (this.#stopped === runIds.size && this.count >= this.#total) done();
+      if (runIds.size > 0 && this.#stopped === runIds.size && this.count >= this.#total) done();
     });
+  }
+
+  /** Whether an event of a probe run was printed, waiting up to `ms` for one. */
+  async sawProbe(ms: number): Promise<boolean> {
+    for (const deadline = Date.now() + ms; !this.#probed && Date.now() < deadline; ) await sleep(10);
+    return this.#probed;
   }
 
   get stderr(): string {
@@ -118,21 +127,18 @@ export async function measureFanout(options: {
   const observers: Observer[] = [];
   try {
     await runtime.open(); // the event stream exists before the observer looks for it
-    const jsm = await jetstreamManager(bus.connection);
-    const stream = bus.subjects.eventStream;
-    const consumersBefore = new Set<string>();
-    for await (const info of jsm.consumers.list(stream)) consumersBefore.add(info.name);
     const runIds = new Set<string>();
     const live = new Observer(troupeBin, dir, url, runIds, []);
     observers.push(live);
-    // Attached = its consumer exists on the server and something takes what it delivers (a push
-    // consumer bound to its subscription, or a pull waiting). observe prints nothing when ready, and
-    // --from-start would hide a late attach by replaying a backlog, so we ask JetStream: a consumer
-    // with deliver_policy "new" gets every event stored after it was made.
+    // Attached = the observer prints what is stored after it began following. observe prints nothing
+    // when ready, and --from-start would hide a late attach by replaying a backlog, so a probe run is
+    // started every 200 ms until the observer prints an event of one of them.
     const attached = async () => {
-      for (const deadline = Date.now() + 10_000; Date.now() < deadline; await sleep(20)) {
-        for await (const info of jsm.consumers.list(stream))
-          if (!consumersBefore.has(info.name) && (info.push_bound || info.num_waiting > 0)) return;
+      for (const deadline = Date.now() + 10_000; Date.now() < deadline; ) {
+        const probe = runtime.start({ task: "say hello" });
+        live.probes.add(probe.runId);
+        await probe.done;
+        if (await live.sawProbe(200)) return;
       }
       throw new Error(`troupe observe never attached: ${live.stderr}`);
     };
