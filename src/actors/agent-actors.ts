@@ -13,6 +13,7 @@ import { estimateMessagesTokens } from "../model/tokens.js";
 import type { ChatMessage } from "../model/types.js";
 import type { Confinement } from "../sandbox/plan.js";
 import type { ActiveSkills } from "../skills/active-skills.js";
+import { plainOutcome } from "../tools/call-outcome.js";
 import type { PlannedCall } from "../tools/plan.js";
 import { type BatchOptions, runBatch } from "../tools/run-batch.js";
 import type { ToolRegistry } from "../tools/tool.js";
@@ -169,7 +170,8 @@ export class AgentActors implements HostedActors {
       this.#firstAfterResume = false;
       await events.flushed();
     }
-    return { results: { ...refused, ...ran }, refused: Object.keys(refused) };
+    const told = Object.entries(refused).map(([id, result]) => [id, plainOutcome(result)] as const);
+    return { results: { ...Object.fromEntries(told), ...ran }, refused: Object.keys(refused) };
   }
 
   compact(input: CompactionInput, signal: AbortSignal): Promise<CompactionOutput> {

@@ -7,9 +7,15 @@ import { approvalPolicySchema, sandboxModeSchema } from "../config/policy-schema
 import type { ToolEffect } from "../config/tool-catalog.js";
 import { TroupeError } from "../errors.js";
 import type { Logger } from "../log.js";
+import type { JournaledOutcome } from "../tools/call-outcome.js";
 import type { BatchJournal } from "../tools/run-batch.js";
-import type { ToolResult } from "../tools/tool.js";
 import type { RecordSeal } from "../trust/record-seal.js";
+import {
+  JOURNAL_ENTRY_VERSION,
+  type JournalEntry,
+  parseJournalEntry,
+  type StoredJournalEntry,
+} from "./journal-entry.js";
 import { AGENT_RECORD_VERSION, migrateRecord, type StoredRecord } from "./record-migrations.js";
 
 export { AGENT_RECORD_VERSION };
@@ -231,32 +237,12 @@ export class AgentStore {
   }
 }
 
-/** One tool call's journal entry: a finished call is never run again. */
-export interface JournalEntry {
-  status: "started" | "finished";
-  name: string;
-  effect: ToolEffect;
-  result?: ToolResult;
-}
-
-const journalEntrySchema: z.ZodType<JournalEntry> = z.union([
-  z.object({
-    status: z.literal("started"),
-    name: z.string(),
-    effect: z.enum(["read", "write", "execute"]),
-  }),
-  z.object({
-    status: z.literal("finished"),
-    name: z.string(),
-    effect: z.enum(["read", "write", "execute"]),
-    result: z.looseObject({ ok: z.boolean(), output: z.string() }) as z.ZodType<ToolResult>,
-  }),
-]);
-
 /**
  * Tool calls journaled in the KV bucket `journal` under `<runId>.<agentId>.<callId>`. The daemon's
  * journal has its seal, as its snapshots do (`AgentStore`): an entry it reads without one is of
- * unknown outcome, never a finished call with a result of someone else's.
+ * unknown outcome, never a finished call with a result of someone else's. Each entry says the
+ * version it was written at (`v`); one an earlier build wrote is read as what it stands for
+ * (journal-entry.ts).
  */
 export class ToolJournal {
   private constructor(
@@ -292,10 +278,10 @@ export class ToolJournal {
         written?.set(call.id, { status: "started", name: call.name, effect: call.effect });
         await this.started(runId, agentId, call.id, call.name, call.effect);
       },
-      finished: async (call, result) => {
+      finished: async (call, outcome) => {
         if (!isJournaled(call)) return;
-        written?.set(call.id, { status: "finished", name: call.name, effect: call.effect, result });
-        await this.finished(runId, agentId, call.id, call.name, call.effect, result);
+        written?.set(call.id, { status: "finished", name: call.name, effect: call.effect, outcome });
+        await this.finished(runId, agentId, call.id, call.name, call.effect, outcome);
       },
     };
   }
@@ -309,7 +295,7 @@ export class ToolJournal {
     const entry = await this.kv.get(journalKey(runId, agentId, callId));
     if (!entry) return undefined;
     const value = this.seal ? this.seal.openAsWritten(entry.value) : entry.value;
-    return journalEntrySchema.safeParse(value).data ?? { status: "started", name: "?", effect: "execute" };
+    return parseJournalEntry(value) ?? { status: "started", name: "?", effect: "execute" };
   }
 
   async started(
@@ -319,7 +305,12 @@ export class ToolJournal {
     name: string,
     effect: ToolEffect,
   ): Promise<void> {
-    await this.#put(journalKey(runId, agentId, callId), { status: "started", name, effect });
+    await this.#put(journalKey(runId, agentId, callId), {
+      v: JOURNAL_ENTRY_VERSION,
+      status: "started",
+      name,
+      effect,
+    });
   }
 
   async finished(
@@ -328,12 +319,18 @@ export class ToolJournal {
     callId: string,
     name: string,
     effect: ToolEffect,
-    result: ToolResult,
+    outcome: JournaledOutcome,
   ): Promise<void> {
-    await this.#put(journalKey(runId, agentId, callId), { status: "finished", name, effect, result });
+    await this.#put(journalKey(runId, agentId, callId), {
+      v: JOURNAL_ENTRY_VERSION,
+      status: "finished",
+      name,
+      effect,
+      outcome,
+    });
   }
 
-  async #put(key: string, entry: JournalEntry): Promise<void> {
+  async #put(key: string, entry: StoredJournalEntry): Promise<void> {
     await this.kv.put(key, this.seal ? this.seal.sealAsWritten(entry) : entry);
   }
 }

@@ -235,16 +235,16 @@ export const TOOL_PREVIEW_CHARS = 2000;
 export function toolEventObserver(events: EventPublisher): BatchObserver {
   return {
     onStart: (call) => events.emit("tool.started", { callId: call.id, name: call.name }),
-    onFinish: (call, result, durationMs) =>
+    onFinish: (call, { details, shown }, durationMs) =>
       events.emit("tool.finished", {
         callId: call.id,
         name: call.name,
-        ok: result.ok,
+        ok: details.ok,
         durationMs: Math.round(durationMs),
-        ...(result.error ? { error: result.error } : {}),
-        ...(result.artifacts?.length ? { artifacts: result.artifacts } : {}),
-        ...(result.nextActions?.length ? { nextActions: result.nextActions } : {}),
-        ...(result.shown ? { preview: result.shown.slice(0, TOOL_PREVIEW_CHARS) } : {}),
+        ...(details.error ? { error: details.error } : {}),
+        ...(details.artifacts?.length ? { artifacts: details.artifacts } : {}),
+        ...(details.nextActions?.length ? { nextActions: details.nextActions } : {}),
+        ...(shown ? { preview: shown.slice(0, TOOL_PREVIEW_CHARS) } : {}),
       }),
   };
 }

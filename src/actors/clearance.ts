@@ -1,7 +1,7 @@
-import type { ApprovalDecision, ToolResults } from "../machines/agent-types.js";
+import type { ApprovalDecision } from "../machines/agent-types.js";
 import type { ToolCall } from "../model/types.js";
 import type { PlannedCall } from "../tools/plan.js";
-import { deniedResult } from "../tools/tool.js";
+import { deniedResult, type ToolResult } from "../tools/tool.js";
 
 /** Plans calls; `withTools` false when the turn had no tools (every call is refused). */
 type Plan = (calls: ToolCall[], withTools: boolean) => PlannedCall[];
@@ -45,10 +45,10 @@ export class Clearance {
   async clear(
     calls: readonly PlannedCall[],
     signal: AbortSignal,
-  ): Promise<{ run: PlannedCall[]; refused: ToolResults }> {
+  ): Promise<{ run: PlannedCall[]; refused: Record<string, ToolResult> }> {
     const decisions = new Map((await this.approve(calls, signal)).map((d) => [d.id, d]));
     const run: PlannedCall[] = [];
-    const refused: ToolResults = {};
+    const refused: Record<string, ToolResult> = {};
     for (const call of this.#own(calls)) {
       const decision = decisions.get(call.id);
       if (call.result) refused[call.id] = call.result;

@@ -1,7 +1,7 @@
 import type { Bus } from "../bus/bus.js";
 import { isEvent } from "../events/agent-events.js";
 import type { ChatMessage } from "../model/types.js";
-import { resultContent } from "../tools/tool.js";
+import { resultContent } from "../tools/call-outcome.js";
 import { childIdOf, resultOf, SUBAGENT_TOOL_PREFIX } from "./subagents.js";
 
 /**

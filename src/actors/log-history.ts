@@ -4,16 +4,15 @@ import type { Logger } from "../log.js";
 import { AGENT_MACHINE_VERSION } from "../machines/agent-machine.js";
 import type { RebuiltHistory } from "../machines/agent-reopen.js";
 import { type ChatMessage, type Usage, ZERO_USAGE } from "../model/types.js";
-import { resultContent } from "../tools/tool.js";
 import {
   AGENT_RECORD_VERSION,
   type AgentRecord,
   type AgentStore,
   IncompatibleRecordError,
-  type JournalEntry,
   type ToolJournal,
 } from "./agent-store.js";
 import { finishedChildAnswers } from "./finished-children.js";
+import type { JournalEntry } from "./journal-entry.js";
 import { SUBAGENT_TOOL_PREFIX } from "./subagents.js";
 
 /** What an agent's events tell of it: enough to go on from where they end. */
@@ -138,8 +137,8 @@ async function resultsOf(
       if (call.function.name.startsWith(SUBAGENT_TOOL_PREFIX)) continue;
       const journaled = await entry(call.id);
       const content =
-        journaled?.status === "finished" && journaled.result
-          ? resultContent(journaled.result)
+        journaled?.status === "finished" && journaled.outcome
+          ? journaled.outcome.content
           : journaled
             ? undefined // started and cut short: its outcome is unknown
             : previews.get(call.id);

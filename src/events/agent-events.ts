@@ -146,7 +146,7 @@ export const agentEventSchemas = {
     error: z.string().optional(),
     artifacts: z.array(z.string()).optional(),
     nextActions: z.array(z.string()).optional(),
-    /** The start of the output as the model read it (secrets redacted), for people watching. */
+    /** The start of what the tool said as people see it: cleaned, secrets redacted, not wrapped. */
     preview: z.string().optional(),
   }),
   /** A call waits for a person (or the policy's timeout). */

@@ -98,7 +98,7 @@ export const agentMachine = setup({
     toolErrorStops: ({ context }, batch: ToolBatchOutput) => toolErrorStop(context, batch) !== undefined,
     allTerminate: ({ context }, batch: ToolBatchOutput) => {
       const results = batchResults(context, batch);
-      return results.length > 0 && results.every((r) => r.result.terminate === true);
+      return results.length > 0 && results.every((r) => r.outcome.details.terminate === true);
     },
     loopDetected: ({ context }, batch: ToolBatchOutput) => loopAfter(context, batch) !== undefined,
     /** Still looping after being told so once. */

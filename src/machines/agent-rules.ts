@@ -1,7 +1,8 @@
 import { MAX_UNREAD } from "../limits.js";
 import { addUsage, type ChatMessage } from "../model/types.js";
+import { type CallOutcome, plainOutcome } from "../tools/call-outcome.js";
 import type { PlannedCall } from "../tools/plan.js";
-import { deniedResult, resultContent, type ToolResult, toolError } from "../tools/tool.js";
+import { deniedResult, toolError } from "../tools/tool.js";
 import type {
   AgentCommand,
   AgentContext,
@@ -45,15 +46,23 @@ export function limitBatch(context: AgentContext, plan: PlannedCall[]): PlannedC
   });
 }
 
-/** The batch's results in the order the model asked, and which of them ran. */
+/**
+ * The batch's outcomes in the order the model asked, and which of them ran. A call refused when it
+ * was planned or decided is told its refusal as it is.
+ */
 export function batchResults(context: AgentContext, output: ToolBatchOutput) {
   return context.batch.map((call) => {
     const ran = output.results[call.id];
-    const result: ToolResult =
-      call.result ??
-      ran ??
-      toolError(`${call.name} did not run (the batch was interrupted)`, "call it again if you still need it");
-    return { call, result, executed: call.result === undefined && ran !== undefined };
+    const outcome: CallOutcome = call.result
+      ? plainOutcome(call.result)
+      : (ran ??
+        plainOutcome(
+          toolError(
+            `${call.name} did not run (the batch was interrupted)`,
+            "call it again if you still need it",
+          ),
+        ));
+    return { call, outcome, executed: call.result === undefined && ran !== undefined };
   });
 }
 
@@ -80,10 +89,10 @@ export function recordBatch(
   return {
     messages: [
       ...context.messages,
-      ...results.map(({ call, result }) => ({
+      ...results.map(({ call, outcome }) => ({
         role: "tool" as const,
         tool_call_id: call.id,
-        content: resultContent(result),
+        content: outcome.content,
       })),
     ],
     toolCalls: context.toolCalls + results.filter((r) => r.executed).length,
@@ -123,7 +132,7 @@ export function denyAsked(batch: PlannedCall[]): PlannedCall[] {
 export function terminatedStop(context: AgentContext, output: ToolBatchOutput): AgentOutput {
   const results = batchResults(context, output);
   const executed = results.filter((r) => r.executed).length;
-  const text = results.map((r) => r.result.answer ?? r.result.output).join("\n");
+  const text = results.map((r) => r.outcome.answer ?? "").join("\n");
   return stopWith({ ...context, toolCalls: context.toolCalls + executed }, "done", text);
 }
 
@@ -135,10 +144,10 @@ export function toolErrorStop(context: AgentContext, output: ToolBatchOutput): s
   if (context.onToolError !== "stop") return undefined;
   const refused = new Set(output.refused);
   const failed = batchResults(context, output).find(
-    (r) => r.executed && !refused.has(r.call.id) && !r.result.ok,
+    (r) => r.executed && !refused.has(r.call.id) && !r.outcome.details.ok,
   );
   return failed
-    ? `${failed.call.name} failed (onToolError: stop): ${failed.result.error ?? "error"}`
+    ? `${failed.call.name} failed (onToolError: stop): ${failed.outcome.details.error ?? "error"}`
     : undefined;
 }
 

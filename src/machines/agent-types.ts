@@ -1,8 +1,8 @@
 import type { Budget } from "../config/budget-schema.js";
 import type { AgentOutput, Spend, StopReason } from "../events/agent-events.js";
 import type { AssistantMessage, ChatMessage, FinishReason, Usage } from "../model/types.js";
+import type { CallOutcome } from "../tools/call-outcome.js";
 import type { PlannedCall } from "../tools/plan.js";
-import type { ToolResult } from "../tools/tool.js";
 
 export type { AgentOutput, Spend, StopReason };
 
@@ -83,13 +83,13 @@ export interface CompactionOutput {
   usage: Usage;
 }
 
-/** Each call's result, by call id. */
-export type ToolResults = Record<string, ToolResult>;
+/** Each call's outcome, by call id. */
+export type CallOutcomes = Record<string, CallOutcome>;
 
 /** What a tool batch returns. */
 export interface ToolBatchOutput {
-  /** A result for every call the batch was given. */
-  results: ToolResults;
+  /** An outcome for every call the batch was given. */
+  results: CallOutcomes;
   /**
    * The calls refused when the batch came to run them (a restored call that this host's policy
    * denies): their results are refusals, not tool errors.

@@ -1,6 +1,13 @@
 import { cleanOutput, DEFAULT_OUTPUT_CAP } from "../safety/hygiene.js";
 import type { Redactor } from "../safety/redact.js";
 import { wrapUntrusted } from "../safety/untrusted.js";
+import {
+  type CallOutcome,
+  contentOf,
+  type JournaledOutcome,
+  plainOutcome,
+  type ResultDetails,
+} from "./call-outcome.js";
 import { type PlannedCall, parseArguments } from "./plan.js";
 import { resultExtras, type ToolContext, type ToolRegistry, type ToolResult, toolError } from "./tool.js";
 
@@ -9,7 +16,7 @@ const MAX_EXTRAS = 50;
 
 export interface BatchObserver {
   onStart?(call: PlannedCall): void;
-  onFinish?(call: PlannedCall, result: ToolResult, durationMs: number): void;
+  onFinish?(call: PlannedCall, outcome: CallOutcome, durationMs: number): void;
 }
 
 export interface BatchOptions {
@@ -34,20 +41,20 @@ export interface BatchOptions {
 
 /** The tool-call journal of one agent. */
 export interface BatchJournal {
-  get(callId: string): Promise<{ status: "started" | "finished"; result?: ToolResult } | undefined>;
+  get(callId: string): Promise<{ status: "started" | "finished"; outcome?: JournaledOutcome } | undefined>;
   started(call: PlannedCall): Promise<void>;
-  finished(call: PlannedCall, result: ToolResult): Promise<void>;
+  finished(call: PlannedCall, outcome: JournaledOutcome): Promise<void>;
 }
 
 /**
  * Runs the calls of one batch that are cleared to run. Consecutive read calls run together; a write
  * or execute call runs alone, in the order the model asked, so a read after a write sees it.
- * Returns results by call id; a tool that throws or times out becomes an error result.
+ * Returns each call's outcome by call id; a tool that throws or times out becomes an error result.
  */
 export async function runBatch(
   calls: readonly PlannedCall[],
   options: BatchOptions,
-): Promise<Record<string, ToolResult>> {
+): Promise<Record<string, CallOutcome>> {
   // Each running call has a controller of its own; the turn's signal gets one listener for the
   // whole batch, however many reads run at once (Node warns of a leak past ten on one signal).
   const running = new Set<AbortController>();
@@ -55,7 +62,7 @@ export async function runBatch(
     for (const controller of running) controller.abort(options.signal.reason);
   };
   options.signal.addEventListener("abort", onAbort, { once: true });
-  const results: Record<string, ToolResult> = {};
+  const results: Record<string, CallOutcome> = {};
   const batch = calls.map(({ id, name }) => ({ id, name }));
   options = { ...options, context: { ...options.context, batch } };
   let group: PlannedCall[] = [];
@@ -85,43 +92,44 @@ async function runOne(
   call: PlannedCall,
   options: BatchOptions,
   running: Set<AbortController>,
-): Promise<ToolResult> {
+): Promise<CallOutcome> {
   const journaled = await options.journal?.get(call.id);
-  if (journaled?.status === "finished" && journaled.result) return journaled.result;
+  if (journaled?.status === "finished" && journaled.outcome) return journaled.outcome;
   // Cut short by a crash, it may or may not have taken effect: one that may run twice runs again;
   // of any other the model is told, and it is not run twice (at most once, with notice).
   if (journaled?.status === "started" && !options.registry.get(call.name)?.idempotent) {
-    const unknown = toolError(
-      `${call.name} was running when its host stopped; its outcome is unknown`,
-      "check whether it took effect (read the files it touches) before you run it again",
+    const unknown = plainOutcome(
+      toolError(
+        `${call.name} was running when its host stopped; its outcome is unknown`,
+        "check whether it took effect (read the files it touches) before you run it again",
+      ),
     );
     // Its host died before saying it finished: said here, so observers see what the model is told.
     options.observer?.onFinish?.(call, unknown, 0);
     return unknown;
   }
   await options.journal?.started(call);
-  const result = await execute(call, options, running);
-  // What people saw is in its tool.finished already: the journal keeps what the model is given.
-  const { shown: _, ...kept } = result;
+  const outcome = await execute(call, options, running);
+  const { shown: _, ...kept } = outcome;
   await options.journal?.finished(call, kept);
-  return result;
+  return outcome;
 }
 
 async function execute(
   call: PlannedCall,
   options: BatchOptions,
   running: Set<AbortController>,
-): Promise<ToolResult> {
+): Promise<CallOutcome> {
   const tool = options.registry.get(call.name);
-  if (!tool) return toolError(`unknown tool "${call.name}"`, "call one of the tools available");
+  if (!tool) return plainOutcome(toolError(`unknown tool "${call.name}"`, "call one of the tools available"));
   options.observer?.onStart?.(call);
   const started = performance.now();
   const gated = await options.gate?.before(call);
   if (gated?.call) call = gated.call;
   if (gated?.blocked) {
-    const result = finish(gated.blocked, tool.source ?? tool.name, tool.readMore, options);
-    options.observer?.onFinish?.(call, result, performance.now() - started);
-    return result;
+    const outcome = finish(gated.blocked, tool.source ?? tool.name, tool.readMore, options);
+    options.observer?.onFinish?.(call, outcome, performance.now() - started);
+    return outcome;
   }
   const timeoutMs = tool.timeoutMs ?? options.defaultTimeoutMs ?? 120_000;
   const controller = new AbortController();
@@ -165,40 +173,46 @@ async function execute(
     running.delete(controller);
   }
   if (options.gate) result = await options.gate.after(call, result);
-  result = finish(result, tool.source ?? tool.name, tool.readMore, options);
-  options.observer?.onFinish?.(call, result, performance.now() - started);
-  return result;
+  const outcome = finish(result, tool.source ?? tool.name, tool.readMore, options);
+  options.observer?.onFinish?.(call, outcome, performance.now() - started);
+  return outcome;
 }
 
 /**
- * Every result on its way to the model: control and escape characters out, the size capped with a
- * note on how to read the rest, secrets redacted, and all the tool said (summary, error, output,
- * artifacts, next actions) wrapped as untrusted data in `output`, which is what the model reads (see
- * `resultContent`). `error`, `summary`, `artifacts` and `nextActions` stay plain, cleaned and
- * redacted, for events and people; so does a terminating result's `answer`.
+ * What a result comes to on its way to the model: control and escape characters out, the size
+ * capped with a note on how to read the rest, secrets redacted. All the tool said (summary or error,
+ * output, artifacts, next actions) is `shown` to people as it said it, and wrapped as untrusted data
+ * in `content`, which is what the model reads; `details` keep its error, summary, artifacts and
+ * next actions plain, cleaned and redacted, for events and people; so does a terminating result's
+ * `answer`. The result itself is left as it is.
  */
 function finish(
   result: ToolResult,
   source: string,
   readMore: string | undefined,
   options: BatchOptions,
-): ToolResult {
+): CallOutcome {
   const redact = (text: string) => (options.redactor ? options.redactor.redact(text) : text);
   const cap = options.outputCap ?? DEFAULT_OUTPUT_CAP;
-  const out: ToolResult = { ...result };
-  if (result.error !== undefined) out.error = redact(cleanOutput(result.error, 2000));
-  if (result.summary !== undefined) out.summary = redact(cleanOutput(result.summary, 500));
+  const details: ResultDetails = { ok: result.ok };
+  if (result.error !== undefined) details.error = redact(cleanOutput(result.error, 2000));
+  if (result.summary !== undefined) details.summary = redact(cleanOutput(result.summary, 500));
   if (result.artifacts !== undefined)
-    out.artifacts = texts(result.artifacts).map((a) => redact(cleanOutput(a, 500)));
+    details.artifacts = texts(result.artifacts).map((a) => redact(cleanOutput(a, 500)));
   if (result.nextActions !== undefined)
-    out.nextActions = texts(result.nextActions).map((a) => redact(cleanOutput(a, 1000)));
+    details.nextActions = texts(result.nextActions).map((a) => redact(cleanOutput(a, 1000)));
+  if (result.recoveryHint !== undefined) details.recoveryHint = result.recoveryHint;
+  if (result.terminate !== undefined) details.terminate = result.terminate;
   const output = redact(cleanOutput(result.output, cap, readMore));
-  delete out.answer;
-  if (result.terminate) out.answer = output || out.summary || "";
-  const said = [result.ok ? out.summary : (out.error ?? "the tool failed"), output, ...resultExtras(out)];
-  out.shown = said.filter(Boolean).join("\n");
-  out.output = wrapUntrusted(source, out.shown);
-  return out;
+  const said = [
+    result.ok ? details.summary : (details.error ?? "the tool failed"),
+    output,
+    ...resultExtras(details),
+  ];
+  const shown = said.filter(Boolean).join("\n");
+  const outcome: CallOutcome = { content: contentOf(details, wrapUntrusted(source, shown)), shown, details };
+  if (result.terminate) outcome.answer = output || details.summary || "";
+  return outcome;
 }
 
 /** The first strings of a list a tool or an afterTool hook gave, whatever else it held. */

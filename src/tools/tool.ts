@@ -8,14 +8,12 @@ import { type ArgsOf, argsJsonSchema, type ToolSchema } from "./tool-schema.js";
 
 /**
  * What every tool returns. An error is data the model can act on: `error` says what went wrong and
- * `recoveryHint` what to do next.
+ * `recoveryHint` what to do next. The pipeline (`runBatch`) reads it and never writes into it: what
+ * the model reads of the call is apart, in its `CallOutcome` (src/tools/call-outcome.ts).
  */
 export interface ToolResult {
   ok: boolean;
-  /**
-   * What the tool printed. Once through the pipeline (`runBatch`), the one text the model reads of
-   * the call: summary or error and output, cleaned, redacted and wrapped in `<tool_output>`.
-   */
+  /** What the tool printed. */
   output: string;
   error?: string;
   summary?: string;
@@ -26,16 +24,6 @@ export interface ToolResult {
   recoveryHint?: string;
   /** When every result of a batch says so, the agent stops without another model call. */
   terminate?: boolean;
-  /**
-   * Set by the pipeline on a result that says `terminate`: what the tool said (its output, else its
-   * summary), cleaned and redacted but not wrapped. The agent's answer when its batch stops it.
-   */
-  answer?: string;
-  /**
-   * Set by the pipeline: what a person watching sees of the call (the text of `output` before it is
-   * wrapped and its tags escaped for the model), so a console shows the tool's words as it said them.
-   */
-  shown?: string;
 }
 
 export interface ToolContext {
@@ -157,27 +145,14 @@ export function toolError(error: string, recoveryHint: string): ToolResult {
 
 /**
  * The lines after a result's output that say what it made and what to do next, as the model reads
- * them inside the result's wrapped output: `artifacts: a.ts, b.ts`, then one `next: …` per action.
+ * them inside the wrapped text of its call's outcome: `artifacts: a.ts, b.ts`, then one `next: …`
+ * per action.
  */
 export function resultExtras(result: Pick<ToolResult, "artifacts" | "nextActions">): string[] {
   const lines: string[] = [];
   if (result.artifacts?.length) lines.push(`artifacts: ${result.artifacts.join(", ")}`);
   for (const action of result.nextActions ?? []) lines.push(`next: ${action}`);
   return lines;
-}
-
-/**
- * The text the model reads for a result. A result from the pipeline (`runBatch`) holds all the tool
- * said inside its wrapped `output`, its artifacts and next actions too (`resultExtras`); only the recovery hint, Troupe's own, stays outside. A result
- * Troupe made before anything ran (an unknown tool, bad arguments, a denial) has no output, and its
- * error is Troupe's own.
- */
-export function resultContent(result: ToolResult): string {
-  const lines: string[] = [];
-  if (!result.ok) lines.push(result.output ? "error:" : `error: ${result.error ?? "the tool failed"}`);
-  if (result.output) lines.push(result.output);
-  if (!result.ok && result.recoveryHint) lines.push(`how to recover: ${result.recoveryHint}`);
-  return lines.join("\n");
 }
 
 /** Tools by name; gives the model JSON Schemas of their parameters. */

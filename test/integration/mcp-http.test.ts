@@ -120,7 +120,10 @@ describe("MCP over the legacy HTTP+SSE transport", () => {
     const { manager, registry, logs } = await manage(url);
     expect(manager.state("remote")).toBe("ready");
     const sum = await runThroughPipeline(registry, ws, "remote__get-sum", { a: 20, b: 22 });
-    expect(sum).toMatchObject({ ok: true, output: expect.stringContaining("The sum of 20 and 22 is 42.") });
+    expect(sum).toMatchObject({
+      details: { ok: true },
+      content: expect.stringContaining("The sum of 20 and 22 is 42."),
+    });
     expect(logs).toContainEqual(
       expect.objectContaining({
         transport: "sse",

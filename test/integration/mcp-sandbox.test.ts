@@ -64,19 +64,19 @@ const call = (registry: ToolRegistry, name: string, args: Record<string, unknown
 
 it("read-only: the server reads the workspace, and its writes fail at the filesystem", async () => {
   const registry = await start("read-only");
-  expect((await call(registry, "files__read_text_file", { path: join(ws, "hello.txt") })).output).toContain(
+  expect((await call(registry, "files__read_text_file", { path: join(ws, "hello.txt") })).content).toContain(
     "hello",
   );
   const wrote = await call(registry, "files__write_file", { path: join(ws, "new.txt"), content: "x" });
-  expect(wrote.ok).toBe(false);
-  expect(wrote.output).toMatch(/read-only file system/i);
+  expect(wrote.details.ok).toBe(false);
+  expect(wrote.content).toMatch(/read-only file system/i);
   expect(existsSync(join(ws, "new.txt"))).toBe(false);
 });
 
 it("workspace-write: the server writes the workspace", async () => {
   const registry = await start("workspace-write");
   const wrote = await call(registry, "files__write_file", { path: join(ws, "new.txt"), content: "x" });
-  expect(wrote.ok).toBe(true);
+  expect(wrote.details.ok).toBe(true);
   expect(readFileSync(join(ws, "new.txt"), "utf8")).toBe("x");
 });
 

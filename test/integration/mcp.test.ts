@@ -57,24 +57,26 @@ describe("MCP: @modelcontextprotocol/server-filesystem", () => {
     });
 
     const read = await run(registry, "files__read_text_file", { path: join(ws, "hello.txt") });
-    expect(read.ok).toBe(true);
-    expect(read.output).toBe('<tool_output source="mcp:files">\nhello from the workspace\n\n</tool_output>');
+    expect(read.details.ok).toBe(true);
+    expect(read.content).toBe('<tool_output source="mcp:files">\nhello from the workspace\n\n</tool_output>');
 
     const wrote = await run(registry, "files__write_file", {
       path: join(ws, "new.txt"),
       content: "written over MCP",
     });
-    expect(wrote.ok).toBe(true);
+    expect(wrote.details.ok).toBe(true);
     expect(readFileSync(join(ws, "new.txt"), "utf8")).toBe("written over MCP");
 
     const outside = await run(registry, "files__write_file", {
       path: join(root, "outside.txt"),
       content: "pwned",
     });
-    expect(outside).toMatchObject({ ok: false, error: expect.stringContaining("outside the workspace") });
+    expect(outside).toMatchObject({
+      details: { ok: false, error: expect.stringContaining("outside the workspace") },
+    });
     expect(readFileSync(join(root, "outside.txt"), "utf8")).toBe("outside\n");
     const sneaky = await run(registry, "files__read_text_file", { path: "../outside.txt" });
-    expect(sneaky.ok).toBe(false);
+    expect(sneaky.details.ok).toBe(false);
   });
 
   it("counts a server marked readOnly as read-only, whatever its tools say", async () => {
@@ -87,19 +89,19 @@ describe("MCP: @modelcontextprotocol/server-everything", () => {
   it("passes arguments and results, and reports a tool's error as an error result", async () => {
     const { registry } = await start({ everything: server([EVERYTHING]) });
     const sum = await run(registry, "everything__get-sum", { a: 2, b: 3 });
-    expect(sum.ok).toBe(true);
-    expect(sum.output).toContain("5");
+    expect(sum.details.ok).toBe(true);
+    expect(sum.content).toContain("5");
     const bad = await run(registry, "everything__get-sum", { a: "two", b: 3 });
-    expect(bad.ok).toBe(false);
-    expect(bad.error).toMatch(/everything|invalid|expected/i);
+    expect(bad.details.ok).toBe(false);
+    expect(bad.details.error).toMatch(/everything|invalid|expected/i);
   });
 
   it("caps a large output with a note", async () => {
     const { registry } = await start({ everything: server([EVERYTHING]) });
     const big = await run(registry, "everything__echo", { message: "x".repeat(100_000) });
-    expect(big.ok).toBe(true);
-    expect(big.output.length).toBeLessThan(31_000);
-    expect(big.output).toMatch(/characters omitted of \d+/);
+    expect(big.details.ok).toBe(true);
+    expect(big.content.length).toBeLessThan(31_000);
+    expect(big.content).toMatch(/characters omitted of \d+/);
   });
 
   it("fails a slow tool at the server's call timeout", async () => {
@@ -111,8 +113,10 @@ describe("MCP: @modelcontextprotocol/server-everything", () => {
     });
     expect(Date.now() - started).toBeLessThan(3000);
     expect(slow).toMatchObject({
-      ok: false,
-      error: "everything: trigger-long-running-operation timed out after 500 ms",
+      details: {
+        ok: false,
+        error: "everything: trigger-long-running-operation timed out after 500 ms",
+      },
     });
   });
 
@@ -142,7 +146,7 @@ describe("MCP: @modelcontextprotocol/server-everything", () => {
     );
     expect(new Set(names).size).toBe(names.length);
     expect(registry.get("everything__simulate-research-query")?.effect).toBe("execute");
-    expect((await run(registry, "everything__get-sum", { a: 2, b: 3 })).output).toContain("5");
+    expect((await run(registry, "everything__get-sum", { a: 2, b: 3 })).content).toContain("5");
   });
 
   it("restarts a server that was killed, failing its calls clearly meanwhile", async () => {
@@ -153,14 +157,16 @@ describe("MCP: @modelcontextprotocol/server-everything", () => {
     await waitFor("the server to be seen down", () => manager.state("everything") !== "ready");
     const during = await run(registry, "everything__get-sum", { a: 1, b: 1 });
     expect(during).toMatchObject({
-      ok: false,
-      error: expect.stringMatching(
-        /^MCP server "everything" is not running: it exited; (retrying in \d+ s|starting it now)$/,
-      ),
+      details: {
+        ok: false,
+        error: expect.stringMatching(
+          /^MCP server "everything" is not running: it exited; (retrying in \d+ s|starting it now)$/,
+        ),
+      },
     });
     await waitFor("the restart", () => manager.state("everything") === "ready", 15_000);
     expect(manager.pid("everything")).not.toBe(pid);
-    expect((await run(registry, "everything__get-sum", { a: 1, b: 1 })).ok).toBe(true);
+    expect((await run(registry, "everything__get-sum", { a: 1, b: 1 })).details.ok).toBe(true);
   });
 });
 
@@ -173,8 +179,8 @@ describe("MCP over Streamable HTTP", () => {
         remote: mcpServerSchema.parse({ url: `http://127.0.0.1:${port}/mcp` }),
       });
       const sum = await run(registry, "remote__get-sum", { a: 20, b: 22 });
-      expect(sum.ok).toBe(true);
-      expect(sum.output).toContain("42");
+      expect(sum.details.ok).toBe(true);
+      expect(sum.content).toContain("42");
     } finally {
       await server.kill();
     }
@@ -185,9 +191,9 @@ describe("MCP: tool lists", () => {
   it("adds a tool that appears while the server runs", async () => {
     const { registry } = await start({ fixture: server([FIXTURE]) });
     expect(registry.get("fixture__extra")).toBeUndefined();
-    expect((await run(registry, "fixture__add_tool", {})).ok).toBe(true);
+    expect((await run(registry, "fixture__add_tool", {})).details.ok).toBe(true);
     await waitFor("the new tool", () => registry.get("fixture__extra") !== undefined);
-    expect((await run(registry, "fixture__extra", { n: 7 })).output).toContain("extra 7");
+    expect((await run(registry, "fixture__extra", { n: 7 })).content).toContain("extra 7");
   });
 
   it("refuses to start when a tool name collides", async () => {
@@ -215,7 +221,7 @@ describe("MCP: a stdio server's stderr", () => {
         env: { FIXTURE_STDERR: `\x1b[31mred\x1b[0m warning\x07\n\x1b]0;new title\x07plain\n${long}\n` },
       }),
     });
-    expect((await run(registry, "fixture__fail", { message: "no \x1b[2Jsuch row" })).ok).toBe(false);
+    expect((await run(registry, "fixture__fail", { message: "no \x1b[2Jsuch row" })).details.ok).toBe(false);
     const said = () =>
       logs.filter((r) => r.server === "fixture" && r.stream === "stderr" && r.component === "mcp");
     await waitFor("the server's stderr in the log", () => said().some((r) => r.msg === "fail: no such row"));

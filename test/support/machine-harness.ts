@@ -8,11 +8,15 @@ import type {
   CompactionOutput,
   ModelTurn,
   ModelTurnInput,
-  ToolResults,
 } from "../../src/machines/agent-types.js";
 import type { ChatMessage } from "../../src/model/types.js";
 import { ZERO_USAGE } from "../../src/model/types.js";
+import { plainOutcome } from "../../src/tools/call-outcome.js";
 import type { PlannedCall } from "../../src/tools/plan.js";
+import type { ToolResult } from "../../src/tools/tool.js";
+
+/** Each call's result as a tool returned it, by call id. */
+type ToolResults = Record<string, ToolResult>;
 
 /** A model turn that answers with text. */
 export function text(content: string, usage: Partial<typeof ZERO_USAGE> = {}): ModelTurn {
@@ -68,7 +72,7 @@ type Step<I, O> = O | ((input: I, signal: AbortSignal) => O | Promise<O>);
 export interface Stubs {
   model: Array<Step<ModelTurnInput, ModelTurn>>;
   approve?: (calls: PlannedCall[], signal: AbortSignal) => ApprovalDecision[] | Promise<ApprovalDecision[]>;
-  /** Each call's result. */
+  /** Each call's result; the batch tells the model each as it is (`plainOutcome`). */
   tools?: (calls: PlannedCall[], signal: AbortSignal) => ToolResults | Promise<ToolResults>;
   /** The calls the batch says it refused (their results come from `tools`). */
   refused?: string[];
@@ -119,7 +123,8 @@ export function harness(stubs: Stubs, input: Partial<AgentInput> = {}, snapshot?
           seen.batches.push(input.calls);
           seen.signals.push(signal);
           const results = await (stubs.tools ?? okResults)(input.calls, signal);
-          return { results, refused: stubs.refused ?? [] };
+          const outcomes = Object.entries(results).map(([id, result]) => [id, plainOutcome(result)]);
+          return { results: Object.fromEntries(outcomes), refused: stubs.refused ?? [] };
         },
       ),
       compact: fromPromise(async ({ input, signal }: { input: CompactionInput; signal: AbortSignal }) => {

@@ -1,7 +1,8 @@
 import { Redactor } from "../../src/safety/redact.js";
+import { type CallOutcome, plainOutcome } from "../../src/tools/call-outcome.js";
 import { planCalls } from "../../src/tools/plan.js";
 import { runBatch } from "../../src/tools/run-batch.js";
-import type { ToolRegistry, ToolResult } from "../../src/tools/tool.js";
+import type { ToolRegistry } from "../../src/tools/tool.js";
 
 /** Runs one call through the whole pipeline under yolo, as an agent's batch would: plan, run, finish. */
 export async function runThroughPipeline(
@@ -9,7 +10,7 @@ export async function runThroughPipeline(
   workspace: string,
   name: string,
   args: Record<string, unknown>,
-): Promise<ToolResult> {
+): Promise<CallOutcome> {
   const [planned] = planCalls(
     [{ id: "c1", type: "function", function: { name, arguments: JSON.stringify(args) } }],
     registry,
@@ -18,12 +19,12 @@ export async function runThroughPipeline(
     { workspace },
   );
   if (!planned) throw new Error("no plan");
-  if (planned.result) return planned.result;
+  if (planned.result) return plainOutcome(planned.result);
   const results = await runBatch([planned], {
     registry,
     context: { runId: "r", agentId: "a", workspace },
     signal: new AbortController().signal,
     redactor: new Redactor(),
   });
-  return results.c1 as ToolResult;
+  return results.c1 as CallOutcome;
 }

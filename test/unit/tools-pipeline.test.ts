@@ -5,10 +5,11 @@ import { mcpServerSchema } from "../../src/config/mcp-server-schema.js";
 import { MISSING_RESULT, repairToolPairs } from "../../src/context/repair.js";
 import { callSignature, detectLoop } from "../../src/machines/loop-detection.js";
 import type { ChatMessage } from "../../src/model/types.js";
+import { resultContent } from "../../src/tools/call-outcome.js";
 import { mcpTool } from "../../src/tools/mcp/mcp-tool.js";
 import { planCalls } from "../../src/tools/plan.js";
 import { type BatchJournal, runBatch } from "../../src/tools/run-batch.js";
-import { defineTool, resultContent, ToolRegistry } from "../../src/tools/tool.js";
+import { defineTool, ToolRegistry } from "../../src/tools/tool.js";
 
 const log: string[] = [];
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -148,9 +149,9 @@ describe("runBatch", () => {
     ]);
     expect(Object.keys(results)).toHaveLength(4);
     expect(results[planned[0]?.id ?? ""]).toEqual({
-      ok: true,
-      output: '<tool_output source="read">\ncontents of a\n</tool_output>',
+      content: '<tool_output source="read">\ncontents of a\n</tool_output>',
       shown: "contents of a",
+      details: { ok: true },
     });
   });
 
@@ -178,11 +179,11 @@ describe("runBatch", () => {
       journal,
       signal: new AbortController().signal,
     });
-    const result = results[planned[0]?.id ?? ""];
-    expect(result?.output).toContain('the file holds &lt;tool_output source="x">hi&lt;/tool_output>');
-    expect(result?.shown).toBe(said);
+    const outcome = results[planned[0]?.id ?? ""];
+    expect(outcome?.content).toContain('the file holds &lt;tool_output source="x">hi&lt;/tool_output>');
+    expect(outcome?.shown).toBe(said);
     // The journal keeps the model's copy only: the text is not stored twice.
-    expect(journaled).toEqual([{ ok: true, output: result?.output }]);
+    expect(journaled).toEqual([{ content: outcome?.content, details: { ok: true } }]);
   });
 
   it("turns a throw and a timeout into error results, and reports start and finish", async () => {
@@ -194,11 +195,11 @@ describe("runBatch", () => {
       signal: new AbortController().signal,
       observer: {
         onStart: (c) => events.push(`start ${c.name}`),
-        onFinish: (c, r) => events.push(`finish ${c.name} ${r.ok}`),
+        onFinish: (c, r) => events.push(`finish ${c.name} ${r.details.ok}`),
       },
     });
-    expect(results[planned[0]?.id ?? ""]?.error).toBe("boom failed: disk on fire");
-    expect(results[planned[1]?.id ?? ""]?.error).toBe("slow timed out after 50 ms");
+    expect(results[planned[0]?.id ?? ""]?.details.error).toBe("boom failed: disk on fire");
+    expect(results[planned[1]?.id ?? ""]?.details.error).toBe("slow timed out after 50 ms");
     expect(events.sort()).toEqual(["finish boom false", "finish slow false", "start boom", "start slow"]);
   });
 
@@ -235,8 +236,8 @@ describe("runBatch", () => {
       journal,
     });
     expect(calls).toEqual(["put"]);
-    expect(results["store__put-{}"]?.ok).toBe(true);
-    expect(results["store__append-{}"]?.error).toMatch(/outcome is unknown/);
+    expect(results["store__put-{}"]?.details.ok).toBe(true);
+    expect(results["store__append-{}"]?.details.error).toMatch(/outcome is unknown/);
   });
 
   it("holds an MCP tool that only reads to at most once: journaled as remote, a started call not made again", async () => {
@@ -264,7 +265,7 @@ describe("runBatch", () => {
       journal,
     });
     expect(calls).toEqual([]);
-    expect(results["meter__quote-{}"]?.error).toMatch(/outcome is unknown/);
+    expect(results["meter__quote-{}"]?.details.error).toMatch(/outcome is unknown/);
   });
 
   it("aborts running tools through their signal", async () => {
@@ -276,7 +277,7 @@ describe("runBatch", () => {
     const started = Date.now();
     const results = await runBatch(planned, { registry, context, signal: controller.signal });
     expect(Date.now() - started).toBeLessThan(1000);
-    expect(results[planned[0]?.id ?? ""]?.error).toContain("stopped");
+    expect(results[planned[0]?.id ?? ""]?.details.error).toContain("stopped");
   });
 
   it("aborts a dozen reads running at once, with no listener warning on the turn's signal", async () => {
@@ -295,7 +296,7 @@ describe("runBatch", () => {
       if (slowTool) slowTool.timeoutMs = 10_000;
       setTimeout(() => controller.abort(), 30);
       const results = await runBatch(planned, { registry, context, signal: controller.signal });
-      expect(Object.values(results).map((result) => result.error)).toEqual(
+      expect(Object.values(results).map((outcome) => outcome.details.error)).toEqual(
         Array.from({ length: 12 }, () => "slow failed: stopped"),
       );
       await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on the next tick
