@@ -63,7 +63,10 @@ export function parseJournalEntry(value: unknown): JournalEntry | undefined {
   return start.success ? start.data : undefined;
 }
 
-/** A version 1 result as the outcome it stands for: its `output` wrapped, its `answer` set by then. */
+/**
+ * A version 1 result as the outcome it stands for: its `output` is the wrapped text already, and a
+ * terminating one's answer is its `answer`, else that output (as the agent took it then).
+ */
 function fromV1(result: ToolResult & { answer?: string }): JournaledOutcome {
   const { output, answer, ...details } = result;
   const outcome: JournaledOutcome = { content: resultContent(result), details: details as ResultDetails };

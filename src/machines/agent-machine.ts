@@ -4,7 +4,7 @@ import { addUsage, type ChatMessage, ZERO_USAGE } from "../model/types.js";
 import type { PlannedCall } from "../tools/plan.js";
 import {
   awaitsDecision,
-  batchResults,
+  batchOutcomes,
   decideAsked,
   denyAsked,
   exhausted,
@@ -97,7 +97,7 @@ export const agentMachine = setup({
     /** A call that ran failed, under `onToolError: stop`. */
     toolErrorStops: ({ context }, batch: ToolBatchOutput) => toolErrorStop(context, batch) !== undefined,
     allTerminate: ({ context }, batch: ToolBatchOutput) => {
-      const results = batchResults(context, batch);
+      const results = batchOutcomes(context, batch);
       return results.length > 0 && results.every((r) => r.outcome.details.terminate === true);
     },
     loopDetected: ({ context }, batch: ToolBatchOutput) => loopAfter(context, batch) !== undefined,

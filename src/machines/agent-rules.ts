@@ -50,28 +50,25 @@ export function limitBatch(context: AgentContext, plan: PlannedCall[]): PlannedC
  * The batch's outcomes in the order the model asked, and which of them ran. A call refused when it
  * was planned or decided is told its refusal as it is.
  */
-export function batchResults(context: AgentContext, output: ToolBatchOutput) {
+export function batchOutcomes(context: AgentContext, output: ToolBatchOutput) {
   return context.batch.map((call) => {
     const ran = output.results[call.id];
     const outcome: CallOutcome = call.result
       ? plainOutcome(call.result)
-      : (ran ??
-        plainOutcome(
-          toolError(
-            `${call.name} did not run (the batch was interrupted)`,
-            "call it again if you still need it",
-          ),
-        ));
+      : (ran ?? plainOutcome(interrupted(call.name)));
     return { call, outcome, executed: call.result === undefined && ran !== undefined };
   });
 }
+
+const interrupted = (name: string) =>
+  toolError(`${name} did not run (the batch was interrupted)`, "call it again if you still need it");
 
 /**
  * The calls that ran since the agent last changed anything, this batch's included: what loop
  * detection looks at. A batch with a call that may write starts it afresh.
  */
 export function recentCallsAfter(context: AgentContext, output: ToolBatchOutput): string[] {
-  const executed = batchResults(context, output).filter((r) => r.executed);
+  const executed = batchOutcomes(context, output).filter((r) => r.executed);
   if (executed.some((r) => r.call.effect !== "read")) return [];
   return [...context.recentCalls, ...executed.map((r) => callSignature(r.call.name, r.call.arguments))];
 }
@@ -85,7 +82,7 @@ export function recordBatch(
   context: AgentContext,
   output: ToolBatchOutput,
 ): Pick<AgentContext, "messages" | "toolCalls" | "recentCalls" | "batch"> {
-  const results = batchResults(context, output);
+  const results = batchOutcomes(context, output);
   return {
     messages: [
       ...context.messages,
@@ -130,7 +127,7 @@ export function denyAsked(batch: PlannedCall[]): PlannedCall[] {
 
 /** How an agent stops when its batch said terminate: with what the tools said, not the wrapped text. */
 export function terminatedStop(context: AgentContext, output: ToolBatchOutput): AgentOutput {
-  const results = batchResults(context, output);
+  const results = batchOutcomes(context, output);
   const executed = results.filter((r) => r.executed).length;
   const text = results.map((r) => r.outcome.answer ?? "").join("\n");
   return stopWith({ ...context, toolCalls: context.toolCalls + executed }, "done", text);
@@ -143,7 +140,7 @@ export function terminatedStop(context: AgentContext, output: ToolBatchOutput): 
 export function toolErrorStop(context: AgentContext, output: ToolBatchOutput): string | undefined {
   if (context.onToolError !== "stop") return undefined;
   const refused = new Set(output.refused);
-  const failed = batchResults(context, output).find(
+  const failed = batchOutcomes(context, output).find(
     (r) => r.executed && !refused.has(r.call.id) && !r.outcome.details.ok,
   );
   return failed
