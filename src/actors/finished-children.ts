@@ -1,12 +1,13 @@
 import type { Bus } from "../bus/bus.js";
 import { isEvent } from "../events/agent-events.js";
 import type { ChatMessage } from "../model/types.js";
-import { resultContent } from "../tools/call-outcome.js";
+import { outcomeOf } from "../tools/run-batch.js";
 import { childIdOf, resultOf, SUBAGENT_TOOL_PREFIX } from "./subagents.js";
 
 /**
  * The answers of subagents that finished while their parent's batch did not (the run was aborted
- * while a sibling still worked): by call id, each as the tool message the parent would have had, read
+ * while a sibling still worked): by call id, each as the tool message the parent would have had (the
+ * child's answer through the same pipeline as a batch's: cleaned and wrapped as untrusted data), read
  * from the children's `agent.stopped` in the event log. A parent reopened after the abort takes
  * these instead of "outcome unknown"; a child that had not finished stays unknown.
  */
@@ -35,7 +36,8 @@ export async function finishedChildAnswers(
     const { data } = envelope;
     if (data.reason !== "done") continue;
     const result = resultOf(asked.name, envelope.agentId, data, data.total);
-    answers.set(asked.callId, { role: "tool", tool_call_id: asked.callId, content: resultContent(result) });
+    const { content } = outcomeOf(result, `${SUBAGENT_TOOL_PREFIX}${asked.name}`, undefined, {});
+    answers.set(asked.callId, { role: "tool", tool_call_id: asked.callId, content });
   }
   return answers;
 }

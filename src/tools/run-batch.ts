@@ -127,7 +127,7 @@ async function execute(
   const gated = await options.gate?.before(call);
   if (gated?.call) call = gated.call;
   if (gated?.blocked) {
-    const outcome = finish(gated.blocked, tool.source ?? tool.name, tool.readMore, options);
+    const outcome = outcomeOf(gated.blocked, tool.source ?? tool.name, tool.readMore, options);
     options.observer?.onFinish?.(call, outcome, performance.now() - started);
     return outcome;
   }
@@ -173,7 +173,7 @@ async function execute(
     running.delete(controller);
   }
   if (options.gate) result = await options.gate.after(call, result);
-  const outcome = finish(result, tool.source ?? tool.name, tool.readMore, options);
+  const outcome = outcomeOf(result, tool.source ?? tool.name, tool.readMore, options);
   options.observer?.onFinish?.(call, outcome, performance.now() - started);
   return outcome;
 }
@@ -182,28 +182,28 @@ async function execute(
  * What a result comes to on its way to the model: control and escape characters out, the size
  * capped with a note on how to read the rest, secrets redacted. All the tool said (summary or error,
  * output, artifacts, next actions) is `shown` to people as it said it, and wrapped as untrusted data
- * in `content`, which is what the model reads; `details` keep its error, summary, artifacts and
- * next actions plain, cleaned and redacted, for events and people; so does a terminating result's
- * `answer`. The result itself is left as it is.
+ * in `content`, which is what the model reads; `details` keep its error, summary, artifacts, next
+ * actions and recovery hint plain, cleaned and redacted, for events and people; so does a
+ * terminating result's `answer`. The result itself is left as it is. A text that is not a string
+ * (a JavaScript tool's, an afterTool hook's JSON) is taken as its string.
  */
-function finish(
+export function outcomeOf(
   result: ToolResult,
   source: string,
   readMore: string | undefined,
-  options: BatchOptions,
+  options: Pick<BatchOptions, "redactor" | "outputCap">,
 ): CallOutcome {
   const redact = (text: string) => (options.redactor ? options.redactor.redact(text) : text);
-  const cap = options.outputCap ?? DEFAULT_OUTPUT_CAP;
+  const clean = (text: unknown, cap: number, more?: string) => redact(cleanOutput(String(text), cap, more));
   const details: ResultDetails = { ok: result.ok };
-  if (result.error !== undefined) details.error = redact(cleanOutput(result.error, 2000));
-  if (result.summary !== undefined) details.summary = redact(cleanOutput(result.summary, 500));
-  if (result.artifacts !== undefined)
-    details.artifacts = texts(result.artifacts).map((a) => redact(cleanOutput(a, 500)));
+  if (result.error !== undefined) details.error = clean(result.error, 2000);
+  if (result.summary !== undefined) details.summary = clean(result.summary, 500);
+  if (result.artifacts !== undefined) details.artifacts = texts(result.artifacts).map((a) => clean(a, 500));
   if (result.nextActions !== undefined)
-    details.nextActions = texts(result.nextActions).map((a) => redact(cleanOutput(a, 1000)));
-  if (result.recoveryHint !== undefined) details.recoveryHint = result.recoveryHint;
+    details.nextActions = texts(result.nextActions).map((a) => clean(a, 1000));
+  if (result.recoveryHint !== undefined) details.recoveryHint = clean(result.recoveryHint, 500);
   if (result.terminate !== undefined) details.terminate = result.terminate;
-  const output = redact(cleanOutput(result.output, cap, readMore));
+  const output = clean(result.output, options.outputCap ?? DEFAULT_OUTPUT_CAP, readMore);
   const said = [
     result.ok ? details.summary : (details.error ?? "the tool failed"),
     output,

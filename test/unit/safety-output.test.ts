@@ -182,6 +182,44 @@ describe("untrusted wrapping", () => {
     );
   });
 
+  it("cleans and redacts a failed result's recovery hint, and takes a text that is no string as its string (a JavaScript tool, an afterTool hook)", async () => {
+    const registry = new ToolRegistry([
+      defineTool({
+        name: "hinting",
+        description: "Fails with advice.",
+        effect: "read",
+        parameters: z.object({}),
+        execute: () =>
+          ({
+            ok: false,
+            output: "",
+            error: 404,
+            recoveryHint: "\x1b[2Juse OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwx1234 instead",
+          }) as unknown as ToolResult,
+      }),
+    ]);
+    const planned = planCalls(
+      [{ id: "c", type: "function", function: { name: "hinting", arguments: "{}" } }],
+      registry,
+      new Set(["hinting"]),
+      "yolo",
+    );
+    const results = await runBatch(planned, {
+      registry,
+      context: { runId: "r", agentId: "a", workspace: "/" },
+      signal: new AbortController().signal,
+      redactor: new Redactor(),
+    });
+    expect(results.c?.details).toMatchObject({
+      ok: false,
+      error: "404",
+      recoveryHint: "use OPENAI_API_KEY=[REDACTED:openai-key] instead",
+    });
+    expect(results.c?.content).toBe(
+      'error:\n<tool_output source="hinting">\n404\n</tool_output>\nhow to recover: use OPENAI_API_KEY=[REDACTED:openai-key] instead',
+    );
+  });
+
   it("keeps only the strings of artifacts and next actions that are not lists of strings (a JavaScript tool, an afterTool hook)", async () => {
     const registry = new ToolRegistry([
       defineTool({
