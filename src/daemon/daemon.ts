@@ -1,29 +1,20 @@
 import type { AgentHandle } from "../actors/agent-deps.js";
 import { newAgentId, newRunId } from "../actors/run-ids.js";
 import type { Runtime } from "../actors/runtime.js";
-import { type Bus, RemoteError, RequestRefusedError, type Subscription } from "../bus/bus.js";
+import { type Bus, RequestRefusedError, type Subscription } from "../bus/bus.js";
 import { KV_BUCKETS, READ_VERBS } from "../bus/permissions.js";
 import type { ApprovalPolicyName } from "../config/policies.js";
-import { type Envelope, makeEnvelope } from "../events/envelope.js";
+import { makeEnvelope } from "../events/envelope.js";
 import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
-import type { SandboxMode } from "../sandbox/plan.js";
 import { RecordSeal } from "../trust/record-seal.js";
 import { realPathOrUndefined } from "../util/paths.js";
-import {
-  API_REQUEST_TIMEOUT_MS,
-  type ApiRequest,
-  type ApiVerb,
-  apiRequests,
-  askedDigest,
-  beyondCeiling,
-  LIST_TEXT,
-  type RunRecord,
-} from "./api.js";
+import { API_REQUEST_TIMEOUT_MS, type ApiRequest, type ApiVerb, type RunRecord } from "./api.js";
+import { DaemonApi, type StartedRun } from "./daemon-api.js";
 import type { RecordCopies } from "./record-copies.js";
 import { Retention } from "./retention.js";
-import { grantsOf, refusingUserErrors, runIdTaken } from "./run-admission.js";
-import { RunIndex, type RunList } from "./run-index.js";
+import { grantsOf, refusingUserErrors } from "./run-admission.js";
+import { RunIndex } from "./run-index.js";
 import { allowedWorkspace } from "./workspace-admission.js";
 import { type RuntimeLease, WorkspaceRuntimes } from "./workspace-runtimes.js";
 
@@ -64,7 +55,7 @@ export interface DaemonOptions {
 const WEEK_MS = 7 * 86_400_000;
 
 /**
- * `troupe daemon`: hosts runs on a NATS bus and serves the API. Every run is in the KV bucket `runs`;
+ * `troupe daemon`: hosts runs on a NATS bus and serves the API (`DaemonApi`). Every run is in the KV bucket `runs`;
  * runs left unfinished by a previous daemon are resumed from their snapshots when it starts.
  */
 export class Daemon {
@@ -75,19 +66,7 @@ export class Daemon {
   #retention: Retention | undefined;
   #beating: NodeJS.Timeout | undefined;
   readonly #runtimes: WorkspaceRuntimes | undefined;
-  /**
-   * Run ids a runs.start has taken and not yet recorded, with what it asked (`askedDigest`): two at
-   * once with one id start one run.
-   */
-  #starting = new Map<string, string>();
-  /** Runs being brought back: one resume of a run at a time, from the check to its tracking. */
-  #resuming = new Set<string>();
-  /**
-   * The runs.list sweep under way: requests that come meanwhile share it. A burst of lists (a
-   * reader's seed may send thousands a second) costs one sweep at a time, not one each, and the
-   * verbs behind them are not kept waiting.
-   */
-  #listing: Promise<RunList> | undefined;
+  #api: DaemonApi | undefined;
 
   constructor(
     private readonly runtime: Runtime,
@@ -117,18 +96,32 @@ export class Daemon {
       { stateMs: this.options.keepFinishedMs ?? WEEK_MS, recordMs: this.options.keepRecordsMs },
       this.log,
     );
+    const api = new DaemonApi({
+      // What the API may ask of this daemon: its runs, and starting or resuming one.
+      host: {
+        accepting: () => this.#accepting,
+        hosted: (runId) => this.#runs.get(runId),
+        start: (request, asked) => this.#start(request, asked),
+        resume: (runId) => this.#resume(runId),
+      },
+      runtime: this.runtime,
+      bus: this.bus,
+      index: this.#index,
+      maxApproval: this.options.maxApproval ?? "auto-edit",
+    });
+    this.#api = api;
     await this.#resumeUnfinished();
     // One subscription for every verb, so that a verb it does not know is told so, not met with
     // "no responders" (which says no daemon runs). Its requests are answered a few at a time in
     // two lanes: what a reader's seed may ask (an observer's) and the commands. A flood of reads
     // is dropped past its queue, unanswered, and never stands before a runs.start or an abort.
-    const api = this.bus.subjects.api("x").slice(0, -1);
+    const verbs = this.bus.subjects.api("x").slice(0, -1);
     this.#serving.push(
-      this.bus.reply(`${api}>`, (request, subject) => this.#answer(subject.slice(api.length), request), {
+      this.bus.reply(`${verbs}>`, (request, subject) => api.answer(subject.slice(verbs.length), request), {
         limit: {
           ...API_LIMIT,
           lane: (subject) =>
-            (READ_VERBS as readonly string[]).includes(subject.slice(api.length)) ? "reads" : "commands",
+            (READ_VERBS as readonly string[]).includes(subject.slice(verbs.length)) ? "reads" : "commands",
         },
       }),
     );
@@ -164,42 +157,17 @@ export class Daemon {
     this.log.info({ runs: this.#runs.size }, "daemon stopped; unfinished runs resume on the next start");
   }
 
-  async #answer(verb: string, request: Envelope): Promise<Envelope> {
-    if (!Object.hasOwn(apiRequests, verb))
-      throw new RequestRefusedError(
-        `unknown API verb ${JSON.stringify(verb.slice(0, 64))}: this daemon answers ${Object.keys(apiRequests).join(", ")}`,
-      );
-    // A request says what it is. A stored message a reader had a consumer deliver onto an API subject
-    // (through the people's import its reply is the server's `_R_.`, like a real request's) is an
-    // event or a record, never one of the verb's type.
-    if (request.type !== verb)
-      throw new RequestRefusedError(
-        `a ${verb} request has type "${verb}", not ${JSON.stringify(request.type.slice(0, 64))}`,
-      );
-    const data = await this.request(verb as ApiVerb, request.data ?? {});
-    return makeEnvelope({ runId: request.runId, agentId: "daemon", seq: 0, type: `${verb}.reply`, data });
-  }
-
   /**
    * One API request as the bus brings it, from inside the daemon's process (the web console): checked
    * against its schema, then done. Throws `RequestRefusedError`, saying why, when it is refused.
    */
   async request(verb: ApiVerb, data: unknown): Promise<unknown> {
-    const parsed = apiRequests[verb].safeParse(data);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      throw new RequestRefusedError(
-        `invalid ${verb} request: ${issue?.path.join(".") || "data"}: ${issue?.message}`,
-      );
-    }
-    return this.#handle(verb, parsed.data as never);
+    if (!this.#api) throw new RequestRefusedError("the daemon has not started");
+    return this.#api.request(verb, data);
   }
 
   /** A runs.start that passed its checks: the run started, recorded and followed. */
-  async #start(
-    data: Record<string, string | undefined>,
-    asked: string,
-  ): Promise<{ runId: string; agentId: string }> {
+  async #start(data: ApiRequest<"runs.start">, asked: string): Promise<StartedRun> {
     const workspace = data.workspace ? this.#allowedWorkspace(data.workspace) : undefined;
     const lease = await this.#runtime(workspace);
     try {
@@ -213,10 +181,10 @@ export class Daemon {
   /** A run started in `runtime`, which `lease` holds for it until it ends. */
   async #startIn(
     runtime: Runtime,
-    data: Record<string, string | undefined>,
+    data: ApiRequest<"runs.start">,
     { workspace, asked }: { workspace: string | undefined; asked: string },
     lease: RuntimeLease,
-  ): Promise<{ runId: string; agentId: string }> {
+  ): Promise<StartedRun> {
     const agent = refusingUserErrors(() => runtime.agent(data.agent)).name;
     // The record first: a run whose record cannot be written (a full or unreachable bucket) never
     // starts, rather than run its commands where status, abort and resume cannot find it.
@@ -224,7 +192,7 @@ export class Daemon {
       runId: data.runId ?? newRunId(),
       agentId: newAgentId(agent),
       agent: data.agent ?? this.runtime.agent().name,
-      task: data.task as string,
+      task: data.task,
       status: "running",
       startedAt: Date.now(),
       ...grantsOf(data),
@@ -237,13 +205,13 @@ export class Daemon {
     try {
       handle = refusingUserErrors(() =>
         runtime.start({
-          task: data.task as string,
+          task: data.task,
           runId: record.runId,
           agentId: record.agentId,
           ...(data.agent ? { agent: data.agent } : {}),
-          ...(data.approval ? { approval: data.approval as never } : {}),
-          ...(data.mode ? { mode: data.mode as "act" | "plan" } : {}),
-          ...(data.sandbox ? { sandbox: data.sandbox as SandboxMode } : {}),
+          ...(data.approval ? { approval: data.approval } : {}),
+          ...(data.mode ? { mode: data.mode } : {}),
+          ...(data.sandbox ? { sandbox: data.sandbox } : {}),
           ...(data.skill ? { skill: data.skill } : {}),
         }),
       );
@@ -256,136 +224,8 @@ export class Daemon {
     return { runId: handle.runId, agentId: handle.agentId };
   }
 
-  async #handle(verb: ApiVerb, data: Record<string, string | undefined>): Promise<unknown> {
-    switch (verb) {
-      case "runs.start": {
-        if (!this.#accepting) throw new RequestRefusedError("the daemon is shutting down");
-        const ceiling = this.options.maxApproval ?? "auto-edit";
-        const refusal = beyondCeiling(data as never, ceiling);
-        if (refusal) throw new RequestRefusedError(refusal);
-        // An agent the client names is held to the ceiling for its own policy too: naming one whose
-        // YAML says yolo is asking for yolo. (The default agent is the operator's choice.)
-        if (data.agent) {
-          const named = refusingUserErrors(() => this.runtime.agent(data.agent));
-          const own = beyondCeiling({ approval: named.approval, sandbox: named.sandbox } as never, ceiling);
-          if (own) throw new RequestRefusedError(`agent "${named.name}": ${own}`);
-        }
-        const asked = askedDigest(data as ApiRequest<"runs.start">);
-        const runId = data.runId;
-        if (!runId) return this.#start(data, asked);
-        await this.#claim(runId, asked);
-        try {
-          return await this.#start(data, asked);
-        } finally {
-          this.#starting.delete(runId);
-        }
-      }
-      case "runs.list": {
-        // The newest, each in summary, so that however many runs there are the reply fits in one
-        // message; what was left out is counted.
-        this.#listing ??= (this.#index?.list() ?? Promise.resolve<RunList>({ runs: [] })).finally(() => {
-          this.#listing = undefined;
-        });
-        const { runs, ...left } = await this.#listing;
-        return {
-          runs: runs.map(({ result, task, ...run }) => ({
-            ...run,
-            task: task.slice(0, LIST_TEXT),
-            ...(result === undefined ? {} : { result: result.slice(0, LIST_TEXT) }),
-          })),
-          ...left,
-        };
-      }
-      case "runs.get": {
-        const record = await this.#index?.get(data.runId as string);
-        if (!record) throw new RequestRefusedError(`no run ${data.runId}`);
-        return record;
-      }
-      case "runs.resume": {
-        const runId = data.runId as string;
-        if (this.#runs.has(runId) || this.#resuming.has(runId))
-          throw new RequestRefusedError(`run ${runId} is running`);
-        this.#resuming.add(runId);
-        try {
-          return await this.#resume(runId);
-        } finally {
-          this.#resuming.delete(runId);
-        }
-      }
-      case "runs.abort":
-      case "runs.steer":
-      case "runs.followUp": {
-        const found = await this.#index?.get(data.runId as string);
-        if (!found) throw new RequestRefusedError(`no run ${data.runId}`);
-        // A run that is over has no host to take the command: say so now rather than time out.
-        if (found.status !== "running")
-          throw new RequestRefusedError(`run ${data.runId} is ${found.status}; it takes no commands`);
-        const command = verb === "runs.abort" ? "abort" : verb === "runs.steer" ? "steer" : "followUp";
-        // A run hosted here is told here: on the bus, whoever may answer a control request (a
-        // worker's seed) could answer first, in words of its own.
-        const hosted = this.#runs.get(found.runId);
-        if (hosted) {
-          const text = String((data as { text?: unknown }).text ?? "");
-          if (command === "abort") hosted.abort(String((data as { reason?: unknown }).reason ?? ""));
-          else if (command === "steer") hosted.steer(text);
-          else hosted.followUp(text);
-          return { ok: true };
-        }
-        const envelope = makeEnvelope({
-          runId: found.runId,
-          agentId: "daemon",
-          seq: 0,
-          type: command,
-          data,
-        });
-        const subject = this.bus.subjects.control(found.runId, found.agentId, command);
-        await this.bus.request(subject, envelope, { timeoutMs: 5000 }).catch((error: unknown) => {
-          // The agent's host turned it down (a steer past what it holds unread): said as it said it.
-          if (error instanceof RemoteError && error.remoteName === "RequestRefusedError")
-            throw new RequestRefusedError(error.message.slice(error.subject.length + 2), { cause: error });
-          throw error;
-        });
-        return { ok: true };
-      }
-      case "agents.list":
-        return {
-          agents: this.runtime
-            .definitions()
-            .map(({ name, description, model, tools, subagents, budget }) => ({
-              name,
-              description,
-              model,
-              tools,
-              subagents,
-              budget,
-            })),
-        };
-    }
-  }
-
-  /**
-   * Takes `runId` for a runs.start that asked `asked`, or refuses it. A run already under that id is
-   * followed by its client (`run … exists`) only when it was started with the same request: a run id
-   * can be made from a key anyone knows (`troupe run --id`), and a run someone else started under it
-   * with another task must never be shown, or asked about, as the one this client asked for.
-   */
-  async #claim(runId: string, asked: string): Promise<void> {
-    const starting = this.#starting.get(runId);
-    if (starting !== undefined) throw runIdTaken(runId, starting === asked);
-    this.#starting.set(runId, asked);
-    try {
-      if (this.#runs.has(runId) || (await this.#index?.taken(runId))) {
-        const record = await this.#index?.get(runId);
-        throw runIdTaken(runId, record && record.asked === asked);
-      }
-    } catch (error) {
-      this.#starting.delete(runId);
-      throw error;
-    }
-  }
-
-  /** Brings a run back from its snapshot, with its sealed grants; the caller holds it in `#resuming`. */
-  async #resume(runId: string): Promise<{ runId: string; agentId: string }> {
+  /** Brings a run back from its snapshot, with its sealed grants; the API asks for one resume of a run at a time. */
+  async #resume(runId: string): Promise<StartedRun> {
     const found = await this.#index?.get(runId);
     if (!found) throw new RequestRefusedError(`no run ${runId}`);
     if (found.status === "done") throw new RequestRefusedError(`run ${runId} is done; nothing to resume`);
