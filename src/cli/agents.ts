@@ -1,6 +1,7 @@
-import { BUDGET_KEYS, withDefaults } from "../config/budget.js";
+import { withDefaults } from "../config/budget.js";
 import type { Budget } from "../config/budget-schema.js";
 import type { LoadedConfig } from "../config/load.js";
+import { BUDGET_KEYS } from "../events/budget.js";
 
 /**
  * The agents, one block each, that fits 100 columns: the name, the model and the subagents (wrapped

@@ -1,23 +1,24 @@
 /* An agent's budget as YAML writes it, and troupe.yaml's `defaults.budget` for the keys it leaves out. */
 import { z } from "zod";
+import type { BudgetKey } from "../events/budget.js";
 import { millisecondsSchema, positiveInt } from "./units.js";
 
-export const budgetSchema = z.strictObject({
-  /** Model calls this agent may make. */
-  maxTurns: positiveInt.optional(),
-  /** Prompt + completion tokens, over all its model calls. */
-  maxTokens: positiveInt.optional(),
-  maxToolCalls: positiveInt.optional(),
-  /** Wall-clock time from start to stop: milliseconds, or a duration (`5m`, `90s`). */
-  maxWallMs: millisecondsSchema.optional(),
-  /**
-   * Time spent waiting for people to answer approval requests, in all (not counted in maxWallMs):
-   * milliseconds or a duration. When it is used up, each call still waiting is denied, saying so.
-   */
-  maxWaitMs: millisecondsSchema.optional(),
-  /** Spend from the price table, in US dollars. */
-  maxCostUsd: z.number().positive().optional(),
-});
+/**
+ * What YAML may give each key of a budget (their meaning: src/events/budget.ts). Every key, and no
+ * other: a key added there or here alone does not compile.
+ */
+const budgetLimits = {
+  maxTurns: positiveInt,
+  maxTokens: positiveInt,
+  maxToolCalls: positiveInt,
+  /** Milliseconds, or a duration (`5m`, `90s`). */
+  maxWallMs: millisecondsSchema,
+  /** Milliseconds, or a duration. */
+  maxWaitMs: millisecondsSchema,
+  maxCostUsd: z.number().positive(),
+} satisfies Record<BudgetKey, z.ZodType<number, unknown>>;
+
+export const budgetSchema = z.strictObject(budgetLimits).partial();
 export type Budget = z.infer<typeof budgetSchema>;
 
 /** The budget of an agent whose YAML leaves a key out: no agent runs without a turn and time limit. */
@@ -28,11 +29,11 @@ export const DEFAULT_BUDGET = { maxTurns: 50, maxWallMs: 30 * 60_000 } as const;
  * (key by key). `null` gives none; a key left out here keeps its built-in default (`DEFAULT_BUDGET`).
  */
 export const budgetDefaultsSchema = z.strictObject({
-  maxTurns: positiveInt.nullable().default(DEFAULT_BUDGET.maxTurns),
-  maxTokens: positiveInt.nullable().default(null),
-  maxToolCalls: positiveInt.nullable().default(null),
-  maxWallMs: millisecondsSchema.nullable().default(DEFAULT_BUDGET.maxWallMs),
-  maxWaitMs: millisecondsSchema.nullable().default(null),
-  maxCostUsd: z.number().positive().nullable().default(null),
-});
+  maxTurns: budgetLimits.maxTurns.nullable().default(DEFAULT_BUDGET.maxTurns),
+  maxTokens: budgetLimits.maxTokens.nullable().default(null),
+  maxToolCalls: budgetLimits.maxToolCalls.nullable().default(null),
+  maxWallMs: budgetLimits.maxWallMs.nullable().default(DEFAULT_BUDGET.maxWallMs),
+  maxWaitMs: budgetLimits.maxWaitMs.nullable().default(null),
+  maxCostUsd: budgetLimits.maxCostUsd.nullable().default(null),
+} satisfies Record<BudgetKey, z.ZodType>);
 export type BudgetDefaults = z.infer<typeof budgetDefaultsSchema>;

@@ -1,13 +1,5 @@
+import { BUDGET_KEYS } from "../events/budget.js";
 import type { Budget, BudgetDefaults } from "./budget-schema.js";
-
-export const BUDGET_KEYS = [
-  "maxTurns",
-  "maxTokens",
-  "maxToolCalls",
-  "maxWallMs",
-  "maxWaitMs",
-  "maxCostUsd",
-] as const;
 
 /** An agent's budget as it runs: its own keys, and troupe.yaml's `defaults.budget` for the keys it leaves out. */
 export function effectiveBudget(own: Budget, defaults: BudgetDefaults): Budget {

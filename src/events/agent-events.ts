@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { agentBudget } from "./budget.js";
 import type { Envelope } from "./envelope.js";
 
 /*
@@ -6,8 +7,8 @@ import type { Envelope } from "./envelope.js";
  * an event read from another process (the bus, the log, the local store) is checked against where
  * it is decoded (src/bus/intake.ts). A payload is checked, never rewritten: keys a newer build adds
  * are passed on. The shared shapes below are the source of the types the rest of Troupe uses for
- * them (Usage, ToolEffect, FinishReason, StopReason, Spend, AgentOutput); the published budget is
- * held equal to the config's Budget by test/unit/agent-events.test.ts.
+ * them (Usage, ToolEffect, FinishReason, StopReason, Spend, AgentOutput); an agent's budget, its
+ * keys and what each counts, is budget.ts's, which troupe.yaml's budget is built over.
  */
 
 const usage = z.object({
@@ -20,16 +21,6 @@ const usage = z.object({
 
 /** What model calls used and cost. */
 export type Usage = z.infer<typeof usage>;
-
-/** An agent's budget as carved and published: the config's keys, without the config's limits. */
-const budget = z.object({
-  maxTurns: z.number().optional(),
-  maxTokens: z.number().optional(),
-  maxToolCalls: z.number().optional(),
-  maxWallMs: z.number().optional(),
-  maxWaitMs: z.number().optional(),
-  maxCostUsd: z.number().optional(),
-});
 
 const toolEffect = z.enum(["read", "write", "execute"]);
 const finishReason = z.enum(["stop", "tool_calls", "length", "content_filter", "error", "other"]);
@@ -81,7 +72,7 @@ export const agentEventSchemas = {
     name: z.string(),
     model: z.string(),
     task: z.string(),
-    budget,
+    budget: agentBudget,
     depth: z.number(),
     parentId: z.string().optional(),
     /** Where its tools work (a real path): where `troupe resume` of a local run works again. */
@@ -210,7 +201,12 @@ export const agentEventSchemas = {
   /** What this agent and its subagents have spent so far; a parent charges its budget from it. */
   "usage.updated": z.object({ usage, toolCalls: z.number(), turns: z.number() }),
   /** A subagent was spawned as a child actor with a budget carved out of this agent's. */
-  "subagent.spawned": z.object({ childId: z.string(), name: z.string(), task: z.string(), budget }),
+  "subagent.spawned": z.object({
+    childId: z.string(),
+    name: z.string(),
+    task: z.string(),
+    budget: agentBudget,
+  }),
   /** A subagent stopped (for an agent's reasons, or `timeout`); `usage` is what its whole subtree spent. */
   "subagent.finished": z.object({
     childId: z.string(),
