@@ -76,11 +76,11 @@ export async function createRuntime(options: CreateRuntimeOptions = {}): Promise
           },
         }
       : { config: options.config }),
-    ...(options.env ? { env: options.env } : {}),
+    env: options.env,
   });
   const bus: Bus =
     options.nats === undefined
-      ? new LocalBus({ prefix: config.troupe.nats.prefix, ...(options.log ? { log: options.log } : {}) })
+      ? new LocalBus({ prefix: config.troupe.nats.prefix, log: options.log })
       : await NatsBus.connect(
           typeof options.nats === "string"
             ? {
@@ -120,7 +120,7 @@ class LibraryRuntime implements TroupeRuntime {
     const { agentId, followUp, ...grants } = options;
     return this.#runtime.resume(runId, agentId, {
       as: { root: grants },
-      ...(followUp !== undefined ? { followUp } : {}),
+      followUp,
     });
   }
 

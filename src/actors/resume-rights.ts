@@ -38,13 +38,8 @@ export function rightsOf(
   record: AgentRecord,
   as: ResumeAs,
 ): Pick<StartAgentOptions, "depth" | "mode" | "approval" | "sandbox"> {
-  const given = (grants: RunGrants) => ({
-    ...(grants.approval ? { approval: grants.approval } : {}),
-    ...(grants.mode ? { mode: grants.mode } : {}),
-    ...(grants.sandbox ? { sandbox: grants.sandbox } : {}),
-  });
-  if (as === "child")
-    return { depth: Math.max(1, record.depth), ...(record.mode ? { mode: record.mode } : {}) };
+  const given = ({ approval, mode, sandbox }: RunGrants) => ({ approval, mode, sandbox });
+  if (as === "child") return { depth: Math.max(1, record.depth), mode: record.mode };
   if (as === "own-record") return { depth: record.depth, ...given(record) };
   return { depth: 0, ...given(as.root) };
 }

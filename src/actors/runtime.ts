@@ -203,12 +203,12 @@ export class Runtime {
     return this.#host({
       definition,
       task,
-      ...(skill ? { skill } : {}),
+      skill,
       runId: options.runId ?? newRunId(),
       agentId: options.agentId ?? newAgentId(definition.name),
-      ...(options.approval ? { approval: options.approval } : {}),
-      ...(options.mode ? { mode: options.mode } : {}),
-      ...(options.sandbox ? { sandbox: options.sandbox } : {}),
+      approval: options.approval,
+      mode: options.mode,
+      sandbox: options.sandbox,
     });
   }
 
@@ -246,12 +246,12 @@ export class Runtime {
       task: record.task,
       runId,
       agentId,
-      ...(record.parentId ? { parentId: record.parentId } : {}),
+      parentId: record.parentId,
       restore: { ...record, nextSeq },
-      ...(loaded.rebuilt ? { rebuilt: loaded.rebuilt } : {}),
-      ...(options.epoch ? { epoch: options.epoch } : {}),
+      rebuilt: loaded.rebuilt,
+      epoch: options.epoch,
       ...rightsOf(record, options.as),
-      ...(stopped && options.followUp !== undefined ? { followUp: options.followUp } : {}),
+      followUp: stopped ? options.followUp : undefined,
     });
   }
 
@@ -262,8 +262,8 @@ export class Runtime {
    */
   spawnChild(request: SpawnRequest, start: { firstSeq?: number; epoch?: number } = {}): AgentHandle {
     return this.#host({
-      ...(start.firstSeq ? { firstSeq: start.firstSeq } : {}),
-      ...(start.epoch ? { epoch: start.epoch } : {}),
+      firstSeq: start.firstSeq,
+      epoch: start.epoch,
       definition: this.agent(request.name),
       task: request.task,
       runId: request.runId,
@@ -336,9 +336,9 @@ export class Runtime {
       limits: this.#config.troupe.subagents,
       spawner: this.#spawner(),
       commandHooks: this.#commandHooks,
-      ...(this.#agentHooks ? { agentHooks: this.#agentHooks } : {}),
+      agentHooks: this.#agentHooks,
       moduleTools: this.#moduleTools,
-      ...(this.#persistence ? { persistence: this.#persistence } : {}),
+      persistence: this.#persistence,
     };
   }
 

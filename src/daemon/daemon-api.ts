@@ -172,7 +172,7 @@ export class DaemonApi {
       runs: runs.map(({ result, task, ...run }) => ({
         ...run,
         task: task.slice(0, LIST_TEXT),
-        ...(result === undefined ? {} : { result: result.slice(0, LIST_TEXT) }),
+        result: result?.slice(0, LIST_TEXT),
       })),
       ...left,
     };

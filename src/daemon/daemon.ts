@@ -196,8 +196,8 @@ export class Daemon {
       status: "running",
       startedAt: Date.now(),
       ...grantsOf(data),
-      ...(data.skill ? { skill: data.skill } : {}),
-      ...(workspace ? { workspace } : {}),
+      skill: data.skill,
+      workspace,
       asked,
     };
     await this.#index?.put(record);
@@ -208,11 +208,11 @@ export class Daemon {
           task: data.task,
           runId: record.runId,
           agentId: record.agentId,
-          ...(data.agent ? { agent: data.agent } : {}),
-          ...(data.approval ? { approval: data.approval } : {}),
-          ...(data.mode ? { mode: data.mode } : {}),
-          ...(data.sandbox ? { sandbox: data.sandbox } : {}),
-          ...(data.skill ? { skill: data.skill } : {}),
+          agent: data.agent,
+          approval: data.approval,
+          mode: data.mode,
+          sandbox: data.sandbox,
+          skill: data.skill,
         }),
       );
     } catch (error) {

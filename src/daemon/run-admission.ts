@@ -23,9 +23,9 @@ export function runIdTaken(runId: string, same: boolean | undefined): RequestRef
 /** The rights a run was started with, as its record keeps them. */
 export function grantsOf(record: { approval?: string; mode?: string; sandbox?: string }): RunGrants {
   return {
-    ...(record.approval ? { approval: record.approval as ApprovalPolicyName } : {}),
-    ...(record.mode ? { mode: record.mode as "act" | "plan" } : {}),
-    ...(record.sandbox ? { sandbox: record.sandbox as SandboxMode } : {}),
+    approval: record.approval as ApprovalPolicyName | undefined,
+    mode: record.mode as "act" | "plan" | undefined,
+    sandbox: record.sandbox as SandboxMode | undefined,
   };
 }
 
