@@ -75,7 +75,7 @@ export async function runApprove(
     const { outcome, record, why } = await answerApproval(bus, identity, shown, {
       approved: Boolean(flags.allow),
       via: "troupe approve",
-      ...(flags.reason ? { reason: flags.reason } : {}),
+      reason: flags.reason,
     });
     const verb = flags.allow ? "allowed" : "denied";
     const call = `${visibleLine(request.tool)} (${visibleLine(request.callId)})`;

@@ -54,7 +54,7 @@ export async function runStatus(
     if (flags.json) {
       const approvals = waiting?.map(({ request, createdAt }) => ({ ...request, createdAt }));
       process.stdout.write(
-        `${jsonVisible(JSON.stringify({ daemon: { nats: url, prefix }, bus: { open }, ...(nats ? { cluster: nats } : {}), ...(workers ? { workers } : {}), runs, ...(approvals ? { approvals } : {}) }))}\n`,
+        `${jsonVisible(JSON.stringify({ daemon: { nats: url, prefix }, bus: { open }, cluster: nats, workers, runs, approvals }))}\n`,
       );
       return 0;
     }

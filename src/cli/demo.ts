@@ -39,17 +39,11 @@ export async function runDemo(flags: { json?: boolean }, log: Logger): Promise<n
     if (assistant) assistant.tools = [...assistant.tools, "save_note", "run_checks"];
     if (!flags.json)
       process.stderr.write(`troupe demo: a scripted model at ${server.baseURL}, workspace ${workspace}\n\n`);
-    return await runTask(
-      config,
-      TASK,
-      { agent: "assistant", approval: "auto-edit", ...(flags.json ? { json: true } : {}) },
-      log,
-      {
-        workspace,
-        env: {},
-        tools: DEMO_TOOLS,
-      },
-    );
+    return await runTask(config, TASK, { agent: "assistant", approval: "auto-edit", json: flags.json }, log, {
+      workspace,
+      env: {},
+      tools: DEMO_TOOLS,
+    });
   } finally {
     await server.close();
     removeWorkspace();

@@ -310,7 +310,7 @@ async function follow(
 ): Promise<number> {
   const renderer = flags.json ? jsonRenderer() : humanRenderer(() => agentId);
   try {
-    for await (const event of bus.eventLog.read({ runId, follow: true, ...(signal ? { signal } : {}) })) {
+    for await (const event of bus.eventLog.read({ runId, follow: true, signal })) {
       if (!isNew(event.envelope)) continue;
       renderer.event(event);
       shown(event.envelope);

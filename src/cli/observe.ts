@@ -136,7 +136,7 @@ export async function runObserve(
       void answerApproval(bus, identity(), shown, {
         approved: key === "a",
         via: "troupe observe",
-        ...(key === "d" ? { reason: "denied from an observer" } : {}),
+        reason: key === "d" ? "denied from an observer" : undefined,
       }).then(
         ({ outcome, why }) => {
           if (outcome === "rejected") view.status = `the run's host refused the answer: ${why}`;

@@ -64,9 +64,9 @@ export async function runViaDaemon(
       task,
       runId,
       ...(flags.agent ? { agent: flags.agent } : {}),
-      ...(flags.approval ? { approval: flags.approval } : {}),
-      ...(flags.mode ? { mode: flags.mode } : {}),
-      ...(flags.sandbox ? { sandbox: flags.sandbox } : {}),
+      approval: flags.approval,
+      mode: flags.mode,
+      sandbox: flags.sandbox,
       ...(flags.skill ? { skill: flags.skill } : {}),
       // The daemon takes it only inside its workspaces, and says so otherwise.
       ...(flags.workspace ? { workspace: resolvePath(flags.workspace) } : {}),
@@ -113,7 +113,7 @@ export async function runViaDaemon(
         bus,
         localIdentity(dataDir(config.troupe.dataDir)),
         shown,
-        { approved: answer.approved, via: "troupe run", ...(answer.reason ? { reason: answer.reason } : {}) },
+        { approved: answer.approved, via: "troupe run", reason: answer.reason },
       );
       if (outcome === "already-decided")
         process.stderr.write(`  (already ${record?.status} by ${visibleLine(record?.by ?? "someone")})\n`);

@@ -99,9 +99,9 @@ export async function runTask(
     handle = runtime.start({
       task,
       agent: definition.name,
-      ...(flags.approval ? { approval: flags.approval } : {}),
-      ...(flags.mode ? { mode: flags.mode } : {}),
-      ...(flags.sandbox ? { sandbox: flags.sandbox } : {}),
+      approval: flags.approval,
+      mode: flags.mode,
+      sandbox: flags.sandbox,
       ...(flags.skill ? { skill: flags.skill } : {}),
     });
     const reading = new AbortController();
