@@ -46,17 +46,9 @@ export interface CallRule {
   decide(call: CallFacts, grants: Grants, where: Where | undefined): Decision | undefined;
 }
 
-const allow = (sandbox?: Confinement): Decision => ({ decision: "allow", ...(sandbox ? { sandbox } : {}) });
-const deny = (reason: string, next?: string): Decision => ({
-  decision: "deny",
-  reason,
-  ...(next ? { next } : {}),
-});
-const ask = (sandbox?: Confinement, reason?: string): Decision => ({
-  decision: "ask",
-  ...(reason ? { reason } : {}),
-  ...(sandbox ? { sandbox } : {}),
-});
+const allow = (sandbox?: Confinement): Decision => ({ decision: "allow", sandbox });
+const deny = (reason: string, next?: string): Decision => ({ decision: "deny", reason, next });
+const ask = (sandbox?: Confinement, reason?: string): Decision => ({ decision: "ask", reason, sandbox });
 
 /** Rules for a tool that runs in the sandbox: `where` is known. */
 const sandboxed =

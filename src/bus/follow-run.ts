@@ -58,7 +58,7 @@ export async function* followRun(
       for await (const { envelope } of bus.eventLog.read({
         runId,
         follow: true,
-        ...(signal ? { signal } : {}),
+        signal,
       })) {
         delay = 250;
         if (!seqs.accept(envelope)) continue;

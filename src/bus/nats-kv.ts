@@ -143,7 +143,7 @@ class NatsKv implements KvStore {
         return this.publisher
           .publish(`$KV.${this.name}.${key}`, bytes, {
             stream: `KV_${this.name}`,
-            ...(expected === undefined ? {} : { expectedLastSubjectSeq: expected }),
+            expectedLastSubjectSeq: expected,
           })
           .then((ack) => ack.seq);
       });

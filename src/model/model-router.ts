@@ -330,7 +330,7 @@ function classify(error: unknown, model: string, where: Endpoint): ModelError {
           : "";
     return new ModelError(`${status} from ${at}${said ? `: ${said}` : ""}${mend}`, model, {
       cause: error,
-      ...(httpStatus ? { status: httpStatus } : {}),
+      status: httpStatus,
     });
   }
   // A stream cut mid-way surfaces as a plain error from the SDK's reader: a connection fault.

@@ -68,7 +68,7 @@ export async function streamCompletion(
   const body = {
     model,
     messages: request.messages.map(sendable) as OpenAI.ChatCompletionMessageParam[],
-    ...(tools ? { tools } : {}),
+    tools,
   };
   const options = request.signal ? { signal: request.signal } : {};
   if (!wire.stream)
@@ -79,7 +79,7 @@ export async function streamCompletion(
     );
   const { data: stream, response } = await client.chat.completions
     .create(
-      { ...body, stream: true, ...(wire.streamUsage ? { stream_options: { include_usage: true } } : {}) },
+      { ...body, stream: true, stream_options: wire.streamUsage ? { include_usage: true } : undefined },
       options,
     )
     .withResponse();

@@ -277,7 +277,7 @@ export function loadSkill(skill: Skill, by: LoadedSkill["by"], score?: number): 
     name: skill.name,
     body,
     by,
-    ...(score !== undefined ? { score } : {}),
+    score,
     files: files.length,
     allowedTools: skill.allowedTools,
   };
@@ -288,7 +288,7 @@ export function skillLoaded(skill: LoadedSkill, preApproved: readonly string[] =
   return {
     name: skill.name,
     by: skill.by,
-    ...(skill.score !== undefined ? { score: skill.score } : {}),
+    score: skill.score,
     files: skill.files,
     ...(preApproved.length > 0 ? { preApproved: [...preApproved] } : {}),
   };

@@ -112,7 +112,7 @@ export class RunsFeed {
     return runs
       .map((run) => {
         const usage = run.usage ?? this.#usage.get(run.runId);
-        return { ...run, ...(usage ? { usage } : {}), pendingApprovals: this.#pending.get(run.runId) ?? 0 };
+        return { ...run, usage, pendingApprovals: this.#pending.get(run.runId) ?? 0 };
       })
       .sort((a, b) => b.startedAt - a.startedAt);
   }

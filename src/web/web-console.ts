@@ -217,7 +217,7 @@ export class WebConsole {
       throw new RequestRefusedError("that request has changed or is gone: look again");
     const { outcome, record, why } = await answerApproval(served.answerBus, served.identity, shownRecord, {
       approved: asked.approved,
-      ...(asked.reason ? { reason: asked.reason } : {}),
+      reason: asked.reason,
       via: "web",
     });
     return { outcome, ...(why ? { why } : {}), ...(record ? { approval: shown(record) } : {}) };
