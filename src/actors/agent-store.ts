@@ -287,9 +287,11 @@ export class ToolJournal {
   }
 
   /**
-   * The entry of a call, or undefined when none was written. Whatever else is under its key (anyone
-   * who may read a stream can have the server write a stored message over any key) is taken as a
-   * start whose outcome is unknown: the call is then not run again, rather than run twice.
+   * The entry of a call, or undefined when none was written. Its seal is checked on the value as
+   * stored, then an entry of an earlier version is brought up to this one (`parseJournalEntry`).
+   * Whatever else is under its key (anyone who may read a stream can have the server write a stored
+   * message over any key), and an entry of a version this build does not read, is taken as a start
+   * whose outcome is unknown: the call is then not run again, rather than run twice.
    */
   async get(runId: string, agentId: string, callId: string): Promise<JournalEntry | undefined> {
     const entry = await this.kv.get(journalKey(runId, agentId, callId));
