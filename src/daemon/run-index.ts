@@ -1,8 +1,10 @@
 import { KvConflictError, type KvStore } from "../bus/bus.js";
 import type { Logger } from "../log.js";
 import type { RecordSeal } from "../trust/record-seal.js";
+import { migrateVersioned, type VersionedRecord } from "../util/record-versions.js";
 import { type RunRecord, runRecordSchema } from "./api.js";
 import type { RecordCopies } from "./record-copies.js";
+import { RUN_RECORD_MIGRATIONS, RUN_RECORD_VERSION } from "./run-record-migrations.js";
 
 /**
  * Beside each record while its run has stored state (snapshots, journal): `held.<runId>`, from the
@@ -27,6 +29,12 @@ export interface RunList {
 /** Set once the held keys cover every run (a bucket from before them is read in full once). */
 const HELD_COMPLETE = "index.held";
 
+/**
+ * Runs whose record this daemon sealed in a version of its shape that this build does not read (a
+ * later Troupe's), by run id, with why: left out as if missing, and said once a call.
+ */
+type Unread = Map<string, string>;
+
 /** A record found in the daemon's copy, to put back over what the bucket had at `revision` (0: nothing). */
 interface FromCopy {
   record: RunRecord;
@@ -37,9 +45,13 @@ interface FromCopy {
 /**
  * The daemon's runs, in the KV bucket `runs`, each record sealed (RecordSeal): a record without a
  * valid seal, however it got there, is not one of this daemon's runs. It is left out of lists, never
- * resumed, and its grants are never taken. With `copies`, the daemon keeps each record it writes in
- * its data dir too: a key the bucket holds junk under (anyone with a seed can have the server write
- * a reply there), or nothing, whose copy opens is that run, and the copy is put back.
+ * resumed, and its grants are never taken. Each names the version of its shape (`v`,
+ * run-record-migrations.ts), checked under the seal: one of an earlier version is read through the
+ * listed steps, one of a version this build does not read is left out as if missing, said in one
+ * line, and its held mark kept for a build that reads it. With `copies`, the daemon keeps each
+ * record it writes in its data dir too: a key the bucket holds junk under (anyone with a seed can
+ * have the server write a reply there), or nothing, whose copy opens is that run, and the copy is
+ * put back as it was stored.
  */
 export class RunIndex {
   constructor(
@@ -55,11 +67,13 @@ export class RunIndex {
   }
 
   async get(runId: string): Promise<RunRecord | undefined> {
+    const unread: Unread = new Map();
     const entry = await this.kv.get(runId);
-    const record = entry ? this.#open(runId, entry.value) : undefined;
+    const record = entry ? this.#open(runId, entry.value, unread) : undefined;
     if (record) return record;
-    const copy = this.#copyOf(runId, entry?.revision ?? 0);
+    const copy = this.#copyOf(runId, entry?.revision ?? 0, unread);
     if (copy) await this.#putBack([copy]);
+    this.#sayUnread(unread);
     return copy?.record;
   }
 
@@ -69,7 +83,7 @@ export class RunIndex {
    */
   async put(record: RunRecord): Promise<void> {
     if (record.status === "running") await this.kv.put(`${HELD}.${record.runId}`, {});
-    const sealed = this.seal.seal(record);
+    const sealed = this.seal.seal({ v: RUN_RECORD_VERSION, ...record });
     await this.kv.put(record.runId, sealed);
     try {
       this.copies?.write(record.runId, sealed);
@@ -89,8 +103,13 @@ export class RunIndex {
    * line a call; a bucket flooded past the deadline gives what was read by then, `partial`.
    */
   async list(options: { withinMs?: number; limit?: number } = {}): Promise<RunList> {
-    const { records, skipped, partial, copied } = await this.#sweep(options.withinMs ?? LIST_WITHIN_MS);
+    const unread: Unread = new Map();
+    const { records, skipped, partial, copied } = await this.#sweep(
+      options.withinMs ?? LIST_WITHIN_MS,
+      unread,
+    );
     await this.#putBack(copied);
+    this.#sayUnread(unread);
     const limit = options.limit ?? LIST_LIMIT;
     return {
       runs: records.slice(-limit),
@@ -104,12 +123,15 @@ export class RunIndex {
    * The runs that still hold stored state: every unfinished run, and the finished ones not yet
    * released. Two sweeps (the marks, the records), however many keys a flood left; a mark with no
    * record of this daemon's (in the bucket or its copy) is released, at most RELEASE_AT_START of
-   * them a start. Only the marks' keys are read, never their values.
+   * them a start; one whose record this build does not read is kept. Only the marks' keys are read,
+   * never their values.
    */
   async held(): Promise<RunRecord[]> {
+    const unread: Unread = new Map();
     if (!(await this.kv.get(HELD_COMPLETE))) {
-      const { records: all, copied } = await this.#sweep(START_WITHIN_MS);
+      const { records: all, copied } = await this.#sweep(START_WITHIN_MS, unread);
       await this.#putBack(copied);
+      this.#sayUnread(unread);
       for (const record of all) await this.kv.put(`${HELD}.${record.runId}`, {});
       await this.kv.put(HELD_COMPLETE, { since: Date.now() });
       return all;
@@ -117,19 +139,20 @@ export class RunIndex {
     const marks = (await this.kv.values(`${HELD}.*`, { withinMs: START_WITHIN_MS })).map(({ key }) =>
       key.slice(HELD.length + 1),
     );
-    const { records, copied } = await this.#sweep(START_WITHIN_MS);
+    const { records, copied } = await this.#sweep(START_WITHIN_MS, unread);
     const byId = new Map(records.map((record) => [record.runId, record]));
     // A marked run whose record is gone from the bucket: its copy's, when there is one.
     for (const runId of marks) {
-      const copy = byId.has(runId) ? undefined : this.#copyOf(runId, 0);
+      const copy = byId.has(runId) ? undefined : this.#copyOf(runId, 0, unread);
       if (copy) {
         copied.push(copy);
         byId.set(runId, copy.record);
       }
     }
     await this.#putBack(copied);
+    this.#sayUnread(unread);
     const held = marks.flatMap((runId) => byId.get(runId) ?? []);
-    const unfound = marks.filter((runId) => !byId.has(runId));
+    const unfound = marks.filter((runId) => !byId.has(runId) && !unread.has(runId));
     for (const runId of unfound.slice(0, RELEASE_AT_START)) await this.release(runId);
     if (unfound.length > 0)
       this.log.warn({ marks: unfound.length }, "held marks with no run record of this daemon's: released");
@@ -139,18 +162,19 @@ export class RunIndex {
   /** Every record the bucket gives within `withinMs`: a key whose value does not open is its copy's, if that opens (`copied`). */
   async #sweep(
     withinMs: number,
+    unread: Unread,
   ): Promise<{ records: RunRecord[]; skipped: number; partial: boolean; copied: FromCopy[] }> {
     const records: RunRecord[] = [];
     const copied: FromCopy[] = [];
     let skipped = 0;
     const entries = await this.kv.values("*", { withinMs });
     for (const { key, value, revision } of entries) {
-      const record = this.#open(key, value);
-      const copy = record ? undefined : this.#copyOf(key, revision);
+      const record = this.#open(key, value, unread);
+      const copy = record ? undefined : this.#copyOf(key, revision, unread);
       if (copy) copied.push(copy);
       const found = record ?? copy?.record;
       if (found) records.push(found);
-      else skipped++;
+      else if (!unread.has(key)) skipped++;
     }
     if (skipped > 0) this.log.warn({ skipped }, "run records this daemon did not seal: left out");
     if (entries.partial)
@@ -177,9 +201,9 @@ export class RunIndex {
     await this.kv.forget(`${HELD}.${runId}`);
   }
 
-  #copyOf(runId: string, revision: number): FromCopy | undefined {
+  #copyOf(runId: string, revision: number, unread: Unread): FromCopy | undefined {
     const value = this.copies?.read(runId);
-    const record = value === undefined ? undefined : this.#open(runId, value);
+    const record = value === undefined ? undefined : this.#open(runId, value, unread);
     return record && { record, value, revision };
   }
 
@@ -206,9 +230,30 @@ export class RunIndex {
     );
   }
 
-  #open(key: string, value: unknown): RunRecord | undefined {
-    const opened = this.seal.open(value);
-    const parsed = opened && runRecordSchema.safeParse(opened);
-    return parsed?.success && parsed.data.runId === key ? parsed.data : undefined;
+  /**
+   * The record of run `key` in a stored value, when it is one this daemon sealed: its seal checked on
+   * the value as stored, then brought up to this version. One of a version this build does not read
+   * goes into `unread`.
+   */
+  #open(key: string, value: unknown, unread: Unread): RunRecord | undefined {
+    const opened = this.seal.open<VersionedRecord>(value);
+    if (!opened) return undefined;
+    const migrated = migrateVersioned(opened, RUN_RECORD_VERSION, RUN_RECORD_MIGRATIONS);
+    if ("refused" in migrated) {
+      if (opened.runId === key) unread.set(key, migrated.refused);
+      return undefined;
+    }
+    const { v: _version, ...current } = migrated.record;
+    const parsed = runRecordSchema.safeParse(current);
+    return parsed.success && parsed.data.runId === key ? parsed.data : undefined;
+  }
+
+  #sayUnread(unread: Unread): void {
+    const [first] = unread;
+    if (!first) return;
+    this.log.warn(
+      { runs: unread.size, runId: first[0], why: first[1] },
+      "run records of a version this Troupe does not read (a later one's): left out",
+    );
   }
 }

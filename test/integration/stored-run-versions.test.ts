@@ -2,16 +2,19 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { JOURNAL_ENTRY_VERSION } from "../../src/actors/journal-entry.js";
 import { Runtime } from "../../src/actors/runtime.js";
 import { followRun } from "../../src/bus/follow-run.js";
 import type { RunRecord } from "../../src/daemon/api.js";
 import { Daemon } from "../../src/daemon/daemon.js";
 import { RecordCopies } from "../../src/daemon/record-copies.js";
+import { RUN_RECORD_VERSION } from "../../src/daemon/run-record-migrations.js";
 import type { Envelope } from "../../src/events/envelope.js";
 import { makeEnvelope } from "../../src/events/envelope.js";
 import { silentLogger } from "../../src/log.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { RecordSeal } from "../../src/trust/record-seal.js";
+import { versionOf } from "../../src/util/record-versions.js";
 import { type BusUnderTest, natsBus } from "../support/buses.js";
 import { tempTree } from "../support/cli.js";
 import { testConfig } from "../support/config.js";
@@ -119,6 +122,18 @@ async function follow(runId: string, agentId: string): Promise<Envelope[]> {
 }
 
 describe("stored runs of earlier versions", () => {
+  it("has a fixture of every version before the one this build writes, and of one without v", () => {
+    const stored = fixtures.map(storedRun);
+    const journal = stored.flatMap((run) => Object.values(run.journal));
+    const runs = stored.flatMap((run) => Object.values(run.runs));
+    for (let v = 1; v < JOURNAL_ENTRY_VERSION; v++)
+      expect(journal.map(versionOf), `a journal entry of v${v}`).toContain(v);
+    for (let v = 1; v < RUN_RECORD_VERSION; v++)
+      expect(runs.map(versionOf), `a run record of v${v}`).toContain(v);
+    expect(journal.some((entry) => entry.v === undefined)).toBe(true);
+    expect(runs.some((record) => record.v === undefined)).toBe(true);
+  });
+
   it.each(
     fixtures.flatMap(
       (name) =>
@@ -157,6 +172,34 @@ describe("stored runs of earlier versions", () => {
         status: "done",
         result: "wrote it",
       });
+      // Written back at this version, in the bucket and the copy alike.
+      const seal = new RecordSeal(stored.key);
+      const written = (await (await under.bus.kv("runs")).get(runId))?.value;
+      expect(seal.open(written)).toMatchObject({ v: RUN_RECORD_VERSION, status: "done" });
+      expect(copies.read(runId)).toEqual(written);
     },
   );
+
+  it("takes a journal entry of a version this build does not read as of unknown outcome, and leaves out a run record of one", async () => {
+    const stored = storedRun(fixtures[0] as string);
+    const seal = new RecordSeal(stored.key);
+    const [[recordKey, record]] = Object.entries(stored.runs) as [[string, RunRecord]];
+    const [[entryKey, entry]] = Object.entries(stored.journal) as [[string, Record<string, unknown>]];
+    stored.journal[entryKey] = seal.sealAsWritten({ ...entry, v: 99 });
+    server.script({ match: { turn: 2 }, reply: { text: "wrote it" } });
+    const following = follow(record.runId, record.agentId);
+    await startDaemon(stored, await putBack(stored, "bucket"));
+    await following;
+    // Not taken for done: a start of unknown outcome, and write_file may run twice, so it ran again.
+    expect(readFileSync(join(ws, "notes.md"), "utf8")).toBe("hello\n");
+    const rewritten = (await (await under.bus.kv("journal")).get(entryKey))?.value;
+    expect(seal.openAsWritten(rewritten)).toMatchObject({ v: JOURNAL_ENTRY_VERSION, status: "finished" });
+
+    // A run record of a later version: not listed, and left as it is.
+    const later = seal.seal({ ...record, runId: "run-later", v: 99 });
+    await (await under.bus.kv("runs")).put("run-later", later);
+    const listed = await api<{ runs: RunRecord[] }>("runs.list", {});
+    expect(listed.runs.map((run) => run.runId)).toEqual([recordKey]);
+    expect(await (await under.bus.kv("runs")).get("run-later")).toMatchObject({ value: later });
+  });
 });
