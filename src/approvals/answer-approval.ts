@@ -4,7 +4,7 @@ import { UserError } from "../errors.js";
 import { MAX_REASON } from "../limits.js";
 import type { Identity } from "../trust/approvers.js";
 import { requestDigest, signAnswer } from "../trust/signed-answer.js";
-import { type ApprovalRecord, type ApprovalRef, answerKey, approvalKey } from "./bus-approver.js";
+import { type ApprovalRecord, type ApprovalRef, answerKey, approvalKey, approvalOf } from "./bus-approver.js";
 
 /*
  * The approver's side of an approval: find the request its host wrote, show it, sign it. What a
@@ -32,17 +32,19 @@ const recordSchema = z.object({
 });
 
 /**
- * A stored value as an approval record of `ref`, when it is one: its shape, its place (the key it
- * is under names its run, agent and call) and its digest, which is of what it shows.
+ * A stored value as an approval record of `ref`, when it is one, brought up to this version
+ * (`approvalOf`): its shape, its place (the key it is under names its run, agent and call) and its
+ * digest, which is of what it shows.
  */
 export function genuineRecord(value: unknown, ref: ApprovalRef): ApprovalRecord | undefined {
-  const parsed = recordSchema.safeParse(value);
+  const record = approvalOf(value);
+  const parsed = recordSchema.safeParse(record);
   if (!parsed.success) return undefined;
   const { request, nonce, createdAt, requestId } = parsed.data;
   if (request.runId !== ref.runId || request.agentId !== ref.agentId || request.callId !== ref.callId)
     return undefined;
   if (requestDigest({ ...request, nonce, createdAt }) !== requestId) return undefined;
-  return value as ApprovalRecord;
+  return record;
 }
 
 /** The request of one call as its host wrote it, or undefined (none, or not a genuine record). */
@@ -137,11 +139,12 @@ export async function answerApproval(
   const { runId, callId } = ref;
   const signed = signAnswer(identity, { runId, callId, requestId: shown.requestId, ...answer });
   const answerId = signed.content.answerId;
-  const changes = kv.watch<ApprovalRecord>({ key, signal: AbortSignal.timeout(waitMs) });
+  const changes = kv.watch({ key, signal: AbortSignal.timeout(waitMs) });
   await (await bus.kv("answers")).create(answerKey(key, shown.requestId, answerId), signed);
   for await (const change of changes) {
-    const record = change.value;
-    if (!record) return { outcome: "unknown" };
+    if (change.value === null) return { outcome: "unknown" };
+    const record = approvalOf(change.value);
+    if (!record) continue;
     const refusal = record.rejected?.find((r) => r.answerId === answerId);
     if (refusal) return { outcome: "rejected", record, why: refusal.why };
     if (record.status === "pending") continue;

@@ -4,7 +4,9 @@ import { callKey } from "../bus/subjects.js";
 import type { Logger } from "../log.js";
 import type { ApproverTrust } from "../trust/approvers.js";
 import { requestDigest, type SignedAnswer, verifyAnswer } from "../trust/signed-answer.js";
+import { migrateVersioned, type VersionedRecord } from "../util/record-versions.js";
 import { SaidAtMost } from "../util/said-at-most.js";
+import { APPROVAL_MIGRATIONS, APPROVAL_RECORD_VERSION } from "./approval-migrations.js";
 import type { ApprovalAnswer, ApprovalRequest, Approver, RejectedAnswer } from "./approver.js";
 
 /**
@@ -13,6 +15,8 @@ import type { ApprovalAnswer, ApprovalRequest, Approver, RejectedAnswer } from "
  * copies the first valid one in.
  */
 export interface ApprovalRecord {
+  /** The version of its shape (approval-migrations.ts). */
+  v: typeof APPROVAL_RECORD_VERSION;
   request: ApprovalRequest;
   /** The digest an answer must name: of the request, a random nonce and when it was made. */
   requestId: string;
@@ -38,6 +42,23 @@ export interface ApprovalRef {
   runId: string;
   agentId: string;
   callId: string;
+}
+
+/**
+ * A stored value brought up to this version of an approval record (`APPROVAL_MIGRATIONS`), or
+ * undefined when it is none this build reads (not an object, or of another version). Whether it is
+ * a record of a given request is for the reader to check (its digest).
+ */
+export function approvalOf(value: unknown): ApprovalRecord | undefined {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return undefined;
+  const migrated = migrateVersioned(value as VersionedRecord, APPROVAL_RECORD_VERSION, APPROVAL_MIGRATIONS);
+  return "refused" in migrated ? undefined : (migrated.record as unknown as ApprovalRecord);
+}
+
+/** The entry under `key`, its record brought up to this version (`approvalOf`). */
+async function readRecord(kv: KvStore, key: string): Promise<KvEntry<ApprovalRecord | undefined> | null> {
+  const entry = await kv.get(key);
+  return entry && { ...entry, value: approvalOf(entry.value) };
 }
 
 export const approvalKey = ({ runId, agentId, callId }: ApprovalRef) =>
@@ -98,8 +119,8 @@ export class BusApprover implements Approver {
     if (!asked?.size) return;
     const kv = await this.bus.kv("approvals");
     for (const key of asked) {
-      const entry = await kv.get<ApprovalRecord>(key);
-      if (entry?.value.status !== "pending" || !isRecordOf(entry.value, entry.value.request)) continue;
+      const entry = await readRecord(kv, key);
+      if (entry?.value?.status !== "pending" || !isRecordOf(entry.value, entry.value.request)) continue;
       await kv
         .put(key, { ...entry.value, status: "closed", reason: why }, { expectedRevision: entry.revision })
         .catch((error) => (error instanceof KvConflictError ? undefined : Promise.reject(error)));
@@ -112,8 +133,8 @@ export class BusApprover implements Approver {
    * (gone, or replaced by something else) this host's record is put back, and undefined returned.
    */
   async #ours(kv: KvStore, key: string, own: ApprovalRecord): Promise<KvEntry<ApprovalRecord> | undefined> {
-    const entry = await kv.get<ApprovalRecord>(key);
-    if (entry && isOwn(entry.value, own)) return entry;
+    const entry = await readRecord(kv, key);
+    if (entry?.value && isOwn(entry.value, own)) return { ...entry, value: entry.value };
     this.log.warn({ key }, "an approval record was replaced by one this host did not write: put back");
     const { status: _s, by: _b, reason: _r, answer: _a, rejected: _j, ...request } = own;
     await kv
@@ -125,8 +146,8 @@ export class BusApprover implements Approver {
   /** The record of this request: the one already there (a resumed wait), or a new one. */
   async #open(kv: KvStore, key: string, request: ApprovalRequest): Promise<KvEntry<ApprovalRecord>> {
     for (;;) {
-      const entry = await kv.get<ApprovalRecord>(key);
-      if (entry && isRecordOf(entry.value, request)) return entry;
+      const entry = await readRecord(kv, key);
+      if (entry?.value && isRecordOf(entry.value, request)) return { ...entry, value: entry.value };
       // A call id the model used before, for another call, is another request.
       const record = newRecord(request, this.timeoutMs);
       try {
@@ -212,10 +233,11 @@ export class BusApprover implements Approver {
     // Anything written over the record while it waits is put back at once, not when an answer comes:
     // another record, or this one decided (or closed) by anything but this host.
     void (async () => {
-      for await (const change of kv.watch<ApprovalRecord>({ key, signal: watching.signal })) {
-        if (change.value === null || !isOwn(change.value, own)) await this.#ours(kv, key, own);
-        else if (change.value.status !== "pending" && !deciding)
-          await this.#settled(kv, { key, value: change.value, revision: change.revision }, own, rejected);
+      for await (const change of kv.watch({ key, signal: watching.signal })) {
+        const record = approvalOf(change.value);
+        if (!record || !isOwn(record, own)) await this.#ours(kv, key, own);
+        else if (record.status !== "pending" && !deciding)
+          await this.#settled(kv, { key, value: record, revision: change.revision }, own, rejected);
       }
     })().catch(() => {});
     try {
@@ -324,6 +346,7 @@ function newRecord(request: ApprovalRequest, timeoutMs: number): ApprovalRecord 
   const nonce = randomBytes(16).toString("base64url");
   const createdAt = Date.now();
   return {
+    v: APPROVAL_RECORD_VERSION,
     request,
     requestId: requestDigest({ ...request, nonce, createdAt }),
     nonce,

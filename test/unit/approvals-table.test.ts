@@ -3,6 +3,7 @@ import type { ApprovalRecord } from "../../src/approvals/bus-approver.js";
 import { approvalsTable } from "../../src/cli/approve.js";
 
 const record = (command: string, escalation?: string): ApprovalRecord => ({
+  v: 1,
   request: {
     runId: "run-1",
     agentId: "lead",

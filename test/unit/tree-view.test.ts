@@ -113,6 +113,7 @@ describe("the observer's approval panel", () => {
       event("lead", 2, "approval.requested", { callId: "call_1", name: "shell", detail: command }),
     );
     const record = {
+      v: 1 as const,
       request: {
         runId: "run-1",
         agentId: "lead",
