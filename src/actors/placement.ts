@@ -4,6 +4,8 @@ import { type Bus, KvConflictError, NoRespondersError, RequestTimeoutError } fro
 import { budgetSchema } from "../config/budget-schema.js";
 import { makeEnvelope } from "../events/envelope.js";
 import type { Logger } from "../log.js";
+import { migrateVersioned, type VersionedRecord } from "../util/record-versions.js";
+import { PLACEMENT_MIGRATIONS, PLACEMENT_VERSION } from "./placement-migrations.js";
 import type { ChildSpec } from "./subagents.js";
 
 /** The queue group every worker joins on `<p>.work.spawn`. */
@@ -27,9 +29,21 @@ export type SpawnedReply = z.infer<typeof spawnedReplySchema>;
 
 /** Who hosts an actor: the KV bucket `actors`, key `<runId>.<agentId>`. */
 export interface Placement {
+  /** The version of its shape (placement-migrations.ts). */
+  v: typeof PLACEMENT_VERSION;
   worker: string;
   /** What it was spawned with: a worker taking it over before its first snapshot starts it from this. */
   spawn?: SpawnRequest;
+}
+
+/**
+ * A stored value brought up to this version of a placement (`PLACEMENT_MIGRATIONS`), or undefined
+ * when it is none this build reads (not an object, or of another version).
+ */
+export function placementOf(value: unknown): Placement | undefined {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return undefined;
+  const migrated = migrateVersioned(value as VersionedRecord, PLACEMENT_VERSION, PLACEMENT_MIGRATIONS);
+  return "refused" in migrated ? undefined : (migrated.record as unknown as Placement);
 }
 
 /** A worker's heartbeat: the KV bucket `workers`, key = worker id. */
@@ -103,7 +117,7 @@ export async function claim(
   expectedRevision?: number,
 ): Promise<number | undefined> {
   const actors = await bus.kv("actors");
-  const placement: Placement = { worker, ...(spawn ? { spawn } : {}) };
+  const placement: Placement = { v: PLACEMENT_VERSION, worker, spawn };
   try {
     if (expectedRevision === undefined) return await actors.create(key, placement);
     return await actors.put(key, placement, { expectedRevision });

@@ -9,7 +9,7 @@ import {
   claim,
   type Heartbeat,
   heartbeat,
-  type Placement,
+  placementOf,
   type SpawnedReply,
   spawnRequestSchema,
   WORKER_QUEUE,
@@ -145,13 +145,15 @@ export class Worker {
     if (dead.length === 0) return;
     const actors = await bus.kv("actors");
     for (const key of await actors.keys()) {
-      const entry = await actors.get<Placement>(key);
-      if (!entry || !dead.includes(entry.value.worker)) continue;
-      const spawn = spawnRequestSchema.safeParse(entry.value.spawn).data;
+      const entry = await actors.get(key);
+      // One of a version this build does not read is left to a worker that reads it.
+      const placement = placementOf(entry?.value);
+      if (!entry || !placement || !dead.includes(placement.worker)) continue;
+      const spawn = spawnRequestSchema.safeParse(placement.spawn).data;
       const epoch = await claim(bus, key, this.id, spawn, entry.revision);
       if (epoch === undefined) continue;
       const [runId, agentId] = splitKey(key);
-      this.log.warn({ agentId, from: entry.value.worker }, "taking over an actor from a dead worker");
+      this.log.warn({ agentId, from: placement.worker }, "taking over an actor from a dead worker");
       const handle =
         (await this.runtime.resume(runId, agentId, { as: "child", epoch })) ??
         // It died before its first snapshot was stored: started again from its request, its events

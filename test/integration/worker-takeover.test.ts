@@ -28,6 +28,7 @@ it("a worker taking over a subagent whose host died before its first snapshot st
   await (await bus.kv("workers")).put("worker-dead", { pid: 1, host: "gone", beats: 7 });
   const spawn = { runId, childId, parentId: "lead-x", name: "scout", task: "Look.", depth: 1, budget: {} };
   await (await bus.kv("actors")).put(`${runId}.${childId}`, {
+    v: 1,
     worker: "worker-dead",
     spawn,
   } satisfies Placement);
