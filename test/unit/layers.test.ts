@@ -72,7 +72,7 @@ describe("the layers of src/", () => {
     // The doc lists each layer once in the script's order (index.ts stands for its row with library.ts).
     expect(listed).toEqual(inScript.filter((name) => name !== "library.ts"));
     for (const [, path] of architecture.matchAll(
-      /`?((?:src|test|scripts|docs|config|web|deploy|bin)\/[\w./-]+\.(?:ts|mjs|js|md|yaml))`?/g,
+      /(?<![\w.~/])`?((?:src|test|scripts|docs|config|web|deploy|bin)\/[\w./-]+\.(?:ts|mjs|js|md|yaml))(?!\w)`?/g,
     ))
       expect(existsSync(join(ROOT, path as string)), path).toBe(true);
     // A file named alone (`agent-rules.ts`) is one of src/'s.
