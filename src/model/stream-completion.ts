@@ -95,6 +95,7 @@ export async function streamCompletion(
   let chunks = 0;
   let text = "";
   let reasoning = "";
+  let refusal = "";
   let finish: string | undefined;
   let reported: OpenAI.CompletionUsage | undefined;
   let streamed = 0;
@@ -120,6 +121,7 @@ export async function streamCompletion(
         text += content;
         request.onDelta?.(content);
       }
+      if (typeof choice.delta?.refusal === "string") refusal += choice.delta.refusal;
       for (const fragment of choice.delta?.tool_calls ?? []) assembler.add(fragment);
       if (choice.delta?.function_call)
         assembler.add({ index: LEGACY_CALL, function: choice.delta.function_call });
@@ -127,7 +129,7 @@ export async function streamCompletion(
     }
   } catch (error) {
     if (error instanceof ReplyOverCapError) throw error;
-    const begun = text !== "" || reasoning !== "" || assembler.size > 0;
+    const begun = text !== "" || reasoning !== "" || refusal !== "" || assembler.size > 0;
     if (begun && !request.signal?.aborted)
       throw new StreamCutError(`the stream broke after the answer had begun: ${(error as Error).message}`, {
         cause: error,
@@ -140,7 +142,7 @@ export async function streamCompletion(
   if (request.signal?.aborted) throw new APIUserAbortError();
   // No event at all is no answer (a body that was not a stream), never an empty success.
   if (chunks === 0) throw new APIConnectionError({ message: "the server's stream held no answer" });
-  return ended({ text, reasoning }, assembler, finish, reported, request);
+  return ended({ text, reasoning, refusal }, assembler, finish, reported, request);
 }
 
 /**
@@ -150,13 +152,17 @@ export async function streamCompletion(
 const LEGACY_CALL = -1;
 
 /**
- * A message as a strict server takes it: an assistant turn that said nothing and called nothing (a
- * call cut off by the length limit, whose call was dropped) goes with a short text in place of
- * `content: null`, which needs `tool_calls` beside it; an empty `tool_calls` is left out.
+ * A message as a strict server takes it: a refusal goes as the turn's text (not every server knows
+ * `refusal`); an assistant turn that said nothing and called nothing (a call cut off by the length
+ * limit, whose call was dropped) goes with a short text in place of `content: null`, which needs
+ * `tool_calls` beside it; an empty `tool_calls` is left out.
  */
 function sendable(message: ChatMessage): ChatMessage {
-  if (message.role !== "assistant" || (message.tool_calls?.length ?? 0) > 0) return message;
-  const { tool_calls: _none, ...rest } = message;
+  if (message.role !== "assistant") return message;
+  const { refusal, ...said } = message;
+  if (refusal && !said.content) said.content = refusal;
+  if ((said.tool_calls?.length ?? 0) > 0) return said;
+  const { tool_calls: _none, ...rest } = said;
   return rest.content ? rest : { ...rest, content: NOTHING_SAID };
 }
 
@@ -173,6 +179,7 @@ function wholeCompletion(
   if (deltaChars(choice.message) > cap) throw new ReplyOverCapError(cap);
   const text = typeof choice.message.content === "string" ? choice.message.content : "";
   const reasoning = reasoningOf(choice.message) ?? "";
+  const refusal = typeof choice.message.refusal === "string" ? choice.message.refusal : "";
   if (reasoning) request.onReasoning?.(reasoning);
   if (text) request.onDelta?.(text);
   const assembler = new ToolCallAssembler();
@@ -181,24 +188,33 @@ function wholeCompletion(
     if (call.type === "function") assembler.add({ index, id: call.id, function: call.function });
   if (choice.message.function_call)
     assembler.add({ index: LEGACY_CALL, function: choice.message.function_call });
-  return ended({ text, reasoning }, assembler, choice.finish_reason ?? undefined, completion.usage, request);
+  return ended(
+    { text, reasoning, refusal },
+    assembler,
+    choice.finish_reason ?? undefined,
+    completion.usage,
+    request,
+  );
 }
 
 /**
- * The characters a delta or a whole message carries toward the reply's cap: its text, its reasoning
- * and its tool calls' fragments (a legacy `function_call`'s too) (ids, names and arguments; what is not a string, as its JSON).
+ * The characters a delta or a whole message carries toward the reply's cap: its text, its refusal,
+ * its reasoning and its tool calls' fragments (a legacy `function_call`'s too) (ids, names and
+ * arguments; what is not a string, as its JSON).
  */
 function deltaChars(part: object | undefined): number {
   const {
     content,
+    refusal,
     tool_calls: calls,
     function_call: legacy,
   } = (part ?? {}) as {
     content?: unknown;
+    refusal?: unknown;
     tool_calls?: unknown;
     function_call?: ToolCallDelta["function"];
   };
-  let chars = charsOf(content) + (reasoningOf(part)?.length ?? 0);
+  let chars = charsOf(content) + charsOf(refusal) + (reasoningOf(part)?.length ?? 0);
   const all = [
     ...(Array.isArray(calls) ? (calls as ToolCallDelta[]) : []),
     ...(legacy ? [{ function: legacy }] : []),
@@ -224,16 +240,17 @@ function reasoningOf(part: object | undefined): string | undefined {
 /**
  * The answer as it ended: with no finish_reason, as its parts say (tool_calls when calls were
  * assembled, else stop); `stop` with calls (Gemini, Ollama) is `tool_calls`. A call cut off by the
- * length limit is never run: its arguments are incomplete. The reasoning stays out of the message.
+ * length limit is never run: its arguments are incomplete. The reasoning stays out of the message;
+ * a refusal is the message's `refusal`.
  */
 function ended(
-  said: { text: string; reasoning: string },
+  said: { text: string; reasoning: string; refusal: string },
   assembler: ToolCallAssembler,
   finish: string | undefined,
   reported: OpenAI.CompletionUsage | undefined,
   request: ModelRequest,
 ): StreamedCompletion {
-  const { text, reasoning } = said;
+  const { text, reasoning, refusal } = said;
   const all = assembler.calls();
   const stated = toFinishReason(finish ?? (all.length > 0 ? "tool_calls" : "stop"));
   const finishReason = stated === "stop" && all.length > 0 ? "tool_calls" : stated;
@@ -241,10 +258,11 @@ function ended(
   const calls = truncatedToolCalls ? [] : all;
   const message: AssistantMessage = { role: "assistant", content: text || null };
   if (calls.length > 0) message.tool_calls = calls;
+  if (refusal) message.refusal = refusal;
   return {
     message,
     finishReason,
-    usage: usageOf(reported, request, text + reasoning, all),
+    usage: usageOf(reported, request, text + refusal + reasoning, all),
     truncatedToolCalls,
     ...(reasoning ? { reasoning } : {}),
   };

@@ -21,6 +21,8 @@ export const chatMessageSchema = z.discriminatedUnion("role", [
     role: z.literal("assistant"),
     content: z.string().nullable(),
     tool_calls: z.array(toolCallSchema).optional(),
+    /** The model declined to answer (the server's `refusal`): this is its whole answer. */
+    refusal: z.string().optional(),
   }),
   z.object({ role: z.literal("tool"), tool_call_id: z.string(), content: z.string() }),
 ]);

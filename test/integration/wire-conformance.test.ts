@@ -25,6 +25,7 @@ const fixtureSchema = z
       .object({
         text: z.string().nullable(),
         reasoning: z.string().optional(),
+        refusal: z.string().optional(),
         toolCalls: z.array(
           z.object({
             id: z.string().optional(),
@@ -96,6 +97,8 @@ describe("wire conformance: each server's documented shape, through the openai S
       "split-name",
       "legacy-function-call",
       "vllm-stream-error",
+      "openai-refusal-streamed",
+      "openai-refusal-whole",
     ])
       expect(names).toContain(kind);
     const bodies = readdirSync(DIR).filter((f) => /\.(sse|json)$/.test(f) && !f.endsWith(".expect.json"));
@@ -130,8 +133,14 @@ describe("wire conformance: each server's documented shape, through the openai S
     expect(deltas.join("")).toBe(want.text ?? "");
     expect(answer.reasoning).toBe(want.reasoning);
     expect(thoughts.join("")).toBe(want.reasoning ?? "");
+    expect(answer.message.refusal).toBe(want.refusal);
     expect(Object.keys(answer.message).sort()).toEqual(
-      want.toolCalls.length > 0 ? ["content", "role", "tool_calls"] : ["content", "role"],
+      [
+        "content",
+        ...(want.refusal === undefined ? [] : ["refusal"]),
+        "role",
+        ...(want.toolCalls.length > 0 ? ["tool_calls"] : []),
+      ].sort(),
     );
 
     const calls = answer.message.tool_calls ?? [];
