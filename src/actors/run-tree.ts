@@ -147,6 +147,8 @@ function update(node: TreeNode, event: AgentEvent): void {
     case "agent.stopped": {
       const { data } = event;
       node.reason = data.reason;
+      // A refusal never streamed: its words are what the agent said last.
+      if (data.reason === "refused") node.text = data.result.slice(-TEXT_KEPT);
       node.usage = data.total.usage;
       node.toolCalls = data.total.toolCalls;
       node.turns = data.turns;

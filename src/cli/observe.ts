@@ -160,8 +160,11 @@ export async function runObserve(
     for await (const { envelope, json } of bus.eventLog.read(options)) {
       if (live) {
         const node = builder.apply(envelope);
-        if ((envelope.type === "model.delta" || envelope.type === "model.reasoning") && node)
-          view.speaker = node;
+        const spoke =
+          envelope.type === "model.delta" ||
+          envelope.type === "model.reasoning" ||
+          (isEvent(envelope, "agent.stopped") && envelope.data.reason === "refused");
+        if (spoke && node) view.speaker = node;
         if (isEvent(envelope, "model.retrying") && node) {
           const { error, attempt, maxRetries } = envelope.data;
           view.status = `${node.name}: ${error}; retrying (${attempt}/${maxRetries})`;

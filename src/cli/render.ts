@@ -229,6 +229,8 @@ export function humanRenderer(
           const data = envelope.data;
           endThought();
           if (!atLineStart) out.write("\n");
+          // A refusal never streams as text: it is the answer, on stdout like one.
+          if (data.reason === "refused" && data.result) out.write(`${visible(data.result)}\n`);
           atLineStart = true;
           // The run's spend: this agent and every subagent under it.
           const { usage, toolCalls } = data.total;

@@ -46,6 +46,7 @@ export function sayHowToGoOn(runId: string, reason: AgentOutput["reason"], json:
 /** Exit codes of `troupe run`, by why the agent stopped. */
 export const RUN_EXIT: Record<AgentOutput["reason"], number> = {
   done: 0,
+  refused: 5,
   failed: 1,
   budget_exhausted: 3,
   loop_detected: 3,

@@ -7,6 +7,7 @@ import {
   POLICY_RANK,
   SANDBOX_MODES,
 } from "../config/policies.js";
+import { STOP_REASONS } from "../events/agent-events.js";
 import { MAX_TEXT } from "../limits.js";
 
 /** What runs.list says of a task and a result: the whole is in runs.get. */
@@ -88,7 +89,7 @@ export const runRecordSchema = z.object({
   agentId: z.string(),
   agent: z.string(),
   task: z.string(),
-  status: z.enum(["running", "done", "aborted", "budget_exhausted", "failed", "loop_detected"]),
+  status: z.enum(["running", ...STOP_REASONS]),
   startedAt: z.number(),
   stoppedAt: z.number().optional(),
   result: z.string().optional(),

@@ -24,7 +24,7 @@ export type Usage = z.infer<typeof usage>;
 
 const toolEffect = z.enum(["read", "write", "execute"]);
 const finishReason = z.enum(["stop", "tool_calls", "length", "content_filter", "error", "other"]);
-const stopReason = z.enum(["done", "aborted", "budget_exhausted", "failed", "loop_detected"]);
+const stopReason = z.enum(["done", "refused", "aborted", "budget_exhausted", "failed", "loop_detected"]);
 
 /**
  * What a tool does to the world. Read tools run in parallel and are the only ones a subagent may
@@ -36,8 +36,13 @@ export type ToolEffect = z.infer<typeof toolEffect>;
  * reason this list does not know, taken as a whole answer.
  */
 export type FinishReason = z.infer<typeof finishReason>;
-/** Why an agent stopped: the output of its machine's final state. */
+/**
+ * Why an agent stopped: the output of its machine's final state. `refused`: the model declined the
+ * task (the server's `refusal`), and `result` is what it said.
+ */
 export type StopReason = z.infer<typeof stopReason>;
+/** Every stop reason, in the order above: what a run's status may be once it stopped. */
+export const STOP_REASONS = stopReason.options;
 
 /** What a subtree spent. */
 const spend = z.object({ usage, toolCalls: z.number() });
@@ -46,7 +51,7 @@ export type Spend = z.infer<typeof spend>;
 /** The output of an agent's machine. */
 const agentOutput = z.object({
   reason: stopReason,
-  /** The final answer (or, after a terminating tool batch, what the tools said). */
+  /** The final answer (or, after a terminating tool batch, what the tools said; a refusal's words). */
   result: z.string(),
   /** This agent's own model calls. */
   usage,

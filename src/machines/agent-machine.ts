@@ -3,6 +3,7 @@ import { repairToolPairs } from "../context/repair.js";
 import { addUsage, type ChatMessage, ZERO_USAGE } from "../model/types.js";
 import type { PlannedCall } from "../tools/plan.js";
 import {
+  answerStop,
   awaitsDecision,
   batchOutcomes,
   decideAsked,
@@ -214,10 +215,7 @@ export const agentMachine = setup({
       messages: compacted.messages,
       usage: addUsage(context.usage, compacted.usage),
     })),
-    stopAfterTurn: assign({
-      stop: ({ context }, turn: ModelTurn) =>
-        stopWith(context, context.finalizing ?? "done", turn.message.content ?? ""),
-    }),
+    stopAfterTurn: assign({ stop: ({ context }, turn: ModelTurn) => answerStop(context, turn) }),
     stopTerminated: assign({ stop: ({ context }, batch: ToolBatchOutput) => terminatedStop(context, batch) }),
     /** Before the batch is recorded: the messages and tool calls counted are those before it. */
     stopOnToolError: assign({

@@ -190,13 +190,23 @@ export function exhausted(
 }
 
 /**
+ * How an agent stops on a turn that called no tool: `refused` with the model's refusal when it
+ * declined, else for the reason it was finalizing for (or `done`) with its text.
+ */
+export function answerStop(context: AgentContext, turn: ModelTurn): AgentOutput {
+  const { content, refusal } = turn.message;
+  if (refusal) return stopWith(context, "refused", refusal);
+  return stopWith(context, context.finalizing ?? "done", content ?? "");
+}
+
+/**
  * Why a turn's answer was lost, or undefined when it was whole: the server said generation failed
  * (`error`), or cut the answer off (length limit, content filter) with no tool call to make. A cut
- * tool call is not lost: the model is told and asked again.
+ * tool call is not lost: the model is told and asked again, and a refusal is the whole answer.
  */
 export function lostAnswer(turn: ModelTurn): string | undefined {
   if (turn.finishReason === "error") return "the server said the model's answer failed (finish_reason error)";
-  if (turn.plan.length > 0 || turn.truncatedToolCalls) return undefined;
+  if (turn.plan.length > 0 || turn.truncatedToolCalls || turn.message.refusal) return undefined;
   const what = turn.message.content
     ? "the model's answer was cut off"
     : "the model's answer was cut off before it said anything";

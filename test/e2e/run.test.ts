@@ -128,6 +128,30 @@ describe("troupe run --local", () => {
     expect(result.stderr).toMatch(/^✓ done · 2 turns · 1 tool call · \d+ tokens\n$/);
   });
 
+  it("a refusal is the answer: on stdout, stopped as refused, exit 5", async () => {
+    const refusal = readFileSync(
+      new URL("../fixtures/wire/openai-refusal-streamed.sse", import.meta.url),
+      "utf8",
+    );
+    server.script({ reply: { raw: refusal, contentType: "text/event-stream" }, times: 2 });
+    const human = await runTroupe(["run", "--local", "-w", "ws", "Do something bad"], {
+      cwd: dir,
+      env: env(),
+    });
+    expect(human.stdout).toBe("I'm sorry, I can't help with that.\n");
+    expect(human.stderr).toMatch(/^■ refused · 1 turn · 0 tool calls · \d+ tokens\n$/);
+    expect(human.code).toBe(5);
+    const json = await runTroupe(["run", "--local", "--json", "-w", "ws", "Do something bad"], {
+      cwd: dir,
+      env: env(),
+    });
+    const stopped = events(json.stdout).at(-1);
+    expect(stopped?.type).toBe("agent.stopped");
+    expect(stopped?.data).toMatchObject({ reason: "refused", result: "I'm sorry, I can't help with that." });
+    expect(json.code).toBe(5);
+    server.assertComplete();
+  });
+
   it("exits 3 when the budget runs out, after one last call without tools", async () => {
     server.script(
       {

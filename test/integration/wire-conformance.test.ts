@@ -193,6 +193,30 @@ describe("what goes back to the server", () => {
   });
 });
 
+describe("a refusal sent back", () => {
+  it("goes back as the turn's text, with no refusal key a server may not know", async () => {
+    const body = readFileSync(`${DIR}openai-refusal-streamed.sse`, "utf8");
+    server.script(
+      { reply: { raw: body, contentType: "text/event-stream" } },
+      { match: { turn: 2 }, reply: { text: "Fine." } },
+    );
+    const config = troupeConfigSchema.parse({ providers: { openai: { baseURL: server.baseURL } } });
+    const router = new ModelRouter(config, { env: {}, retry: { maxRetries: 0 } });
+    const refused = await router.call(["scripted"], { messages, tools });
+    const history: ChatMessage[] = [
+      ...messages,
+      refused.message,
+      { role: "user", content: "Then say fine." },
+    ];
+    await router.call(["scripted"], { messages: history, tools });
+    server.assertComplete();
+    expect(server.requests[1]?.body.messages[2]).toEqual({
+      role: "assistant",
+      content: "I'm sorry, I can't help with that.",
+    });
+  });
+});
+
 describe("failures: asked again only when another try could succeed, each told in one line", () => {
   const failing = (retries: number) =>
     new ModelRouter(troupeConfigSchema.parse({ providers: { openai: { baseURL: server.baseURL } } }), {

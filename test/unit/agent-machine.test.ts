@@ -196,6 +196,36 @@ describe("agent machine: the loop", () => {
     expect(seen.batches).toHaveLength(0);
   });
 
+  it("stops `refused` on a refusal, its words the result, even when the content filter ended it or on a last call", async () => {
+    const refusal = (finishReason: "stop" | "content_filter") => ({
+      ...text(""),
+      message: { role: "assistant" as const, content: null, refusal: "I can't help with that." },
+      finishReason,
+    });
+    for (const turn of [refusal("stop"), refusal("content_filter")]) {
+      const { actor, seen } = harness({ model: [turn, text("never asked")] });
+      actor.start();
+      actor.send({ type: "START", task: "x" });
+      expect(await finished(actor)).toMatchObject({
+        reason: "refused",
+        result: "I can't help with that.",
+        turns: 1,
+      });
+      expect(seen.modelInputs).toHaveLength(1);
+    }
+    const last = harness(
+      { model: [calls({ name: "read_file" }), refusal("stop")] },
+      { budget: { maxTurns: 1 } },
+    );
+    last.actor.start();
+    last.actor.send({ type: "START", task: "x" });
+    expect(await finished(last.actor)).toMatchObject({
+      reason: "refused",
+      result: "I can't help with that.",
+    });
+    expect(last.seen.modelInputs[1]?.withTools).toBe(false);
+  });
+
   it("never stops `done` on a lost answer: cut off with no call to make, or failed by the server even with calls", async () => {
     const lost = [
       { ...text("Half an ans"), finishReason: "length" as const },

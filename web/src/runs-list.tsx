@@ -2,7 +2,16 @@ import { useEffect, useState } from "preact/hooks";
 import type { RunSummary } from "../../src/web/runs-feed.js";
 import { follow, formatAge, formatTokens } from "./api.js";
 
-const STATUSES = ["all", "running", "done", "failed", "aborted", "budget_exhausted", "loop_detected"];
+const STATUSES = [
+  "all",
+  "running",
+  "done",
+  "refused",
+  "failed",
+  "aborted",
+  "budget_exhausted",
+  "loop_detected",
+];
 
 /** Every run, newest first, live; filtered by status. */
 export function RunsList() {
