@@ -5,7 +5,7 @@ import type { ToolEffect } from "../config/tool-catalog.js";
 import type { ToolCall } from "../model/types.js";
 import type { Confinement } from "../sandbox/plan.js";
 import { type ToolRegistry, type ToolResult, toolError } from "./tool.js";
-import { parseArgs, ToolArgumentsError, type ToolSchema } from "./tool-schema.js";
+import { parseArgs, ToolArgumentsError, type ToolSchema, unknownKeys } from "./tool-schema.js";
 
 /** One call of a batch, checked before anything runs. */
 export interface PlannedCall {
@@ -109,9 +109,10 @@ export function planCalls(
         ),
       };
     }
-    const problem = checkArguments(name, tool.parameters, call.function.arguments);
+    const shown = registry.spec(name)?.parameters ?? {};
+    const problem = checkArguments(name, tool.parameters, shown, call.function.arguments);
     if (problem) {
-      const shape = JSON.stringify(registry.spec(name)?.parameters ?? {});
+      const shape = JSON.stringify(shown);
       return {
         ...base,
         effect: tool.effect,
@@ -155,13 +156,24 @@ export function planCalls(
   });
 }
 
-function checkArguments(name: string, schema: ToolSchema, raw: string): string | undefined {
+/**
+ * What is wrong with a call's arguments: not JSON, keys the schema the model was shown does not take
+ * (refused, not dropped: the model learns the keys there are), or what the tool's schema says.
+ */
+function checkArguments(
+  name: string,
+  schema: ToolSchema,
+  shown: Record<string, unknown>,
+  raw: string,
+): string | undefined {
   let args: unknown;
   try {
     args = raw.trim() === "" ? {} : JSON.parse(raw);
   } catch {
     return "the arguments are not valid JSON";
   }
+  const unknown = unknownKeys(shown, args);
+  if (unknown.length > 0) return unknown.join("; ");
   try {
     parseArgs(schema, args, name);
     return undefined;

@@ -2,6 +2,7 @@ import type { StandardJSONSchemaV1, StandardSchemaV1 } from "@standard-schema/sp
 import { z } from "zod";
 import { zodToJsonSchema } from "zod-to-json-schema";
 import { TroupeError } from "../errors.js";
+import { closest } from "../util/did-you-mean.js";
 
 /**
  * What a tool's arguments are checked with: a zod schema from zod 4 or zod 3 (3.25 and later), made
@@ -73,3 +74,73 @@ class MetadataOfAnyCopy extends z.core.$ZodRegistry<z.core.GlobalMeta> {
     return z.globalRegistry.get(schema) ?? (typeof own === "function" ? own.call(schema) : undefined);
   }
 }
+
+type JsonSchema = Record<string, unknown>;
+
+const isSchema = (value: unknown): value is JsonSchema =>
+  typeof value === "object" && value !== null && !Array.isArray(value);
+
+/** Where a JSON Schema holds other schemas: by name, in a list, or one. */
+const SCHEMA_MAPS = ["properties", "$defs", "definitions", "patternProperties"] as const;
+const SCHEMA_LISTS = ["anyOf", "oneOf", "allOf", "prefixItems"] as const;
+const SCHEMA_ONES = ["items", "additionalProperties", "not"] as const;
+
+/**
+ * The arguments' schema as the model is shown it: an object that lists its properties and does not
+ * say whether it takes others takes none (`additionalProperties: false`), at any depth. One that says
+ * (a record, a loose object, an MCP tool's own `additionalProperties`) keeps what it says, and an
+ * object that lists no properties stays open to any.
+ */
+export function closedSchema(schema: JsonSchema): JsonSchema {
+  const closed: JsonSchema = { ...schema };
+  for (const key of SCHEMA_MAPS) {
+    const map = schema[key];
+    if (isSchema(map))
+      closed[key] = Object.fromEntries(
+        Object.entries(map).map(([name, sub]) => [name, isSchema(sub) ? closedSchema(sub) : sub]),
+      );
+  }
+  for (const key of SCHEMA_LISTS) {
+    const list = schema[key];
+    if (Array.isArray(list)) closed[key] = list.map((sub) => (isSchema(sub) ? closedSchema(sub) : sub));
+  }
+  for (const key of SCHEMA_ONES) {
+    const one = schema[key];
+    if (isSchema(one)) closed[key] = closedSchema(one);
+  }
+  if (isSchema(schema.properties) && schema.additionalProperties === undefined)
+    closed.additionalProperties = false;
+  return closed;
+}
+
+/**
+ * The keys of `value` that a closed object of `schema` does not take, one problem per object, naming
+ * the keys it does take (and the likely one meant), so that the model can mend its call. Followed
+ * through `properties`, as deep as the value goes.
+ */
+export function unknownKeys(schema: JsonSchema, value: unknown, at = ""): string[] {
+  const properties = schema.properties;
+  if (!isSchema(properties) || !isSchema(value)) return [];
+  const problems: string[] = [];
+  const unknown: string[] = [];
+  for (const [key, inner] of Object.entries(value)) {
+    if (!Object.hasOwn(properties, key)) unknown.push(key);
+    else if (isSchema(properties[key])) problems.push(...unknownKeys(properties[key], inner, `${at}${key}.`));
+  }
+  if (unknown.length === 0 || schema.additionalProperties !== false) return problems;
+  const known = Object.keys(properties);
+  const [first] = unknown;
+  const meant = unknown.length === 1 && first !== undefined ? closest(first, known) : undefined;
+  const what = `unknown ${at ? "key" : "argument"}${unknown.length > 1 ? "s" : ""}`;
+  const named = unknown.slice(0, NAMED).map((key) => `"${key.length > 64 ? `${key.slice(0, 63)}…` : key}"`);
+  const more = unknown.length > NAMED ? ` and ${unknown.length - NAMED} more` : "";
+  const where = at ? ` in ${at.slice(0, -1)}` : "";
+  const takes = known.length ? `the ${at ? "keys" : "arguments"} are ${known.join(", ")}` : "it takes none";
+  return [
+    `${what} ${named.join(", ")}${more}${where}${meant ? ` (did you mean "${meant}"?)` : ""}; ${takes}`,
+    ...problems,
+  ];
+}
+
+/** The most unknown keys named in one problem. */
+const NAMED = 5;

@@ -4,7 +4,7 @@ import { UserError } from "../errors.js";
 import type { ToolSpec } from "../model/types.js";
 import type { Confinement } from "../sandbox/plan.js";
 import type { LoadedSkill } from "../skills/skill-types.js";
-import { type ArgsOf, argsJsonSchema, type ToolSchema } from "./tool-schema.js";
+import { type ArgsOf, argsJsonSchema, closedSchema, type ToolSchema } from "./tool-schema.js";
 
 /**
  * What every tool returns. An error is data the model can act on: `error` says what went wrong and
@@ -221,7 +221,7 @@ export class ToolRegistry {
     if (!spec) {
       const schema = tool.jsonSchema ?? argsJsonSchema(name, tool.parameters);
       const { $schema: _, ...parameters } = schema as Record<string, unknown>;
-      spec = { name, description: tool.description, parameters };
+      spec = { name, description: tool.description, parameters: closedSchema(parameters) };
       this.#specs.set(name, spec);
     }
     return spec;

@@ -50,6 +50,70 @@ describe("a tool's parameters", () => {
     });
   }
 
+  it("are shown closed (additionalProperties: false) at every depth where the schema does not say", () => {
+    const tool = defineTool({
+      name: "search",
+      description: "Search.",
+      effect: "read",
+      parameters: z.object({
+        query: z.string(),
+        options: z.object({ limit: z.number() }).optional(),
+        labels: z.record(z.string(), z.string()).optional(),
+        extra: z.looseObject({ a: z.string() }).optional(),
+      }),
+      execute: () => ({ ok: true, output: "" }),
+    });
+    const mcp = {
+      ...tool,
+      name: "remote",
+      jsonSchema: { type: "object", properties: { q: { type: "string" } }, additionalProperties: true },
+    };
+    const registry = new ToolRegistry([tool, mcp]);
+    const shown = registry.spec("search")?.parameters as Record<
+      string,
+      Record<string, Record<string, unknown>>
+    >;
+    expect(shown.additionalProperties).toBe(false);
+    expect(shown.properties?.options?.additionalProperties).toBe(false);
+    expect(shown.properties?.labels?.additionalProperties).toEqual({ type: "string" });
+    expect(shown.properties?.extra?.additionalProperties).toEqual({});
+    expect(registry.spec("remote")?.parameters.additionalProperties).toBe(true);
+  });
+
+  it("refuse unknown keys, naming them and the keys there are, rather than drop them", () => {
+    const tool = defineTool({
+      name: "search",
+      description: "Search.",
+      effect: "read",
+      parameters: z.object({ query: z.string(), options: z.object({ limit: z.number() }).optional() }),
+      execute: () => ({ ok: true, output: "" }),
+    });
+    const registry = new ToolRegistry([tool]);
+    const [typo, nested, many, good] = planCalls(
+      [
+        call("search", { query: "x", qurey: "y" }),
+        call("search", { query: "x", options: { limit: 1, page: 2 } }),
+        call("search", { query: "x", a: 1, b: 2, c: 3, d: 4, e: 5, f: 6 }),
+        call("search", { query: "x", options: { limit: 1 } }),
+      ],
+      registry,
+      new Set(["search"]),
+      "yolo",
+    );
+    expect(typo?.decision).toBe("deny");
+    expect(typo?.result?.error).toBe(
+      'invalid arguments for search: unknown argument "qurey" (did you mean "query"?); the arguments are query, options',
+    );
+    expect(typo?.result?.recoveryHint).toContain('"additionalProperties":false');
+    expect(nested?.result?.error).toBe(
+      'invalid arguments for search: unknown key "page" in options; the keys are limit',
+    );
+    expect(many?.result?.error).toBe(
+      'invalid arguments for search: unknown arguments "a", "b", "c", "d", "e" and 1 more; the arguments are query, options',
+    );
+    expect(good?.result).toBeUndefined();
+  });
+
   it("are refused when they check asynchronously: arguments are checked at once", () => {
     const slow = z.object({ city: z.string().refine(async () => true) });
     expect(() => parseArgs(slow, { city: "Lisbon" }, "weather")).toThrow(ToolSchemaError);
