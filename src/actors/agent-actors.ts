@@ -94,6 +94,7 @@ export class AgentActors implements HostedActors {
       .call(next?.model ? [next.model, ...chain.slice(1)] : chain, {
         messages,
         ...(view ? { tools: view.specs } : {}),
+        toolChoice: next?.toolChoice ?? definition.toolChoice,
         signal,
         onDelta: (text) => {
           // Past a cut, nothing more is said: the answer is what had streamed when it came.

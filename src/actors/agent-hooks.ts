@@ -1,4 +1,4 @@
-import type { AssistantMessage, ChatMessage } from "../model/types.js";
+import type { AssistantMessage, ChatMessage, ToolChoice } from "../model/types.js";
 import type { CommandHooks } from "../tools/command-hooks.js";
 import type { PlannedCall } from "../tools/plan.js";
 import { type ToolResult, toolError } from "../tools/tool.js";
@@ -28,7 +28,10 @@ export interface AgentHooks {
   shouldStopAfterTurn?(
     context: HookContext & { turn: number; message: AssistantMessage },
   ): boolean | Promise<boolean>;
-  /** Return a model to use for the next call, or the messages to send (to trim the context), or both. */
+  /**
+   * Return a model to use for the next call, the messages to send (to trim the context), or how the
+   * model may use its tools on that call (`toolChoice`, in place of the agent's), or any of these.
+   */
   prepareNextTurn?(
     context: HookContext & { model: string; messages: ChatMessage[] },
   ): NextTurn | undefined | Promise<NextTurn | undefined>;
@@ -39,6 +42,8 @@ export type BeforeToolDecision = { block: string } | { args: Record<string, unkn
 export interface NextTurn {
   model?: string;
   messages?: ChatMessage[];
+  /** `auto`, `required`, `none` or a tool's name; sent only on a turn that offers tools. */
+  toolChoice?: ToolChoice;
 }
 
 /** The batch gate of one agent: troupe.yaml's command hooks first, then the function hooks. */

@@ -18,6 +18,12 @@ export const agentSchema = z.strictObject({
   systemPrompt: z.string().optional(),
   /** Built-in tool names, and MCP tools as `server__tool` or `server__*`. */
   tools: z.array(z.string().min(1)).default([]),
+  /**
+   * How the model may use its tools on each turn that offers them: `auto` (the server's default),
+   * `required`, `none`, or the name of one of its tools, which it must call. A budget's or a loop's
+   * last turn offers no tools, and so no choice.
+   */
+  toolChoice: z.string().min(1).optional(),
   /** Agents this one may delegate to; each becomes a `subagent_<name>` tool. */
   subagents: z.array(z.string().min(1)).default([]),
   /** Skill names this agent may load; all when absent. */

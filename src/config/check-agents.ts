@@ -52,8 +52,10 @@ export function checkAgents(
   }
   problems.push(...findCycles(agents));
 
-  for (const agent of agents.values())
+  for (const agent of agents.values()) {
     checkTools(agent, config, subagentNames.has(agent.definition.name), problems, codeTools);
+    checkToolChoice(agent, problems);
+  }
 
   if (
     config.defaultAgent !== undefined &&
@@ -134,6 +136,30 @@ function checkTools(
         : `; the tools are ${candidates.join(", ")}`);
     problems.push(file.problem(at, `unknown tool "${tool}"${hint}`));
   });
+}
+
+/** The choices of `toolChoice` that are not a tool's name. */
+const TOOL_CHOICE_KEYWORDS = ["auto", "required", "none"];
+
+/**
+ * An agent's `toolChoice` is a keyword or one of its tools: one it lists (an MCP tool under a
+ * `server__*` it lists too), or a subagent's `subagent_<name>`.
+ */
+function checkToolChoice(agent: LoadedAgent, problems: ConfigProblem[]): void {
+  const { definition, file } = agent;
+  const choice = definition.toolChoice;
+  if (choice === undefined || TOOL_CHOICE_KEYWORDS.includes(choice)) return;
+  const tools = [
+    ...definition.tools.filter((tool) => !tool.endsWith("*")),
+    ...definition.subagents.map((child) => `subagent_${child}`),
+  ];
+  const wildcards = definition.tools.filter((tool) => tool.endsWith("*")).map((tool) => tool.slice(0, -1));
+  if (tools.includes(choice) || wildcards.some((prefix) => choice.startsWith(prefix))) return;
+  const candidates = [...TOOL_CHOICE_KEYWORDS, ...tools];
+  const hint = didYouMean(choice, candidates) || `; it is one of ${candidates.join(", ")}`;
+  problems.push(
+    file.problem(["toolChoice"], `toolChoice "${choice}" is not one of this agent's tools${hint}`),
+  );
 }
 
 /**

@@ -9,6 +9,8 @@ export const modelInfoSchema = z.strictObject({
   inputPerMTok: z.number().nonnegative().default(0),
   outputPerMTok: z.number().nonnegative().default(0),
   cachedInputPerMTok: z.number().nonnegative().optional(),
+  /** Overrides its provider's `strictTools` for this model. */
+  strictTools: z.boolean().optional(),
 });
 export type ModelInfo = z.infer<typeof modelInfoSchema>;
 
@@ -32,5 +34,11 @@ export const providerSchema = z.strictObject({
    * past it the call is stopped and the turn fails.
    */
   maxReplyChars: positiveInt.default(MAX_REPLY_CHARS),
+  /**
+   * Send each tool whose schema fits strict mode (every property required, no others) with
+   * `strict: true`, so that the server holds the model's arguments to it; other tools go without.
+   * Off by default: not every server takes `strict`.
+   */
+  strictTools: z.boolean().default(false),
 });
 export type ProviderConfig = z.infer<typeof providerSchema>;

@@ -37,6 +37,8 @@ export interface ResolvedModel {
   name: string;
   contextWindow: number;
   prices: ModelInfo | undefined;
+  /** Tools whose schema fits strict mode are sent with `strict: true`: the model's `strictTools`, else its provider's. */
+  strictTools: boolean;
 }
 
 export interface ModelRouterOptions {
@@ -108,7 +110,14 @@ export class ModelRouter {
         `no provider for model "${id}": add one under providers in troupe.yaml`,
       );
     const prices = config.models[name];
-    return { id, provider, name, contextWindow: prices?.contextWindow ?? config.contextWindow, prices };
+    return {
+      id,
+      provider,
+      name,
+      contextWindow: prices?.contextWindow ?? config.contextWindow,
+      prices,
+      strictTools: prices?.strictTools ?? config.strictTools,
+    };
   }
 
   /** Checks that the provider of `id` can be reached with what is configured, without calling it. */
@@ -172,6 +181,7 @@ export class ModelRouter {
         stream: provider.stream,
         streamUsage: provider.streamUsage,
         maxReplyChars: provider.maxReplyChars,
+        strictTools: provider.strictTools,
       };
       this.#wires.set(providerName, wire);
     }
@@ -208,7 +218,10 @@ export class ModelRouter {
     const wire = this.#wire(model.provider);
     for (let attempt = 0; ; attempt++) {
       try {
-        const { answeredWhole, ...completion } = await streamCompletion(client, model.name, request, wire);
+        const { answeredWhole, ...completion } = await streamCompletion(client, model.name, request, {
+          ...wire,
+          strictTools: model.strictTools,
+        });
         if (answeredWhole && wire.stream) {
           wire.stream = false;
           this.#log.info(

@@ -3,6 +3,7 @@ import { TroupeError } from "../errors.js";
 import { MAX_REPLY_CHARS } from "../limits.js";
 import { countMessagesTokens, countTextTokens, countToolSpecTokens, fewestTextTokens } from "./tokens.js";
 import { ToolCallAssembler, type ToolCallDelta } from "./tool-call-assembler.js";
+import { toolParams } from "./tool-params.js";
 import type { AssistantMessage, ChatMessage, FinishReason, ModelRequest, Usage } from "./types.js";
 
 export interface StreamedCompletion {
@@ -42,9 +43,16 @@ export interface WireSettings {
   streamUsage: boolean;
   /** The most characters a reply may stream (text, reasoning and tool calls' arguments together). */
   maxReplyChars: number;
+  /** Send tools whose schema fits strict mode with `strict: true` (troupe.yaml's `strictTools`). */
+  strictTools: boolean;
 }
 
-const DEFAULT_WIRE: WireSettings = { stream: true, streamUsage: true, maxReplyChars: MAX_REPLY_CHARS };
+const DEFAULT_WIRE: WireSettings = {
+  stream: true,
+  streamUsage: true,
+  maxReplyChars: MAX_REPLY_CHARS,
+  strictTools: false,
+};
 
 /**
  * One Chat Completions call: streamed, text deltas go to `onDelta` and reasoning deltas to
@@ -62,13 +70,10 @@ export async function streamCompletion(
   request: ModelRequest,
   wire: WireSettings = DEFAULT_WIRE,
 ): Promise<StreamedCompletion> {
-  const tools = request.tools?.length
-    ? request.tools.map((tool) => ({ type: "function" as const, function: tool }))
-    : undefined;
   const body = {
     model,
     messages: request.messages.map(sendable) as OpenAI.ChatCompletionMessageParam[],
-    tools,
+    ...toolParams(request.tools, wire.strictTools, request.toolChoice),
   };
   const options = request.signal ? { signal: request.signal } : {};
   if (!wire.stream)

@@ -54,10 +54,18 @@ export function addUsage(a: Usage, b: Usage): Usage {
   };
 }
 
+/**
+ * How the model may use the tools it is given: `auto` (it decides), `required` (it must call one),
+ * `none` (it may not), or the name of the one tool it must call.
+ */
+export type ToolChoice = "auto" | "required" | "none" | (string & {});
+
 export interface ModelRequest {
   messages: ChatMessage[];
   /** Absent or empty: the model may not call tools (the final answer of a budget or loop stop). */
   tools?: ToolSpec[];
+  /** Sent only with tools; a tool named that is not among them leaves the choice to the model. */
+  toolChoice?: ToolChoice;
   signal?: AbortSignal;
   /**
    * Text as it streams. Once the answer has begun (text, reasoning or a tool call), the request is

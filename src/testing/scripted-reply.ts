@@ -69,7 +69,11 @@ export type ScriptedReply = ReplyTiming & (BuiltReply | RawReply | ErrorReply);
 export interface ChatRequest {
   model: string;
   messages: ChatMessage[];
-  tools?: Array<{ type: "function"; function: { name: string; description?: string; parameters?: unknown } }>;
+  tools?: Array<{
+    type: "function";
+    function: { name: string; description?: string; parameters?: unknown; strict?: boolean };
+  }>;
+  tool_choice?: "auto" | "required" | "none" | { type: "function"; function: { name: string } };
   stream?: boolean;
   stream_options?: { include_usage?: boolean };
   [key: string]: unknown;

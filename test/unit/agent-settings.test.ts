@@ -18,6 +18,7 @@ const resolve = (id: string): ResolvedModel => ({
   name: id,
   contextWindow: models[id] ?? 1000,
   prices: undefined,
+  strictTools: false,
 });
 const agent = (raw: Record<string, unknown> = {}) =>
   agentSchema.parse({ name: "coder", description: "Codes.", ...raw });

@@ -294,6 +294,41 @@ describe("loadConfig", () => {
   });
 });
 
+describe("an agent's toolChoice", () => {
+  const load = (agentYaml: string) =>
+    readConfig({
+      cwd: tree({
+        "config/troupe.yaml": "mcpServers:\n  docs:\n    command: node\n",
+        "config/agents/a.yaml": agentYaml,
+      }),
+      env: {},
+    });
+  const problems = (agentYaml: string) => {
+    try {
+      load(agentYaml);
+      return [];
+    } catch (error) {
+      return (error as ConfigError).message.split("\n");
+    }
+  };
+  const agent = "name: a\ndescription: A.\ntools: [read_file, grep, docs__*]\n";
+
+  it("is a keyword or one of the agent's tools", () => {
+    for (const choice of ["auto", "required", "none", "grep", "docs__search"])
+      expect(load(`${agent}toolChoice: ${choice}\n`).agents.get("a")?.definition.toolChoice).toBe(choice);
+    expect(load(agent).agents.get("a")?.definition.toolChoice).toBeUndefined();
+  });
+
+  it("naming no tool of the agent's is one line with where and the likely one meant", () => {
+    expect(problems(`${agent}toolChoice: read_fiel\n`)).toEqual([
+      'config/agents/a.yaml:4:13: toolChoice: toolChoice "read_fiel" is not one of this agent\'s tools (did you mean "read_file"?)',
+    ]);
+    expect(problems(`${agent}toolChoice: shell\n`)).toEqual([
+      'config/agents/a.yaml:4:13: toolChoice: toolChoice "shell" is not one of this agent\'s tools; it is one of auto, required, none, read_file, grep',
+    ]);
+  });
+});
+
 describe("budget durations", () => {
   const load = (agentYaml: string, troupeYaml = "") => {
     const cwd = tree({ "config/troupe.yaml": troupeYaml, "config/agents/a.yaml": agentYaml });
