@@ -41,7 +41,7 @@ export {
   ModelError,
   ModelNotConfiguredError,
 } from "./model/errors.js";
-export type { ChatMessage, Usage } from "./model/types.js";
+export type { ChatMessage, ToolChoice, Usage } from "./model/types.js";
 export { McpToolCollisionError } from "./tools/mcp/mcp-connection.js";
 export { defineTool, type Tool, type ToolContext, type ToolResult } from "./tools/tool.js";
 export { ToolModuleError } from "./tools/tool-modules.js";
