@@ -31,7 +31,8 @@ function transcript(messages: readonly ChatMessage[]): string {
           const calls = (message.tool_calls ?? []).map(
             (c) => `→ ${c.function.name}(${c.function.arguments})`,
           );
-          return [`[assistant] ${message.content ?? ""}`.trimEnd(), ...calls].join("\n");
+          const said = message.content || message.refusal || "";
+          return [`[assistant] ${said}`.trimEnd(), ...calls].join("\n");
         }
         case "tool":
           return `[tool result] ${message.content}`;

@@ -46,9 +46,13 @@ const REPLY_PRIMING = 3;
 
 const cache = new WeakMap<ChatMessage, number>();
 
-/** A message's tokens, its text counted by `count`: its content and tool calls, with their framing. */
+/**
+ * A message's tokens, its text counted by `count`: its content (a refusal's words where it has none,
+ * as they are sent) and tool calls, with their framing.
+ */
 function messageTokens(message: ChatMessage, count: (text: string) => number): number {
-  let tokens = MESSAGE_OVERHEAD + count(message.content ?? "");
+  const refusal = message.role === "assistant" ? message.refusal : undefined;
+  let tokens = MESSAGE_OVERHEAD + count(message.content || refusal || "");
   if (message.role === "assistant" && message.tool_calls) {
     for (const call of message.tool_calls)
       tokens += MESSAGE_OVERHEAD + count(call.function.name) + count(call.function.arguments);

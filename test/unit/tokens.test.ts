@@ -26,6 +26,13 @@ describe("token counting", () => {
     expect(countTextTokens(text)).toBeGreaterThan(text.match(/<\|/g)?.length ?? 0);
   });
 
+  it("counts a refusal's words as the text they are sent as", () => {
+    const words = "I'm sorry, I can't help with that.";
+    expect(countMessagesTokens([{ role: "assistant", content: null, refusal: words }])).toBe(
+      countMessagesTokens([{ role: "assistant", content: words }]),
+    );
+  });
+
   it("counts a tool output that holds special tokens", () => {
     const output = '<tool_output source="read_file">\n1\tbefore <|endoftext|> after\n</tool_output>';
     const tokens = countMessagesTokens([
