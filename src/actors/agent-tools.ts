@@ -231,10 +231,12 @@ export async function compactAndReport(
 /** How much of a call's output its `tool.finished` carries, for people watching (the web console). */
 export const TOOL_PREVIEW_CHARS = 2000;
 
-/** The batch's observer: reports each call's start and finish on the agent's event stream. */
+/** The batch's observer: reports each call's start, progress and finish on the agent's event stream. */
 export function toolEventObserver(events: EventPublisher): BatchObserver {
   return {
     onStart: (call) => events.emit("tool.started", { callId: call.id, name: call.name }),
+    onProgress: (call, progress) =>
+      events.emit("tool.progress", { callId: call.id, name: call.name, ...progress }),
     onFinish: (call, { details, shown }, durationMs) =>
       events.emit("tool.finished", {
         callId: call.id,

@@ -2,6 +2,7 @@ import type { Budget } from "../config/budget-schema.js";
 import { type AgentEvent, type AgentEventMap, isAgentEvent, isEvent } from "../events/agent-events.js";
 import type { Envelope } from "../events/envelope.js";
 import type { Usage } from "../model/types.js";
+import { visibleLine } from "../util/visible.js";
 
 /** One agent of a run as its events describe it. */
 export interface TreeNode {
@@ -25,6 +26,8 @@ export interface TreeNode {
   reason: string | undefined;
   /** The tool call running now, if any. */
   tool: string | undefined;
+  /** How far that call has come, once its tool said (`tool.progress`). */
+  toolProgress: ToolProgressData | undefined;
   /** The end of what the model is streaming (or last streamed). */
   text: string;
   /** The end of the model's reasoning in the current (or last) turn. */
@@ -36,7 +39,19 @@ export interface TreeNode {
   children: TreeNode[];
 }
 
+/** A call's progress as its `tool.progress` said it. */
+export type ToolProgressData = Pick<AgentEventMap["tool.progress"], "progress" | "total" | "message">;
+
 const TEXT_KEPT = 400;
+
+/**
+ * A running call's progress in a few words, `3/6 · indexing` (or `3 · …` with no total): the server's
+ * message, which it wrote, shown on one line with its control characters visible.
+ */
+export function progressLabel({ progress, total, message }: ToolProgressData): string {
+  const count = total === undefined ? `${progress}` : `${progress}/${total}`;
+  return message ? `${count} · ${visibleLine(message)}` : count;
+}
 
 /**
  * Builds the tree of runs from their events, one event at a time: who spawned whom, each agent's
@@ -70,6 +85,7 @@ export class RunTreeBuilder {
       context: undefined,
       reason: undefined,
       tool: undefined,
+      toolProgress: undefined,
       text: "",
       reasoning: "",
       approvals: new Map(),
@@ -114,9 +130,16 @@ function update(node: TreeNode, event: AgentEvent): void {
       break;
     case "tool.started":
       node.tool = event.data.name;
+      node.toolProgress = undefined;
       break;
+    case "tool.progress": {
+      const { progress, total, message } = event.data;
+      node.toolProgress = { progress, total, message };
+      break;
+    }
     case "tool.finished":
       node.tool = undefined;
+      node.toolProgress = undefined;
       break;
     case "approval.requested":
       node.approvals.set(event.data.callId, event.data);
@@ -153,6 +176,7 @@ function update(node: TreeNode, event: AgentEvent): void {
       node.toolCalls = data.total.toolCalls;
       node.turns = data.turns;
       node.tool = undefined;
+      node.toolProgress = undefined;
       node.approvals.clear();
       break;
     }

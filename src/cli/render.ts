@@ -1,3 +1,4 @@
+import { progressLabel } from "../actors/run-tree.js";
 import type { LoggedEvent } from "../bus/bus.js";
 import { type AgentEventMap, isAgentEvent } from "../events/agent-events.js";
 import { jsonVisible, visible, visibleLine } from "../util/visible.js";
@@ -50,10 +51,16 @@ export function humanRenderer(
   const thinkingLabel = () => `thinking…${context ? ` · ${contextBar(context.percent, false)}` : ""}`;
   // The subagents at work, by id: what the spinner says while the root waits on them.
   const children = new Map<string, { name: string; state: string; since: number }>();
+  // The root's calls that said how far they have come, by call id: what the spinner says meanwhile.
+  const progress = new Map<string, string>();
   const working = () =>
-    [...children.values()]
-      .map((c) => `${c.name} ${c.state} ${((Date.now() - c.since) / 1000).toFixed(1)} s`)
-      .join(" · ");
+    [
+      ...progress.values(),
+      ...[...children.values()].map(
+        (c) => `${c.name} ${c.state} ${((Date.now() - c.since) / 1000).toFixed(1)} s`,
+      ),
+    ].join(" · ");
+  const busy = () => children.size > 0 || progress.size > 0;
   const stopSpinner = () => {
     if (!spinner) return;
     clearInterval(spinner);
@@ -77,7 +84,7 @@ export function humanRenderer(
     if (!atLineStart) out.write("\n");
     out.write(`${text}\n`);
     atLineStart = true;
-    if (children.size > 0) startSpinner(working);
+    if (busy()) startSpinner(working);
   };
   // A status of the run, not what the agent said or did: one line on stderr, stdout's line ended first.
   const note = (text: string) => {
@@ -86,7 +93,7 @@ export function humanRenderer(
     if (!atLineStart) out.write("\n");
     atLineStart = true;
     err.write(`${text}\n`);
-    if (children.size > 0) startSpinner(working);
+    if (busy()) startSpinner(working);
   };
   return {
     event({ envelope }) {
@@ -102,7 +109,7 @@ export function humanRenderer(
           stopSpinner();
           if (to === "callingModel" || to === "compacting")
             startSpinner(to === "compacting" ? "compacting context…" : thinkingLabel);
-          else if (to === "executingTools" && children.size > 0) startSpinner(working);
+          else if (to === "executingTools" && busy()) startSpinner(working);
           break;
         }
         case "subagent.spawned": {
@@ -139,8 +146,16 @@ export function humanRenderer(
           line(`${prefix}▸ ${visibleLine(name)} ${short(args)}${error ? `  ✗ ${visible(error)}` : ""}`);
           break;
         }
+        case "tool.progress": {
+          if (!root) break;
+          const { callId, name } = envelope.data;
+          progress.set(callId, `${visibleLine(name)} ${progressLabel(envelope.data)}`);
+          startSpinner(working);
+          break;
+        }
         case "tool.finished": {
-          const { name, ok, error } = envelope.data;
+          const { callId, name, ok, error } = envelope.data;
+          if (progress.delete(callId) && !busy()) stopSpinner();
           if (!ok) line(`${prefix}  ✗ ${visibleLine(name)}: ${visible(error ?? "failed")}`);
           break;
         }
@@ -216,7 +231,7 @@ export function humanRenderer(
         case "subagent.finished": {
           const data = envelope.data;
           children.delete(data.childId);
-          if (children.size === 0) stopSpinner();
+          if (!busy()) stopSpinner();
           const tokens = data.usage.inputTokens + data.usage.outputTokens;
           line(
             `${prefix}◂ ${visibleLine(data.childId)} ${data.reason} · ${plural(tokens, "token")} · ${plural(data.toolCalls, "tool call")}`,

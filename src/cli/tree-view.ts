@@ -1,5 +1,5 @@
 import cliTruncate from "cli-truncate";
-import type { RunTreeBuilder, TreeNode } from "../actors/run-tree.js";
+import { progressLabel, type RunTreeBuilder, type TreeNode } from "../actors/run-tree.js";
 import { type ApprovalRecord, type ApprovalRef, approvalKey } from "../approvals/bus-approver.js";
 import { contextLevel } from "../context/context-levels.js";
 import { visibleLine } from "../util/visible.js";
@@ -147,7 +147,10 @@ function agentLine(node: TreeNode, label: string): string {
     `$${cost.toFixed(4)}${maxCostUsd ? ` ${bar(cost, maxCostUsd)}` : ""}`,
   ];
   if (node.context) parts.push(contextBar(node.context.percent));
-  if (node.tool) parts.push(`▸ ${visibleLine(node.tool)}`);
+  if (node.tool)
+    parts.push(
+      `▸ ${visibleLine(node.tool)}${node.toolProgress ? ` ${progressLabel(node.toolProgress)}` : ""}`,
+    );
   return parts.join("  ").trimEnd();
 }
 

@@ -2,6 +2,9 @@
 import { z } from "zod";
 import { positiveInt } from "./units.js";
 
+/** How long a call that keeps reporting progress may run, unless its entry says. */
+const DEFAULT_MAX_TOTAL_TIMEOUT_MS = 600_000;
+
 /** The `server` of `server__tool`: no "__" inside, so a tool name says which server it is of. */
 export const mcpServerNameSchema = z
   .string()
@@ -35,6 +38,11 @@ export const mcpServerSchema = z
     /** Every tool of this server only reads. */
     readOnly: z.boolean().default(false),
     timeoutMs: positiveInt.optional(),
+    /**
+     * A call that reports progress has its timeout started again at each report, up to this in all.
+     * Default 10 minutes, and never less than the call timeout.
+     */
+    maxTotalTimeoutMs: positiveInt.optional(),
     /** Cline's call timeout, in seconds. */
     timeout: positiveInt.optional(),
     /** Run this (stdio) server in the sandbox too, as its commands would be. */
@@ -66,16 +74,20 @@ export const mcpServerSchema = z
   .refine((server) => server.sandbox === undefined || server.command !== undefined, {
     message: '"sandbox" applies to a local process ("command"), not to a server at a "url"',
   })
-  .transform(({ type, serverUrl, timeout, timeoutMs, ...server }) => ({
-    ...server,
-    url: server.url ?? serverUrl,
-    /** `http`: Streamable HTTP, falling back to the legacy SSE transport; `sse`: only that one. */
-    transport: (type === "sse" ? "sse" : server.command === undefined ? "http" : "stdio") as
-      | "stdio"
-      | "http"
-      | "sse",
-    timeoutMs: timeoutMs ?? (timeout === undefined ? 60_000 : timeout * 1000),
-  }));
+  .transform(({ type, serverUrl, timeout, timeoutMs, maxTotalTimeoutMs, ...server }) => {
+    const callTimeout = timeoutMs ?? (timeout === undefined ? 60_000 : timeout * 1000);
+    return {
+      ...server,
+      url: server.url ?? serverUrl,
+      /** `http`: Streamable HTTP, falling back to the legacy SSE transport; `sse`: only that one. */
+      transport: (type === "sse" ? "sse" : server.command === undefined ? "http" : "stdio") as
+        | "stdio"
+        | "http"
+        | "sse",
+      timeoutMs: callTimeout,
+      maxTotalTimeoutMs: Math.max(maxTotalTimeoutMs ?? DEFAULT_MAX_TOTAL_TIMEOUT_MS, callTimeout),
+    };
+  });
 export type McpServerConfig = z.infer<typeof mcpServerSchema> & {
   /** The directory of the file that defined it (troupe.yaml's, or an `mcpServersFrom` file's), set by the loader: where it starts. */
   dir?: string;

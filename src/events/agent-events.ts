@@ -130,6 +130,18 @@ export const agentEventSchemas = {
   }),
   "tool.started": z.object({ callId: z.string(), name: z.string() }),
   /**
+   * How far a running call has come, as its tool (an MCP server) says: `progress` of `total` when the
+   * total is known. At most four a second per call. `message` is the server's words, untrusted: cut
+   * to 200 characters and redacted, to be shown through `visible`.
+   */
+  "tool.progress": z.object({
+    callId: z.string(),
+    name: z.string(),
+    progress: z.number(),
+    total: z.number().optional(),
+    message: z.string().optional(),
+  }),
+  /**
    * A call finished. `artifacts`: what it made or changed (a write tool's files, workspace-relative);
    * `nextActions`: the calls it suggests next (a narrower grep). Both as the model read them.
    * `preview`: the first 2000 characters of its output.

@@ -9,13 +9,32 @@ import {
   type ResultDetails,
 } from "./call-outcome.js";
 import { type PlannedCall, parseArguments } from "./plan.js";
-import { resultExtras, type ToolContext, type ToolRegistry, type ToolResult, toolError } from "./tool.js";
+import {
+  resultExtras,
+  type Tool,
+  type ToolContext,
+  type ToolProgress,
+  type ToolRegistry,
+  type ToolResult,
+  toolError,
+} from "./tool.js";
 
 /** Artifacts, and next actions, a result may carry to the model and into events. */
 const MAX_EXTRAS = 50;
 
+/** The least time between two progress reports of one call that observers are told of. */
+export const PROGRESS_INTERVAL_MS = 250;
+
+/** Characters of a progress message observers are told. */
+const MAX_PROGRESS_MESSAGE = 200;
+
 export interface BatchObserver {
   onStart?(call: PlannedCall): void;
+  /**
+   * How far a running call has come, as its tool says: at most one report per `PROGRESS_INTERVAL_MS`
+   * (and its last, when it reaches its total); its message cut to 200 characters and redacted.
+   */
+  onProgress?(call: PlannedCall, progress: ToolProgress): void;
   onFinish?(call: PlannedCall, outcome: CallOutcome, durationMs: number): void;
 }
 
@@ -135,41 +154,37 @@ async function execute(
   const controller = new AbortController();
   running.add(controller);
   if (options.signal.aborted) controller.abort(options.signal.reason);
-  let timer: NodeJS.Timeout | undefined;
+  const deadline = callDeadline(timeoutMs, tool.maxTotalTimeoutMs, controller);
+  const report = progressReporter(call, options);
   let result: ToolResult;
   try {
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        // Settle the race as a timeout before the tool reacts to the abort.
-        reject(new ToolTimeoutError(timeoutMs));
-        controller.abort(new Error("timeout"));
-      }, timeoutMs);
-    });
     const args = parseArguments(tool.parameters, call.arguments);
+    const progress = (update: ToolProgress) => {
+      deadline.progressed();
+      report(update);
+    };
     result = await Promise.race([
       Promise.resolve(
         tool.execute(args, {
           ...options.context,
           callId: call.id,
           signal: controller.signal,
+          progress,
           ...(call.sandbox ? { sandbox: call.sandbox } : {}),
         }),
       ),
-      timeout,
+      deadline.expired,
     ]);
   } catch (error) {
     result =
       error instanceof ToolTimeoutError
-        ? toolError(
-            `${call.name} timed out after ${timeoutMs} ms`,
-            "try a smaller request, or a different approach",
-          )
+        ? toolError(`${call.name} ${error.message}`, "try a smaller request, or a different approach")
         : toolError(
             `${call.name} failed: ${error instanceof Error ? error.message : String(error)}`,
             "check the arguments, or try a different approach",
           );
   } finally {
-    clearTimeout(timer);
+    deadline.clear();
     running.delete(controller);
   }
   if (options.gate) result = await options.gate.after(call, result);
@@ -222,9 +237,68 @@ function texts(list: unknown): string[] {
     : [];
 }
 
+/**
+ * The timeout of one call: `expired` rejects after `timeoutMs` and the call is aborted. Each
+ * `progressed()` starts the wait again when the tool allows it (`maxTotalMs`), never past `maxTotalMs`
+ * from the start.
+ */
+function callDeadline(
+  timeoutMs: number,
+  maxTotalMs: Tool["maxTotalTimeoutMs"],
+  controller: AbortController,
+): { expired: Promise<never>; progressed(): void; clear(): void } {
+  const started = Date.now();
+  let timer: NodeJS.Timeout | undefined;
+  let over = false;
+  let fail: (error: ToolTimeoutError) => void = () => {};
+  const expired = new Promise<never>((_, reject) => (fail = reject));
+  const arm = (ms: number, error: ToolTimeoutError) => {
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      // Settle the race as a timeout before the tool reacts to the abort.
+      fail(error);
+      controller.abort(new Error("timeout"));
+    }, ms);
+  };
+  arm(timeoutMs, new ToolTimeoutError(`timed out after ${timeoutMs} ms`));
+  return {
+    expired,
+    progressed() {
+      // A late report, after the call settled, starts nothing.
+      if (maxTotalMs === undefined || over) return;
+      const left = started + maxTotalMs - Date.now();
+      if (left <= timeoutMs) arm(left, new ToolTimeoutError(`timed out after ${maxTotalMs} ms in all`));
+      else arm(timeoutMs, new ToolTimeoutError(`timed out after ${timeoutMs} ms without progress`));
+    },
+    clear() {
+      over = true;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/**
+ * Tells the observer of a call's progress, at most once per `PROGRESS_INTERVAL_MS` (a chatty server
+ * cannot flood the event log) and always when it reaches its total; the message redacted and cut.
+ */
+function progressReporter(
+  call: PlannedCall,
+  options: Pick<BatchOptions, "observer" | "redactor">,
+): (update: ToolProgress) => void {
+  let last = Number.NEGATIVE_INFINITY;
+  return ({ progress, total, message }) => {
+    const now = Date.now();
+    const done = total !== undefined && progress >= total;
+    if (!options.observer?.onProgress || (now - last < PROGRESS_INTERVAL_MS && !done)) return;
+    last = now;
+    // Redacted whole, then cut: a secret across the cut is not left half shown.
+    const told = message === undefined || !options.redactor ? message : options.redactor.redact(message);
+    const cut = told && told.length > MAX_PROGRESS_MESSAGE ? `${told.slice(0, MAX_PROGRESS_MESSAGE)}…` : told;
+    const update: ToolProgress = { progress, total, message: cut };
+    options.observer.onProgress(call, update);
+  };
+}
+
 class ToolTimeoutError extends Error {
   override name = "ToolTimeoutError";
-  constructor(readonly timeoutMs: number) {
-    super(`timed out after ${timeoutMs} ms`);
-  }
 }

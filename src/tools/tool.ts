@@ -57,6 +57,18 @@ export interface ToolContext {
   sandboxLimit?: Confinement;
   /** The calls that run in this call's batch, this one among them, in the order the model made them. */
   batch?: readonly { id: string; name: string }[];
+  /**
+   * Told how far a long call has come (an MCP server's progress notifications): people watching see
+   * it, and it restarts the call's timeout when the tool has a `maxTotalTimeoutMs`.
+   */
+  progress?: (update: ToolProgress) => void;
+}
+
+/** How far a running call has come, as its tool says: `progress` of `total` (when known), and a few words. */
+export interface ToolProgress {
+  progress: number;
+  total?: number | undefined;
+  message?: string | undefined;
 }
 
 /** What a person deciding on a call sees: the exact change or command, and the paths it touches. */
@@ -88,6 +100,11 @@ export interface Tool<Args = unknown> {
   parameters: ToolSchema<Args>;
   /** Default 120000. */
   timeoutMs?: number;
+  /**
+   * Progress it reports (`context.progress`) restarts its timeout, up to this much time in all; without
+   * it, progress does not extend the timeout.
+   */
+  maxTotalTimeoutMs?: number;
   /** What the model is told to do when the output was cut, e.g. "read on with offset". */
   readMore?: string;
   /** Where the output comes from, as the model is told; default the tool's name (MCP: `mcp:server`). */
@@ -126,6 +143,7 @@ export function defineTool<S extends ToolSchema>(tool: {
   remote?: boolean;
   parameters: S;
   timeoutMs?: number;
+  maxTotalTimeoutMs?: number;
   readMore?: string;
   source?: string;
   sandboxed?: boolean;

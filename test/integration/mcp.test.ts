@@ -120,6 +120,44 @@ describe("MCP: @modelcontextprotocol/server-everything", () => {
     });
   });
 
+  it("a slow tool that reports progress outlives its call timeout, each report starting it again; observers hear of it", async () => {
+    const { registry } = await start({ everything: server([EVERYTHING], { timeoutMs: 3000 }) });
+    const progress: Array<{ progress: number; total?: number | undefined }> = [];
+    // 9 s in 9 steps: past the server's call timeout (3 s) and the pipeline's backstop (8 s).
+    const slow = await runThroughPipeline(
+      registry,
+      ws,
+      "everything__trigger-long-running-operation",
+      { duration: 9, steps: 9 },
+      { onProgress: (_call, update) => progress.push(update) },
+    );
+    expect(slow).toMatchObject({ details: { ok: true } });
+    expect(slow.content).toContain("Long running operation completed. Duration: 9 seconds, Steps: 9.");
+    // The SDK hands a notification on a tick later than the answer that follows it: the last report
+    // (9 of 9), sent just before the answer, may come after the call ended and is then dropped.
+    expect(progress.slice(0, 8)).toEqual(
+      [1, 2, 3, 4, 5, 6, 7, 8].map((step) => ({ progress: step, total: 9 })),
+    );
+  }, 20_000);
+
+  it("fails a tool that keeps reporting progress at the server's maxTotalTimeoutMs", async () => {
+    const { registry } = await start({
+      everything: server([EVERYTHING], { timeoutMs: 1500, maxTotalTimeoutMs: 2500 }),
+    });
+    const started = Date.now();
+    const slow = await run(registry, "everything__trigger-long-running-operation", {
+      duration: 10,
+      steps: 10,
+    });
+    expect(Date.now() - started).toBeLessThan(4000);
+    expect(slow).toMatchObject({
+      details: {
+        ok: false,
+        error: "everything: trigger-long-running-operation timed out after 2500 ms in all",
+      },
+    });
+  });
+
   it("refreshes its tools when the server says the list changed, keeping every tool callable", async () => {
     const registry = new ToolRegistry();
     const replaced = vi.spyOn(registry, "replace");

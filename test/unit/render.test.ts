@@ -121,4 +121,31 @@ describe("troupe run's human output", () => {
       ].join("\n"),
     );
   });
+
+  it("shows a running call's progress on the spinner line, the server's message with its control characters visible", async () => {
+    const out = sink(true);
+    const err = sink(true);
+    const renderer = humanRenderer(() => "lead", out.stream, err.stream, false);
+    renderer.event(event("state.changed", { from: "callingModel", to: "executingTools" }));
+    renderer.event(event("tool.started", { callId: "c1", name: "everything__index" }));
+    renderer.event(
+      event("tool.progress", {
+        callId: "c1",
+        name: "everything__index",
+        progress: 3,
+        total: 6,
+        message: "indexing\x1b[2J\nsrc/",
+      }),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(err.text()).toContain("everything__index 3/6 · indexing\\e[2J\\nsrc/");
+    expect(err.text()).not.toContain("\x1b[2J");
+    renderer.event(
+      event("tool.finished", { callId: "c1", name: "everything__index", ok: true, durationMs: 5 }),
+    );
+    const drawn = err.text().length;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(err.text().length).toBe(drawn);
+    renderer.close();
+  });
 });

@@ -5,6 +5,7 @@ import { mcpServerSchema } from "../../src/config/mcp-server-schema.js";
 import { MISSING_RESULT, repairToolPairs } from "../../src/context/repair.js";
 import { callSignature, detectLoop } from "../../src/machines/loop-detection.js";
 import type { ChatMessage } from "../../src/model/types.js";
+import { Redactor } from "../../src/safety/redact.js";
 import { resultContent } from "../../src/tools/call-outcome.js";
 import { mcpTool } from "../../src/tools/mcp/mcp-tool.js";
 import { planCalls } from "../../src/tools/plan.js";
@@ -201,6 +202,66 @@ describe("runBatch", () => {
     expect(results[planned[0]?.id ?? ""]?.details.error).toBe("boom failed: disk on fire");
     expect(results[planned[1]?.id ?? ""]?.details.error).toBe("slow timed out after 50 ms");
     expect(events.sort()).toEqual(["finish boom false", "finish slow false", "start boom", "start slow"]);
+  });
+
+  it("a call's progress restarts its timeout up to its total, and observers hear of it at most every 250 ms", async () => {
+    /** Reports progress every 30 ms for `ms`, the last report reaching its total. */
+    const ticking = (name: string, ms: number, maxTotalTimeoutMs?: number) =>
+      defineTool({
+        name,
+        description: "Reports progress.",
+        effect: "read",
+        parameters: z.object({}),
+        timeoutMs: 100,
+        maxTotalTimeoutMs,
+        async execute(_args, { progress, signal }) {
+          const steps = Math.ceil(ms / 30);
+          for (let step = 1; step <= steps && !signal.aborted; step++) {
+            await sleep(30);
+            progress?.({
+              progress: step,
+              total: steps,
+              message: `step ${step} with s3cret-pass-phrase ${"x".repeat(300)}`,
+            });
+          }
+          return { ok: true, output: "done" };
+        },
+      });
+    const tools = new ToolRegistry([
+      ticking("resets", 400, 1000),
+      ticking("fixed", 400),
+      ticking("endless", 5000, 300),
+    ]);
+    const reports: Array<{ name: string; progress: number; message?: string | undefined; at: number }> = [];
+    const planned = planCalls(
+      [call("resets", {}), call("fixed", {}), call("endless", {})],
+      tools,
+      new Set(tools.names()),
+      "yolo",
+    );
+    const results = await runBatch(planned, {
+      registry: tools,
+      context,
+      signal: new AbortController().signal,
+      redactor: new Redactor(["s3cret-pass-phrase"]),
+      observer: {
+        onProgress: (c, { progress, message }) =>
+          reports.push({ name: c.name, progress, message, at: performance.now() }),
+      },
+    });
+    expect(results["resets-{}"]?.details.ok).toBe(true);
+    expect(results["fixed-{}"]?.details.error).toBe("fixed timed out after 100 ms");
+    expect(results["endless-{}"]?.details.error).toBe("endless timed out after 300 ms in all");
+    const resets = reports.filter((r) => r.name === "resets");
+    // Of 14 reports in 420 ms: the first, then one per 250 ms at most, and the last (its total).
+    expect(resets.at(0)?.progress).toBe(1);
+    expect(resets.at(-1)?.progress).toBe(14);
+    expect(resets.length).toBeLessThan(6);
+    const told = resets.slice(0, -1);
+    for (const [i, report] of told.entries())
+      if (i > 0) expect(report.at - (told[i - 1]?.at ?? 0)).toBeGreaterThanOrEqual(249);
+    expect(resets[0]?.message).toMatch(/^step 1 with \[REDACTED\] x+…$/);
+    expect(resets[0]?.message?.length).toBeLessThanOrEqual(201);
   });
 
   it("after a crash, runs again a started call of an idempotent tool (MCP's idempotentHint) and of no other", async () => {

@@ -103,6 +103,28 @@ describe("the observer's frame", () => {
     );
     expect(lineOf("lead")).toContain("ctx [██░░░░░░░░] 20%");
   });
+
+  it("shows a running call's progress beside its name, the server's words on one line, and drops it when the call ends", () => {
+    const { builder } = tree(0);
+    builder.apply(event("lead", 2, "tool.started", { callId: "c1", name: "docs__index" }));
+    builder.apply(
+      event("lead", 3, "tool.progress", {
+        callId: "c1",
+        name: "docs__index",
+        progress: 2,
+        total: 5,
+        message: "reading\nsrc/\x1b[31m",
+      }),
+    );
+    const view = { header: "h", selected: undefined, speaker: undefined, status: undefined };
+    const lineOf = () =>
+      renderFrame(builder, view, { columns: 200, rows: 20 }).find((line) => line.includes("lead ("));
+    expect(lineOf()).toContain("▸ docs__index 2/5 · reading\\nsrc/\\e[31m");
+    builder.apply(
+      event("lead", 4, "tool.finished", { callId: "c1", name: "docs__index", ok: true, durationMs: 9 }),
+    );
+    expect(lineOf()).not.toContain("docs__index");
+  });
 });
 
 describe("the observer's approval panel", () => {

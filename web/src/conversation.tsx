@@ -46,6 +46,7 @@ function ItemBody(props: { item: Item }) {
           <div class="call">
             <span class="tool-name">{item.name}</span> <code>{item.args}</code>{" "}
             <span class="tool-status">{item.status}</span>
+            {item.progress && <span class="quiet"> {item.progress}</span>}
             {item.durationMs !== undefined && <span class="quiet"> {item.durationMs} ms</span>}
           </div>
           {item.error && <p class="error">{item.error}</p>}

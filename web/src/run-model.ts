@@ -1,4 +1,4 @@
-import { RunTreeBuilder, type TreeNode } from "../../src/actors/run-tree.js";
+import { progressLabel, RunTreeBuilder, type TreeNode } from "../../src/actors/run-tree.js";
 import { isAgentEvent } from "../../src/events/agent-events.js";
 import type { Envelope } from "../../src/events/envelope.js";
 
@@ -12,6 +12,8 @@ export type Item =
       name: string;
       args: string;
       status: "asked" | "running" | "ok" | "error" | "denied";
+      /** How far it has come while it runs, `3/6 · indexing`, as its server last said. */
+      progress?: string;
       preview?: string;
       error?: string;
       durationMs?: number;
@@ -102,10 +104,16 @@ export class RunModel {
         });
         break;
       }
+      case "tool.progress": {
+        const call = this.#call(items, event.data.callId);
+        if (call) call.progress = progressLabel(event.data);
+        break;
+      }
       case "tool.finished": {
         const data = event.data;
         const call = this.#call(items, data.callId);
         if (call) {
+          call.progress = undefined;
           call.status = data.ok ? "ok" : "error";
           call.durationMs = data.durationMs;
           if (data.preview) call.preview = data.preview;

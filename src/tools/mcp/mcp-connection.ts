@@ -6,7 +6,13 @@ import type { Logger } from "../../log.js";
 import type { ToolRegistry } from "../tool.js";
 import { clientFactory } from "./mcp-client.js";
 import { type LaunchScope, McpLaunchRefusedError } from "./mcp-launch.js";
-import { type McpCaller, type McpCallResult, type McpToolInfo, mcpTool } from "./mcp-tool.js";
+import {
+  type McpCaller,
+  type McpCallOptions,
+  type McpCallResult,
+  type McpToolInfo,
+  mcpTool,
+} from "./mcp-tool.js";
 import {
   type Confine,
   failureReason,
@@ -98,13 +104,18 @@ export class McpConnection implements McpCaller {
     }
   }
 
-  async call(name: string, args: Record<string, unknown>, signal: AbortSignal): Promise<McpCallResult> {
+  async call(name: string, args: Record<string, unknown>, options: McpCallOptions): Promise<McpCallResult> {
     if (this.#renewing) await this.#renewing.catch(() => {});
     const client = this.#ready();
+    const { onProgress } = options;
     const call = (on: Client) =>
       on.callTool({ name, arguments: args }, undefined, {
         timeout: this.config.timeoutMs,
-        signal,
+        signal: options.signal,
+        // Asks the server for progress (the SDK sends a progress token when this is set).
+        onprogress: ({ progress, total, message }) => onProgress?.({ progress, total, message }),
+        resetTimeoutOnProgress: true,
+        maxTotalTimeout: this.config.maxTotalTimeoutMs,
       }) as Promise<McpCallResult>;
     try {
       return await call(client);

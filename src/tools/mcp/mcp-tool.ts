@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { McpServerConfig } from "../../config/mcp-server-schema.js";
 import { MCP_SEPARATOR, type ToolEffect } from "../../config/tool-catalog.js";
-import { type Tool, type ToolResult, toolError } from "../tool.js";
+import { type Tool, type ToolProgress, type ToolResult, toolError } from "../tool.js";
 import { checkPathArguments } from "./mcp-paths.js";
 import { McpServerDownError } from "./mcp-transport.js";
 
@@ -20,8 +20,17 @@ export interface McpToolInfo {
 export interface McpCaller {
   readonly server: string;
   readonly config: McpServerConfig;
-  /** Throws `McpServerDownError` (saying why, and when it is tried again) when the server is not running. */
-  call(name: string, args: Record<string, unknown>, signal: AbortSignal): Promise<McpCallResult>;
+  /**
+   * Throws `McpServerDownError` (saying why, and when it is tried again) when the server is not
+   * running. The server is sent a progress token: each report it makes goes to `onProgress` and
+   * starts the call's timeout again, up to `maxTotalTimeoutMs`.
+   */
+  call(name: string, args: Record<string, unknown>, options: McpCallOptions): Promise<McpCallResult>;
+}
+
+export interface McpCallOptions {
+  signal: AbortSignal;
+  onProgress?: ((progress: ToolProgress) => void) | undefined;
 }
 
 export interface McpCallResult {
@@ -72,9 +81,10 @@ export function mcpTool(caller: McpCaller, info: McpToolInfo, workspace: string)
     parameters: z.record(z.string(), z.unknown()),
     jsonSchema: { type: "object", ...info.inputSchema },
     source: `mcp:${caller.server}`,
-    // The server's own call timeout applies first; this is a backstop.
+    // The server's own call timeouts apply first; these are a backstop.
     timeoutMs: caller.config.timeoutMs + 5000,
-    async execute(args, { signal, protectedDirs, hiddenDirs }) {
+    maxTotalTimeoutMs: caller.config.maxTotalTimeoutMs + 5000,
+    async execute(args, { signal, protectedDirs, hiddenDirs, progress }) {
       const checked = checkPathArguments(args as Record<string, unknown>, workspace, {
         readOnly,
         protectedDirs,
@@ -82,11 +92,13 @@ export function mcpTool(caller: McpCaller, info: McpToolInfo, workspace: string)
       });
       if ("refused" in checked) return checked.refused;
       try {
-        return toResult(await caller.call(info.name, checked.args, signal));
+        return toResult(await caller.call(info.name, checked.args, { signal, onProgress: progress }));
       } catch (error) {
         if ((error as { code?: unknown }).code === MCP_REQUEST_TIMEOUT) {
+          const { timeoutMs, maxTotalTimeoutMs } = caller.config;
+          const total = /maximum total timeout/i.test((error as Error).message);
           return toolError(
-            `${caller.server}: ${info.name} timed out after ${caller.config.timeoutMs} ms`,
+            `${caller.server}: ${info.name} timed out after ${total ? `${maxTotalTimeoutMs} ms in all` : `${timeoutMs} ms`}`,
             "try a smaller request, or do without it",
           );
         }
