@@ -158,6 +158,27 @@ describe("MCP: @modelcontextprotocol/server-everything", () => {
     });
   });
 
+  it("passes resource links with their uri, name and description, embedded resources named, and images as a line with type and size", async () => {
+    const { registry } = await start({ everything: server([EVERYTHING]) });
+    const links = await run(registry, "everything__get-resource-links", { count: 2 });
+    expect(links.details.ok).toBe(true);
+    expect(links.content).toContain(
+      '[resource link "Blob Resource 1": demo://resource/dynamic/blob/1 (text/plain; Resource 1: plaintext resource)]',
+    );
+    expect(links.content).toContain(
+      '[resource link "Text Resource 2": demo://resource/dynamic/text/2 (text/plain; Resource 2: plaintext resource)]',
+    );
+    const image = await run(registry, "everything__get-tiny-image", {});
+    expect(image.content).toMatch(
+      /Here's the image you requested:\n\[image: image\/png, \d+(\.\d)? (bytes|KB), not shown to this model\]\nThe image above is the MCP logo\./,
+    );
+    // resourceType is left at its default (Text): the path guard takes a key holding "source" to name a path.
+    const text = await run(registry, "everything__get-resource-reference", { resourceId: 2 });
+    expect(text.content).toMatch(
+      /\[resource demo:\/\/resource\/dynamic\/text\/2 \(text\/plain\)\]\nResource 2: This is a plaintext resource created at /,
+    );
+  });
+
   it("refreshes its tools when the server says the list changed, keeping every tool callable", async () => {
     const registry = new ToolRegistry();
     const replaced = vi.spyOn(registry, "replace");

@@ -6,13 +6,8 @@ import type { Logger } from "../../log.js";
 import type { ToolRegistry } from "../tool.js";
 import { clientFactory } from "./mcp-client.js";
 import { type LaunchScope, McpLaunchRefusedError } from "./mcp-launch.js";
-import {
-  type McpCaller,
-  type McpCallOptions,
-  type McpCallResult,
-  type McpToolInfo,
-  mcpTool,
-} from "./mcp-tool.js";
+import type { McpCallResult } from "./mcp-result.js";
+import { type McpCaller, type McpCallOptions, type McpToolInfo, mcpTool } from "./mcp-tool.js";
 import {
   type Confine,
   failureReason,

@@ -1,8 +1,9 @@
 import { z } from "zod";
 import type { McpServerConfig } from "../../config/mcp-server-schema.js";
 import { MCP_SEPARATOR, type ToolEffect } from "../../config/tool-catalog.js";
-import { type Tool, type ToolProgress, type ToolResult, toolError } from "../tool.js";
+import { type Tool, type ToolProgress, toolError } from "../tool.js";
 import { checkPathArguments } from "./mcp-paths.js";
+import { type McpCallResult, mcpResult } from "./mcp-result.js";
 import { McpServerDownError } from "./mcp-transport.js";
 
 /** The SDK's `ErrorCode.RequestTimeout`, named here so the SDK is loaded only when a server is configured. */
@@ -31,17 +32,6 @@ export interface McpCaller {
 export interface McpCallOptions {
   signal: AbortSignal;
   onProgress?: ((progress: ToolProgress) => void) | undefined;
-}
-
-export interface McpCallResult {
-  content?: Array<{
-    type: string;
-    text?: string;
-    mimeType?: string;
-    resource?: { uri?: string; text?: string };
-  }>;
-  isError?: boolean;
-  structuredContent?: unknown;
 }
 
 /** `server__tool`, with anything a model API would refuse in a tool name made `_`. */
@@ -92,7 +82,7 @@ export function mcpTool(caller: McpCaller, info: McpToolInfo, workspace: string)
       });
       if ("refused" in checked) return checked.refused;
       try {
-        return toResult(await caller.call(info.name, checked.args, { signal, onProgress: progress }));
+        return mcpResult(await caller.call(info.name, checked.args, { signal, onProgress: progress }));
       } catch (error) {
         if ((error as { code?: unknown }).code === MCP_REQUEST_TIMEOUT) {
           const { timeoutMs, maxTotalTimeoutMs } = caller.config;
@@ -111,24 +101,4 @@ export function mcpTool(caller: McpCaller, info: McpToolInfo, workspace: string)
       }
     },
   };
-}
-
-function toResult(result: McpCallResult): ToolResult {
-  const parts = (result.content ?? []).map((item) => {
-    if (item.type === "text") return item.text ?? "";
-    if (item.type === "resource") return item.resource?.text ?? `[resource ${item.resource?.uri ?? ""}]`;
-    if (item.type === "resource_link") return `[resource link]`;
-    return `[${item.type}${item.mimeType ? ` ${item.mimeType}` : ""}]`;
-  });
-  if (parts.length === 0 && result.structuredContent !== undefined)
-    parts.push(JSON.stringify(result.structuredContent));
-  const text = parts.join("\n");
-  if (result.isError)
-    return {
-      ok: false,
-      output: "",
-      error: text || "the tool reported an error",
-      recoveryHint: "read the error, fix the arguments or try another way",
-    };
-  return { ok: true, output: text };
 }
