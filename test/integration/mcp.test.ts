@@ -179,6 +179,22 @@ describe("MCP: @modelcontextprotocol/server-everything", () => {
     );
   });
 
+  it("does not offer a tool that requires task-based execution, and a call of it says why", async () => {
+    const { registry, logs } = await start({ everything: server([EVERYTHING]) });
+    await waitFor("its conditional tools", () => registry.names().includes("everything__get-roots-list"));
+    expect(registry.names()).not.toContain("everything__simulate-research-query");
+    const call = await run(registry, "everything__simulate-research-query", { topic: "x" });
+    expect(call.details.error).toBe(
+      'MCP tool "everything__simulate-research-query" is not offered: it requires task-based execution, which troupe does not support',
+    );
+    expect(logs).toContainEqual(
+      expect.objectContaining({
+        tool: "everything__simulate-research-query",
+        msg: "MCP tool not offered: it requires task-based execution, which troupe does not support",
+      }),
+    );
+  });
+
   it("refreshes its tools when the server says the list changed, keeping every tool callable", async () => {
     const registry = new ToolRegistry();
     const replaced = vi.spyOn(registry, "replace");
@@ -193,18 +209,14 @@ describe("MCP: @modelcontextprotocol/server-everything", () => {
     // in the registry's writes.
     const listings = logs.filter((r) => r.msg === "registered MCP tools").length;
     const registrations = (name: string) => replaced.mock.calls.filter(([tool]) => tool.name === name).length;
-    expect(registrations("everything__simulate-research-query")).toBe(listings);
+    expect(registrations("everything__get-roots-list")).toBe(listings);
     expect(registrations("everything__echo")).toBe(listings);
     const names = registry.names();
     expect(names).toEqual(
-      expect.arrayContaining([
-        "everything__echo",
-        "everything__get-sum",
-        "everything__simulate-research-query",
-      ]),
+      expect.arrayContaining(["everything__echo", "everything__get-sum", "everything__get-roots-list"]),
     );
     expect(new Set(names).size).toBe(names.length);
-    expect(registry.get("everything__simulate-research-query")?.effect).toBe("execute");
+    expect(registry.get("everything__get-roots-list")?.effect).toBe("read");
     expect((await run(registry, "everything__get-sum", { a: 2, b: 3 })).content).toContain("5");
   });
 

@@ -7,7 +7,14 @@ import type { ToolRegistry } from "../tool.js";
 import { clientFactory } from "./mcp-client.js";
 import { type LaunchScope, McpLaunchRefusedError } from "./mcp-launch.js";
 import type { McpCallResult } from "./mcp-result.js";
-import { type McpCaller, type McpCallOptions, type McpToolInfo, mcpTool } from "./mcp-tool.js";
+import {
+  type McpCaller,
+  type McpCallOptions,
+  type McpToolInfo,
+  mcpTool,
+  mcpToolName,
+  mcpToolUnusable,
+} from "./mcp-tool.js";
 import {
   type Confine,
   failureReason,
@@ -51,6 +58,8 @@ export class McpConnection implements McpCaller {
   #client: Client | undefined;
   #transport: Transport | undefined;
   #tools = new Set<string>();
+  /** Tools it lists that Troupe cannot call, by name as agents would name them: why. */
+  #unusable = new Map<string, string>();
   /** Whether the server has listed its tools once: until then, the tools agents name stand in. */
   #listed = false;
   #restartDelay: number;
@@ -122,8 +131,13 @@ export class McpConnection implements McpCaller {
     }
   }
 
-  /** Why the server cannot take a call now (and when it is tried again); undefined when it can. */
-  unavailable(): string | undefined {
+  /**
+   * Why the server cannot take a call now (and when it is tried again), or cannot take one of this
+   * tool at all; undefined when it can.
+   */
+  unavailable(tool?: string): string | undefined {
+    const unusable = tool === undefined ? undefined : this.#unusable.get(tool);
+    if (unusable) return `MCP tool "${tool}" is not offered: ${unusable}`;
     if (this.state === "ready" && this.#client) return undefined;
     const name = `MCP server "${this.server}"`;
     if (this.state === "closed") return `${name} is closed: troupe is stopping`;
@@ -213,7 +227,15 @@ export class McpConnection implements McpCaller {
   /** Registers the server's tools, replacing its earlier ones; a name another source owns is a collision. */
   #register(tools: McpToolInfo[], strict: boolean): void {
     const next = new Set<string>();
+    const unusable = new Map<string, string>();
     for (const info of tools) {
+      const why = mcpToolUnusable(info);
+      if (why !== undefined) {
+        const name = mcpToolName(this.server, info.name);
+        if (!this.#unusable.has(name)) this.#log.info({ tool: name }, `MCP tool not offered: ${why}`);
+        unusable.set(name, why);
+        continue;
+      }
       const tool = mcpTool(this, info, this.options.workspace);
       const existing = this.registry.get(tool.name);
       if ((existing && !this.#tools.has(tool.name)) || next.has(tool.name)) {
@@ -227,6 +249,7 @@ export class McpConnection implements McpCaller {
     }
     for (const name of this.#tools) if (!next.has(name)) this.registry.unregister(name);
     this.#tools = next;
+    this.#unusable = unusable;
     this.#log.debug({ tools: [...next] }, "registered MCP tools");
   }
 

@@ -64,8 +64,9 @@ export class McpManager {
         expectedTools: [...new Set(expectedTools)],
       });
       this.#connections.set(name, connection);
-      // Any `name__…` call while the server is away (even of a tool it never listed) is told why.
-      registry.explainUnavailable(`${name}${MCP_SEPARATOR}`, () => connection.unavailable());
+      // Any `name__…` call while the server is away (even of a tool it never listed), or of a tool
+      // it lists that troupe cannot call, is told why.
+      registry.explainUnavailable(`${name}${MCP_SEPARATOR}`, (tool) => connection.unavailable(tool));
     }
   }
 

@@ -3,7 +3,7 @@ import type { ToolEffect } from "../../config/tool-catalog.js";
 import { type Logger, silentLogger } from "../../log.js";
 import { clientFactory } from "./mcp-client.js";
 import { type LaunchScope, McpLaunchRefusedError } from "./mcp-launch.js";
-import { mcpToolEffect, mcpToolName } from "./mcp-tool.js";
+import { mcpToolEffect, mcpToolName, mcpToolUnusable } from "./mcp-tool.js";
 import { type Confine, failureReason, openClient, StderrTail } from "./mcp-transport.js";
 
 /** What starting one server once showed. */
@@ -62,12 +62,15 @@ async function probeServer(
       stderr,
       onclose: () => {},
     });
-    const { tools } = await opened.client.listTools(undefined, { timeout: timeoutMs });
+    const listed = (await opened.client.listTools(undefined, { timeout: timeoutMs })).tools;
+    const tools = listed.filter((tool) => mcpToolUnusable(tool) === undefined);
     const over = opened.kind === "sse" ? "the legacy HTTP+SSE transport" : opened.kind;
+    const hidden = listed.length - tools.length;
+    const unusable = hidden > 0 ? ` (${hidden} more not offered: they require task-based execution)` : "";
     return {
       server,
       ok: true,
-      says: `${tools.length} tool${tools.length === 1 ? "" : "s"} over ${over}`,
+      says: `${tools.length} tool${tools.length === 1 ? "" : "s"} over ${over}${unusable}`,
       tools: tools.map((tool) => ({
         name: mcpToolName(server, tool.name),
         effect: mcpToolEffect(config, tool),

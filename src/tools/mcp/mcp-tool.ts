@@ -15,6 +15,18 @@ export interface McpToolInfo {
   description?: string | undefined;
   inputSchema: Record<string, unknown>;
   annotations?: { readOnlyHint?: boolean | undefined; idempotentHint?: boolean | undefined } | undefined;
+  /** How it may be run: `taskSupport` says whether as a task (MCP's tasks, experimental). */
+  execution?: { taskSupport?: string | undefined } | undefined;
+}
+
+/**
+ * Why Troupe cannot call this tool, which is then not offered: it requires task-based execution
+ * (`execution.taskSupport: required`, the SDK refuses a plain call of it), which Troupe does not do.
+ */
+export function mcpToolUnusable(info: McpToolInfo): string | undefined {
+  if (info.execution?.taskSupport === "required")
+    return "it requires task-based execution, which troupe does not support";
+  return undefined;
 }
 
 /** What a tool call needs of its server's connection. */
