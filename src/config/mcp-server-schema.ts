@@ -25,6 +25,11 @@ export const mcpServerSchema = z
     command: z.string().min(1).optional(),
     args: z.array(z.string()).default([]),
     env: z.record(z.string(), z.string()).default({}),
+    /**
+     * Cursor: a dotenv file of more variables, relative to the directory of the file that defined the
+     * server; `env` wins over it. Its values are kept out of what agents and logs see.
+     */
+    envFile: z.string().min(1).optional(),
     cwd: z.string().optional(),
     /** A server over HTTP, instead of `command`. */
     url: z.url().optional(),

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
+import { secretsOf } from "../../src/actors/runtime-secrets.js";
 import { type LoadOptions, loadConfig } from "../../src/config/load.js";
 import { ConfigError } from "../../src/config/problems.js";
 import { tempTree } from "../support/cli.js";
@@ -66,6 +67,19 @@ describe("MCP server entries pasted from other clients", () => {
       expect(server).not.toHaveProperty("type");
       expect(server).not.toHaveProperty("serverUrl");
     }
+  });
+
+  it("take Cursor's envFile, relative to the config dir: its values are secrets the redactor hides", () => {
+    const cwd = project(["mcpServers:", "  db: { command: node, envFile: ../.env.mcp }"], {
+      ".env.mcp":
+        "# for the db server\nDB_URL=postgres://db.internal/app\nexport API_SECRET='s3cr3t-value-1234'\n",
+    });
+    const config = readConfig({ cwd, env: {} });
+    expect(config.troupe.mcpServers.db?.envFile).toBe("../.env.mcp");
+    const redactor = secretsOf(config, {});
+    expect(redactor.redact("at postgres://db.internal/app with s3cr3t-value-1234")).toBe(
+      "at [REDACTED] with [REDACTED]",
+    );
   });
 
   it("still refuse a key no client has, with the closest one, and say which keys clash", () => {

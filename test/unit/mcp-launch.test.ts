@@ -120,4 +120,28 @@ describe("planLaunch", () => {
       planLaunch("evil", entry({ command: join(dir, "other/bin/server") }), wider, { PATH }),
     ).toThrow(McpLaunchRefusedError);
   });
+
+  it("starts a server with the variables of its envFile (relative to its file's directory), its env winning", () => {
+    writeFileSync(join(dir, "config/.env"), "TOKEN=from-file\nMODE=file\n");
+    const launch = planLaunch(
+      "db",
+      { ...entry({ command: "sh", envFile: ".env", env: { MODE: "entry" } }), dir: join(dir, "config") },
+      scope,
+      { PATH },
+    );
+    expect(launch.env).toMatchObject({ TOKEN: "from-file", MODE: "entry" });
+  });
+
+  it("refuses an envFile an agent may write, or one that cannot be read", () => {
+    writeFileSync(join(dir, "ws/.env"), "NODE_OPTIONS=--require ./evil.js\n");
+    const start = (envFile: string) => () =>
+      planLaunch("db", { ...entry({ command: "sh", envFile }), dir: join(dir, "config") }, scope, { PATH });
+    expect(start("../ws/.env")).toThrow(
+      new McpLaunchRefusedError(
+        "db",
+        `its envFile ${join(dir, "ws/.env")} is inside ${join(dir, "ws")}, which agents may change; keep it outside`,
+      ),
+    );
+    expect(start("missing.env")).toThrow(/its envFile .*missing\.env cannot be read \(ENOENT\); create it/);
+  });
 });

@@ -1,6 +1,7 @@
 import { mkdirSync, statSync } from "node:fs";
 import { delimiter, isAbsolute, join, resolve } from "node:path";
 import type { LoadedConfig } from "../../config/loaded.js";
+import { envFilePath, readEnvFile } from "../../config/mcp-env-file.js";
 import type { McpServerConfig } from "../../config/mcp-server-schema.js";
 import { dataDir } from "../../config/paths.js";
 import { UserError } from "../../errors.js";
@@ -94,7 +95,10 @@ export function planLaunch(
     throw new McpLaunchRefusedError(server, why);
   };
 
-  const env: Record<string, string> = { ...inherited };
+  const env: Record<string, string> = {
+    ...inherited,
+    ...envFile(config, scope, writableHolding, confined, refuse),
+  };
   for (const [name, value] of Object.entries(config.env)) env[name] = expand(value);
   const cwd = workingDir(config, scope, expand, writableHolding, confined ? undefined : refuse);
   const path = (env.PATH ?? "").split(delimiter);
@@ -126,6 +130,31 @@ export function planLaunch(
     cwd,
     leftOut: path.filter((dir) => !kept.includes(dir)),
   };
+}
+
+/**
+ * The variables of its `envFile`. Outside the sandbox the file may not lie where an agent may write:
+ * a variable (`NODE_OPTIONS`) can make the server run any code.
+ */
+function envFile(
+  config: McpServerConfig,
+  scope: LaunchScope,
+  writableHolding: (path: string) => string | undefined,
+  confined: boolean,
+  refuse: (why: string) => never,
+): Record<string, string> {
+  const path = envFilePath(config, scope.configDir);
+  if (path === undefined) return {};
+  const root = writableHolding(path);
+  if (root && !confined)
+    refuse(`its envFile ${path} is inside ${root}, which agents may change; keep it outside`);
+  try {
+    return readEnvFile(path);
+  } catch (error) {
+    return refuse(
+      `its envFile ${path} cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}); create it, or remove envFile from its entry`,
+    );
+  }
 }
 
 /**
