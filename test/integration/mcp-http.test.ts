@@ -13,6 +13,7 @@ import { tempTree } from "../support/cli.js";
 import { testConfig } from "../support/config.js";
 import { type HttpEverything, startEverything } from "../support/mcp-servers.js";
 import { runThroughPipeline } from "../support/pipeline.js";
+import { waitFor } from "../support/wait.js";
 
 let model: ScriptedModelServer;
 let ws: string;
@@ -176,5 +177,54 @@ describe("MCP over the legacy HTTP+SSE transport", () => {
       page.closeAllConnections();
       await new Promise((resolve) => page.close(resolve));
     }
+  });
+
+  it("a server restarted: its broken event stream is seen at once, a call meanwhile says which url and that it is retried, and the first call after goes through", async () => {
+    const port = await freePort();
+    let server = await everything("sse", port);
+    const url = `http://127.0.0.1:${port}/sse`;
+    // Backoff of a minute: only a call tries it again, as soon as it comes.
+    const { manager, registry, logs } = await manage(url, { type: "sse", timeoutMs: 30_000 });
+    const add = () => runThroughPipeline(registry, ws, "remote__get-sum", { a: 20, b: 22 });
+    expect((await add()).details.ok).toBe(true);
+    await server.kill();
+    await waitFor("the broken stream seen", () => manager.state("remote") === "down");
+    expect(logs).toContainEqual(
+      expect.objectContaining({
+        msg: expect.stringMatching(
+          new RegExp(`^the MCP server's event stream broke: the event stream of ${url} broke \\(`),
+        ),
+      }),
+    );
+    const down = await add();
+    expect(down.details.error).toMatch(
+      new RegExp(
+        `^MCP server "remote" is not running: ${url} is not reachable \\(ECONNREFUSED\\); retrying in \\d+ s$`,
+      ),
+    );
+    server = await everything("sse", port);
+    const started = Date.now();
+    const back = await add();
+    expect(back).toMatchObject({
+      details: { ok: true },
+      content: expect.stringContaining("The sum of 20 and 22 is 42."),
+    });
+    expect(Date.now() - started).toBeLessThan(5000);
+  }, 30_000);
+});
+
+describe("MCP over Streamable HTTP, its server down", () => {
+  it("a call says which server, its url, and that it is retried", async () => {
+    const port = await freePort();
+    const server = await everything("streamableHttp", port);
+    const url = `http://127.0.0.1:${port}/mcp`;
+    const { registry } = await manage(url);
+    await server.kill();
+    const down = await runThroughPipeline(registry, ws, "remote__get-sum", { a: 1, b: 2 });
+    expect(down.details.error).toMatch(
+      new RegExp(
+        `^MCP server "remote" is not running: ${url} is not reachable \\(ECONNREFUSED\\); retrying in \\d+ s$`,
+      ),
+    );
   });
 });

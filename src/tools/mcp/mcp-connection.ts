@@ -26,6 +26,9 @@ import {
   type TransportKind,
 } from "./mcp-transport.js";
 
+/** The SDK's `ErrorCode.ConnectionClosed`: a call pending when its client closed. */
+const MCP_CONNECTION_CLOSED = -32000;
+
 export class McpToolCollisionError extends UserError {
   override name = "McpToolCollisionError";
 }
@@ -70,6 +73,8 @@ export class McpConnection implements McpCaller {
   /** Why it is never started in this process: it would run what an agent may have written. */
   #refused: McpLaunchRefusedError | undefined;
   #renewing: Promise<void> | undefined;
+  /** A connection being made again, after the server exited or could not be reached. */
+  #attempting: Promise<void> | undefined;
   /** The transport that worked: a server that refused Streamable HTTP once is not asked over it again. */
   #kind: TransportKind | undefined;
   readonly #stderr = new StderrTail();
@@ -110,6 +115,7 @@ export class McpConnection implements McpCaller {
 
   async call(name: string, args: Record<string, unknown>, options: McpCallOptions): Promise<McpCallResult> {
     if (this.#renewing) await this.#renewing.catch(() => {});
+    await this.#reconnectNow();
     const client = this.#ready();
     const { onProgress } = options;
     const call = (on: Client) =>
@@ -124,6 +130,15 @@ export class McpConnection implements McpCaller {
     try {
       return await call(client);
     } catch (error) {
+      if (this.config.url && unreachable(error)) {
+        await this.#dropped(client, error, "MCP server is not reachable");
+        throw new McpServerDownError(this.#notRunning() ?? `${this.server} is not running`, { cause: error });
+      }
+      if (this.#client !== client && (error as { code?: unknown }).code === MCP_CONNECTION_CLOSED)
+        throw new McpServerDownError(
+          `${this.#notRunning() ?? `${this.server} is not running`} (the call was cut short: it may or may not have run)`,
+          { cause: error },
+        );
       if (!(await sessionLost(error))) throw error;
       // The server refused the call before running it: asking again in a new session runs it once.
       await this.#renewSession(client, error);
@@ -138,6 +153,16 @@ export class McpConnection implements McpCaller {
   unavailable(tool?: string): string | undefined {
     const unusable = tool === undefined ? undefined : this.#unusable.get(tool);
     if (unusable) return `MCP tool "${tool}" is not offered: ${unusable}`;
+    if (this.state === "ready" && this.#client) return undefined;
+    // A tool of a server at a url that went away is tried again by the call itself: it may be back.
+    const retried =
+      this.config.url && this.state !== "closed" && !this.#refused && this.#reason !== undefined;
+    if (retried && tool !== undefined && this.#tools.has(tool)) return undefined;
+    return this.#notRunning();
+  }
+
+  /** Why it is not running, and when it is tried again. */
+  #notRunning(): string | undefined {
     if (this.state === "ready" && this.#client) return undefined;
     const name = `MCP server "${this.server}"`;
     if (this.state === "closed") return `${name} is closed: troupe is stopping`;
@@ -155,7 +180,7 @@ export class McpConnection implements McpCaller {
   }
 
   #ready(): Client {
-    const why = this.unavailable();
+    const why = this.#notRunning();
     if (why !== undefined || !this.#client)
       throw new McpServerDownError(why ?? `${this.server} is not running`);
     return this.#client;
@@ -180,12 +205,47 @@ export class McpConnection implements McpCaller {
         this.#log.info("new MCP session started; calling again");
       } catch (failure) {
         await this.#failed(failure, "could not start a new MCP session");
-        throw new McpServerDownError(this.unavailable() ?? `${this.server} is not running`);
+        throw new McpServerDownError(this.#notRunning() ?? `${this.server} is not running`);
       }
     })().finally(() => {
       this.#renewing = undefined;
     });
     await this.#renewing;
+  }
+
+  /**
+   * A server at a url that is down is tried at once when a call comes, not only when its backoff
+   * ends: it may be back (restarted), and the call then goes to it without waiting. A call that
+   * comes while it is being tried waits for that try, and tries again when that one failed.
+   */
+  async #reconnectNow(): Promise<void> {
+    if (this.#attempting) await this.#attempting;
+    if (!this.config.url || this.state !== "down" || this.#refused) return;
+    clearTimeout(this.#restartTimer);
+    await this.#attempt("MCP server still not reachable");
+  }
+
+  /** Connects again (once for all who ask meanwhile); when it fails, says why and tries later. */
+  #attempt(what: string): Promise<void> {
+    this.#attempting ??= this.#connect(false)
+      .catch((failure) => this.#failed(failure, what))
+      .finally(() => {
+        this.#attempting = undefined;
+      });
+    return this.#attempting;
+  }
+
+  /** The session `stale` is of is gone (its stream broke, its server cannot be reached): connect again. */
+  async #dropped(stale: Client, error: unknown, what: string): Promise<void> {
+    if (this.#client !== stale || this.state !== "ready") return;
+    this.#client = undefined;
+    this.#transport = undefined;
+    this.state = "down";
+    // Said before the client closes: its pending calls fail as it closes, and say why.
+    this.#reason = this.#why(error);
+    this.#nextAttemptAt = Date.now() + this.#restartDelay;
+    await stale.close().catch(() => {});
+    await this.#failed(error, what);
   }
 
   async #connect(first: boolean): Promise<void> {
@@ -210,6 +270,15 @@ export class McpConnection implements McpCaller {
       prefer: this.#kind,
     });
     this.#kind = opened.kind;
+    if (opened.kind === "sse") {
+      // The legacy transport's session lives as long as its event stream: when the stream breaks
+      // (the server stopped or restarted), the session is gone, and calls on it would wait in vain.
+      const [, , , { SseError }] = await loadSdk();
+      opened.client.onerror = (error) => {
+        if (error instanceof SseError)
+          void this.#dropped(opened.client, error, "the MCP server's event stream broke");
+      };
+    }
     if ((this.state as ConnectionState) === "closed") {
       await opened.client.close();
       return;
@@ -260,12 +329,23 @@ export class McpConnection implements McpCaller {
     void this.#failed(undefined, "MCP server exited");
   }
 
+  /** Why it is not running, in a few words: a server at a url that cannot be reached says its url. */
+  #why(error: unknown): string {
+    if (error === undefined) return "it exited";
+    const cause = this.config.url ? unreachable(error) : undefined;
+    if (cause) return `${this.config.url} is not reachable (${cause})`;
+    const message = error instanceof Error ? error.message : "";
+    if (this.config.url && message.startsWith("SSE error: "))
+      return `the event stream of ${this.config.url} broke (${oneLine(message.replace(/^SSE error: (TypeError: )?/, ""))})`;
+    return failureReason(error);
+  }
+
   /**
    * It is not running: says why (with the last it wrote to stderr) and tries again after a while;
    * one Troupe refused to start is not tried again.
    */
   async #failed(error: unknown, what: string): Promise<void> {
-    this.#reason = error === undefined ? "it exited" : failureReason(error);
+    this.#reason = this.#why(error);
     if (error instanceof McpLaunchRefusedError) {
       this.#refused = error;
       if (this.state !== "closed") this.state = "down";
@@ -283,9 +363,7 @@ export class McpConnection implements McpCaller {
       `${what}: ${this.#reason}${this.#stderr.describe()}; retrying in ${Math.ceil(delay / 1000)} s`,
     );
     clearTimeout(this.#restartTimer);
-    this.#restartTimer = setTimeout(() => {
-      this.#connect(false).catch((failure) => this.#failed(failure, "MCP server restart failed"));
-    }, delay);
+    this.#restartTimer = setTimeout(() => void this.#attempt("MCP server restart failed"), delay);
     this.#restartTimer.unref();
   }
 }
@@ -298,4 +376,23 @@ async function sessionLost(error: unknown): Promise<boolean> {
   const [, , http] = await loadSdk();
   if (!(error instanceof http.StreamableHTTPError)) return false;
   return error.code === 404 || (error.code === 400 && /session/i.test(error.message));
+}
+
+/**
+ * Why a server over HTTP could not be reached, in a word (`ECONNREFUSED`, `fetch failed`): fetch's
+ * own failure (a `TypeError`, its cause the socket's error), or the event stream's that says so.
+ * Undefined for any other error: one the server answered may mention a refused connection of its own.
+ */
+function unreachable(error: unknown): string | undefined {
+  const fetchFailure =
+    (error instanceof TypeError && error.message === "fetch failed") ||
+    (error instanceof Error && error.message.startsWith("SSE error: TypeError: fetch failed"));
+  if (!fetchFailure) return undefined;
+  for (let at: unknown = error.cause, depth = 0; at instanceof Error && depth < 5; at = at.cause, depth++) {
+    const code = (at as NodeJS.ErrnoException).code;
+    if (typeof code === "string" && /^E[A-Z]+$/.test(code)) return code;
+  }
+  return (
+    error.message.match(/\bE(?:CONNREFUSED|CONNRESET|NOTFOUND|HOSTUNREACH|TIMEDOUT)\b/)?.[0] ?? "fetch failed"
+  );
 }
