@@ -172,8 +172,11 @@ describe("MCP: @modelcontextprotocol/server-everything", () => {
     expect(image.content).toMatch(
       /Here's the image you requested:\n\[image: image\/png, \d+(\.\d)? (bytes|KB), not shown to this model\]\nThe image above is the MCP logo\./,
     );
-    // resourceType is left at its default (Text): the path guard takes a key holding "source" to name a path.
-    const text = await run(registry, "everything__get-resource-reference", { resourceId: 2 });
+    // resourceType is no path argument: it reaches the server as it is.
+    const text = await run(registry, "everything__get-resource-reference", {
+      resourceType: "Text",
+      resourceId: 2,
+    });
     expect(text.content).toMatch(
       /\[resource demo:\/\/resource\/dynamic\/text\/2 \(text\/plain\)\]\nResource 2: This is a plaintext resource created at /,
     );

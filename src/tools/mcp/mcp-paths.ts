@@ -9,8 +9,29 @@ import {
 } from "../../safety/workspace-guard.js";
 import { type ToolResult, toolError } from "../tool.js";
 
-/** Argument names that say they hold paths: any string under them is one. */
-const PATH_KEY = /path|file|dir|directory|folder|source|destination|root/i;
+/**
+ * The words of an argument's name that say it holds paths: any string under such a key is one. A
+ * name is read as words (`sourcePath`, `source_dir`, `file-name`: camelCase, snake and kebab split),
+ * so `resourceType` or `profile`, which only hold the letters of one, are not.
+ */
+const PATH_WORDS = new Set(
+  [
+    "path pathname filepath dirpath file filename outfile infile dir dirname srcdir rootdir workdir outdir",
+    "directory directories folder source src destination dest dst root cwd",
+  ]
+    .join(" ")
+    .split(" ")
+    .flatMap((word) => (word.endsWith("s") ? [word] : [word, `${word}s`])),
+);
+
+/** Whether an argument's name says it holds paths: one of its words is a path word. */
+export function isPathKey(key: string): boolean {
+  return key
+    .replace(/([a-z0-9])([A-Z])/g, "$1 $2")
+    .toLowerCase()
+    .split(/[^a-z0-9]+/)
+    .some((word) => PATH_WORDS.has(word));
+}
 
 /** A string in the arguments that names a place on this machine. */
 export interface PathArgument {
@@ -118,7 +139,7 @@ function mapPaths(
     return Object.fromEntries(
       Object.entries(value).map(([key, item]) => [
         key,
-        mapPaths(item, where ? `${where}.${key}` : key, PATH_KEY.test(key), replace),
+        mapPaths(item, where ? `${where}.${key}` : key, isPathKey(key), replace),
       ]),
     );
   return value;
