@@ -6,6 +6,7 @@ import type { Bus } from "../bus/bus.js";
 import { LocalBus } from "../bus/local-bus.js";
 import type { AgentDefinition } from "../config/agent-schema.js";
 import type { LoadedConfig } from "../config/load.js";
+import type { ApprovalPolicy } from "../config/policy-schemas.js";
 import { type Logger, silentLogger } from "../log.js";
 import { reopen } from "../machines/agent-reopen.js";
 import { ModelRouter } from "../model/model-router.js";
@@ -218,12 +219,13 @@ export class Runtime {
    * back only with a `followUp`: reopened, it goes on with it. Needs `open()` first. What it may do
    * comes from `as`, not from the snapshot, which any host on the bus can write. With an `epoch` (a
    * worker's placement taken over from another), the record is written back at once
-   * (`AgentStore.takeOver`): the host it was taken from stops at its next write.
+   * (`AgentStore.takeOver`): the host it was taken from stops at its next write. `approval` replaces
+   * the policy its rights give it (a person's choice for the turns to come).
    */
   async resume(
     runId: string,
     agentId: string,
-    options: { as: ResumeAs; followUp?: string; epoch?: number },
+    options: { as: ResumeAs; followUp?: string; epoch?: number; approval?: ApprovalPolicy },
   ): Promise<AgentHandle | undefined> {
     const loaded = await loadOrRebuild(this.#opened("resume"), this.bus, this.#log, {
       runId,
@@ -241,6 +243,7 @@ export class Runtime {
     }
     const definition = this.agent(trustedName(record, options.as, agentId, this.#log));
     const nextSeq = await nextSeqOf(this.bus, runId, agentId, record.nextSeq);
+    const rights = rightsOf(record, options.as);
     return this.#host({
       definition,
       task: record.task,
@@ -250,7 +253,8 @@ export class Runtime {
       restore: { ...record, nextSeq },
       rebuilt: loaded.rebuilt,
       epoch: options.epoch,
-      ...rightsOf(record, options.as),
+      ...rights,
+      approval: options.approval ?? rights.approval,
       followUp: stopped ? options.followUp : undefined,
     });
   }

@@ -60,8 +60,15 @@ export const apiRequests = {
   }),
   "runs.list": z.strictObject({}),
   "runs.get": z.strictObject({ runId: runRef }),
-  /** Continue an unfinished or aborted run from its snapshot. */
-  "runs.resume": z.strictObject({ runId: runRef }),
+  /**
+   * Continue an unfinished or aborted run from its snapshot; with `text`, a finished one too, `text`
+   * its user's next message. `approval` is the run's policy from then on (held to the ceiling).
+   */
+  "runs.resume": z.strictObject({
+    runId: runRef,
+    text: z.string().min(1).max(MAX_TEXT).optional(),
+    approval: z.enum(APPROVAL_POLICIES).optional(),
+  }),
   "runs.abort": z.strictObject({ runId: runRef, reason: z.string().max(MAX_TEXT).optional() }),
   "runs.steer": z.strictObject({ runId: runRef, text: z.string().min(1).max(MAX_TEXT) }),
   "runs.followUp": z.strictObject({ runId: runRef, text: z.string().min(1).max(MAX_TEXT) }),

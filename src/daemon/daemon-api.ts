@@ -21,9 +21,15 @@ export interface RunHost {
   hosted(runId: string): AgentHandle | undefined;
   /** Starts a run whose runs.start passed the API's checks, records it and follows it; `asked` is its `askedDigest`. */
   start(request: ApiRequest<"runs.start">, asked: string): Promise<StartedRun>;
-  /** Brings a run back from its snapshot and follows it; the API asks for one resume of a run at a time. */
-  resume(runId: string): Promise<StartedRun>;
+  /**
+   * Brings a run back from its snapshot and follows it, with what its runs.resume asked; the API asks
+   * for one resume of a run at a time.
+   */
+  resume(runId: string, asked?: ResumeAsked): Promise<StartedRun>;
 }
+
+/** What a runs.resume asks besides its run: the user's next message, a policy (within the ceiling). */
+export type ResumeAsked = Omit<ApiRequest<"runs.resume">, "runId">;
 
 /** What the API is built from. */
 export interface DaemonApiParts {
@@ -108,9 +114,12 @@ export class DaemonApi {
         const runId = data.runId as string;
         if (this.parts.host.hosted(runId) || this.#resuming.has(runId))
           throw new RequestRefusedError(`run ${runId} is running`);
+        const { runId: _, ...asked } = data as ApiRequest<"runs.resume">;
+        const refusal = asked.approval && beyondCeiling({ approval: asked.approval }, this.parts.maxApproval);
+        if (refusal) throw new RequestRefusedError(refusal);
         this.#resuming.add(runId);
         try {
-          return await this.parts.host.resume(runId);
+          return await this.parts.host.resume(runId, asked);
         } finally {
           this.#resuming.delete(runId);
         }

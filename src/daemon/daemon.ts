@@ -10,7 +10,7 @@ import type { AgentOutput } from "../machines/agent-types.js";
 import { RecordSeal } from "../trust/record-seal.js";
 import { realPathOrUndefined } from "../util/paths.js";
 import { API_REQUEST_TIMEOUT_MS, type ApiRequest, type ApiVerb, type RunRecord } from "./api.js";
-import { DaemonApi, type StartedRun } from "./daemon-api.js";
+import { DaemonApi, type ResumeAsked, type StartedRun } from "./daemon-api.js";
 import type { RecordCopies } from "./record-copies.js";
 import { Retention } from "./retention.js";
 import { grantsOf, refusingUserErrors } from "./run-admission.js";
@@ -102,7 +102,7 @@ export class Daemon {
         accepting: () => this.#accepting,
         hosted: (runId) => this.#runs.get(runId),
         start: (request, asked) => this.#start(request, asked),
-        resume: (runId) => this.#resume(runId),
+        resume: (runId, asked) => this.#resume(runId, asked),
       },
       runtime: this.runtime,
       bus: this.bus,
@@ -224,11 +224,17 @@ export class Daemon {
     return { runId: handle.runId, agentId: handle.agentId };
   }
 
-  /** Brings a run back from its snapshot, with its sealed grants; the API asks for one resume of a run at a time. */
-  async #resume(runId: string): Promise<StartedRun> {
-    const found = await this.#index?.get(runId);
-    if (!found) throw new RequestRefusedError(`no run ${runId}`);
-    if (found.status === "done") throw new RequestRefusedError(`run ${runId} is done; nothing to resume`);
+  /**
+   * Brings a run back from its snapshot, with its sealed grants (`approval` in place of its own when
+   * asked); with `text`, a finished run too, going on with it. The API asks for one resume of a run
+   * at a time.
+   */
+  async #resume(runId: string, { text, approval }: ResumeAsked = {}): Promise<StartedRun> {
+    const stored = await this.#index?.get(runId);
+    if (!stored) throw new RequestRefusedError(`no run ${runId}`);
+    if (stored.status === "done" && text === undefined)
+      throw new RequestRefusedError(`run ${runId} is done; nothing to resume`);
+    const found: RunRecord = approval ? { ...stored, approval } : stored;
     // Nothing of the run is removed while it is brought back; given back if it is not.
     await this.#retention?.keep(found.runId);
     let lease: RuntimeLease | undefined;
@@ -237,7 +243,7 @@ export class Daemon {
       lease = await this.#runtime(found.workspace);
       handle = await lease.runtime.resume(found.runId, found.agentId, {
         as: { root: grantsOf(found), agent: found.agent },
-        followUp: "Continue the task where you left off.",
+        followUp: text ?? "Continue the task where you left off.",
       });
     } catch (error) {
       lease?.release();
