@@ -1,21 +1,16 @@
 import { createHash } from "node:crypto";
 import { resolve as resolvePath } from "node:path";
 import { newRunId } from "../actors/run-ids.js";
-import { answerApproval, awaitApproval } from "../approvals/answer-approval.js";
 import { RemoteError, RequestTimeoutError } from "../bus/bus.js";
 import { followRun } from "../bus/follow-run.js";
 import { BusUnavailableError, ServerNotOursError } from "../bus/nats-connect.js";
 import type { LoadedConfig } from "../config/load.js";
-import { dataDir } from "../config/paths.js";
 import type { ApiRequest } from "../daemon/api.js";
 import { UnreachableError } from "../errors.js";
-import { type AgentEvent, isEvent } from "../events/agent-events.js";
 import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
-import { localIdentity } from "../trust/approvers.js";
-import { visible, visibleLine } from "../util/visible.js";
 import { callApi, connectClient, NoDaemonError } from "./client.js";
-import { endIfUnknown, watchDaemon } from "./daemon-contact.js";
+import { followDaemonTurn } from "./daemon-turn.js";
 import { humanRenderer, jsonRenderer } from "./render.js";
 import { RUN_EXIT, type RunFlags, sayHowToGoOn } from "./run.js";
 import { ttyApprover } from "./tty-approver.js";
@@ -95,74 +90,33 @@ export async function runViaDaemon(
     // On a terminal, this client is one of the places an approval can be answered; the first answer wins.
     const asker = process.stdin.isTTY && process.stderr.isTTY ? ttyApprover() : undefined;
     if (asker) status = (line) => asker.say(line);
-    // What is asked is the request its host wrote (the record), not the event that announced it.
-    const asked = new Set<string>();
-    const answerHere = async (envelope: AgentEvent<"approval.requested">) => {
-      const { callId } = envelope.data;
-      const shown = await awaitApproval(
-        bus,
-        { runId: envelope.runId, agentId: envelope.agentId, callId },
-        reading.signal,
-      );
-      // Each request once, however many events announce it.
-      if (!shown || asked.has(shown.requestId)) return;
-      asked.add(shown.requestId);
-      const answer = await asker?.decide(shown.request, reading.signal).catch(() => undefined);
-      if (!answer) return;
-      const { outcome, record, why } = await answerApproval(
-        bus,
-        localIdentity(dataDir(config.troupe.dataDir)),
-        shown,
-        { approved: answer.approved, via: "troupe run", reason: answer.reason },
-      );
-      if (outcome === "already-decided")
-        process.stderr.write(`  (already ${record?.status} by ${visibleLine(record?.by ?? "someone")})\n`);
-      if (outcome === "rejected")
-        process.stderr.write(`  (the run's host refused the answer: ${visible(why ?? "")})\n`);
-      if (outcome === "changed") process.stderr.write("  (the call was asked again; this answer is void)\n");
-    };
-    let told = false;
-    // A daemon that restarted without the run: said, and the run no longer waited for.
-    const unknown = endIfUnknown(bus, config, started.runId, reading);
-    const contact = watchDaemon(bus, {
-      lost: (ms) => {
-        if (told) return;
-        told = true;
-        status(`troupe: lost contact with the daemon (last seen ${Math.round(ms / 1000)} s ago); waiting…`);
-      },
-      back: () => {
-        told = false;
-        status("troupe: the daemon is back");
-      },
-      started: unknown.started,
-    });
     let output: AgentOutput | undefined;
     try {
-      for (let next = await first; !next.done; next = await events.next()) {
-        const envelope = next.value;
-        reconnecting = false;
-        // Decided anywhere, or closed unanswered: the question here is withdrawn before the line that says why.
-        if (isEvent(envelope, "approval.decided") || isEvent(envelope, "approval.closed"))
-          asker?.cancel(envelope.data.callId);
-        renderer.event({ envelope });
-        if (asker && isEvent(envelope, "approval.requested"))
-          void answerHere(envelope).catch((error) => log.warn({ err: error }, "could not answer here"));
-        if (isEvent(envelope, "agent.stopped") && envelope.agentId === started.agentId) {
-          output = envelope.data;
-          break;
-        }
-      }
-    } catch (error) {
-      throw unknown.error() ?? error;
+      output = await followDaemonTurn(
+        bus,
+        config,
+        {
+          runId: started.runId,
+          agentId: started.agentId,
+          events,
+          first,
+          renderer,
+          reading,
+          asker,
+          status: (line) => status(line),
+          via: "troupe run",
+          seen: () => {
+            reconnecting = false;
+          },
+        },
+        log,
+      );
     } finally {
-      contact.stop();
       process.off("SIGINT", onSigint);
       renderer.close();
       reading.abort();
       await events.return?.();
     }
-    const lost = unknown.error();
-    if (lost) throw lost;
     sayHowToGoOn(runId, output?.reason ?? "aborted", flags.json);
     return output ? RUN_EXIT[output.reason] : RUN_EXIT.aborted;
   } finally {
