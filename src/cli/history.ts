@@ -84,7 +84,7 @@ function lastOf<T extends AgentEventType>(
  * A local run as `troupe runs` lists it, from one pass over its log that keeps only what the row
  * says: its first agent's start, last stop and last usage. Undefined when it has no first agent.
  */
-function localRow(store: FileStore, runId: string, log: Logger): RunRow | undefined {
+export function localRow(store: FileStore, runId: string, log: Logger): RunRow | undefined {
   let started: AgentEvent<"agent.started"> | undefined;
   let stopped: AgentEvent<"agent.stopped"> | undefined;
   let updated: AgentEvent<"usage.updated"> | undefined;

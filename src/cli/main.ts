@@ -5,6 +5,7 @@ import { createLogger, LOG_LEVELS, type Logger } from "../log.js";
 import { Redactor } from "../safety/redact.js";
 import { agentsCommands } from "./commands/agents.js";
 import { approvalCommands } from "./commands/approvals.js";
+import { chatCommands } from "./commands/chat.js";
 import type { CommandContext, GlobalOptions } from "./commands/command-context.js";
 import { runCommand } from "./commands/run.js";
 import { runsCommands } from "./commands/runs.js";
@@ -66,6 +67,7 @@ export async function main(argv: string[]): Promise<number> {
   for (const add of [
     agentsCommands,
     runCommand,
+    chatCommands,
     daemonCommands,
     runsCommands,
     approvalCommands,

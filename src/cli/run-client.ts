@@ -135,7 +135,7 @@ export class DaemonUnreachableError extends UnreachableError {
  * an earlier ask says the run exists, and this client follows it. The daemon says so only when that
  * run was started with this same request; a run under the id that asked anything else is refused.
  */
-async function submit(
+export async function submit(
   bus: Awaited<ReturnType<typeof connectClient>>,
   config: LoadedConfig,
   deadline: number,

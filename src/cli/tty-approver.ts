@@ -16,6 +16,8 @@ export interface TtyApprover extends Approver {
    * question, which is asked again below it.
    */
   say(line: string): void;
+  /** A question is open: the next line typed is its answer. */
+  asking(): boolean;
 }
 
 export class QuestionWithdrawnError extends TroupeError {
@@ -97,6 +99,7 @@ export function ttyApprover(
       if (asking) output.write(`\n${line}\n${asking.question}`);
       else output.write(`${line}\n`);
     },
+    asking: () => asking !== undefined,
     cancel(callId) {
       withdrawn.add(callId);
       if (asking?.callId !== callId) return;

@@ -39,25 +39,47 @@ export function runCommand(program: Command, context: CommandContext): void {
     )
     .option("--detach", "leave the run to the daemon once it has taken it; print its id")
     .option(
+      "--continue [runId]",
+      "go on with this run (default: the newest of this config), the task its next message",
+    )
+    .option(
       "--wait-daemon <seconds>",
       "how long to wait for NATS and a daemon to take the run, through a restart (exit 4 after)",
       "30",
     )
-    .action(async (given: string | undefined, flags: RunFlags & { file?: string }) => {
-      const { readTask } = await import("../task-input.js");
-      const task = await readTask(given, flags.file);
-      const { loadConfig } = await import("../../config/load.js");
-      const config = loadConfig(context.where());
-      if (flags.local && flags.detach)
-        throw new UsageError("--detach leaves a run to the daemon: a --local run ends with this process");
-      if (flags.local) {
-        const { runTask } = await import("../run.js");
-        context.exit(await runTask(config, task, flags, context.log("run")));
-      } else {
-        const { runViaDaemon } = await import("../run-client.js");
-        context.exit(await runViaDaemon(config, task, flags, context.log("run")));
-      }
-    });
+    .action(
+      async (given: string | undefined, flags: RunFlags & { file?: string; continue?: string | true }) => {
+        const { loadConfig } = await import("../../config/load.js");
+        if (flags.continue !== undefined) {
+          // `--continue "TASK"`: the option took the task for its run id.
+          const [runId, task] =
+            typeof flags.continue === "string" && (given !== undefined || flags.continue.startsWith("run-"))
+              ? [flags.continue, given]
+              : [undefined, typeof flags.continue === "string" ? flags.continue : given];
+          const { readTask } = await import("../task-input.js");
+          const text = await readTask(task, flags.file);
+          const config = loadConfig(context.where());
+          const { followUp, newestRun } = await import("../follow-up.js");
+          const log = context.log("run");
+          context.exit(
+            await followUp(config, runId ?? (await newestRun(config, flags.local, log)), text, flags, log),
+          );
+          return;
+        }
+        const { readTask } = await import("../task-input.js");
+        const task = await readTask(given, flags.file);
+        const config = loadConfig(context.where());
+        if (flags.local && flags.detach)
+          throw new UsageError("--detach leaves a run to the daemon: a --local run ends with this process");
+        if (flags.local) {
+          const { runTask } = await import("../run.js");
+          context.exit(await runTask(config, task, flags, context.log("run")));
+        } else {
+          const { runViaDaemon } = await import("../run-client.js");
+          context.exit(await runViaDaemon(config, task, flags, context.log("run")));
+        }
+      },
+    );
 }
 
 /** A command called the wrong way: one line, exit 2. */
