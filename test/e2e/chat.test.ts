@@ -1,0 +1,121 @@
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, expect, it } from "vitest";
+import { ScriptedModelServer, type ScriptRule } from "../../src/testing/scripted-model-server.js";
+import { TROUPE_BIN, tempTree } from "../support/cli.js";
+import { Tmux } from "../support/tmux.js";
+import { waitFor } from "../support/wait.js";
+
+/*
+ * `troupe chat --local` on a terminal: each line a turn of one run, approvals asked at its prompt,
+ * Ctrl-C stopping a turn and not the session, /cost and /agents saying what the run spent.
+ */
+
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/** A project whose agent `coder` may write files, on `rules`; `troupe chat --local ARGS` on a terminal. */
+async function localChat(rules: ScriptRule[], args: string[] = []) {
+  const model = await ScriptedModelServer.start(rules);
+  cleanups.push(() => model.close());
+  const { dir, dispose } = tempTree({
+    "config/troupe.yaml": "defaultAgent: coder\ndefaultModel: scripted\n",
+    "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [write_file]\n",
+    "ws/README.md": "# a project\n",
+  });
+  cleanups.push(dispose);
+  const env = {
+    ...process.env,
+    OPENAI_BASE_URL: model.baseURL,
+    OPENAI_API_KEY: "",
+    TROUPE_DATA_DIR: join(dir, ".data"),
+  };
+  const command = [process.execPath, TROUPE_BIN, "--config", join(dir, "config"), "chat", "--local"];
+  const tmux = Tmux.start([...command, "-w", "ws", ...args], { cwd: dir, env, columns: 100, rows: 40 });
+  cleanups.push(() => tmux.kill());
+  await waitFor("the prompt", () => tmux.screen().includes("›"), 20_000);
+  return { model, tmux, dir };
+}
+
+/** Types `line` at the prompt and waits until the screen shows `until`. */
+async function say(tmux: Tmux, line: string, until: string | RegExp, timeoutMs = 20_000) {
+  tmux.keys(line, "Enter");
+  await waitFor(`${until} on the screen`, () => matchesScreen(tmux, until), timeoutMs);
+}
+
+const matchesScreen = (tmux: Tmux, what: string | RegExp) => {
+  const screen = tmux.history();
+  return typeof what === "string" ? screen.includes(what) : what.test(screen);
+};
+
+/** The text of every message the model was sent in its `n`th request (0-based). */
+const sent = (model: ScriptedModelServer, n: number) =>
+  (model.requests[n]?.body.messages ?? []).map((m) => `${m.role}: ${String(m.content ?? "")}`);
+
+it("two lines are two turns of one run: the second call carries the first exchange; /cost and /agents say what it spent", async () => {
+  const { model, tmux } = await localChat([
+    { match: { lastUser: "first question" }, reply: { text: "First answer." } },
+    { match: { lastUser: "second question" }, reply: { text: "Second answer." } },
+  ]);
+  await say(tmux, "first question", /✓ done · 1 turn/);
+  await say(tmux, "second question", /✓ done · 2 turns/);
+  expect(model.requests).toHaveLength(2);
+  const second = sent(model, 1);
+  expect(second).toContain("user: first question");
+  expect(second).toContain("assistant: First answer.");
+  expect(second.at(-1)).toBe("user: second question");
+  model.assertComplete();
+
+  await say(tmux, "/cost", /run run-[0-9a-z]{26}: \d+ tokens/);
+  const tokens = Number(/run run-[0-9a-z]{26}: (\d+) tokens/.exec(tmux.history())?.[1]);
+  // What `troupe run` said the turns spent, and /cost the same.
+  expect(tmux.history()).toContain(`2 turns · 0 tool calls · ${tokens} tokens`);
+  expect(tmux.history()).toMatch(new RegExp(`coder \\(coder-[0-9a-z]+\\): ${tokens} tokens, \\$0\\.0000`));
+  await say(tmux, "/agents", /coder \(coder-[0-9a-z]+\): stopped \(done\), 2 turns, 0 tool calls/);
+  await say(tmux, "/cots", 'unknown command /cots (did you mean "/cost"?)');
+
+  // Ctrl-D at an empty prompt leaves, saying how to go on.
+  tmux.keys("C-d");
+  await waitFor("the way back", () => tmux.history().includes("troupe chat --continue run-"), 10_000);
+  expect(tmux.history().replaceAll("\n", "")).toMatch(
+    /troupe: run (run-[0-9a-z]{26}) stays: troupe chat --continue \1 goes on with it \(or troupe follow-up \1/,
+  );
+}, 60_000);
+
+it("asks for an approval at its prompt, and the answer typed there decides it", async () => {
+  const write = { name: "write_file", arguments: { path: "out.txt", content: "written\n" } };
+  const { tmux, dir } = await localChat(
+    [
+      { match: { turn: 1 }, reply: { toolCalls: [write] } },
+      { match: { turn: 2 }, reply: { text: "Written." } },
+    ],
+    ["--approval", "ask"],
+  );
+  await say(tmux, "write it", "? allow write_file");
+  expect(existsSync(join(dir, "ws/out.txt"))).toBe(false);
+  await say(tmux, "y", /✓ done/);
+  expect(tmux.history()).toContain("✓ allowed by user");
+  expect(readFileSync(join(dir, "ws/out.txt"), "utf8")).toBe("written\n");
+}, 60_000);
+
+it("Ctrl-C stops the turn, not the session: the next line goes on with the same run", async () => {
+  const { model, tmux } = await localChat([
+    { match: { lastUser: "a long one" }, reply: { text: "Too late.", delayMs: 60_000 } },
+    { match: { lastUser: "a short one" }, reply: { text: "Short answer." } },
+  ]);
+  tmux.keys("a long one", "Enter");
+  await waitFor("the model asked", () => model.requests.length === 1, 20_000);
+  tmux.keys("C-c");
+  await waitFor(
+    "the turn aborted",
+    () => tmux.history().includes("troupe: this turn stopped (aborted)"),
+    20_000,
+  );
+  await say(tmux, "a short one", "Short answer.");
+  await waitFor("the turn done", () => tmux.history().includes("✓ done"), 10_000);
+  expect(model.requests).toHaveLength(2);
+  expect(sent(model, 1)).toContain("user: a long one");
+  expect(sent(model, 1).at(-1)).toBe("user: a short one");
+}, 60_000);
