@@ -11,7 +11,7 @@ export const CHAT_COMMANDS = {
   "/abort": "stop the turn going on; the run stays, and the next line goes on with it",
   "/cost": "tokens and cost so far: the run's, and each agent's",
   "/agents": "the run's agents, as a tree, with their states",
-  "/approval": "POLICY: the approval policy of the turns after this one (never-ask, auto-edit, ask, yolo)",
+  "/approval": "POLICY: the approval policy of the next turns (never-ask, auto-edit, ask, yolo)",
   "/exit": "leave (the run stays: troupe chat --continue RUN goes on with it)",
 } as const;
 
@@ -33,11 +33,12 @@ export function helpText(): string {
   const lines = Object.entries(CHAT_COMMANDS).map(([name, what]) => `  ${name.padEnd(width)}  ${what}`);
   return [
     ...lines,
-    "  A line ending in \\ goes on on the next. Ctrl-C stops a turn; at an empty prompt, Ctrl-C or Ctrl-D leaves.",
-    "  A line typed while a turn runs steers it (an open approval question takes it as its answer).",
+    "  A line ending in \\ goes on on the next. Ctrl-C stops a turn; at an empty prompt, it leaves",
+    "  (as Ctrl-D does). A line typed while a turn runs steers it, or answers the question open then.",
   ].join("\n");
 }
 
+const count = (n: number, what: string) => `${n} ${what}${n === 1 ? "" : "s"}`;
 const tokens = (node: TreeNode) => (node.usage?.inputTokens ?? 0) + (node.usage?.outputTokens ?? 0);
 const dollars = (node: TreeNode) => `$${(node.usage?.costUsd ?? 0).toFixed(4)}`;
 const label = (node: TreeNode) =>
@@ -63,7 +64,7 @@ export function agentsText(tree: RunTreeBuilder, runId: string | undefined): str
     .map((node) => {
       const state = node.reason ? `stopped (${visibleLine(node.reason)})` : visibleLine(node.state);
       const tool = node.tool ? `, running ${visibleLine(node.tool)}` : "";
-      return `  ${label(node)}: ${state}${tool}, ${node.turns} turns, ${node.toolCalls} tool calls`;
+      return `  ${label(node)}: ${state}${tool}, ${count(node.turns, "turn")}, ${count(node.toolCalls, "tool call")}`;
     })
     .join("\n");
 }

@@ -77,7 +77,7 @@ it("chats with a run on the daemon: two turns of one run, an approval answered a
   const tokens = /run run-[0-9a-z]{26}: (\d+) tokens/.exec(tmux.history())?.[1];
   expect(tmux.history()).toContain(`3 turns · 1 tool call · ${tokens} tokens`);
   tmux.keys("/agents", "Enter");
-  await shows(/coder \(coder-[0-9a-z]+\): stopped \(done\), 3 turns, 1 tool calls/);
+  await shows(/coder \(coder-[0-9a-z]+\): stopped \(done\), 3 turns, 1 tool call/);
   tmux.keys("C-c");
   await shows("troupe chat --continue run-", 10_000);
   const runId = /troupe: run (run-[0-9a-z]{26}) stays/.exec(tmux.history())?.[1] ?? "";
