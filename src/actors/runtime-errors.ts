@@ -5,6 +5,10 @@ export class UnknownAgentError extends UserError {
   override name = "UnknownAgentError";
 }
 
+export class UnknownModelError extends UserError {
+  override name = "UnknownModelError";
+}
+
 export class UnknownSkillError extends UserError {
   override name = "UnknownSkillError";
 }

@@ -38,7 +38,12 @@ import { nextSeqOf } from "./next-seq.js";
 import { type SpawnRequest, workerPlacement } from "./placement.js";
 import { type ResumeAs, rightsOf, trustedName } from "./resume-rights.js";
 import { newAgentId, newRunId } from "./run-ids.js";
-import { RuntimeNotOpenError, UnknownAgentError, WorkspaceError } from "./runtime-errors.js";
+import {
+  RuntimeNotOpenError,
+  UnknownAgentError,
+  UnknownModelError,
+  WorkspaceError,
+} from "./runtime-errors.js";
 import type { RunOptions, RuntimeOptions } from "./runtime-options.js";
 import { secretsOf } from "./runtime-secrets.js";
 import { skillFor } from "./skill-choice.js";
@@ -190,6 +195,23 @@ export class Runtime {
     return [...this.#config.agents.values()].map((agent) => agent.definition);
   }
 
+  /**
+   * The models troupe.yaml and the agents name: the default, each provider's listed models (also as
+   * `provider/model`), and each agent's model and fallbacks. What a run may be switched to.
+   */
+  modelNames(): string[] {
+    const { troupe } = this.#config;
+    const names = new Set<string>([troupe.defaultModel]);
+    for (const [provider, config] of Object.entries(troupe.providers))
+      for (const model of Object.keys(config.models)) {
+        names.add(model);
+        names.add(`${provider}/${model}`);
+      }
+    for (const agent of this.definitions())
+      for (const model of [agent.model, ...agent.fallbackModels]) if (model) names.add(model);
+    return [...names];
+  }
+
   /** Checks that the agent's model can be reached with what is configured. */
   assertReady(agent: AgentDefinition): void {
     this.models.assertConfigured(agent.model ?? this.#config.troupe.defaultModel);
@@ -220,12 +242,13 @@ export class Runtime {
    * comes from `as`, not from the snapshot, which any host on the bus can write. With an `epoch` (a
    * worker's placement taken over from another), the record is written back at once
    * (`AgentStore.takeOver`): the host it was taken from stops at its next write. `approval` replaces
-   * the policy its rights give it (a person's choice for the turns to come).
+   * the policy its rights give it, and `model` its definition's model (a person's choice for the
+   * turns to come; one of `modelNames()`, else an `UnknownModelError`).
    */
   async resume(
     runId: string,
     agentId: string,
-    options: { as: ResumeAs; followUp?: string; epoch?: number; approval?: ApprovalPolicy },
+    options: { as: ResumeAs; followUp?: string; epoch?: number; approval?: ApprovalPolicy; model?: string },
   ): Promise<AgentHandle | undefined> {
     const loaded = await loadOrRebuild(this.#opened("resume"), this.bus, this.#log, {
       runId,
@@ -241,7 +264,10 @@ export class Runtime {
         (record.snapshot as { context?: { messages?: ChatMessage[] } }).context?.messages ?? [];
       record = reopened(record, await finishedChildAnswers(this.bus, runId, agentId, messages));
     }
-    const definition = this.agent(trustedName(record, options.as, agentId, this.#log));
+    const definition = this.#withModel(
+      this.agent(trustedName(record, options.as, agentId, this.#log)),
+      options.model,
+    );
     const nextSeq = await nextSeqOf(this.bus, runId, agentId, record.nextSeq);
     const rights = rightsOf(record, options.as);
     return this.#host({
@@ -287,6 +313,19 @@ export class Runtime {
     return adoptChild(this.bus, this.#persistence?.agents, runId, childId, () =>
       this.resume(runId, childId, { as: "child" }),
     );
+  }
+
+  /** `definition` on `model`, when one is chosen: a model of the config, and one that can be reached. */
+  #withModel(definition: AgentDefinition, model: string | undefined): AgentDefinition {
+    if (model === undefined) return definition;
+    const known = this.modelNames();
+    if (!known.includes(model))
+      throw new UnknownModelError(
+        `unknown model "${model}"${didYouMean(model, known)}; the models are ${known.join(", ")}`,
+      );
+    const chosen = { ...definition, model };
+    this.assertReady(chosen);
+    return chosen;
   }
 
   /** Hosts one agent in this process: every agent a runtime runs, top-level or child, starts here. */

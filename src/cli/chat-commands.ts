@@ -12,6 +12,7 @@ export const CHAT_COMMANDS = {
   "/cost": "tokens and cost so far: the run's, and each agent's",
   "/agents": "the run's agents, as a tree, with their states",
   "/approval": "POLICY: the approval policy of the next turns (never-ask, auto-edit, ask, yolo)",
+  "/model": "NAME: the next turns on this model (one troupe.yaml or an agent names)",
   "/exit": "leave (the run stays: troupe chat --continue RUN goes on with it)",
 } as const;
 

@@ -6,7 +6,7 @@ import { APPROVAL_POLICIES } from "../config/policies.js";
 import type { ApprovalPolicy } from "../config/policy-schemas.js";
 import type { Logger } from "../log.js";
 import type { SandboxMode } from "../sandbox/plan.js";
-import { visible } from "../util/visible.js";
+import { visible, visibleLine } from "../util/visible.js";
 import { agentsText, costText, helpText, parseCommand } from "./chat-commands.js";
 import type { Conversation } from "./conversation.js";
 import { newestRun, openConversation } from "./follow-up.js";
@@ -181,8 +181,12 @@ class ChatSession {
         if (!policy)
           return void process.stderr.write(`/approval POLICY: one of ${APPROVAL_POLICIES.join(", ")}\n`);
         conversation.setApproval(policy);
-        return void process.stderr.write(`the turns after this one ask as ${policy} does\n`);
+        return void process.stderr.write(`the next turns ask as ${policy} does\n`);
       }
+      case "/model":
+        if (!rest) return void process.stderr.write("/model NAME: say which model\n");
+        conversation.setModel(rest);
+        return void process.stderr.write(`the next turns are on ${visibleLine(rest)}\n`);
     }
   }
 

@@ -41,8 +41,12 @@ export interface Conversation {
   steer(text: string): Promise<void>;
   /** Aborts the turn going on; the run stays, and the next turn goes on with it. */
   abort(): Promise<void>;
-  /** The approval policy of the turns after this one. */
+  /**
+   * The approval policy and the model of the turns after this one. A turn whose start refuses them (a
+   * policy beyond the daemon's ceiling, a model the config does not name) drops them.
+   */
   setApproval(policy: ApprovalPolicy): void;
+  setModel(model: string): void;
   /** Every agent of the run as the events read so far describe it: state and spend. */
   readonly tree: RunTreeBuilder;
   close(): Promise<void>;

@@ -61,6 +61,7 @@ class DaemonConversation implements Conversation {
   #runId: string | undefined;
   #agentId: string | undefined;
   #approval: ApprovalPolicy | undefined;
+  #model: string | undefined;
   /** The ids of the run's events read so far: each counted once in `tree`. */
   readonly #seen = new Set<string>();
   #asker: TtyApprover | undefined;
@@ -99,7 +100,11 @@ class DaemonConversation implements Conversation {
       // Events before this turn's ask are the run's past: counted, not shown again. (The daemon
       // stamps them; it runs on this machine's clock, or one kept near it.)
       const since = Date.now();
-      const agentId = await this.#ask(runId, text);
+      const agentId = await this.#ask(runId, text).catch((error: unknown) => {
+        this.#approval = undefined;
+        this.#model = undefined;
+        throw error;
+      });
       this.#runId = runId;
       this.#agentId = agentId;
       const output = await followDaemonTurn(
@@ -164,6 +169,7 @@ class DaemonConversation implements Conversation {
       runId,
       text,
       ...(this.#approval ? { approval: this.#approval } : {}),
+      ...(this.#model ? { model: this.#model } : {}),
     })) as { agentId: string };
     return resumed.agentId;
   }
@@ -203,6 +209,10 @@ class DaemonConversation implements Conversation {
 
   setApproval(policy: ApprovalPolicy): void {
     this.#approval = policy;
+  }
+
+  setModel(model: string): void {
+    this.#model = model;
   }
 
   async close(): Promise<void> {

@@ -100,6 +100,7 @@ class LocalConversation implements Conversation {
   #root: RootState | undefined;
   #handle: AgentHandle | undefined;
   #approval: ApprovalPolicy | undefined;
+  #model: string | undefined;
 
   constructor(
     private readonly runtime: Runtime,
@@ -118,7 +119,11 @@ class LocalConversation implements Conversation {
   }
 
   async turn(text: string): Promise<AgentOutput["reason"]> {
-    const handle = await this.#go(text);
+    const handle = await this.#go(text).catch((error: unknown) => {
+      this.#approval = undefined;
+      this.#model = undefined;
+      throw error;
+    });
     this.#handle = handle;
     this.#runId = handle.runId;
     const renderer = this.options.json ? jsonRenderer() : humanRenderer(() => handle.agentId);
@@ -167,6 +172,7 @@ class LocalConversation implements Conversation {
       as: "own-record",
       followUp: text,
       ...(this.#approval ? { approval: this.#approval } : {}),
+      ...(this.#model ? { model: this.#model } : {}),
     });
     if (!handle) throw new HistoryError(`run ${runId} has no snapshot to go on from`);
     // Not stopped (its process ended under it): it goes on where it was, and takes the message when
@@ -191,6 +197,10 @@ class LocalConversation implements Conversation {
 
   setApproval(policy: ApprovalPolicy): void {
     this.#approval = policy;
+  }
+
+  setModel(model: string): void {
+    this.#model = model;
   }
 
   async close(): Promise<void> {

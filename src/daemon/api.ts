@@ -62,12 +62,17 @@ export const apiRequests = {
   "runs.get": z.strictObject({ runId: runRef }),
   /**
    * Continue an unfinished or aborted run from its snapshot; with `text`, a finished one too, `text`
-   * its user's next message. `approval` is the run's policy from then on (held to the ceiling).
+   * its user's next message. `approval` is the run's policy from then on (held to the ceiling);
+   * `model` the model its first agent goes on with, one troupe.yaml or an agent names.
    */
   "runs.resume": z.strictObject({
     runId: runRef,
     text: z.string().min(1).max(MAX_TEXT).optional(),
     approval: z.enum(APPROVAL_POLICIES).optional(),
+    model: z
+      .string()
+      .regex(/^[A-Za-z0-9_.:/-]{1,128}$/, 'a model is at most 128 letters, digits, ".", "_", ":", "/" or "-"')
+      .optional(),
   }),
   "runs.abort": z.strictObject({ runId: runRef, reason: z.string().max(MAX_TEXT).optional() }),
   "runs.steer": z.strictObject({ runId: runRef, text: z.string().min(1).max(MAX_TEXT) }),

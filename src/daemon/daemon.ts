@@ -13,7 +13,7 @@ import { API_REQUEST_TIMEOUT_MS, type ApiRequest, type ApiVerb, type RunRecord }
 import { DaemonApi, type ResumeAsked, type StartedRun } from "./daemon-api.js";
 import type { RecordCopies } from "./record-copies.js";
 import { Retention } from "./retention.js";
-import { grantsOf, refusingUserErrors } from "./run-admission.js";
+import { asRefusal, grantsOf, refusingUserErrors } from "./run-admission.js";
 import { RunIndex } from "./run-index.js";
 import { allowedWorkspace } from "./workspace-admission.js";
 import { type RuntimeLease, WorkspaceRuntimes } from "./workspace-runtimes.js";
@@ -226,10 +226,10 @@ export class Daemon {
 
   /**
    * Brings a run back from its snapshot, with its sealed grants (`approval` in place of its own when
-   * asked); with `text`, a finished run too, going on with it. The API asks for one resume of a run
+   * asked) and on `model` when one is asked; with `text`, a finished run too, going on with it. The API asks for one resume of a run
    * at a time.
    */
-  async #resume(runId: string, { text, approval }: ResumeAsked = {}): Promise<StartedRun> {
+  async #resume(runId: string, { text, approval, model }: ResumeAsked = {}): Promise<StartedRun> {
     const stored = await this.#index?.get(runId);
     if (!stored) throw new RequestRefusedError(`no run ${runId}`);
     if (stored.status === "done" && text === undefined)
@@ -241,10 +241,15 @@ export class Daemon {
     let handle: AgentHandle | undefined;
     try {
       lease = await this.#runtime(found.workspace);
-      handle = await lease.runtime.resume(found.runId, found.agentId, {
-        as: { root: grantsOf(found), agent: found.agent },
-        followUp: text ?? "Continue the task where you left off.",
-      });
+      handle = await lease.runtime
+        .resume(found.runId, found.agentId, {
+          as: { root: grantsOf(found), agent: found.agent },
+          followUp: text ?? "Continue the task where you left off.",
+          model,
+        })
+        .catch((error: unknown) => {
+          throw asRefusal(error);
+        });
     } catch (error) {
       lease?.release();
       this.#retention?.schedule(found);

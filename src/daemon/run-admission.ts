@@ -38,3 +38,8 @@ export function refusingUserErrors<T>(start: () => T): T {
     throw error;
   }
 }
+
+/** A user's error (an unknown model) as the daemon's refusal, said as it said it; any other as it is. */
+export function asRefusal(error: unknown): unknown {
+  return error instanceof UserError ? new RequestRefusedError(error.message, { cause: error }) : error;
+}

@@ -29,6 +29,7 @@ it("chats with a run on the daemon: two turns of one run, an approval answered a
     { match: { lastUser: "first question" }, reply: { text: "First answer." } },
     { match: { lastUser: "write it", turn: 2 }, reply: { toolCalls: [write] } },
     { match: { lastUser: "write it" }, reply: { text: "Written." } },
+    { match: { lastUser: "on the large model" }, reply: { text: "Large answer." } },
     { match: { lastUser: "from a script" }, reply: { text: "Scripted answer." } },
     { match: { lastUser: "continued" }, reply: { text: "Continued answer." } },
   ]);
@@ -37,6 +38,8 @@ it("chats with a run on the daemon: two turns of one run, an approval answered a
     {
       "config/troupe.yaml": `nats:\n  prefix: ${uniquePrefix()}\ndefaultAgent: coder\ndefaultModel: scripted\n`,
       "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [write_file]\n",
+      "config/agents/reviewer.yaml":
+        "name: reviewer\ndescription: Reviews.\nmodel: scripted-large\ntools: []\n",
     },
     model.baseURL,
     cleanups,
@@ -78,6 +81,12 @@ it("chats with a run on the daemon: two turns of one run, an approval answered a
   expect(tmux.history()).toContain(`3 turns · 1 tool call · ${tokens} tokens`);
   tmux.keys("/agents", "Enter");
   await shows(/coder \(coder-[0-9a-z]+\): stopped \(done\), 3 turns, 1 tool call/);
+  tmux.keys("/model scripted-large", "Enter");
+  await shows("the next turns are on scripted-large");
+  tmux.keys("on the large model", "Enter");
+  await shows("Large answer.");
+  expect(model.requests[3]?.body.model).toBe("scripted-large");
+  await shows(/✓ done · 4 turns/);
   tmux.keys("C-c");
   await shows("troupe chat --continue run-", 10_000);
   const runId = /troupe: run (run-[0-9a-z]{26}) stays/.exec(tmux.history())?.[1] ?? "";
@@ -89,15 +98,17 @@ it("chats with a run on the daemon: two turns of one run, an approval answered a
   });
   expect(followed.stdout).toContain("Scripted answer.");
   expect(followed.code).toBe(0);
-  expect(sent(model, 3)).toContain("user: write it");
-  expect(sent(model, 3).at(-1)).toBe("user: from a script");
+  expect(sent(model, 4)).toContain("user: write it");
+  expect(sent(model, 4).at(-1)).toBe("user: from a script");
+  // The model chosen in chat was for that session's turns: a script's go on on the agent's.
+  expect(model.requests[4]?.body.model).toBe("scripted");
 
   const continued = await runTroupe([...h.cfg, "run", "--continue", "continued"], { cwd: h.dir, env: h.env });
   expect(continued.stderr).toContain(`troupe: continuing run ${runId} (the newest)`);
   expect(continued.stdout).toContain("Continued answer.");
   expect(continued.code).toBe(0);
-  expect(sent(model, 4)).toContain("assistant: Scripted answer.");
-  expect(sent(model, 4).at(-1)).toBe("user: continued");
+  expect(sent(model, 5)).toContain("assistant: Scripted answer.");
+  expect(sent(model, 5).at(-1)).toBe("user: continued");
   model.assertComplete();
 
   // A run the daemon does not know: one line, and no turn.

@@ -17,13 +17,14 @@ afterEach(async () => {
 });
 
 /** A project whose agent `coder` may write files, on `rules`; `troupe chat --local ARGS` on a terminal. */
-async function localChat(rules: ScriptRule[], args: string[] = []) {
+async function localChat(rules: ScriptRule[], args: string[] = [], files: Record<string, string> = {}) {
   const model = await ScriptedModelServer.start(rules);
   cleanups.push(() => model.close());
   const { dir, dispose } = tempTree({
     "config/troupe.yaml": "defaultAgent: coder\ndefaultModel: scripted\n",
     "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [write_file]\n",
     "ws/README.md": "# a project\n",
+    ...files,
   });
   cleanups.push(dispose);
   const env = {
@@ -118,4 +119,31 @@ it("Ctrl-C stops the turn, not the session: the next line goes on with the same 
   expect(model.requests).toHaveLength(2);
   expect(sent(model, 1)).toContain("user: a long one");
   expect(sent(model, 1).at(-1)).toBe("user: a short one");
+}, 60_000);
+
+it("/model puts the next turns of the run on another model the config names; one it does not name is one line", async () => {
+  const { model, tmux } = await localChat(
+    [
+      { match: { lastUser: "one" }, reply: { text: "Answer one." } },
+      { match: { lastUser: "two" }, reply: { text: "Answer two." } },
+      { match: { lastUser: "four" }, reply: { text: "Answer four." } },
+    ],
+    [],
+    {
+      "config/agents/reviewer.yaml":
+        "name: reviewer\ndescription: Reviews.\nmodel: scripted-large\ntools: []\n",
+    },
+  );
+  await say(tmux, "one", "Answer one.");
+  await say(tmux, "/model scripted-large", "the next turns are on scripted-large");
+  await say(tmux, "two", "Answer two.");
+  await say(tmux, "/model nope", "the next turns are on nope");
+  await say(tmux, "three", 'troupe: unknown model "nope"');
+  await say(tmux, "four", "Answer four.");
+  expect(model.requests.map((request) => request.body.model)).toEqual([
+    "scripted",
+    "scripted-large",
+    "scripted",
+  ]);
+  expect(sent(model, 2)).toContain("assistant: Answer two.");
 }, 60_000);
