@@ -150,11 +150,11 @@ class DaemonConversation implements Conversation {
       const started = await submit(bus, config, Date.now() + this.waitMs, {
         task: text,
         runId,
-        ...(options.agent ? { agent: options.agent } : {}),
-        ...(options.approval ? { approval: options.approval } : {}),
-        ...(options.mode ? { mode: options.mode } : {}),
-        ...(options.sandbox ? { sandbox: options.sandbox } : {}),
-        ...(options.skill ? { skill: options.skill } : {}),
+        agent: options.agent,
+        approval: options.approval,
+        mode: options.mode,
+        sandbox: options.sandbox,
+        skill: options.skill,
         // The daemon takes it only inside its workspaces, and says so otherwise.
         ...(options.workspace ? { workspace: resolvePath(options.workspace) } : {}),
       });
@@ -168,8 +168,8 @@ class DaemonConversation implements Conversation {
     const resumed = (await callApi(bus, config, "runs.resume", {
       runId,
       text,
-      ...(this.#approval ? { approval: this.#approval } : {}),
-      ...(this.#model ? { model: this.#model } : {}),
+      approval: this.#approval,
+      model: this.#model,
     })) as { agentId: string };
     return resumed.agentId;
   }

@@ -65,11 +65,7 @@ export async function openLocalConversation(
         log,
         bus,
         // A run gone on with works where it worked (`-w DIR`), not where this command runs.
-        ...(root?.workspace
-          ? { workspace: root.workspace }
-          : options.workspace
-            ? { workspace: options.workspace }
-            : {}),
+        workspace: root?.workspace ?? options.workspace,
         approver:
           options.asker?.((callId) => displayed.wait(callId)) ??
           denyingApprover(
@@ -163,16 +159,16 @@ class LocalConversation implements Conversation {
       return runtime.start({
         task: text,
         agent: runtime.agent(options.agent).name,
-        ...(options.approval ? { approval: options.approval } : {}),
-        ...(options.mode ? { mode: options.mode } : {}),
-        ...(options.sandbox ? { sandbox: options.sandbox } : {}),
-        ...(options.skill ? { skill: options.skill } : {}),
+        approval: options.approval,
+        mode: options.mode,
+        sandbox: options.sandbox,
+        skill: options.skill,
       });
     const handle = await runtime.resume(runId, root.agentId, {
       as: "own-record",
       followUp: text,
-      ...(this.#approval ? { approval: this.#approval } : {}),
-      ...(this.#model ? { model: this.#model } : {}),
+      approval: this.#approval,
+      model: this.#model,
     });
     if (!handle) throw new HistoryError(`run ${runId} has no snapshot to go on from`);
     // Not stopped (its process ended under it): it goes on where it was, and takes the message when
