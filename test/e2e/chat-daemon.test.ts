@@ -81,6 +81,15 @@ it("chats with a run on the daemon: two turns of one run, an approval answered a
   expect(tmux.history()).toContain(`3 turns · 1 tool call · ${tokens} tokens`);
   tmux.keys("/agents", "Enter");
   await shows(/coder \(coder-[0-9a-z]+\): stopped \(done\), 3 turns, 1 tool call/);
+  // A policy beyond the daemon's ceiling is refused at the next turn, in one line; the run goes on as it was.
+  tmux.keys("/approval yolo", "Enter");
+  await shows("the next turns ask as yolo does");
+  tmux.keys("as yolo", "Enter");
+  await waitFor("the refusal", () =>
+    /troupe: .*raise daemon\.maxApproval in troupe\.yaml to allow it/.test(
+      tmux.history().replaceAll("\n", ""),
+    ),
+  );
   tmux.keys("/model scripted-large", "Enter");
   await shows("the next turns are on scripted-large");
   tmux.keys("on the large model", "Enter");

@@ -91,6 +91,11 @@ it("asks for an approval at its prompt, and the answer typed there decides it", 
     [
       { match: { turn: 1 }, reply: { toolCalls: [write] } },
       { match: { turn: 2 }, reply: { text: "Written." } },
+      {
+        match: { lastUser: "write again", turn: 3 },
+        reply: { toolCalls: [{ name: "write_file", arguments: { path: "again.txt", content: "again\n" } }] },
+      },
+      { match: { turn: 4 }, reply: { text: "Written again." } },
     ],
     ["--approval", "ask"],
   );
@@ -99,6 +104,12 @@ it("asks for an approval at its prompt, and the answer typed there decides it", 
   await say(tmux, "y", /✓ done/);
   expect(tmux.history()).toContain("✓ allowed by user");
   expect(readFileSync(join(dir, "ws/out.txt"), "utf8")).toBe("written\n");
+
+  // /approval: the next turn writes without asking.
+  await say(tmux, "/approval auto-edit", "the next turns ask as auto-edit does");
+  await say(tmux, "write again", /✓ done · 4 turns · 2 tool calls/);
+  expect(tmux.history().match(/\? allow write_file/g)).toHaveLength(1);
+  expect(readFileSync(join(dir, "ws/again.txt"), "utf8")).toBe("again\n");
 }, 60_000);
 
 it("Ctrl-C stops the turn, not the session: the next line goes on with the same run", async () => {
