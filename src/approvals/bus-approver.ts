@@ -3,7 +3,12 @@ import { type Bus, KvConflictError, type KvEntry, type KvStore } from "../bus/bu
 import { callKey } from "../bus/subjects.js";
 import type { Logger } from "../log.js";
 import type { ApproverTrust } from "../trust/approvers.js";
-import { requestDigest, type SignedAnswer, verifyAnswer } from "../trust/signed-answer.js";
+import {
+  requestDigest,
+  type SignedAnswer,
+  signedAnswerSchema,
+  verifyAnswer,
+} from "../trust/signed-answer.js";
 import { migrateVersioned, type VersionedRecord } from "../util/record-versions.js";
 import { SaidAtMost } from "../util/said-at-most.js";
 import { APPROVAL_MIGRATIONS, APPROVAL_RECORD_VERSION } from "./approval-migrations.js";
@@ -70,7 +75,38 @@ export const approvalKey = ({ runId, agentId, callId }: ApprovalRef) =>
  */
 export const answerKey = (approval: string, requestId: string, answerId: string) =>
   `${approval}.${requestId}.${answerId}`;
-const answersOf = (approval: string, requestId: string) => `${approval}.${requestId}.*`;
+
+/**
+ * Where an answer of the run lies for the wait on `approval`: `here` under its own key; `misplaced`
+ * when it is under this approval's key in another shape, or under another request's digest while
+ * it does not say it answers that request, or of no answer's shape and naming this approval's
+ * call; `elsewhere` (another request's answer, or nothing this wait has to say of) otherwise.
+ */
+export function answerPlace(
+  key: string,
+  value: unknown,
+  approval: string,
+  requestId: string,
+): "here" | "elsewhere" | { misplaced: string } {
+  const tokens = key.split(".");
+  const expected = `${approval}.${requestId}.<answerId>`;
+  if (key.startsWith(`${approval}.`)) {
+    if (tokens.length !== ANSWER_KEY_TOKENS)
+      return { misplaced: `under ${key}: an answer goes under ${expected}` };
+    if (tokens[3] === requestId) return "here";
+    // An answer to an earlier request of the same call, under its own key: not this wait's to refuse.
+    const named = signedAnswerSchema.safeParse(value).data?.content.requestId;
+    if (named === tokens[3]) return "elsewhere";
+    return { misplaced: `under ${key}: this request's answers go under ${expected}` };
+  }
+  const callKey = approval.split(".")[2];
+  if (tokens.length !== ANSWER_KEY_TOKENS && callKey !== undefined && tokens.includes(callKey))
+    return { misplaced: `under ${key}: an answer goes under ${expected}` };
+  return "elsewhere";
+}
+
+/** `<runId>.<agentId>.<call key>.<requestId>.<answerId>` */
+const ANSWER_KEY_TOKENS = 5;
 
 /**
  * Approvals as records on the bus, not prompts owned by one process: any approver (an observer,
@@ -241,11 +277,16 @@ export class BusApprover implements Approver {
       }
     })().catch(() => {});
     try {
-      for await (const change of answers.watch({
-        key: answersOf(key, own.requestId),
-        signal: watching.signal,
-      })) {
+      // Every answer of the run is looked at, so one under a key of another shape is refused visibly.
+      for await (const change of answers.watch({ key: `${own.request.runId}.>`, signal: watching.signal })) {
         if (change.value === null) continue;
+        const place = answerPlace(change.key, change.value, key, own.requestId);
+        if (place === "elsewhere") continue;
+        if (place !== "here") {
+          const answerId = change.key.slice(change.key.lastIndexOf(".") + 1);
+          await this.#refuse(kv, key, own, { answerId, why: place.misplaced }, refusals);
+          continue;
+        }
         const answer = await this.#consider(kv, key, own, change.key, change.value, refusals, (on) => {
           deciding = on;
         });

@@ -200,6 +200,46 @@ describe.each([
     expect(await waiting).toEqual({ approved: true, by: "bob (troupe approve)" });
   });
 
+  it("refuse, visibly, an answer of the run under a key of another shape or another request's digest", async () => {
+    const refused: RejectedAnswer[] = [];
+    const waiting = new BusApprover(under.bus, 60_000, trust, silentLogger).decide(
+      request("c9"),
+      new AbortController().signal,
+      (refusal) => void refused.push(refusal),
+    );
+    const record = await pendingRecord(under, "c9");
+    const answers = await under.bus.kv("answers");
+    const valid = signAnswer(alice, {
+      runId: "run-1",
+      callId: "c9",
+      requestId: record.requestId,
+      approved: true,
+    });
+    const misplaced = [
+      `run-1.c9.${record.requestId}.a1`,
+      `run-1.coder.c9.a2`,
+      `run-1.coder.c9.someone-elses-digest.a3`,
+    ];
+    for (const key of misplaced) await answers.create(key, valid);
+    // Another call's answer, and a key naming no call of this wait: not this wait's to speak of.
+    await answers.create(`run-1.coder.c10.${record.requestId}.a4`, valid);
+    await answers.create("run-1.junk.a5", valid);
+    await waitFor("every misplaced answer refused", () => refused.length === misplaced.length);
+    const expected = `run-1.coder.c9.${record.requestId}.<answerId>`;
+    expect(refused).toEqual([
+      { answerId: "a1", why: `under run-1.c9.${record.requestId}.a1: an answer goes under ${expected}` },
+      { answerId: "a2", why: `under run-1.coder.c9.a2: an answer goes under ${expected}` },
+      {
+        answerId: "a3",
+        why: `under run-1.coder.c9.someone-elses-digest.a3: this request's answers go under ${expected}`,
+      },
+    ]);
+    expect((await findApproval(under.bus, "c9"))?.rejected).toHaveLength(misplaced.length);
+    await answers.create(answerKey(approvalKey(record.request), record.requestId, "a6"), valid);
+    expect(await waiting).toEqual({ approved: true, by: "alice" });
+    expect(refused).toHaveLength(misplaced.length);
+  });
+
   it("tell an answerer whose key is not trusted that the host refused it", async () => {
     const waiting = new BusApprover(under.bus, 60_000, trust, silentLogger).decide(
       request("c6"),
