@@ -1,5 +1,6 @@
 import { writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { createUser } from "@nats-io/nkeys";
 import { expect, it } from "vitest";
 import { uniquePrefix } from "../../src/bus/subjects.js";
@@ -12,7 +13,7 @@ import { waitFor } from "../support/wait.js";
 const { cleanups, follow } = daemonProcesses();
 const EXAMPLES = resolve(import.meta.dirname, "../../examples/bus");
 
-it("examples/bus follows a run and answers its approval, signed as docs/nats-permissions.md says, on a daemon's embedded server", async () => {
+it("examples/bus follows a run and answers its approval as docs/daemon.md says, on a daemon's embedded server; answers it cannot take are refused on the run's events and in its log", async () => {
   const prefix = uniquePrefix();
   const { h } = await shellCoderDaemon(
     prefix,
@@ -22,7 +23,8 @@ it("examples/bus follows a run and answers its approval, signed as docs/nats-per
   await h.start();
   const troupe = (args: string[]) => runTroupe([...h.cfg, ...args], { cwd: h.dir, env: h.env });
   // A key registered with the daemon: one of its data dir, made by `troupe keys create`.
-  expect((await troupe(["keys", "create", "ana"])).stdout).toMatch(/^U[A-Z2-7]{55}\n$/);
+  const publicKey = (await troupe(["keys", "create", "ana"])).stdout.trim();
+  expect(publicKey).toMatch(/^U[A-Z2-7]{55}$/);
   const key = join(h.dir, ".data", "keys", "ana.nk");
   // A key nobody registered, in a file of the same name elsewhere.
   const stranger = join(h.dir, "ana.nk");
@@ -57,6 +59,55 @@ it("examples/bus follows a run and answers its approval, signed as docs/nats-per
   const refused = answer(stranger);
   expect(await refused.exit).toBe(1);
   expect(refused.stdout()).toMatch(/^refused: signed by a key that is not a trusted approver's \(U/);
+  // Answers the host cannot take, each refused on the run's events and in its log, the request pending.
+  const approverBus = await h.connectAs("approver", prefix);
+  const jsm = await jetstreamManager(approverBus, { checkAPI: false, apiPrefix: `$JS.${prefix}_hosts.API` });
+  const approval = `${asked.runId}.${asked.agentId}.${asked.data.callId}`;
+  const stored = await jsm.streams.getMessage(`KV_${prefix}_approvals`, {
+    last_by_subj: `$KV.${prefix}_approvals.${approval}`,
+  });
+  const { requestId } = stored?.json<{ requestId: string }>() ?? { requestId: "" };
+  const content = {
+    v: 1,
+    answerId: "forged",
+    runId: asked.runId,
+    callId: asked.data.callId,
+    requestId,
+    decision: "allow",
+    time: Date.now(),
+    name: "ana",
+    publicKey,
+  };
+  const misplaced: Array<[string, string, RegExp]> = [
+    [`${approval}.${requestId}.badjson`, "{not json", /^not a signed answer$/],
+    [`${approval}.${requestId}.forged`, JSON.stringify({ content, signature: "AAAA" }), /^bad signature$/],
+    [
+      `${asked.runId}.${asked.data.callId}.${requestId}.oldshape`,
+      JSON.stringify({ content, signature: "AAAA" }),
+      /^under .*\.oldshape: an answer goes under /,
+    ],
+    [`${approval}.not-its-digest.otherreq`, "{}", /^under .*\.otherreq: this request's answers go under /],
+  ];
+  const js = jetstream(approverBus);
+  for (const [answerKey, value] of misplaced)
+    await js.publish(`$KV.${prefix}_answers.${answerKey}`, value, { expect: { lastSubjectSequence: 0 } });
+  const rejections = () =>
+    following
+      .stdout()
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line))
+      .filter((e) => e.type === "approval.rejected");
+  await waitFor("every answer refused", () => rejections().length === misplaced.length + 1);
+  expect(rejections().map((e) => e.data.why)).toEqual([
+    expect.stringMatching(/not a trusted approver's/),
+    ...misplaced.map(([, , why]) => expect.stringMatching(why)),
+  ]);
+  await waitFor(
+    "the log says so",
+    () => h.stderr().split("refused an answer to an approval").length > misplaced.length + 1,
+  );
+
   const approved = answer(key);
   expect(await approved.exit).toBe(0);
   expect(approved.stderr()).toContain("echo approved-and-ran");
