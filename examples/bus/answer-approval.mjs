@@ -52,7 +52,7 @@ const content = {
   callId,
   requestId,
   decision,
-  ...(reason && { reason }),
+  reason, // absent when undefined: JSON leaves it out
   time: Date.now(),
   name: basename(APPROVER_KEY, ".nk"),
   publicKey: pair.getPublicKey(),
