@@ -1,4 +1,5 @@
 import type { Approver } from "../approvals/approver.js";
+import { permissionRules } from "../approvals/permissions.js";
 import type { Logger } from "../log.js";
 import type { ActiveSkills } from "../skills/active-skills.js";
 import { planCalls } from "../tools/plan.js";
@@ -34,6 +35,7 @@ export function clearanceOf(
   },
 ): Clearance {
   const { runId, agentId, events, registry, tools, skills, waits } = agent;
+  const permissions = permissionRules(deps.config.permissions, "troupe.yaml");
   return new Clearance(
     (calls, withTools) =>
       planCalls(calls, registry, withTools ? tools().allowed : new Set(), settings.policy, {
@@ -41,6 +43,7 @@ export function clearanceOf(
         readOnlyBecause: settings.readOnlyBecause,
         sandbox: settings.sandbox,
         preApproved: skills.preApproved,
+        permissions,
         ...(withTools ? {} : { noToolsBecause: "this turn is for the final answer" }),
       }),
     (calls, signal) => askEach(deps, events, { runId, agentId }, calls, signal, waits),

@@ -2,6 +2,7 @@ import type { ApprovalPolicy } from "../config/policy-schemas.js";
 import type { ToolEffect } from "../config/tool-catalog.js";
 import { UnreachableError } from "../errors.js";
 import type { Confinement } from "../sandbox/plan.js";
+import { allowedBy, type CallSubject, deniedBy, type PermissionRules } from "./permissions.js";
 import { type CallJudgement, type Decision, type SandboxSettings, whereItRuns } from "./policy.js";
 
 /** What is known of one call when it is decided: its tool's facts and the tool's judgement of it. */
@@ -11,6 +12,8 @@ export interface CallFacts {
   /** The tool runs in the sandbox: its calls are decided by where they run. */
   sandboxed: boolean;
   judgement?: CallJudgement | undefined;
+  /** What the permissions' argument patterns are matched on (a command, a path), for the tools they are for. */
+  subject?: CallSubject | undefined;
 }
 
 /**
@@ -33,6 +36,12 @@ export interface Grants {
    * only; it turns an ask into an allow and nothing else.
    */
   skillAllowed?: (tool: string) => string | undefined;
+  /**
+   * The user's, in troupe.yaml (`permissions`): which, by tool and argument. A deny rule denies under
+   * every policy, `yolo` included, and wins over every allow; an allow rule turns an ask into an
+   * allow, as a skill's `allowed-tools` does: never one that leaves the sandbox.
+   */
+  permissions?: PermissionRules | undefined;
 }
 
 /** A sandboxed call's place, worked out once for the rules that need it. */
@@ -63,6 +72,19 @@ const unconfined =
 
 /** The decision on a call, in order: the first rule that applies decides. */
 export const CALL_RULES: readonly CallRule[] = [
+  {
+    id: "permission-deny",
+    says: "a `permissions.deny` rule (troupe.yaml) matches the call: denied, under every policy, `yolo` included",
+    decide: ({ tool, subject }, { permissions }) => {
+      const rule = permissions && deniedBy(permissions.deny, tool, subject);
+      return rule
+        ? deny(
+            `denied by permissions.deny "${rule.text}" in ${permissions.source}`,
+            "do without this call: the user's permissions deny it",
+          )
+        : undefined;
+    },
+  },
   {
     id: "read",
     says: "a read tool's call is allowed",
@@ -111,6 +133,15 @@ export const CALL_RULES: readonly CallRule[] = [
     says: "sandboxed, under `ask`: allowed when a loaded skill's `allowed-tools` names the tool and the call could be understood",
     decide: sandboxed(({ tool, judgement }, { skillAllowed }, where) =>
       judgement?.understood !== false && skillAllowed?.(tool) ? allow(where?.sandbox) : undefined,
+    ),
+  },
+  {
+    id: "permission-allow-sandboxed",
+    says: "sandboxed, under `ask`: allowed when a `permissions.allow` rule (troupe.yaml) matches the call and it could be understood",
+    decide: sandboxed(({ tool, judgement, subject }, { permissions }, where) =>
+      judgement?.understood !== false && permissions && allowedBy(permissions.allow, tool, subject)
+        ? allow(where?.sandbox)
+        : undefined,
     ),
   },
   {
@@ -165,6 +196,13 @@ export const CALL_RULES: readonly CallRule[] = [
     id: "skill",
     says: "not sandboxed, what is left would be asked: allowed when a loaded skill's `allowed-tools` names the tool",
     decide: unconfined(({ tool }, { skillAllowed }) => (skillAllowed?.(tool) ? allow() : undefined)),
+  },
+  {
+    id: "permission-allow",
+    says: "not sandboxed, what is left would be asked: allowed when a `permissions.allow` rule (troupe.yaml) matches the call",
+    decide: unconfined(({ tool, subject }, { permissions }) =>
+      permissions && allowedBy(permissions.allow, tool, subject) ? allow() : undefined,
+    ),
   },
   {
     id: "ask",

@@ -4,6 +4,7 @@ import { budgetDefaultsSchema } from "./budget-schema.js";
 import { HOOK_EVENTS, type HookEvent, hookSchema } from "./hook-schema.js";
 import { mcpServerNameSchema, mcpServerSchema } from "./mcp-server-schema.js";
 import { natsConfigSchema } from "./nats-schema.js";
+import { patternProblem } from "./permission-pattern.js";
 import { approvalPolicySchema } from "./policy-schemas.js";
 import { providerSchema } from "./provider-schema.js";
 import { sandboxConfigSchema } from "./sandbox-schema.js";
@@ -45,6 +46,17 @@ export const troupeConfigSchema = z.strictObject({
       timeoutMs: positiveInt.default(300_000),
     })
     .default({ policy: "ask", timeoutMs: 300_000 }),
+  /**
+   * Calls the user allows or denies in this project, by pattern over tool and argument
+   * (permission-pattern.ts): a deny rule denies under every policy; an allow rule turns a question
+   * into an allow, never one about leaving the sandbox. The terminal's `A` adds allow rules here.
+   */
+  permissions: z
+    .strictObject({
+      allow: z.array(permissionPatternSchema()).default([]),
+      deny: z.array(permissionPatternSchema()).default([]),
+    })
+    .default({ allow: [], deny: [] }),
   mcpServers: z.record(mcpServerNameSchema, mcpServerSchema).default({}),
   /**
    * JSON files of other clients whose servers are added (Claude Code's `.mcp.json`, VS Code's
@@ -153,6 +165,13 @@ export const troupeConfigSchema = z.strictObject({
     .default({ maxDepth: 2, maxConcurrent: 4 }),
 });
 export type TroupeConfig = z.infer<typeof troupeConfigSchema>;
+
+function permissionPatternSchema() {
+  return z.string().superRefine((text, context) => {
+    const problem = patternProblem(text);
+    if (problem) context.addIssue({ code: "custom", message: problem });
+  });
+}
 
 function compiles(pattern: string): boolean {
   try {

@@ -1,4 +1,5 @@
 import { decideCall } from "../approvals/decide-call.js";
+import { callSubject, type PermissionRules } from "../approvals/permissions.js";
 import type { PolicyDecision, SandboxSettings } from "../approvals/policy.js";
 import type { ApprovalPolicy } from "../config/policy-schemas.js";
 import type { ToolEffect } from "../config/tool-catalog.js";
@@ -44,6 +45,8 @@ export interface PlanOptions {
    * a call that could not be understood, is still asked about.
    */
   preApproved?: (tool: string) => string | undefined;
+  /** The user's allow and deny rules (troupe.yaml's `permissions`). */
+  permissions?: PermissionRules | undefined;
 }
 
 /**
@@ -123,18 +126,21 @@ export function planCalls(
         ),
       };
     }
-    const judgement = tool.judge?.(parseArguments(tool.parameters, call.function.arguments), workspace);
+    const args = parseArguments(tool.parameters, call.function.arguments);
+    const judgement = tool.judge?.(args, workspace);
+    const subject = options.permissions ? callSubject(name, args, workspace) : undefined;
     const {
       decision,
       reason,
       next,
       sandbox: confinement,
     } = decideCall(
-      { tool: name, effect: tool.effect, sandboxed: tool.sandboxed === true, judgement },
+      { tool: name, effect: tool.effect, sandboxed: tool.sandboxed === true, judgement, subject },
       {
         policy,
         sandbox,
         autoApproved: (name) => registry.get(name)?.autoApproved,
+        permissions: options.permissions,
         ...(options.preApproved ? { skillAllowed: options.preApproved } : {}),
       },
     );

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { CALL_RULES, type CallFacts, decideCall, type Grants } from "../../src/approvals/decide-call.js";
+import { commandSubject, permissionRules } from "../../src/approvals/permissions.js";
 import type { CallJudgement } from "../../src/approvals/policy.js";
 import type { ApprovalPolicy } from "../../src/config/policy-schemas.js";
 
@@ -31,8 +32,17 @@ const bySkill = {
   skillAllowed: (tool: string) => (tool === "srv__op" || tool === "shell" ? "deploy" : undefined),
 };
 
+const command = (text: string, judgement: Partial<CallJudgement> = {}): CallFacts => ({
+  ...shell(judgement),
+  subject: commandSubject(text),
+});
+const byRules = (allow: string[], deny: string[] = []) => ({
+  permissions: permissionRules({ allow, deny }, "troupe.yaml"),
+});
+
 /** A call each rule decides, and what it decides: every rule is reached, in its place in the order. */
 const EXAMPLES: Record<string, [CallFacts, Grants, "allow" | "ask" | "deny"]> = {
+  "permission-deny": [command("rm -rf build"), grants("yolo", byRules(["shell"], ["shell(rm *)"])), "deny"],
   read: [{ tool: "read_file", effect: "read", sandboxed: false }, grants("never-ask"), "allow"],
   dangerous: [shell({ dangerous: "rm -rf /" }), grants("auto-edit", bySkill), "deny"],
   "read-only-leaves": [shell({ escalate: "network" }), readOnly("yolo"), "deny"],
@@ -40,6 +50,11 @@ const EXAMPLES: Record<string, [CallFacts, Grants, "allow" | "ask" | "deny"]> = 
   "leaves-sandbox": [shell({ escalate: "network" }), grants("ask", bySkill), "ask"],
   "in-sandbox": [shell(), grants("auto-edit"), "allow"],
   "skill-sandboxed": [shell(), grants("ask", bySkill), "allow"],
+  "permission-allow-sandboxed": [
+    command("git status --short"),
+    grants("ask", byRules(["shell(git status *)"])),
+    "allow",
+  ],
   "ask-sandboxed": [shell(), grants("ask"), "ask"],
   "auto-approve": [mcp("execute"), grants("never-ask", byServer), "allow"],
   "not-understood": [mcp("execute", { understood: false }), grants("yolo", bySkill), "ask"],
@@ -48,6 +63,7 @@ const EXAMPLES: Record<string, [CallFacts, Grants, "allow" | "ask" | "deny"]> = 
   "auto-edit-write": [mcp("write"), grants("auto-edit"), "allow"],
   "never-ask": [mcp("write"), grants("never-ask", bySkill), "deny"],
   skill: [mcp("execute"), grants("auto-edit", bySkill), "allow"],
+  "permission-allow": [mcp("execute"), grants("auto-edit", byRules(["srv__*"])), "allow"],
   ask: [mcp("write"), grants("ask"), "ask"],
 };
 
