@@ -15,6 +15,7 @@ import type { Logger } from "../log.js";
 import { jsonVisible, visible, visibleLine } from "../util/visible.js";
 import { callApi, connectClient, leftOutLine, whyNoList } from "./client.js";
 import { endIfUnknown, watchDaemon } from "./daemon-contact.js";
+import { projectRules } from "./project-rules.js";
 import { humanRenderer, jsonRenderer } from "./render.js";
 import { localBus, RUN_EXIT, Signals } from "./run.js";
 import { table } from "./table.js";
@@ -236,7 +237,7 @@ export async function runResume(
     // Where it worked (`troupe run -w DIR`), not where this command runs.
     ...(root.data.workspace ? { workspace: root.data.workspace } : {}),
     approver: interactive
-      ? ttyApprover((callId) => displayed.wait(callId))
+      ? ttyApprover((callId) => displayed.wait(callId), process.stdin, process.stderr, projectRules(config))
       : denyingApprover("no terminal to ask for approval: run troupe resume from a terminal"),
   });
   try {

@@ -12,6 +12,7 @@ import { isEvent } from "../events/agent-events.js";
 import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import type { SandboxMode } from "../sandbox/plan.js";
+import { projectRules } from "./project-rules.js";
 import { humanRenderer, jsonRenderer } from "./render.js";
 import { ttyApprover } from "./tty-approver.js";
 
@@ -75,7 +76,7 @@ export async function runTask(
       bus,
       ...(flags.workspace ? { workspace: flags.workspace } : {}),
       approver: interactive
-        ? ttyApprover((callId) => displayed.wait(callId))
+        ? ttyApprover((callId) => displayed.wait(callId), process.stdin, process.stderr, projectRules(config))
         : denyingApprover(
             "no terminal to ask for approval: run from a terminal, or choose a looser --approval policy",
           ),

@@ -1,7 +1,10 @@
 import { createInterface } from "node:readline/promises";
 import type { ApprovalAnswer, ApprovalRequest, Approver } from "../approvals/approver.js";
+import { allowedBy, commandSubject } from "../approvals/permissions.js";
+import { type PermissionPattern, parsePattern } from "../config/permission-pattern.js";
 import { TroupeError } from "../errors.js";
 import { visibleLine } from "../util/visible.js";
+import type { ProjectRules } from "./project-rules.js";
 import { describeRequest } from "./request-text.js";
 
 /** An approver at this terminal, whose question can be withdrawn when the request is decided elsewhere. */
@@ -26,9 +29,10 @@ export class QuestionWithdrawnError extends TroupeError {
 
 /**
  * Asks the person at the terminal: y (once), n (deny; anything after is the reason the model sees),
- * a (always: this tool's calls that stay in the sandbox, for the rest of the run). A call that would
- * leave the sandbox (`escalation`) is asked every time: no "always" covers it, and `a` to it allows
- * that call only. Anything else, Enter included, is asked again: there is no default. Requests are
+ * a (always: this tool's calls that stay in the sandbox, for the rest of the run), and with `project`
+ * A (always, in this project: the allow rule `project.ruleFor` gives is saved in troupe.yaml, and
+ * covers the rest of the run too). A call that would leave the sandbox (`escalation`) is asked every
+ * time: no "always" covers it, `a` to it allows that call only, and `A` is not offered. Anything else, Enter included, is asked again: there is no default. Requests are
  * asked one at a time, each once `shown(callId)` resolves: when the run's output has caught up with
  * it, so the question comes after everything that led to it.
  */
@@ -36,8 +40,10 @@ export function ttyApprover(
   shown: (callId: string) => Promise<void> = async () => {},
   input: NodeJS.ReadableStream = process.stdin,
   output: NodeJS.WritableStream = process.stderr,
+  project?: ProjectRules,
 ): TtyApprover {
   const always = new Set<string>();
+  const saved: PermissionPattern[] = [];
   const withdrawn = new Set<string>();
   // On a terminal, what was typed before a question is not its answer: a model's text can draw a
   // question of its own, and a `y` typed to that would otherwise answer the real one that follows.
@@ -52,8 +58,12 @@ export function ttyApprover(
     const escalation = request.escalation !== undefined;
     if (always.has(request.tool) && !escalation)
       return { approved: true, by: "user", reason: "always allowed in this run" };
+    const rule = escalation ? undefined : project?.ruleFor(request);
+    const covering = escalation ? undefined : allowedBy(saved, request.tool, subjectOf(request));
+    if (covering)
+      return { approved: true, by: "user", reason: `always allowed in this project: "${covering.text}"` };
     const stop = new AbortController();
-    const question = `? allow ${visibleLine(request.tool)} (${visibleLine(request.callId)})? y = yes, n [reason] = no, ${escalation ? "a = this once (it leaves the sandbox)" : "a = always"}: `;
+    const question = `? allow ${visibleLine(request.tool)} (${visibleLine(request.callId)})? y = yes, n [reason] = no, ${escalation ? "a = this once (it leaves the sandbox)" : "a = always"}${rule ? `, A = always in this project (${visibleLine(rule)})` : ""}: `;
     asking = { callId: request.callId, stop, question };
     try {
       output.write(`${describeRequest(request)}\n${question}`);
@@ -63,6 +73,7 @@ export function ttyApprover(
         const answer = await lines.next(AbortSignal.any([signal, stop.signal]));
         if (answer === undefined) throw new Error("the terminal closed before an answer");
         const [word = "", ...rest] = answer.trim().split(/\s+/);
+        if (rule && project && word === "A") return saveRule(project, rule);
         switch (word.toLowerCase()) {
           case "y":
           case "yes":
@@ -77,7 +88,9 @@ export function ttyApprover(
             always.add(request.tool);
             return { approved: true, by: "user", reason: "always allowed in this run" };
         }
-        output.write(`? ${word ? `"${visibleLine(word)}" is not an answer: ` : ""}y, n [reason] or a: `);
+        output.write(
+          `? ${word ? `"${visibleLine(word)}" is not an answer: ` : ""}y, n [reason]${rule ? ", a or A" : " or a"}: `,
+        );
       }
     } catch (error) {
       if (stop.signal.aborted) throw new QuestionWithdrawnError(`${request.callId} was decided elsewhere`);
@@ -87,6 +100,19 @@ export function ttyApprover(
       throw error;
     } finally {
       asking = undefined;
+    }
+  };
+  /** `A`: the rule saved in troupe.yaml and kept for the run; said when it could not be saved, and kept all the same. */
+  const saveRule = (rules: ProjectRules, rule: string): ApprovalAnswer => {
+    saved.push(parsePattern(rule));
+    try {
+      rules.save(rule);
+      output.write(`(permissions.allow "${visibleLine(rule)}" saved in ${visibleLine(rules.file)})\n`);
+      return { approved: true, by: "user", reason: `always allowed in this project: "${rule}"` };
+    } catch (error) {
+      if (!(error instanceof TroupeError)) throw error;
+      output.write(`troupe: ${visibleLine(error.message)}; allowed for this run only\n`);
+      return { approved: true, by: "user", reason: `always allowed in this run: "${rule}"` };
     }
   };
   return {
@@ -108,6 +134,17 @@ export function ttyApprover(
       asking.stop.abort();
     },
   };
+}
+
+/** What a saved rule is matched on: a shell call's command; another tool's rule is the tool whole. */
+function subjectOf(request: ApprovalRequest) {
+  if (request.tool !== "shell") return undefined;
+  try {
+    const { command } = JSON.parse(request.arguments) as { command?: unknown };
+    return typeof command === "string" ? commandSubject(command) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**
