@@ -1,8 +1,8 @@
-/* What a machine and a config dir give troupe: `troupe trust | doctor | demo`. */
+/* What a machine and a config dir give troupe: `troupe trust | permissions | doctor | demo`. */
 import type { Command } from "commander";
 import type { CommandContext } from "./command-context.js";
 
-/** Adds `troupe trust`, `troupe doctor` and `troupe demo` to `program`. */
+/** Adds `troupe trust`, `troupe permissions`, `troupe doctor` and `troupe demo` to `program`. */
 export function setupCommands(program: Command, context: CommandContext): void {
   program
     .command("trust")
@@ -17,6 +17,17 @@ export function setupCommands(program: Command, context: CommandContext): void {
       if (flags.list) context.exit(runTrustList());
       else if (flags.forget) context.exit(runTrustForget(flags.forget));
       else context.exit(runTrust(dir));
+    });
+  program
+    .command("permissions")
+    .description(
+      "the allow and deny rules in effect (troupe.yaml's permissions), one a line: where, allow or deny, the pattern",
+    )
+    .option("--json", "print them as one JSON list")
+    .action(async (flags: { json?: boolean }) => {
+      const { loadConfig } = await import("../../config/load.js");
+      const { runPermissions } = await import("../permissions.js");
+      context.exit(runPermissions(loadConfig(context.where()), flags.json));
     });
   program
     .command("doctor")
