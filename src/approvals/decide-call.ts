@@ -17,9 +17,9 @@ export interface CallFacts {
 }
 
 /**
- * Everything that may let a call run, each with its scope. The terminal's "always" is not here: it
- * is an answer to a question (`ttyApprover`), given after `ask`, and never to one that leaves the
- * sandbox.
+ * Everything that may let a call run, or stop it, each with its scope. The terminal's `a` is not
+ * here: it is an answer to a question (`ttyApprover`), given after `ask`, and never to one that
+ * leaves the sandbox; its `A` saves a `permissions` allow rule, a grant from the next run on.
  */
 export interface Grants {
   /** The run's approval policy (the agent's own `approval` when it has one). */
