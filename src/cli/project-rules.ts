@@ -1,7 +1,6 @@
 import { realpathSync, writeFileSync } from "node:fs";
 import { isMap, isSeq, parseDocument } from "yaml";
 import type { ApprovalRequest } from "../approvals/approver.js";
-import { commandSubject } from "../approvals/permissions.js";
 import { changedFiles, digestConfig } from "../config/config-digest.js";
 import { readConfigText } from "../config/config-file.js";
 import { isTroupesOwn, type LoadedConfig } from "../config/load.js";
@@ -10,6 +9,7 @@ import { troupeConfigSchema } from "../config/schema.js";
 import { readTrustStore, trustStorePath, writeTrustStore } from "../config/trusted-configs.js";
 import { YamlFile } from "../config/yaml-file.js";
 import { UserError } from "../errors.js";
+import { analyzeCommand } from "../safety/command-analysis.js";
 
 /** The terminal's `A` (always, in this project): the allow rule for a request, saved in troupe.yaml. */
 export interface ProjectRules {
@@ -97,12 +97,13 @@ function commandRule(raw: string): string | undefined {
     return undefined;
   }
   if (typeof command !== "string") return undefined;
-  const subject = commandSubject(command);
-  if (subject.of !== "command" || !subject.parsed || subject.simple.length !== 1) return undefined;
-  const [only] = subject.simple;
-  if (!only?.plain || only.words === undefined) return undefined;
-  const [program, second] = only.words.split(" ");
-  if (!program || /[*()]/.test(program)) return undefined;
+  const analysis = analyzeCommand(command);
+  const [only, ...more] = analysis.segments;
+  if (!analysis.parsed || !only || more.length > 0) return undefined;
+  if (only.argv.includes(null) || only.assigns > 0 || only.writes.length > 0) return undefined;
+  const [program, second] = only.argv as string[];
+  // One word each, as the rule's prefix is matched on the words joined by single spaces.
+  if (!program || !/^[^\s*()]+$/.test(program)) return undefined;
   const prefix = second && /^[a-z][a-z0-9-]*$/.test(second) ? `${program} ${second}` : program;
   return `shell(${prefix} *)`;
 }

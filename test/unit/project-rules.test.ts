@@ -35,6 +35,8 @@ describe("the rule A saves", () => {
     expect(ruleFor(request("shell", { command: "cat README.md" }))).toBe("shell(cat *)");
     expect(ruleFor(request("shell", { command: "git status && rm -rf x" }))).toBeUndefined();
     expect(ruleFor(request("shell", { command: "npm test > log.txt" }))).toBeUndefined();
+    // One word with spaces in it would read as a wider prefix than the command names.
+    expect(ruleFor(request("shell", { command: "'rm -rf' build" }))).toBeUndefined();
     expect(
       ruleFor(request("shell", { command: "git status" }, "it asks for network access")),
     ).toBeUndefined();
