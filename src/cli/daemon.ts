@@ -9,6 +9,7 @@ import { natsOptionsFromConfig } from "../compose/nats-options.js";
 import { openRuntime } from "../compose/runtime.js";
 import { type ConfigChoice, loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
+import { type ListedRule, permissionsInEffect } from "../config/permissions-listed.js";
 import { Daemon } from "../daemon/daemon.js";
 import { holdDataDir } from "../daemon/data-dir-lock.js";
 import { RecordCopies } from "../daemon/record-copies.js";
@@ -83,6 +84,7 @@ export async function runDaemon(where: ConfigChoice, log: Logger, web?: string |
     daemon,
     bus,
     data,
+    permissions: permissionsInEffect(config),
     // The page's answers go as a person's do, as the approver: the daemon may not write answers.
     approverBus: () =>
       NatsBus.connect({
@@ -139,7 +141,13 @@ async function listenWeb(
  */
 async function serveWeb(
   web: WebConsole | undefined,
-  parts: { daemon: Daemon; bus: NatsBus; data: string; approverBus: () => Promise<NatsBus> },
+  parts: {
+    daemon: Daemon;
+    bus: NatsBus;
+    data: string;
+    permissions: ListedRule[];
+    approverBus: () => Promise<NatsBus>;
+  },
 ): Promise<{ close(): Promise<void> } | undefined> {
   if (!web) return undefined;
   const assets = consoleAssets();
@@ -150,6 +158,7 @@ async function serveWeb(
     answerBus: approverBus,
     identity: localIdentity(parts.data),
     assets,
+    permissions: parts.permissions,
   });
   const loginFile = webLoginFile(parts.data);
   const keepLogin = () => writePrivateFile(loginFile, `${web.loginUrl()}\n`);

@@ -9,6 +9,7 @@ import { z } from "zod";
 import { answerApproval, listApprovals } from "../approvals/answer-approval.js";
 import type { ApprovalRecord } from "../approvals/bus-approver.js";
 import { type Bus, RequestRefusedError } from "../bus/bus.js";
+import type { ListedRule } from "../config/permissions-listed.js";
 import type { Daemon } from "../daemon/daemon.js";
 import { UserError } from "../errors.js";
 import { MAX_REASON } from "../limits.js";
@@ -31,6 +32,8 @@ export interface WebConsoleParts {
   identity: Identity;
   /** The built front end: index.html, app.js, app.css (`consoleAssets()`). */
   assets: string;
+  /** The allow and deny rules of the daemon's troupe.yaml, as `troupe permissions` lists them. */
+  permissions?: readonly ListedRule[];
 }
 
 type Served = WebConsoleParts & { feed: RunsFeed };
@@ -168,6 +171,7 @@ export class WebConsole {
       return json(response, 200, { approvals: (await listApprovals(served.bus, run[1])).map(shown) });
     if (url.pathname === "/api/runs/live") return served.feed.serve(request, response);
     if (url.pathname === "/api/machine") return json(response, 200, machineGraph(agentMachine));
+    if (url.pathname === "/api/permissions") return json(response, 200, served.permissions ?? []);
     if (url.pathname === "/api/whoami") return json(response, 200, { name: served.identity.name });
     return json(response, 404, { error: `no ${url.pathname}` });
   }

@@ -1,6 +1,7 @@
 import { useEffect, useState } from "preact/hooks";
 import type { RunSummary } from "../../src/web/runs-feed.js";
 import { follow, formatAge, formatTokens } from "./api.js";
+import { Permissions } from "./permissions.js";
 
 const STATUSES = [
   "all",
@@ -89,6 +90,7 @@ export function RunsList() {
           </tbody>
         </table>
       )}
+      <Permissions />
     </main>
   );
 }
