@@ -64,7 +64,11 @@ export function projectRules(
       const text = readConfigText(file);
       const next = withAllowRule(text, rule);
       if (next === text) return;
-      writeFileSync(file, next);
+      try {
+        writeFileSync(file, next);
+      } catch (error) {
+        throw new UserError(`"${rule}" was not saved: ${(error as Error).message}`, { cause: error });
+      }
       const after = digestConfig(dir, before.record.roots);
       const changed = changedFiles(before.record.files, after);
       if (changed.length !== 1 || changed[0] !== "troupe.yaml")

@@ -32,9 +32,10 @@ export class QuestionWithdrawnError extends TroupeError {
  * a (always: this tool's calls that stay in the sandbox, for the rest of the run), and with `project`
  * A (always, in this project: the allow rule `project.ruleFor` gives is saved in troupe.yaml, and
  * covers the rest of the run too). A call that would leave the sandbox (`escalation`) is asked every
- * time: no "always" covers it, `a` to it allows that call only, and `A` is not offered. Anything else, Enter included, is asked again: there is no default. Requests are
- * asked one at a time, each once `shown(callId)` resolves: when the run's output has caught up with
- * it, so the question comes after everything that led to it.
+ * time: no "always" covers it, `a` to it allows that call only, and `A` is not offered. Anything
+ * else, Enter included, is asked again: there is no default. Requests are asked one at a time, each
+ * once `shown(callId)` resolves: when the run's output has caught up with it, so the question comes
+ * after everything that led to it.
  */
 export function ttyApprover(
   shown: (callId: string) => Promise<void> = async () => {},
@@ -59,7 +60,8 @@ export function ttyApprover(
     if (always.has(request.tool) && !escalation)
       return { approved: true, by: "user", reason: "always allowed in this run" };
     const rule = escalation ? undefined : project?.ruleFor(request);
-    const covering = escalation ? undefined : allowedBy(saved, request.tool, subjectOf(request));
+    const covering =
+      escalation || saved.length === 0 ? undefined : allowedBy(saved, request.tool, subjectOf(request));
     if (covering)
       return { approved: true, by: "user", reason: `always allowed in this project: "${covering.text}"` };
     const stop = new AbortController();
