@@ -13,6 +13,9 @@ import {
 import { parsePattern, patternProblem } from "../../src/config/permission-pattern.js";
 import { troupeConfigSchema } from "../../src/config/schema.js";
 import { YamlFile } from "../../src/config/yaml-file.js";
+import { builtinTools } from "../../src/tools/builtin/index.js";
+import { planCalls } from "../../src/tools/plan.js";
+import { ToolRegistry } from "../../src/tools/tool.js";
 
 const workspace = mkdtempSync(join(tmpdir(), "troupe-permissions-"));
 mkdirSync(join(workspace, "docs"));
@@ -163,6 +166,38 @@ describe("permissions in the decision", () => {
     };
     expect(decideCall(mcp, grants("never-ask", ["srv__*"])).decision).toBe("deny");
     expect(decideCall(mcp, grants("ask", ["srv__*"])).decision).toBe("allow");
+  });
+});
+
+describe("permissions where calls are planned", () => {
+  const registry = new ToolRegistry(builtinTools());
+  const plan = (name: string, args: unknown, options: Parameters<typeof planCalls>[4]) =>
+    planCalls(
+      [{ id: "c1", type: "function", function: { name, arguments: JSON.stringify(args) } }],
+      registry,
+      new Set(registry.names()),
+      "ask",
+      { workspace, ...options },
+    )[0];
+  const permissions = permissionRules(
+    { allow: ["write_file", "edit_file(docs/**)"], deny: [] },
+    "troupe.yaml",
+  );
+
+  it("allow a write where the path leads, and never a read-only agent's", () => {
+    expect(plan("write_file", { path: "docs/a.md", content: "x" }, { permissions })?.decision).toBe("allow");
+    expect(
+      plan("edit_file", { path: "docs/a.md", old_string: "a", new_string: "b" }, { permissions })?.decision,
+    ).toBe("allow");
+    const escaped = { path: "docs/../secret/k", old_string: "a", new_string: "b" };
+    expect(plan("edit_file", escaped, { permissions })?.decision).toBe("ask");
+    const readOnly = plan(
+      "write_file",
+      { path: "docs/a.md", content: "x" },
+      { permissions, readOnlyBecause: "read-only" },
+    );
+    expect(readOnly?.decision).toBe("deny");
+    expect(readOnly?.result?.error).toContain("this agent is read-only");
   });
 });
 
