@@ -252,23 +252,24 @@ function callDeadline(
   let over = false;
   let fail: (error: ToolTimeoutError) => void = () => {};
   const expired = new Promise<never>((_, reject) => (fail = reject));
-  const arm = (ms: number, error: ToolTimeoutError) => {
+  // The error is made when the time is up, not per call: an Error takes its stack when made.
+  const arm = (ms: number, why: string) => {
     clearTimeout(timer);
     timer = setTimeout(() => {
       // Settle the race as a timeout before the tool reacts to the abort.
-      fail(error);
+      fail(new ToolTimeoutError(why));
       controller.abort(new Error("timeout"));
     }, ms);
   };
-  arm(timeoutMs, new ToolTimeoutError(`timed out after ${timeoutMs} ms`));
+  arm(timeoutMs, `timed out after ${timeoutMs} ms`);
   return {
     expired,
     progressed() {
       // A late report, after the call settled, starts nothing.
       if (maxTotalMs === undefined || over) return;
       const left = started + maxTotalMs - Date.now();
-      if (left <= timeoutMs) arm(left, new ToolTimeoutError(`timed out after ${maxTotalMs} ms in all`));
-      else arm(timeoutMs, new ToolTimeoutError(`timed out after ${timeoutMs} ms without progress`));
+      if (left <= timeoutMs) arm(left, `timed out after ${maxTotalMs} ms in all`);
+      else arm(timeoutMs, `timed out after ${timeoutMs} ms without progress`);
     },
     clear() {
       over = true;
