@@ -39,19 +39,34 @@ export class ApprovalWaits {
     expired: (why: string) => Promise<void>,
   ): Promise<ApprovalAnswer> {
     this.#open.add(callId);
-    const budget = new AbortController();
-    const left = this.maxWaitMs === undefined ? undefined : Math.max(0, this.maxWaitMs - this.waited());
-    const timer = left === undefined ? undefined : setTimeout(() => budget.abort(), left);
     let answer: ApprovalAnswer;
-    try {
-      answer = await decide(AbortSignal.any([signal, budget.signal]));
-    } catch (error) {
-      if (!budget.signal.aborted || signal.aborted) throw error;
-      const why = this.spent() ?? `maxWaitMs ${this.maxWaitMs} is used up`;
-      await expired(why);
-      answer = { approved: false, by: WAIT_BUDGET, reason: why };
-    } finally {
-      clearTimeout(timer);
+    if (this.maxWaitMs === undefined) answer = await decide(signal);
+    else {
+      // One controller for the wait, aborted by the agent's signal or when the time is up: what
+      // AbortSignal.any would give, without its WeakRefs and sets held for each waiting agent.
+      const wait = new AbortController();
+      let spent = false;
+      const stop = () => wait.abort(signal.reason);
+      signal.addEventListener("abort", stop, { once: true });
+      const timer = setTimeout(
+        () => {
+          spent = true;
+          wait.abort();
+        },
+        Math.max(0, this.maxWaitMs - this.waited()),
+      );
+      try {
+        if (signal.aborted) stop();
+        answer = await decide(wait.signal);
+      } catch (error) {
+        if (!spent || signal.aborted) throw error;
+        const why = this.spent() ?? `maxWaitMs ${this.maxWaitMs} is used up`;
+        await expired(why);
+        answer = { approved: false, by: WAIT_BUDGET, reason: why };
+      } finally {
+        clearTimeout(timer);
+        signal.removeEventListener("abort", stop);
+      }
     }
     this.#open.delete(callId);
     this.events.emit("approval.decided", { callId, ...answer });
