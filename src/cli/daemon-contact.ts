@@ -11,7 +11,8 @@ const LOST_AFTER_MS = 3 * BEAT_MS;
 /**
  * Watches the daemon's beat (`<p>.beat.daemon`) for a client that follows a run: `lost(ms)` once no
  * beat has come for a few seconds (with how long since the last), `back()` when one comes again,
- * `started()` when a beat comes from a daemon not seen before (one restarted, however quickly; a
+ * `started()` when a beat comes from a daemon not seen before, or first from one that started after
+ * the watch began (one restarted, however quickly; a
  * standby beating beside the first is seen once). A daemon that is quiet and one that is gone look
  * alike in the event log; this tells them apart.
  */
@@ -19,7 +20,8 @@ export function watchDaemon(
   bus: Bus,
   on: { lost?(sinceMs: number): void; back?(): void; started?(): void },
 ): { stop(): void } {
-  let last = Date.now();
+  const began = Date.now();
+  let last = began;
   let away = false;
   // Each daemon by its pid and start: the first beat's is the one the client began with.
   const seen = new Set<string>();
@@ -35,7 +37,9 @@ export function watchDaemon(
     }
     const beating = `${pid}@${since}`;
     if (seen.has(beating)) return;
-    if (seen.size > 0) on.started?.();
+    // A daemon other than the first one heard, or the first one heard when it started after this
+    // watch began: the one the client asked went away before its first beat came.
+    if (seen.size > 0 || since > began) on.started?.();
     seen.add(beating);
   });
   const check = setInterval(() => {
