@@ -17,6 +17,8 @@ export type RunSummary = Omit<RunRecord, "result"> & {
 
 /** The list is sent again at most this often, however busy the runs are. */
 const COALESCE_MS = 200;
+/** A list the daemon could not make is tried again after this long, while a page is open. */
+const RETRY_MS = 1000;
 
 /**
  * The runs list, live: sent whole to each page when it opens and whenever a run's record, its
@@ -29,6 +31,7 @@ export class RunsFeed {
   #usage = new Map<string, Usage>();
   #pending = new Map<string, number>();
   #timer: NodeJS.Timeout | undefined;
+  #failing = false;
   #watching: AbortController | undefined;
 
   constructor(
@@ -86,16 +89,23 @@ export class RunsFeed {
     return watching;
   }
 
-  #changed(): void {
+  /**
+   * Sends the list again soon. A list the daemon could not make is tried again until one is sent:
+   * the change that asked for it may be the last for a long while, and a page must not miss it.
+   */
+  #changed(after = COALESCE_MS): void {
     if (this.#timer || this.#pages.size === 0) return;
     this.#timer = setTimeout(async () => {
       this.#timer = undefined;
       const runs = await this.#list().catch((error) => {
-        this.log.warn({ err: error }, "web console: runs not listed");
+        if (!this.#failing) this.log.warn({ err: error }, "web console: runs not listed; trying again");
+        this.#failing = true;
         return undefined;
       });
-      if (runs) for (const page of this.#pages) page.send("runs", runs);
-    }, COALESCE_MS);
+      if (!runs) return this.#changed(RETRY_MS);
+      this.#failing = false;
+      for (const page of this.#pages) page.send("runs", runs);
+    }, after);
   }
 
   async #countApprovals(): Promise<void> {

@@ -133,7 +133,11 @@ it("another local user's slow connections to the console take its share of conne
   const run = await runTroupe([...h.cfg, "run", "--json", "Answer"], { cwd: h.dir, env: h.env });
   expect(run.code, run.stderr).toBe(0);
   const runId = (JSON.parse(run.stdout.split("\n")[0] as string) as { runId: string }).runId;
-  await waitFor("the run on the page", () => stream.text().includes(runId), 5000);
+  await waitFor("the run on the page", () => stream.text().includes(runId), 5000).catch((error) => {
+    throw new Error(
+      `${error.message} (page stream closed: ${stream.closed()}); the daemon said:\n${h.stderr()}`,
+    );
+  });
 
   // Headers that never end, and a connection that says nothing, are let go within seconds.
   await waitFor("the slow connections let go", () => flood.open() === 0, (HEADERS_TIMEOUT_S + 5) * 1000);
