@@ -210,7 +210,6 @@ export class AgentHost implements AgentHandle {
       }),
       budget: this.#settings.budget,
       onToolError: definition.onToolError,
-      elapsedMs: restore?.elapsedMs ?? 0,
     };
   }
 

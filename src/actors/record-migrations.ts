@@ -53,7 +53,37 @@ export const RECORD_MIGRATIONS: readonly RecordMigration[] = [
       return { ...record, machineVersion: 3 };
     },
   },
+  {
+    from: { v: 1, machine: 3 },
+    to: { v: 1, machine: 4 },
+    why: "the machine's context holds fewer fields, grouped (copied at every step, it stays quick to copy): steering and follow-ups in `unread`, the calls loop detection watches in `loop`, the limit reached in `finalizing`; the time worked is the record's `elapsedMs` alone",
+    migrate: (record) => {
+      const context = record.snapshot?.context;
+      if (context) regroup(context);
+      return { ...record, machineVersion: 4 };
+    },
+  },
 ];
+
+/** A machine 3 context in machine 4's shape (in place). */
+function regroup(context: Record<string, unknown>): void {
+  const {
+    steering = [],
+    followUps = [],
+    recentCalls = [],
+    nudgedForLoop = false,
+    finalizing,
+    limit,
+  } = context;
+  context.unread = { steering, followUps };
+  context.loop = { recentCalls, nudged: nudgedForLoop };
+  context.finalizing =
+    typeof finalizing === "string"
+      ? { reason: finalizing, ...(typeof limit === "string" ? { limit } : {}) }
+      : null;
+  for (const gone of ["steering", "followUps", "recentCalls", "nudgedForLoop", "limit", "elapsedMs"])
+    delete context[gone];
+}
 
 const CURRENT: RecordVersion = { v: AGENT_RECORD_VERSION, machine: AGENT_MACHINE_VERSION };
 

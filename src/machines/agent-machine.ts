@@ -20,7 +20,6 @@ import {
   toolErrorStop,
   unreadRefusal,
   userMessage,
-  wallGraceMs,
   wallStop,
 } from "./agent-rules.js";
 import type {
@@ -41,9 +40,10 @@ import { detectLoop } from "./loop-detection.js";
  * Bumped when the context or states change; stored with every snapshot. A snapshot of an earlier
  * version is brought up to this one by a migration (src/actors/record-migrations.ts), with a stored
  * fixture of it in test/fixtures/records/. 2: `onToolError` is always in the context. 3: `waitedMs`
- * (time waited for people) is.
+ * (time waited for people) is. 4: the context's fields grouped (`unread`, `loop`, the limit in
+ * `finalizing`) and `elapsedMs` gone from it (its host keeps the time worked).
  */
-export const AGENT_MACHINE_VERSION = 3;
+export const AGENT_MACHINE_VERSION = 4;
 
 /** An actor the host provides (`machine.provide`), typed here so the machine's table reads its output typed. */
 const notProvided = <Output, Input>(name: string) =>
@@ -91,10 +91,10 @@ export const agentMachine = setup({
     hasToolCalls: (_, turn: ModelTurn) => turn.plan.length > 0,
     /** Tool calls of which one waits on a person (none when there are no calls). */
     needsApproval: ({ context }, turn: ModelTurn) => limitBatch(context, turn.plan).some(awaitsDecision),
-    hasSteering: ({ context }) => context.steering.length > 0,
+    hasSteering: ({ context }) => context.unread.steering.length > 0,
     /** A steer or follow-up within what the agent holds unread; its host refuses one past it first. */
     roomUnread: ({ context, event }) => unreadRefusal(context, event as AgentCommand) === undefined,
-    hasFollowUp: ({ context }) => context.followUps.length > 0,
+    hasFollowUp: ({ context }) => context.unread.followUps.length > 0,
     /** A call that ran failed, under `onToolError: stop`. */
     toolErrorStops: ({ context }, batch: ToolBatchOutput) => toolErrorStop(context, batch) !== undefined,
     allTerminate: ({ context }, batch: ToolBatchOutput) => {
@@ -104,7 +104,7 @@ export const agentMachine = setup({
     loopDetected: ({ context }, batch: ToolBatchOutput) => loopAfter(context, batch) !== undefined,
     /** Still looping after being told so once. */
     loopAfterNudge: ({ context }, batch: ToolBatchOutput) =>
-      context.nudgedForLoop && loopAfter(context, batch) !== undefined,
+      context.loop.nudged && loopAfter(context, batch) !== undefined,
     contextLengthFirstTime: ({ context }, error: unknown) =>
       !context.compactedForError && error instanceof Error && error.name === "ContextLengthExceededError",
     hasWallLimit: ({ context }) => context.budget.maxWallMs !== undefined && context.finalizing === null,
@@ -118,23 +118,26 @@ export const agentMachine = setup({
           : context.messages,
     }),
     queueSteering: assign({
-      steering: ({ context, event }) =>
-        event.type === "STEER" ? [...context.steering, event.text] : context.steering,
+      unread: ({ context: { unread }, event }) =>
+        event.type === "STEER" ? { ...unread, steering: [...unread.steering, event.text] } : unread,
     }),
     queueFollowUp: assign({
-      followUps: ({ context, event }) =>
-        event.type === "FOLLOW_UP" ? [...context.followUps, event.text] : context.followUps,
+      unread: ({ context: { unread }, event }) =>
+        event.type === "FOLLOW_UP" ? { ...unread, followUps: [...unread.followUps, event.text] } : unread,
     }),
-    injectSteering: assign(({ context }) =>
-      context.steering.length === 0
+    injectSteering: assign(({ context: { messages, unread } }) =>
+      unread.steering.length === 0
         ? {}
-        : { messages: [...context.messages, ...context.steering.map(userMessage)], steering: [] },
+        : {
+            messages: [...messages, ...unread.steering.map(userMessage)],
+            unread: { ...unread, steering: [] },
+          },
     ),
-    takeFollowUp: assign(({ context }) => {
-      const [next, ...rest] = context.followUps;
+    takeFollowUp: assign(({ context: { messages, unread } }) => {
+      const [next, ...rest] = unread.followUps;
       return next === undefined
         ? {}
-        : { messages: [...context.messages, userMessage(next)], followUps: rest };
+        : { messages: [...messages, userMessage(next)], unread: { ...unread, followUps: rest } };
     }),
     repairHistory: assign({ messages: ({ context }) => repairToolPairs(context.messages) as ChatMessage[] }),
     recordTurn: assign(({ context }, turn: ModelTurn) => ({
@@ -161,20 +164,19 @@ export const agentMachine = setup({
       messages: [
         ...context.messages,
         userMessage(
-          `You seem to be repeating yourself (${detectLoop(context.recentCalls)}). Try a different approach, or give your final answer if you have enough.`,
+          `You seem to be repeating yourself (${detectLoop(context.loop.recentCalls)}). Try a different approach, or give your final answer if you have enough.`,
         ),
       ],
-      recentCalls: [],
-      nudgedForLoop: true,
+      loop: { recentCalls: [], nudged: true },
     })),
     beginLoopFinal: assign(({ context }) => ({
       messages: [
         ...context.messages,
         userMessage(
-          `You are still repeating yourself (${detectLoop(context.recentCalls)}). Stop calling tools and give your final answer now with what you have.`,
+          `You are still repeating yourself (${detectLoop(context.loop.recentCalls)}). Stop calling tools and give your final answer now with what you have.`,
         ),
       ],
-      finalizing: "loop_detected" as const,
+      finalizing: { reason: "loop_detected" as const },
     })),
     beginBudgetFinal: assign(({ context }) => ({
       messages: [
@@ -183,8 +185,7 @@ export const agentMachine = setup({
           `Your budget is used up (${exhausted(context)?.spent}). Give your final answer now with what you have; no more tool calls.`,
         ),
       ],
-      finalizing: "budget_exhausted" as const,
-      limit: exhausted(context)?.limit,
+      finalizing: { reason: "budget_exhausted" as const, limit: exhausted(context)?.limit },
     })),
     beginWallFinal: assign(({ context }) => ({
       messages: [
@@ -193,8 +194,7 @@ export const agentMachine = setup({
           `Your time budget of ${context.budget.maxWallMs} ms is used up. Give your final answer now with what you have; no more tool calls.`,
         ),
       ],
-      finalizing: "budget_exhausted" as const,
-      limit: `maxWallMs ${context.budget.maxWallMs}`,
+      finalizing: { reason: "budget_exhausted" as const, limit: `maxWallMs ${context.budget.maxWallMs}` },
       batch: [],
     })),
     markContextRetry: assign({ compactedForError: true }),
@@ -233,10 +233,7 @@ export const agentMachine = setup({
     }),
     stopAborted: assign({ stop: ({ context }) => stopWith(context, "aborted", lastText(context.messages)) }),
     /** `partial`: the text the call cut off had streamed (none when the actor failed). */
-    stopAtWall: assign(({ context }, partial: string | undefined) => ({
-      limit: `maxWallMs ${context.budget.maxWallMs}`,
-      stop: wallStop(context, partial),
-    })),
+    stopAtWall: assign({ stop: ({ context }, partial: string | undefined) => wallStop(context, partial) }),
   },
 }).createMachine({
   id: "agent",
@@ -246,18 +243,15 @@ export const agentMachine = setup({
     name: input.name,
     budget: input.budget,
     onToolError: input.onToolError ?? "continue",
-    elapsedMs: input.elapsedMs ?? 0,
     waitedMs: 0,
     messages: [{ role: "system", content: input.systemPrompt }],
-    steering: [],
-    followUps: [],
+    unread: { steering: [], followUps: [] },
     usage: { ...ZERO_USAGE },
     turns: 0,
     toolCalls: 0,
     children: { usage: { ...ZERO_USAGE }, toolCalls: 0 },
     batch: [],
-    recentCalls: [],
-    nudgedForLoop: false,
+    loop: { recentCalls: [], nudged: false },
     finalizing: null,
     compactedForError: false,
     stop: null,

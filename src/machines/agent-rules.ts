@@ -70,7 +70,7 @@ const interrupted = (name: string) =>
 export function recentCallsAfter(context: AgentContext, output: ToolBatchOutput): string[] {
   const executed = batchOutcomes(context, output).filter((r) => r.executed);
   if (executed.some((r) => r.call.effect !== "read")) return [];
-  return [...context.recentCalls, ...executed.map((r) => callSignature(r.call.name, r.call.arguments))];
+  return [...context.loop.recentCalls, ...executed.map((r) => callSignature(r.call.name, r.call.arguments))];
 }
 
 export function loopAfter(context: AgentContext, output: ToolBatchOutput): string | undefined {
@@ -81,7 +81,7 @@ export function loopAfter(context: AgentContext, output: ToolBatchOutput): strin
 export function recordBatch(
   context: AgentContext,
   output: ToolBatchOutput,
-): Pick<AgentContext, "messages" | "toolCalls" | "recentCalls" | "batch"> {
+): Pick<AgentContext, "messages" | "toolCalls" | "loop" | "batch"> {
   const results = batchOutcomes(context, output);
   return {
     messages: [
@@ -93,7 +93,7 @@ export function recordBatch(
       })),
     ],
     toolCalls: context.toolCalls + results.filter((r) => r.executed).length,
-    recentCalls: recentCallsAfter(context, output),
+    loop: { ...context.loop, recentCalls: recentCallsAfter(context, output) },
     batch: [],
   };
 }
@@ -196,7 +196,7 @@ export function exhausted(
 export function answerStop(context: AgentContext, turn: ModelTurn): AgentOutput {
   const { content, refusal } = turn.message;
   if (refusal) return stopWith(context, "refused", refusal);
-  return stopWith(context, context.finalizing ?? "done", content ?? "");
+  return stopWith(context, context.finalizing?.reason ?? "done", content ?? "");
 }
 
 /**
@@ -235,7 +235,9 @@ export function stopWith(context: AgentContext, reason: StopReason, result: stri
   return {
     reason,
     result,
-    ...(reason === "budget_exhausted" && context.limit ? { limit: context.limit } : {}),
+    ...(reason === "budget_exhausted" && context.finalizing?.limit
+      ? { limit: context.finalizing.limit }
+      : {}),
     usage: context.usage,
     turns: context.turns,
     toolCalls: context.toolCalls,
@@ -254,7 +256,8 @@ export function wallGraceMs(maxWallMs: number): number {
 /** The output of a run stopped at its hard wall: what it had, with the text of the answer cut off if any. */
 export function wallStop(context: AgentContext, partial: unknown): AgentOutput {
   const text = typeof partial === "string" && partial !== "" ? partial : lastText(context.messages);
-  return stopWith({ ...context, limit: `maxWallMs ${context.budget.maxWallMs}` }, "budget_exhausted", text);
+  const finalizing = { reason: "budget_exhausted" as const, limit: `maxWallMs ${context.budget.maxWallMs}` };
+  return stopWith({ ...context, finalizing }, "budget_exhausted", text);
 }
 
 /**
@@ -262,12 +265,13 @@ export function wallStop(context: AgentContext, partial: unknown): AgentOutput {
  * whoever sent it; undefined when it may, and for every other command.
  */
 export function unreadRefusal(
-  context: Pick<AgentContext, "runId" | "steering" | "followUps">,
+  context: Pick<AgentContext, "runId" | "unread">,
   command: AgentCommand,
 ): string | undefined {
   if (command.type !== "STEER" && command.type !== "FOLLOW_UP") return undefined;
+  const { steering, followUps } = context.unread;
   const [queue, what] =
-    command.type === "STEER" ? [context.steering, "steering messages"] : [context.followUps, "follow-ups"];
+    command.type === "STEER" ? [steering, "steering messages"] : [followUps, "follow-ups"];
   const chars = queue.reduce((sum, text) => sum + text.length, 0);
   if (queue.length < MAX_UNREAD.messages && chars + command.text.length <= MAX_UNREAD.chars) return undefined;
   return `run ${context.runId} has ${queue.length} unread ${what} (${chars} characters; it holds at most ${MAX_UNREAD.messages}, or ${MAX_UNREAD.chars} characters): wait for it to take them`;

@@ -83,7 +83,7 @@ describe("stored records of earlier versions", () => {
     type Stored = {
       v: number;
       machineVersion: number;
-      snapshot: { context: { onToolError: string; waitedMs: number } };
+      snapshot: { context: Record<string, unknown> & { onToolError: string; waitedMs: number } };
     };
     const key = `${record.runId}.${record.agentId}`;
     const stored = (await (await bus.kv("snapshots")).get<Stored>(key))?.value as Stored;
@@ -91,6 +91,11 @@ describe("stored records of earlier versions", () => {
     expect(stored.machineVersion).toBe(AGENT_MACHINE_VERSION);
     expect(stored.snapshot.context.onToolError).toBe("continue");
     expect(stored.snapshot.context.waitedMs).toEqual(expect.any(Number));
+    // In this version's shape: the fields grouped, none of the older ones left beside them.
+    expect(stored.snapshot.context.unread).toEqual({ steering: [], followUps: [] });
+    expect(stored.snapshot.context.loop).toEqual({ recentCalls: [], nudged: false });
+    for (const gone of ["steering", "followUps", "recentCalls", "nudgedForLoop", "limit", "elapsedMs"])
+      expect(stored.snapshot.context).not.toHaveProperty(gone);
   });
 
   it("refuses a record of a version no migration starts from, in one line, and runs nothing", async () => {
@@ -101,7 +106,7 @@ describe("stored records of earlier versions", () => {
     const error = await runtime.resume(record.runId, record.agentId, { as: "own-record" }).catch((e) => e);
     expect(error).toBeInstanceOf(IncompatibleRecordError);
     expect(error.message).toMatch(
-      /another version of Troupe \(record v1, machine v99; this one reads v1\/v3/,
+      /another version of Troupe \(record v1, machine v99; this one reads v1\/v4/,
     );
     expect(error.message).not.toMatch(/\n/);
     expect(server.requests).toHaveLength(0);

@@ -54,10 +54,10 @@ describe("agent machine: ABORT", () => {
       // The work in flight was cancelled through its signal.
       if (state !== "idle") expect(seen.signals.at(-1)?.aborted).toBe(true);
       const context = actor.getSnapshot().context;
-      expect(context.steering).toEqual(["kept steering"]);
-      expect(context.followUps).toEqual(["kept follow-up"]);
+      expect(context.unread.steering).toEqual(["kept steering"]);
+      expect(context.unread.followUps).toEqual(["kept follow-up"]);
       const persisted = JSON.parse(JSON.stringify(actor.getPersistedSnapshot()));
-      expect(persisted.context.steering).toEqual(["kept steering"]);
+      expect(persisted.context.unread.steering).toEqual(["kept steering"]);
     },
   );
 });

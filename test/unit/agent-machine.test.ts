@@ -321,8 +321,8 @@ describe("agent machine: steering and follow-ups", () => {
     for (let n = 0; n < 3; n++) actor.send({ type: "STEER", text: big });
     for (let n = 0; n < MAX_UNREAD.messages + 1; n++) actor.send({ type: "FOLLOW_UP", text: `f${n}` });
     const context = actor.getSnapshot().context;
-    expect(context.steering).toHaveLength(2);
-    expect(context.followUps).toHaveLength(MAX_UNREAD.messages);
+    expect(context.unread.steering).toHaveLength(2);
+    expect(context.unread.followUps).toHaveLength(MAX_UNREAD.messages);
     expect(unreadRefusal(context, { type: "STEER", text: "s" })).toBe(
       `run ${context.runId} has 2 unread steering messages (65536 characters; it holds at most 16, or 65536 characters): wait for it to take them`,
     );
