@@ -1,4 +1,4 @@
-import { randomUUID } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { JetStreamApiError } from "@nats-io/jetstream";
 import {
   createInbox,
@@ -49,6 +49,30 @@ interface Outgoing {
 /** How often pending publishes are checked for their deadline. */
 const SWEEP_MS = 100;
 
+/** Random bytes in a reply token: 96 bits, 16 characters of base64url. */
+const TOKEN_BYTES = 12;
+/** Tokens' bytes drawn from the system's randomness at a time. */
+const TOKENS_PER_DRAW = 256;
+let drawn = Buffer.alloc(0);
+let drawnAt = 0;
+
+/**
+ * A publish's reply token, unguessable: a role that may have the server answer onto any subject (a
+ * publish's ack, a stream API's answer, by naming it as the reply) could otherwise send this
+ * connection acks of its own for the publishes to come, and a snapshot write would take a revision
+ * of its choosing; and a reader of the events sees each one's reply subject. Short, and drawn in
+ * bulk: every publish and its ack carry it, and a UUID per publish (36 characters, parsed byte by
+ * byte twice) cost the scale bench 0.3 s and 20 KB an agent.
+ */
+function replyToken(): string {
+  if (drawnAt >= drawn.length) {
+    drawn = randomBytes(TOKEN_BYTES * TOKENS_PER_DRAW);
+    drawnAt = 0;
+  }
+  drawnAt += TOKEN_BYTES;
+  return drawn.toString("base64url", drawnAt - TOKEN_BYTES, drawnAt);
+}
+
 /**
  * Acked JetStream publishes on one connection, pipelined. The publishes asked for in one turn of
  * the event loop leave together at its end, in one socket write, and every ack comes back on one
@@ -81,10 +105,7 @@ export class AckedPublisher {
 
   publish(subject: string, payload: Uint8Array, options: PublishOptions = {}): Promise<PubAck> {
     if (this.#closed) return Promise.reject(new BusClosedError());
-    // Unguessable: a role that may have the server answer onto any subject (a publish's ack, a
-    // stream API's answer, by naming it as the reply) could otherwise send this connection acks of
-    // its own for the publishes to come, and a snapshot write would take a revision of its choosing.
-    const token = randomUUID();
+    const token = replyToken();
     return new Promise<PubAck>((resolve, reject) => {
       this.#pending.set(token, {
         subject,
