@@ -59,6 +59,8 @@ export interface AgentActorsSetup {
   turns: number;
   /** Restored from a snapshot: its first batch says at its end what was cut short. */
   resumed: boolean;
+  /** Its tools run only once this settles, and none if it rejects (`RunOptions.toolsAfter`). */
+  toolsAfter?: Promise<unknown>;
 }
 
 /**
@@ -145,6 +147,7 @@ export class AgentActors implements HostedActors {
   }
 
   async runTools(input: { calls: PlannedCall[] }, signal: AbortSignal): Promise<ToolBatchOutput> {
+    if (this.setup.toolsAfter) await this.setup.toolsAfter;
     const { place, redactor, definition, runId, agentId, events, registry, journal, gate } = this.setup;
     const { run, refused } = await this.setup.clearance.clear(input.calls, signal);
     const ran = await runBatch(run, {

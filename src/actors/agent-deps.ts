@@ -93,6 +93,8 @@ export interface StartAgentOptions {
   budget?: Budget;
   /** A skill loaded before the first model call. */
   skill?: LoadedSkill;
+  /** Its tools run only once this settles, and none if it rejects (`RunOptions.toolsAfter`). */
+  toolsAfter?: Promise<unknown>;
   /** `plan` for this run (overrides the agent's `mode`). */
   mode?: "act" | "plan";
   /** The sandbox mode for this run (overrides the agent's and the config's). */

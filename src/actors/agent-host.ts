@@ -194,7 +194,7 @@ export class AgentHost implements AgentHandle {
   /** What the machine starts with: its ids, system prompt, budget and what a resumed agent had used. */
   #inputOf(options: StartAgentOptions) {
     const deps = this.#deps;
-    const { definition, restore } = options;
+    const { definition } = options;
     const notes = [
       UNTRUSTED_NOTE,
       ...catalogueFor(definition, deps),
@@ -267,6 +267,7 @@ export class AgentHost implements AgentHandle {
       ...(settings.readOnlyBecause !== undefined ? { sandboxLimit: readOnlyLimit(settings.sandbox) } : {}),
       turns: restore ? persistedFacts(restore.snapshot).turns : 0,
       resumed: restore !== undefined,
+      ...(options.toolsAfter ? { toolsAfter: options.toolsAfter } : {}),
     });
     return { actors, skills };
   }

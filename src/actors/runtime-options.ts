@@ -50,4 +50,10 @@ export interface RunOptions {
   runId?: string;
   /** The run's first agent's id; default: its name and a random suffix (`newAgentId`). */
   agentId?: string;
+  /**
+   * No tool of the run runs before this settles, nor at all if it rejects (its batch fails and the
+   * agent stops): the daemon writes the run's record meanwhile, so that no command runs for a run
+   * that status, abort and resume could not find, without the agent waiting for it to start.
+   */
+  toolsAfter?: Promise<unknown>;
 }

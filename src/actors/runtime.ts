@@ -232,6 +232,7 @@ export class Runtime {
       approval: options.approval,
       mode: options.mode,
       sandbox: options.sandbox,
+      toolsAfter: options.toolsAfter,
     });
   }
 

@@ -19,7 +19,7 @@ import { ApproverTrust, localIdentity } from "../trust/approvers.js";
 import { RecordSeal } from "../trust/record-seal.js";
 import { ensureRoleCredentials } from "../trust/role-credentials.js";
 import { ensureServerTls, serverTlsBlock } from "../trust/server-tls.js";
-import { privateDir, secretExists, writePrivateFile } from "../util/secret-files.js";
+import { privateDir, writePrivateFile } from "../util/secret-files.js";
 import { ConsoleListenError } from "../web/console-server.js";
 import { consoleAssets, parseListen, WebConsole } from "../web/web-console.js";
 import { webLoginFile } from "../web/web-login.js";

@@ -186,8 +186,6 @@ export class Daemon {
     lease: RuntimeLease,
   ): Promise<StartedRun> {
     const agent = refusingUserErrors(() => runtime.agent(data.agent)).name;
-    // The record first: a run whose record cannot be written (a full or unreachable bucket) never
-    // starts, rather than run its commands where status, abort and resume cannot find it.
     const record: RunRecord = {
       runId: data.runId ?? newRunId(),
       agentId: newAgentId(agent),
@@ -200,7 +198,11 @@ export class Daemon {
       workspace,
       asked,
     };
-    await this.#index?.put(record);
+    // The record is written while the agent makes its first model call, and no tool of the run
+    // runs before it is: a run whose record cannot be written (a full or unreachable bucket) runs
+    // no command where status, abort and resume cannot find it, and is refused.
+    const recorded = Promise.resolve(this.#index?.put(record));
+    recorded.catch(() => {}); // its failure is the caller's, below
     let handle: AgentHandle;
     try {
       handle = refusingUserErrors(() =>
@@ -213,11 +215,19 @@ export class Daemon {
           mode: data.mode,
           sandbox: data.sandbox,
           skill: data.skill,
+          toolsAfter: recorded,
         }),
       );
     } catch (error) {
       // Refused (an unknown skill, a task too long for the model): no run, so no record.
-      await this.#index?.remove(record.runId).catch(() => {});
+      await recorded.then(() => this.#index?.remove(record.runId)).catch(() => {});
+      throw error;
+    }
+    try {
+      await recorded;
+    } catch (error) {
+      handle.abort("its record could not be written");
+      await handle.done.catch(() => {});
       throw error;
     }
     this.#track(handle, record, lease);

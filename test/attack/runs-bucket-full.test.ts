@@ -7,8 +7,9 @@ import { shellCoderDaemon } from "../support/embedded-daemon.js";
 
 /* ATTACK (outside review): with the runs bucket full, runs.start told the client it failed, yet the
  * agent had started first and its command ran: a run with no record, which status, abort and resume
- * cannot find, and a client likely to start it again. Now the record is written first: a run whose
- * record cannot be written never starts. */
+ * cannot find, and a client likely to start it again. Now no tool of a run runs before its record
+ * is written (the agent makes its first model call meanwhile): a run whose record cannot be
+ * written runs no command, is stopped, and is refused. */
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
@@ -52,5 +53,6 @@ it("a runs.start whose record cannot be written is refused, and its agent never 
   expect(reply.type).toBe("error");
   await new Promise((r) => setTimeout(r, 3000));
   expect(existsSync(join(h.dir, "ledger.txt"))).toBe(false);
-  expect(model.requests).toHaveLength(0);
+  // Its first model call, made while the record was being written, was its last: it was stopped.
+  expect(model.requests.length).toBeLessThanOrEqual(1);
 }, 90_000);
