@@ -24,7 +24,7 @@ import type { FileStore } from "./file-store.js";
 import { Intake } from "./intake.js";
 import { LocalKv } from "./local-kv.js";
 import { RequestGate } from "./request-gate.js";
-import { DEFAULT_PREFIX, type Subjects, subjectMatches, subjects } from "./subjects.js";
+import { DEFAULT_PREFIX, type Subjects, subjectMatcher, subjects } from "./subjects.js";
 
 /** JetStream's default duplicate window: a retried append within it is stored once. */
 const DUPLICATE_WINDOW_MS = 120_000;
@@ -40,6 +40,7 @@ function literalHead(pattern: string): string {
 
 interface LocalSubscription {
   pattern: string;
+  matches: (subject: string) => boolean;
   queue: string | undefined;
   deliver: Deliver;
 }
@@ -166,7 +167,7 @@ export class LocalBus implements Bus {
     const targets: LocalSubscription[] = [];
     let groups: Map<string, LocalSubscription[]> | undefined;
     for (const sub of this.#candidates(subject)) {
-      if (!subjectMatches(sub.pattern, subject)) continue;
+      if (!sub.matches(subject)) continue;
       if (sub.queue === undefined) {
         targets.push(sub);
         continue;
@@ -203,7 +204,7 @@ export class LocalBus implements Bus {
 
   #addSubscription(pattern: string, queue: string | undefined, deliver: Deliver): Subscription {
     this.#ensureOpen();
-    const sub: LocalSubscription = { pattern, queue, deliver };
+    const sub: LocalSubscription = { pattern, matches: subjectMatcher(pattern), queue, deliver };
     const head = literalHead(pattern);
     const group = this.#subs.get(head) ?? new Set<LocalSubscription>();
     this.#subs.set(head, group);

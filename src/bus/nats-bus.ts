@@ -33,7 +33,7 @@ import { ensureEventStream, type StorageSettings } from "./nats-streams.js";
 import { hostsApiPrefix } from "./permissions.js";
 import { RequestGate } from "./request-gate.js";
 import { sentByTheServer } from "./server-sent.js";
-import { DEFAULT_PREFIX, type Subjects, subjectMatches, subjects } from "./subjects.js";
+import { DEFAULT_PREFIX, type Subjects, subjectMatcher, subjects } from "./subjects.js";
 
 export interface NatsBusOptions extends NatsConnectOptions {
   prefix?: string;
@@ -136,6 +136,7 @@ export class NatsBus implements Bus {
 
   subscribe(pattern: string, handler: MessageHandler, options: SubscribeOptions = {}): Subscription {
     this.#ensureOpen();
+    const matches = subjectMatcher(pattern);
     const sub = this.connection.subscribe(pattern, {
       ...(options.queue === undefined ? {} : { queue: options.queue }),
       callback: (error, msg) => {
@@ -143,7 +144,7 @@ export class NatsBus implements Bus {
           this.logger.error({ pattern, err: error }, "subscription failed");
           return;
         }
-        if (this.#redirected(pattern, msg)) return;
+        if (this.#redirected(pattern, matches, msg)) return;
         this.intake.deliver(msg.data, msg.subject, handler);
       },
     });
@@ -168,10 +169,11 @@ export class NatsBus implements Bus {
   reply(pattern: string, responder: Responder, options: SubscribeOptions = {}): Subscription {
     this.#ensureOpen();
     const gate = options.limit ? new RequestGate(options.limit, this.stats, this.logger) : undefined;
+    const matches = subjectMatcher(pattern);
     const sub = this.connection.subscribe(pattern, {
       ...(options.queue === undefined ? {} : { queue: options.queue }),
       callback: (error, msg) => {
-        if (error || !msg.reply || this.#redirected(pattern, msg)) return;
+        if (error || !msg.reply || this.#redirected(pattern, matches, msg)) return;
         // A reply goes to an inbox, nowhere else: a requester that names a stream's subject (a
         // bucket key) as its reply would have this connection's rights write the answer there.
         // `_R_.` is the server's own reply subject for a request from another account (an import
@@ -288,8 +290,8 @@ export class NatsBus implements Bus {
    * aimed at this subscription, or a direct get's reply. Nothing Troupe subscribes to is meant to
    * get one, so it is dropped and counted as malformed.
    */
-  #redirected(pattern: string, msg: Msg): boolean {
-    if (subjectMatches(pattern, msg.subject) && !sentByTheServer(msg)) return false;
+  #redirected(pattern: string, matches: (subject: string) => boolean, msg: Msg): boolean {
+    if (matches(msg.subject) && !sentByTheServer(msg)) return false;
     this.stats.malformed++;
     this.logger.warn(
       { pattern, subject: msg.subject },

@@ -126,15 +126,27 @@ export function subjects(prefix = DEFAULT_PREFIX, options: { worker?: boolean } 
  * LocalBus routes with this, so both buses agree on what a pattern reaches.
  */
 export function subjectMatches(pattern: string, subject: string): boolean {
-  const p = pattern.split(".");
-  const s = subject.split(".");
-  for (let i = 0; i < p.length; i++) {
-    const token = p[i];
-    if (token === ">") return s.length > i;
-    if (i >= s.length) return false;
-    if (token !== "*" && token !== s[i]) return false;
-  }
-  return p.length === s.length;
+  return subjectMatcher(pattern)(subject);
+}
+
+/**
+ * `subjectMatches` for one pattern, split once: a subscription asks it of every message, and
+ * the subject is walked in place rather than split into an array each time.
+ */
+export function subjectMatcher(pattern: string): (subject: string) => boolean {
+  const tokens = pattern.split(".");
+  return (subject) => {
+    let at = 0;
+    for (const token of tokens) {
+      if (at > subject.length) return false; // the subject has fewer tokens
+      if (token === ">") return at < subject.length;
+      const dot = subject.indexOf(".", at);
+      const end = dot === -1 ? subject.length : dot;
+      if (token !== "*" && (end - at !== token.length || !subject.startsWith(token, at))) return false;
+      at = end + 1;
+    }
+    return at > subject.length;
+  };
 }
 
 /** A fresh, unique prefix: tests and embedded runs that share a broker keep apart with it. */

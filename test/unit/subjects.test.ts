@@ -35,6 +35,14 @@ describe("subjects", () => {
     ["*.*.*", "a.b.c", true],
     [">", "a", true],
     ["a.b", "a.b.c", false],
+    ["ab.c", "a.c", false],
+    ["a.c", "ab.c", false],
+    ["a.bc", "a.b", false],
+    ["a.*.c", "a.bb.c", true],
+    ["a.*.c", "a.b.cd", false],
+    ["a.b.>", "a.b", false],
+    ["a.b.>", "a.b.c.d.e", true],
+    ["*", "a.b", false],
   ])("%s matches %s: %s", (pattern, subject, expected) => {
     expect(subjectMatches(pattern, subject)).toBe(expected);
   });
