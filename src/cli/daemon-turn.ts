@@ -12,6 +12,9 @@ import { endIfUnknown, watchDaemon } from "./daemon-contact.js";
 import type { Renderer } from "./render.js";
 import type { TtyApprover } from "./tty-approver.js";
 
+/** A run's past is read at thousands of events a second: a question asked in it is taken up this long after. */
+const PAST_READ_MS = 250;
+
 /** How a client follows one stretch of a daemon's run, from its events, to its first agent's stop. */
 export interface DaemonTurn {
   runId: string;
@@ -74,6 +77,25 @@ export async function followDaemonTurn(
       process.stderr.write(`  (the run's host refused the answer: ${visible(why ?? "")})\n`);
     if (outcome === "changed") process.stderr.write("  (the call was asked again; this answer is void)\n");
   };
+  // With nobody to ask here, a question the run waits on is said in one line, with where to answer it.
+  const tellWaiting = async (envelope: AgentEvent<"approval.requested">) => {
+    const { callId, name } = envelope.data;
+    const pending = await awaitApproval(
+      bus,
+      { runId: envelope.runId, agentId: envelope.agentId, callId },
+      reading.signal,
+    );
+    if (!pending || asked.has(pending.requestId)) return;
+    asked.add(pending.requestId);
+    status(
+      `troupe: the run waits for approval of ${visibleLine(name)} (call ${visibleLine(callId)}): troupe approve ${visibleLine(callId)} --run ${visibleLine(envelope.runId)} --allow (or --deny) answers it, as troupe approvals, the web console and troupe observe do`,
+    );
+  };
+  const onRequested = (envelope: AgentEvent<"approval.requested">) =>
+    void (asker ? answerHere(envelope) : tellWaiting(envelope)).catch((error) =>
+      log.warn({ err: error }, "could not answer here"),
+    );
+  const earlier = new Map<string, AgentEvent<"approval.requested">>();
   let told = false;
   // A daemon that restarted without the run: said, and the run no longer waited for.
   const unknown = endIfUnknown(bus, config, turn.runId, reading);
@@ -94,13 +116,22 @@ export async function followDaemonTurn(
     for (let next = await turn.first; !next.done; next = await events.next()) {
       const envelope = next.value;
       turn.seen?.(envelope);
-      if (!isNew(envelope)) continue;
+      if (!isNew(envelope)) {
+        // Asked before this turn and still waiting (a resumed run's): asked here too, once the
+        // run's past has been read past it; one decided or closed in it is not.
+        if (isEvent(envelope, "approval.requested")) {
+          const key = `${envelope.agentId}.${envelope.data.callId}`;
+          earlier.set(key, envelope);
+          setTimeout(() => earlier.get(key) === envelope && onRequested(envelope), PAST_READ_MS).unref();
+        } else if (isEvent(envelope, "approval.decided") || isEvent(envelope, "approval.closed"))
+          earlier.delete(`${envelope.agentId}.${envelope.data.callId}`);
+        continue;
+      }
       // Decided anywhere, or closed unanswered: the question here is withdrawn before the line that says why.
       if (isEvent(envelope, "approval.decided") || isEvent(envelope, "approval.closed"))
         asker?.cancel(envelope.data.callId);
       renderer.event({ envelope });
-      if (asker && isEvent(envelope, "approval.requested"))
-        void answerHere(envelope).catch((error) => log.warn({ err: error }, "could not answer here"));
+      if (isEvent(envelope, "approval.requested")) onRequested(envelope);
       if (isEvent(envelope, "agent.stopped") && envelope.agentId === turn.agentId) {
         output = envelope.data;
         break;

@@ -3,6 +3,7 @@ import type { Runtime } from "../actors/runtime.js";
 import { denyingApprover } from "../approvals/approver.js";
 import { newStats } from "../bus/bus.js";
 import { EventLogUnreadableError, FileStore } from "../bus/file-store.js";
+import { followRun } from "../bus/follow-run.js";
 import { Intake } from "../bus/intake.js";
 import { openRuntime } from "../compose/runtime.js";
 import { type ConfigChoice, loadConfig } from "../config/load.js";
@@ -14,7 +15,7 @@ import type { Envelope } from "../events/envelope.js";
 import type { Logger } from "../log.js";
 import { jsonVisible, visible, visibleLine } from "../util/visible.js";
 import { callApi, connectClient, leftOutLine, whyNoList } from "./client.js";
-import { endIfUnknown, watchDaemon } from "./daemon-contact.js";
+import { followDaemonTurn } from "./daemon-turn.js";
 import { projectRules } from "./project-rules.js";
 import { humanRenderer, jsonRenderer } from "./render.js";
 import { localBus, RUN_EXIT, Signals } from "./run.js";
@@ -193,30 +194,44 @@ export async function runResume(
   const events = eventsOf(store, runId, log);
   if (!events) {
     const bus = await connectClient(config, "troupe-resume", log);
+    const reading = new AbortController();
+    const events = followRun(bus, runId, { signal: reading.signal })[Symbol.asyncIterator]();
+    const first = events.next();
+    first.catch(() => {}); // awaited below, once the daemon has answered
     try {
       const since = Date.now();
       const resumed = (await callApi(bus, config, "runs.resume", { runId })) as {
         runId: string;
         agentId: string;
       };
-      // A daemon that restarts without the run will not end it: said, not waited for.
-      const reading = new AbortController();
-      const unknown = endIfUnknown(bus, config, runId, reading);
-      const contact = watchDaemon(bus, { started: unknown.started });
+      // It asks on the terminal it runs in, as `troupe run` does, a question asked before too.
+      const asker = process.stdin.isTTY && process.stderr.isTTY ? ttyApprover() : undefined;
+      const renderer = flags.json ? jsonRenderer() : humanRenderer(() => resumed.agentId);
       try {
-        const code = await follow(bus, resumed.agentId, runId, flags, (e) => e.ts >= since, {
-          signal: reading.signal,
-        });
-        const lost = unknown.error();
-        if (lost) throw lost;
-        return code;
-      } catch (error) {
-        throw unknown.error() ?? error;
+        const output = await followDaemonTurn(
+          bus,
+          config,
+          {
+            runId,
+            agentId: resumed.agentId,
+            events,
+            first,
+            renderer,
+            reading,
+            asker,
+            status: (line) => (asker ? asker.say(line) : void process.stderr.write(`${line}\n`)),
+            via: "troupe resume",
+            isNew: (envelope) => envelope.ts >= since,
+          },
+          log,
+        );
+        return output ? RUN_EXIT[output.reason] : RUN_EXIT.aborted;
       } finally {
-        contact.stop();
-        reading.abort();
+        renderer.close();
       }
     } finally {
+      reading.abort();
+      await events.return?.();
       await bus.close();
     }
   }
