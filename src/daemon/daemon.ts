@@ -228,6 +228,9 @@ export class Daemon {
     } catch (error) {
       handle.abort("its record could not be written");
       await handle.done.catch(() => {});
+      // Its mark or its record may have been written: neither is left for a run that never was.
+      await this.#index?.remove(record.runId).catch(() => {});
+      await this.#index?.release(record.runId).catch(() => {});
       throw error;
     }
     this.#track(handle, record, lease);

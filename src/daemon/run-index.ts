@@ -82,9 +82,13 @@ export class RunIndex {
    * copy follows the bucket: a copy is never of a record the bucket refused.
    */
   async put(record: RunRecord): Promise<void> {
-    if (record.status === "running") await this.kv.put(`${HELD}.${record.runId}`, {});
     const sealed = this.seal.seal({ v: RUN_RECORD_VERSION, ...record });
-    await this.kv.put(record.runId, sealed);
+    // A running run's mark and its record leave together, one wait for both: the daemon's first
+    // tool call of a run waits for them (in the bucket's stream, the mark comes first).
+    await Promise.all([
+      record.status === "running" ? this.kv.put(`${HELD}.${record.runId}`, {}) : undefined,
+      this.kv.put(record.runId, sealed),
+    ]);
     try {
       this.copies?.write(record.runId, sealed);
     } catch (error) {
