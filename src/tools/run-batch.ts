@@ -98,6 +98,8 @@ export async function runBatch(
         continue;
       }
       await flush();
+      // Aborted while the reads before it ran: a write or command is not started after the abort.
+      if (options.signal.aborted) break;
       results[call.id] = await runOne(call, options, running);
     }
     await flush();
