@@ -19,7 +19,7 @@ import type { AgentHooks } from "./agent-hooks.js";
 import type { AgentRecord, AgentStore, ToolJournal } from "./agent-store.js";
 import type { AgentControls } from "./agent-stream.js";
 import type { HostedMachines } from "./hosted-machine.js";
-import type { ChildSpec, SubagentLimits } from "./subagents.js";
+import type { ChildSpec, ParentSide, SubagentLimits } from "./subagents.js";
 
 /*
  * The types an agent's host and its parts share: what a process gives every agent it hosts, what
@@ -76,7 +76,7 @@ export type ToolPlace = Pick<AgentDeps, "workspace" | "protectedDirs" | "hiddenD
 export interface Spawner {
   spawn(runId: string, child: ChildSpec): Promise<void>;
   /** A child a resumed parent had started: stopped (with its output), running, or none. */
-  adopt(runId: string, childId: string): Promise<{ stopped: AgentOutput } | { running: true } | undefined>;
+  adopt(runId: string, childId: string): ReturnType<ParentSide["adopt"]>;
 }
 
 export interface StartAgentOptions {

@@ -307,12 +307,13 @@ export class Runtime {
   }
 
   /**
-   * A child that a resumed parent had started before the crash: its output when it has stopped, else
-   * `running` when a worker hosts it or it was resumed here; undefined when it never got going.
+   * A child that a resumed parent had started before the crash or abort: its output when it has
+   * stopped, else `running` when a worker hosts it or it was resumed here (one that was aborted is
+   * reopened); undefined when it never got going.
    */
   adoptChild(runId: string, childId: string): Promise<AdoptedChild | undefined> {
-    return adoptChild(this.bus, this.#persistence?.agents, runId, childId, () =>
-      this.resume(runId, childId, { as: "child" }),
+    return adoptChild(this.bus, this.#persistence?.agents, runId, childId, (followUp) =>
+      this.resume(runId, childId, { as: "child", followUp }),
     );
   }
 

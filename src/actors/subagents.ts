@@ -48,10 +48,11 @@ export interface ParentSide {
   /** Starts a child actor (in this process, or on a worker); it reports only through the bus. */
   spawn(child: ChildSpec): Promise<void>;
   /**
-   * A child this call started before a restart: its output when it has stopped, `running` when it is
-   * hosted (or now resumed) somewhere, undefined when there is none.
+   * A child this call started before a restart or an abort: its output when it has stopped, `running`
+   * when it is hosted (or now resumed) somewhere, with what it had spent when it was reopened after
+   * an abort; undefined when there is none.
    */
-  adopt(childId: string): Promise<{ stopped: AgentOutput } | { running: true } | undefined>;
+  adopt(childId: string): Promise<{ stopped: AgentOutput } | { running: true; spent?: Spend } | undefined>;
   /** The subagentStart / subagentStop hooks. */
   commandHooks?: CommandHooks | undefined;
 }
@@ -228,6 +229,8 @@ async function runChild(
       const { reason, result, error } = existing.stopped;
       return { reason, result, ...(error ? { error } : {}) };
     }
+    // Reopened after an abort: what it spent before was charged to the parent as it spent it.
+    if (existing && "running" in existing && existing.spent) reservation.spent = existing.spent;
     if (!existing) {
       await parent.commandHooks?.notify("subagentStart", spec.definition.name, {
         runId: parent.runId,

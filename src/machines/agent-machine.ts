@@ -91,6 +91,8 @@ export const agentMachine = setup({
     hasToolCalls: (_, turn: ModelTurn) => turn.plan.length > 0,
     /** Tool calls of which one waits on a person (none when there are no calls). */
     needsApproval: ({ context }, turn: ModelTurn) => limitBatch(context, turn.plan).some(awaitsDecision),
+    /** Calls of the batch still to run: a reopened agent's reads that its abort cut short (`reopen`). */
+    hasCutReads: ({ context }) => context.batch.some((call) => !call.result && call.decision === "allow"),
     hasSteering: ({ context }) => context.unread.steering.length > 0,
     /** A steer or follow-up within what the agent holds unread; its host refuses one past it first. */
     roomUnread: ({ context, event }) => unreadRefusal(context, event as AgentCommand) === undefined,
@@ -116,6 +118,10 @@ export const agentMachine = setup({
         event.type === "START"
           ? [...context.messages, { role: "user", content: event.task }]
           : context.messages,
+    }),
+    steerWithTask: assign({
+      unread: ({ context: { unread }, event }) =>
+        event.type === "START" ? { ...unread, steering: [...unread.steering, event.task] } : unread,
     }),
     queueSteering: assign({
       unread: ({ context: { unread }, event }) =>
@@ -270,7 +276,13 @@ export const agentMachine = setup({
   },
   states: {
     idle: {
-      on: { START: { target: "nextTurn", actions: "addTask" } },
+      on: {
+        START: [
+          // Reopened after an abort cut its batch: the reads cut short run first, the task is read after them.
+          { guard: "hasCutReads", target: "executingTools", actions: "steerWithTask" },
+          { target: "nextTurn", actions: "addTask" },
+        ],
+      },
     },
     /** Transient: the budget check before every model call. */
     nextTurn: {

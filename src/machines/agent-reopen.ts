@@ -1,6 +1,7 @@
 import { createActor, type Snapshot } from "xstate";
 import { TroupeError } from "../errors.js";
 import type { ChatMessage } from "../model/types.js";
+import type { PlannedCall } from "../tools/plan.js";
 import { agentMachine } from "./agent-machine.js";
 import type { AgentContext, AgentInput } from "./agent-types.js";
 
@@ -15,7 +16,9 @@ export class NotStoppedError extends TroupeError {
  * instruction) takes it on. XState takes no event in a top-level final state, and `stopped` stays
  * final (it is what makes the agent's output), so the machine makes this state itself
  * (`resolveState`) rather than anyone editing its snapshot. The format is the machine's persisted
- * snapshot, as before.
+ * snapshot, as before. An agent aborted in the middle of a tool batch keeps the reads of it that got
+ * no answer (`cutReads`): its START runs them again before the instruction is read; any other call
+ * of the batch stays of unknown outcome.
  */
 export function reopen(
   persisted: unknown,
@@ -33,10 +36,27 @@ export function reopen(
       messages: withAnswers(context.messages, answers),
       stop: null,
       finalizing: null,
-      batch: [],
+      batch: context.stop?.reason === "aborted" ? cutReads(context, answers) : [],
     },
   });
   return agentMachine.getPersistedSnapshot(state);
+}
+
+/**
+ * The calls of an aborted agent's batch to run again: those allowed to run that only read (a
+ * subagent call is one) and got no answer, neither in its conversation nor from `answers`. A read
+ * run twice changes nothing; what writes or executes may have taken effect, and is not run again.
+ */
+function cutReads(context: AgentContext, answers: ReadonlyMap<string, ChatMessage>): PlannedCall[] {
+  const answered = new Set(context.messages.flatMap((m) => (m.role === "tool" ? [m.tool_call_id] : [])));
+  return context.batch.filter(
+    (call) =>
+      call.effect === "read" &&
+      call.decision === "allow" &&
+      !call.result &&
+      !answered.has(call.id) &&
+      !answers.has(call.id),
+  );
 }
 
 /** Each answer put with the results of its call's assistant message (the calls without one get "unknown" later). */

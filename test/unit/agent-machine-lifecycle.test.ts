@@ -148,6 +148,36 @@ describe("agent machine: reopen", () => {
     expect(second.actor.getSnapshot().context.budget).toEqual({ maxTurns: 10 });
   });
 
+  it("after an abort in a batch, runs again the reads it cut short, then reads the message after their results; a cut command is not run again", async () => {
+    const cut = harness({
+      model: [
+        calls({ name: "read_file", id: "call_read" }, { name: "shell", effect: "execute", id: "call_shell" }),
+      ],
+      tools: (_c, signal) => hang(signal),
+    });
+    cut.actor.start();
+    cut.actor.send({ type: "START", task: "look" });
+    await reach(cut.actor, "executingTools");
+    cut.actor.send({ type: "ABORT" });
+    const stopped = JSON.parse(JSON.stringify(cut.actor.getPersistedSnapshot()));
+
+    const second = harness({ model: [text("went on")] }, {}, reopen(stopped) as Snapshot<unknown>);
+    second.actor.start();
+    second.actor.send({ type: "START", task: "go on" });
+    expect(await finished(second.actor)).toMatchObject({ reason: "done", result: "went on" });
+    expect(second.seen.batches.map((batch) => batch.map((call) => call.id))).toEqual([["call_read"]]);
+    const asked = second.seen.modelInputs[0]?.messages ?? [];
+    expect(
+      asked.slice(2).map((m) => (m.role === "tool" ? `${m.tool_call_id}: ${m.content}` : m.role)),
+    ).toEqual([
+      "assistant",
+      expect.stringMatching(/^call_read: /),
+      expect.stringMatching(/^call_shell: error: no result was recorded/),
+      "user",
+    ]);
+    expect(asked.at(-1)?.content).toBe("go on");
+  });
+
   it("leaves behind what ended it: its stop, the batch cut short and a last call for the answer", async () => {
     const setup = holdIn("executingTools");
     const aborted = harness(setup.stubs(), { budget: { maxTurns: 1 } });
@@ -164,7 +194,12 @@ describe("agent machine: reopen", () => {
     expect(reopened).toMatchObject({
       status: "active",
       value: "idle",
-      context: { stop: null, finalizing: null, batch: [] },
+      // The read the abort cut short is kept, to run again (above); any other stop keeps no batch.
+      context: { stop: null, finalizing: null, batch: stopped.context.batch },
+    });
+    const failed = { ...stopped.context.stop, reason: "failed" };
+    expect(reopen({ ...stopped, context: { ...stopped.context, stop: failed } })).toMatchObject({
+      context: { batch: [] },
     });
   });
 
