@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import type { Runtime } from "../actors/runtime.js";
 import { denyingApprover } from "../approvals/approver.js";
-import { newStats } from "../bus/bus.js";
+import { newStats, RemoteError } from "../bus/bus.js";
 import { EventLogUnreadableError, FileStore } from "../bus/file-store.js";
 import { followRun } from "../bus/follow-run.js";
 import { Intake } from "../bus/intake.js";
@@ -200,10 +200,7 @@ export async function runResume(
     first.catch(() => {}); // awaited below, once the daemon has answered
     try {
       const since = Date.now();
-      const resumed = (await callApi(bus, config, "runs.resume", { runId })) as {
-        runId: string;
-        agentId: string;
-      };
+      const resumed = await resumeOrAttach(bus, config, runId);
       // It asks on the terminal it runs in, as `troupe run` does, a question asked before too.
       const asker = process.stdin.isTTY && process.stderr.isTTY ? ttyApprover() : undefined;
       const renderer = flags.json ? jsonRenderer() : humanRenderer(() => resumed.agentId);
@@ -267,6 +264,24 @@ export async function runResume(
   } finally {
     await runtime.close();
     await bus.close();
+  }
+}
+
+/**
+ * Asks the daemon to bring the run back; one it runs already (the daemon brought it back when it
+ * started) is followed from here, as `troupe run --id` follows a run again, and said so.
+ */
+async function resumeOrAttach(
+  bus: Awaited<ReturnType<typeof connectClient>>,
+  config: ReturnType<typeof loadConfig>,
+  runId: string,
+): Promise<{ agentId: string }> {
+  try {
+    return (await callApi(bus, config, "runs.resume", { runId })) as { agentId: string };
+  } catch (error) {
+    if (!(error instanceof RemoteError && error.message.includes(`run ${runId} is running`))) throw error;
+    process.stderr.write(`troupe: run ${runId} is running on the daemon; following it\n`);
+    return (await callApi(bus, config, "runs.get", { runId })) as { agentId: string };
   }
 }
 
