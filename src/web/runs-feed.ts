@@ -19,6 +19,11 @@ export type RunSummary = Omit<RunRecord, "result"> & {
 const COALESCE_MS = 200;
 /** A list the daemon could not make is tried again after this long, while a page is open. */
 const RETRY_MS = 1000;
+/**
+ * The list is sent again this often while a page is open, whatever was heard: a watch of the
+ * bus can end or miss a change (its consumer lost under load), and a page must not keep a stale list.
+ */
+const REFRESH_MS = 3000;
 
 /**
  * The runs list, live: sent whole to each page when it opens and whenever a run's record, its
@@ -63,11 +68,20 @@ export class RunsFeed {
   #watch(): AbortController {
     const watching = new AbortController();
     const signal = AbortSignal.any([this.closing, watching.signal]);
+    // A watch that ends while pages are open (refused, or its consumer lost) is made again.
     const watch = async (what: string, loop: () => Promise<void>) => {
-      await loop().catch((error) => {
-        if (!signal.aborted) this.log.warn({ err: error }, `web console: ${what} no longer followed`);
-      });
+      let warned = false;
+      while (!signal.aborted) {
+        await loop().catch((error) => {
+          if (signal.aborted || warned) return;
+          warned = true;
+          this.log.warn({ err: error }, `web console: ${what} no longer followed; trying again`);
+        });
+        if (!signal.aborted) await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
+      }
     };
+    const refresh = setInterval(() => this.#changed(), REFRESH_MS);
+    signal.addEventListener("abort", () => clearInterval(refresh), { once: true });
     void watch("runs", async () => {
       for await (const _ of (await this.bus.kv("runs")).watch({ signal })) this.#changed();
     });

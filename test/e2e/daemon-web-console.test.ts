@@ -133,7 +133,7 @@ it("another local user's slow connections to the console take its share of conne
   const run = await runTroupe([...h.cfg, "run", "--json", "Answer"], { cwd: h.dir, env: h.env });
   expect(run.code, run.stderr).toBe(0);
   const runId = (JSON.parse(run.stdout.split("\n")[0] as string) as { runId: string }).runId;
-  await waitFor("the run on the page", () => stream.text().includes(runId), 5000).catch((error) => {
+  await waitFor("the run on the page", () => stream.text().includes(runId), 10_000).catch((error) => {
     throw new Error(
       `${error.message} (page stream closed: ${stream.closed()}); the daemon said:\n${h.stderr()}`,
     );
@@ -148,7 +148,7 @@ it("another local user's slow connections to the console take its share of conne
   const second = await runTroupe([...h.cfg, "run", "--json", "Answer again"], { cwd: h.dir, env: h.env });
   expect(second.code, second.stderr).toBe(0);
   const secondId = (JSON.parse(second.stdout.split("\n")[0] as string) as { runId: string }).runId;
-  await waitFor("the second run on the page", () => stream.text().includes(secondId), 5000);
+  await waitFor("the second run on the page", () => stream.text().includes(secondId), 10_000);
 }, 90_000);
 
 it("a console port another process holds: the daemon says so in one line before it is ready, resumes its run and finishes it, and stops its nats-server on exit", async () => {

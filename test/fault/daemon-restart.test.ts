@@ -280,7 +280,10 @@ it("a daemon away: the client says it lost contact within a few seconds, and whe
   // daemon call the model again for that turn, and ask the question again.
   await new Promise((resolve) => setTimeout(resolve, 500));
   await s.crash(5000);
-  expect(s.stderr()).toMatch(/^troupe: lost contact with the daemon \(last seen [34] s ago\); waiting…\n/);
+  // With no terminal, the client said what the run waits on; then, the daemon gone, that it lost it.
+  expect(s.stderr()).toMatch(
+    /^troupe: the run waits for approval of shell \(call call_wait\): troupe approve call_wait .*\ntroupe: lost contact with the daemon \(last seen [34] s ago\); waiting…\n/,
+  );
   await waitFor("the daemon seen again", () => s.stderr().includes("troupe: the daemon is back\n"), 5000);
   const approve = await runTroupe([...s.config, "approve", "--allow"], { cwd: s.dir, env: s.env });
   expect(approve.code, approve.stderr).toBe(0);
