@@ -37,7 +37,7 @@ export async function runChat(config: LoadedConfig, flags: ChatFlags, log: Logge
   // The approver reads its answers from here: the lines typed while its question is open.
   const answers = new PassThrough();
   let asker: TtyApprover | undefined;
-  const runId = flags.continue === true ? await newestRun(config, flags.local, log) : flags.continue;
+  const runId = flags.continue === true ? await newestRun(config, flags, log) : flags.continue;
   const conversation = await openConversation(
     config,
     runId,

@@ -1,4 +1,6 @@
 /* `troupe follow-up RUN "…"` and `troupe run --continue [RUN]`: a run goes on with the user's next message. */
+import { realpathSync } from "node:fs";
+import { resolve as resolvePath } from "node:path";
 import type { LoadedConfig } from "../config/load.js";
 import type { RunList } from "../daemon/run-index.js";
 import type { Logger } from "../log.js";
@@ -35,17 +37,30 @@ export async function openConversation(
   return openDaemonConversation(config, { ...options, runId }, log);
 }
 
+/** A directory as its real path, so that two names of one directory compare equal. */
+function realPath(dir: string): string {
+  try {
+    return realpathSync(dir);
+  } catch {
+    return dir; // gone: it matches nothing that exists
+  }
+}
+
 /**
- * The newest run of this config: its local runs (in the data dir) and, unless `local`, the daemon's
- * when one answers. Said in one line on stderr; a `ConversationError` when there is none.
+ * The newest run of this config that worked in this workspace (`workspace`, else the config's, from
+ * the working directory, as a run started here would): its local runs (in the data dir) and, unless
+ * `local`, the daemon's when one answers (a daemon run without a workspace of its own works in the
+ * daemon's). Said in one line on stderr; a `ConversationError` when there is none.
  */
 export async function newestRun(
   config: LoadedConfig,
-  local: boolean | undefined,
+  where: { local?: boolean | undefined; workspace?: string | undefined },
   log: Logger,
 ): Promise<string> {
+  const here = realPath(resolvePath(where.workspace ?? config.troupe.workspace));
   const store = storeOf(config);
-  const rows: Array<{ runId: string; where: string; startedAt: number; task: string }> = [];
+  const rows: Array<{ runId: string; where: string; startedAt: number; task: string; workspace?: string }> =
+    [];
   for (const runId of store.runs()) {
     const row = (() => {
       try {
@@ -56,22 +71,28 @@ export async function newestRun(
     })();
     if (row) rows.push(row);
   }
-  if (!local) {
+  if (!where.local) {
     const bus = await connectClient(config, "troupe-runs", log, 1000).catch(() => undefined);
     try {
       const list = bus && ((await callApi(bus, config, "runs.list", {}).catch(() => undefined)) as RunList);
-      for (const run of list?.runs ?? []) rows.push({ ...run, where: "daemon" });
+      for (const run of list?.runs ?? [])
+        rows.push({ ...run, where: "daemon", workspace: run.workspace ?? list?.workspace });
     } finally {
       await bus?.close();
     }
   }
-  const newest = rows.reduce<(typeof rows)[number] | undefined>(
-    (best, row) => (best && best.startedAt >= row.startedAt ? best : row),
-    undefined,
-  );
-  if (!newest) throw new ConversationError('no run to continue: start one with troupe run "TASK"');
+  const newest = rows
+    .filter((row) => row.workspace !== undefined && realPath(row.workspace) === here)
+    .reduce<(typeof rows)[number] | undefined>(
+      (best, row) => (best && best.startedAt >= row.startedAt ? best : row),
+      undefined,
+    );
+  if (!newest)
+    throw new ConversationError(
+      `no run of this workspace (${visibleLine(here)}) to continue: name one (troupe runs lists them), or start one with troupe run "TASK"`,
+    );
   process.stderr.write(
-    `troupe: continuing ${newest.where === "local" ? "local " : ""}run ${newest.runId} (the newest): ${visibleLine(newest.task).slice(0, 60)}\n`,
+    `troupe: continuing ${newest.where === "local" ? "local " : ""}run ${newest.runId} (the newest in ${visibleLine(here)}): ${visibleLine(newest.task).slice(0, 60)}\n`,
   );
   return newest.runId;
 }

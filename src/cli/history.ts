@@ -86,7 +86,11 @@ function lastOf<T extends AgentEventType>(
  * A local run as `troupe runs` lists it, from one pass over its log that keeps only what the row
  * says: its first agent's start, last stop and last usage. Undefined when it has no first agent.
  */
-export function localRow(store: FileStore, runId: string, log: Logger): RunRow | undefined {
+export function localRow(
+  store: FileStore,
+  runId: string,
+  log: Logger,
+): (RunRow & { workspace?: string | undefined }) | undefined {
   let started: AgentEvent<"agent.started"> | undefined;
   let stopped: AgentEvent<"agent.stopped"> | undefined;
   let updated: AgentEvent<"usage.updated"> | undefined;
@@ -110,6 +114,7 @@ export function localRow(store: FileStore, runId: string, log: Logger): RunRow |
     costUsd: usage?.costUsd ?? 0,
     startedAt: started.ts,
     task: started.data.task,
+    workspace: started.data.workspace,
   };
 }
 
@@ -123,8 +128,12 @@ export async function runRuns(where: ConfigChoice, flags: { json?: boolean }, lo
   const rows: RunRow[] = [];
   for (const runId of store.runs()) {
     try {
-      const row = localRow(store, runId, log);
-      if (row) rows.push(row);
+      const found = localRow(store, runId, log);
+      if (found) {
+        // The list says where each run is, not where it worked.
+        const { workspace: _, ...row } = found;
+        rows.push(row);
+      }
     } catch (error) {
       if (!(error instanceof EventLogUnreadableError)) throw error;
       process.stderr.write(`troupe: not listed: ${visibleLine(error.message)}\n`);

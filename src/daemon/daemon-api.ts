@@ -35,7 +35,7 @@ export type ResumeAsked = Omit<ApiRequest<"runs.resume">, "runId">;
 export interface DaemonApiParts {
   host: RunHost;
   /** The daemon's own runtime: the agents a client may name. */
-  runtime: Pick<Runtime, "agent" | "definitions">;
+  runtime: Pick<Runtime, "agent" | "definitions" | "workspace">;
   bus: Pick<Bus, "request" | "subjects">;
   index: Pick<RunIndex, "get" | "list" | "taken">;
   /** The loosest approval policy a client may ask for (troupe.yaml's `daemon.maxApproval`). */
@@ -183,6 +183,7 @@ export class DaemonApi {
         task: task.slice(0, LIST_TEXT),
         result: result?.slice(0, LIST_TEXT),
       })),
+      workspace: this.parts.runtime.workspace,
       ...left,
     };
   }

@@ -21,6 +21,8 @@ const RELEASE_AT_START = 100;
 /** What runs.list gives: the newest runs, and how many older ones and unreadable keys it left out. */
 export interface RunList {
   runs: RunRecord[];
+  /** The daemon's own workspace, where a run whose record names none works (runs.list's reply only). */
+  workspace?: string;
   more?: number;
   skipped?: number;
   partial?: boolean;

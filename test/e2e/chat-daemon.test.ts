@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, realpathSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, expect, it } from "vitest";
 import { uniquePrefix } from "../../src/bus/subjects.js";
@@ -113,7 +113,9 @@ it("chats with a run on the daemon: two turns of one run, an approval answered a
   expect(model.requests[4]?.body.model).toBe("scripted");
 
   const continued = await runTroupe([...h.cfg, "run", "--continue", "continued"], { cwd: h.dir, env: h.env });
-  expect(continued.stderr).toContain(`troupe: continuing run ${runId} (the newest)`);
+  expect(continued.stderr).toContain(
+    `troupe: continuing run ${runId} (the newest in ${realpathSync(h.dir)})`,
+  );
   expect(continued.stdout).toContain("Continued answer.");
   expect(continued.code).toBe(0);
   expect(sent(model, 5)).toContain("assistant: Scripted answer.");

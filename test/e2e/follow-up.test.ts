@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { realpathSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, expect, it } from "vitest";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
@@ -52,7 +53,9 @@ it("a finished local run goes on with follow-up, --continue RUN, --continue (the
   const third = await troupe("run", "--continue", runId, "third");
   expect([third.code, third.stdout]).toEqual([0, "Three.\n"]);
   const fourth = await troupe("run", "--local", "--continue", "fourth");
-  expect(fourth.stderr).toContain(`troupe: continuing local run ${runId} (the newest): first`);
+  expect(fourth.stderr).toContain(
+    `troupe: continuing local run ${runId} (the newest in ${realpathSync(dir)}): first`,
+  );
   expect([fourth.code, fourth.stdout]).toEqual([0, "Four.\n"]);
   // The text from stdin (the model server answers in this process: no spawnSync).
   const fifth = spawn(
@@ -136,4 +139,67 @@ it("an aborted local run goes on with a follow-up; a bad run id is one line", as
   expect(unknown.stderr.trim()).toBe(
     "troupe: no run run-00000000000000000000000000 here (troupe runs lists them)",
   );
+}, 60_000);
+
+it("--continue with no run goes on with the newest run of this workspace, not the config's newest; flags it would not use are refused", async () => {
+  const model = await ScriptedModelServer.start([
+    { match: { lastUser: "in a" }, reply: { text: "A." } },
+    { match: { lastUser: "in b" }, reply: { text: "B." } },
+    { match: { lastUser: "again in a" }, reply: { text: "A again." } },
+  ]);
+  cleanups.push(() => model.close());
+  const { dir, dispose } = tempTree({
+    "config/troupe.yaml": "defaultAgent: coder\ndefaultModel: scripted\n",
+    "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: []\n",
+    "a/README.md": "a\n",
+    "b/README.md": "b\n",
+  });
+  cleanups.push(dispose);
+  const env = {
+    ...process.env,
+    OPENAI_BASE_URL: model.baseURL,
+    OPENAI_API_KEY: "",
+    TROUPE_DATA_DIR: join(dir, ".data"),
+  };
+  const troupe = (cwd: string, ...args: string[]) =>
+    runTroupe(["--config", join(dir, "config"), ...args], { cwd: join(dir, cwd), env });
+
+  expect((await troupe("a", "run", "--local", "in a")).code).toBe(0);
+  // The config's newest run is b's, started after a's.
+  expect((await troupe("b", "run", "--local", "in b")).code).toBe(0);
+  const runs = JSON.parse((await troupe("a", "runs", "--json")).stdout) as Array<{
+    runId: string;
+    task: string;
+  }>;
+  const runOfA = runs.find((run) => run.task === "in a")?.runId;
+
+  const again = await troupe("a", "run", "--local", "--continue", "again in a");
+  expect(again.stderr.split("\n")[0]).toBe(
+    `troupe: continuing local run ${runOfA} (the newest in ${realpathSync(join(dir, "a"))}): in a`,
+  );
+  expect([again.code, again.stdout]).toEqual([0, "A again.\n"]);
+  expect(sent(model, 2).slice(1)).toEqual(["user: in a", "assistant: A.", "user: again in a"]);
+
+  // A workspace with no run of its own: one line, nothing started.
+  const none = await troupe(".", "run", "--local", "--continue", "anyone?");
+  expect(none.code).toBe(2);
+  expect(none.stderr).toBe(
+    `troupe: no run of this workspace (${realpathSync(dir)}) to continue: name one (troupe runs lists them), or start one with troupe run "TASK"\n`,
+  );
+
+  // What a run keeps from its start, and a detached or keyed turn: refused in one line, nothing started.
+  for (const [flags, named] of [
+    [["--continue", "--agent", "coder"], "--agent"],
+    [["--continue", "--sandbox", "off", "--mode", "plan"], "--sandbox, --mode"],
+    [["--continue", "--skill", "x", "--detach"], "--skill, --detach"],
+    [["--continue", "--id", "k"], "--id"],
+    [["-w", "b", "--continue", runOfA ?? ""], "--workspace"],
+  ] as const) {
+    const refused = await troupe("a", "run", "--local", ...flags, "never sent");
+    expect(refused.code, flags.join(" ")).toBe(2);
+    expect(refused.stderr.trim().split("\n")).toHaveLength(1);
+    expect(refused.stderr).toContain(`does not take ${named}: drop`);
+  }
+  expect(model.requests).toHaveLength(3);
+  model.assertComplete();
 }, 60_000);

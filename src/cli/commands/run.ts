@@ -56,14 +56,16 @@ export function runCommand(program: Command, context: CommandContext): void {
             typeof flags.continue === "string" && (given !== undefined || flags.continue.startsWith("run-"))
               ? [flags.continue, given]
               : [undefined, typeof flags.continue === "string" ? flags.continue : given];
+          const refused = ignoredByContinue(flags, runId !== undefined);
+          if (refused) throw new UsageError(refused);
           const { readTask } = await import("../task-input.js");
           const text = await readTask(task, flags.file);
           const config = loadConfig(context.where());
           const { followUp, newestRun } = await import("../follow-up.js");
           const log = context.log("run");
-          context.exit(
-            await followUp(config, runId ?? (await newestRun(config, flags.local, log)), text, flags, log),
-          );
+          const id =
+            runId ?? (await newestRun(config, { local: flags.local, workspace: flags.workspace }, log));
+          context.exit(await followUp(config, id, text, flags, log));
           return;
         }
         const { readTask } = await import("../task-input.js");
@@ -80,6 +82,28 @@ export function runCommand(program: Command, context: CommandContext): void {
         }
       },
     );
+}
+
+/** What `--continue` would not use, as its option, with the word for what the run keeps instead. */
+const KEPT_BY_THE_RUN: ReadonlyArray<[keyof RunFlags, string]> = [
+  ["agent", "--agent"],
+  ["sandbox", "--sandbox"],
+  ["mode", "--mode"],
+  ["skill", "--skill"],
+  ["id", "--id"],
+  ["detach", "--detach"],
+];
+
+/**
+ * Why `troupe run --continue` refuses these flags, or undefined: a run goes on with its own agent,
+ * sandbox, mode and skill, in its own workspace (`-w` only picks whose newest run, with no RUN), and
+ * a turn is followed here, never detached or keyed.
+ */
+function ignoredByContinue(flags: RunFlags, runGiven: boolean): string | undefined {
+  const given = KEPT_BY_THE_RUN.filter(([key]) => flags[key] !== undefined).map(([, option]) => option);
+  if (runGiven && flags.workspace !== undefined) given.push("--workspace");
+  if (given.length === 0) return undefined;
+  return `troupe run --continue goes on with a run as it was started, so it does not take ${given.join(", ")}: drop ${given.length === 1 ? "it" : "them"}, or leave out --continue to start a new run with ${given.length === 1 ? "it" : "them"}`;
 }
 
 /** A command called the wrong way: one line, exit 2. */
