@@ -10,6 +10,7 @@ import { visible, visibleLine } from "../util/visible.js";
 import { agentsText, costText, helpText, parseCommand } from "./chat-commands.js";
 import type { Conversation } from "./conversation.js";
 import { newestRun, openConversation } from "./follow-up.js";
+import { InputBlock, type Output } from "./input-block.js";
 import { type TtyApprover, ttyApprover } from "./tty-approver.js";
 
 export interface ChatFlags {
@@ -37,6 +38,8 @@ export async function runChat(config: LoadedConfig, flags: ChatFlags, log: Logge
   // The approver reads its answers from here: the lines typed while its question is open.
   const answers = new PassThrough();
   let asker: TtyApprover | undefined;
+  // On a terminal, a turn's output goes above the prompt and what is typed while it runs.
+  const block = terminal ? new InputBlock(process.stdout, PROMPT, () => !asker?.asking()) : undefined;
   const runId = flags.continue === true ? await newestRun(config, flags, log) : flags.continue;
   const conversation = await openConversation(
     config,
@@ -48,6 +51,11 @@ export async function runChat(config: LoadedConfig, flags: ChatFlags, log: Logge
       approval: flags.approval,
       sandbox: flags.sandbox,
       waitDaemon: flags.waitDaemon,
+      screen: block && {
+        out: block.around(process.stdout),
+        err: block.around(process.stderr),
+        status: (text) => block.status(text),
+      },
       asker: terminal
         ? (shown) => {
             asker = ttyApprover(shown, answers, process.stderr);
@@ -60,13 +68,14 @@ export async function runChat(config: LoadedConfig, flags: ChatFlags, log: Logge
   if (runId && flags.approval) conversation.setApproval(flags.approval);
   const rl = createInterface({
     input: process.stdin,
-    output: process.stdout,
+    output: block?.readlineOutput() ?? process.stdout,
     terminal: process.stdin.isTTY === true,
     historySize: 500,
     prompt: PROMPT,
   });
+  block?.attach(rl);
   try {
-    await new ChatSession(conversation, rl, terminal, () => asker, answers).run();
+    await new ChatSession(conversation, rl, terminal, () => asker, answers, block).run();
   } finally {
     rl.close();
     await conversation.close();
@@ -96,13 +105,26 @@ class ChatSession {
     private readonly terminal: boolean,
     private readonly asker: () => TtyApprover | undefined,
     private readonly answers: PassThrough,
-  ) {}
+    private readonly block: InputBlock | undefined,
+  ) {
+    this.#out = block?.around(process.stdout) ?? process.stdout;
+    this.#err = block?.around(process.stderr) ?? process.stderr;
+  }
+
+  /** stdout and stderr, kept above the prompt while a turn runs. */
+  readonly #out: Output;
+  readonly #err: Output;
 
   run(): Promise<void> {
     const left = new Promise<void>((resolve) => {
       this.#left = resolve;
     });
-    this.rl.on("line", (line) => this.#line(line));
+    this.rl.on("line", (line) => {
+      this.block?.entered(line);
+      this.#line(line);
+    });
+    // After readline's own handling of the key: what it typed is shown below the turn's output.
+    if (this.block) process.stdin.on("keypress", () => this.block?.typed());
     this.rl.on("SIGINT", () => this.#interrupt());
     this.rl.on("close", () => {
       this.#closed = true;
@@ -110,7 +132,7 @@ class ChatSession {
       if (!this.#turn) this.#leave();
     });
     if (this.terminal)
-      process.stderr.write(
+      this.#err.write(
         `troupe chat: ${this.conversation.runId ? `going on with run ${this.conversation.runId}` : "the first line starts a run"} (${this.conversation.where}); /help lists the commands\n`,
       );
     this.#prompt();
@@ -139,15 +161,17 @@ class ChatSession {
   /** A turn with `text`; the prompt comes back once it has ended. */
   #start(text: string): void {
     this.rl.setPrompt("");
+    this.block?.start();
     this.#turn = this.conversation
       .turn(text)
       .then(
         (reason) => {
-          if (reason !== "done") process.stderr.write(`troupe: this turn stopped (${reason})\n`);
+          if (reason !== "done") this.#err.write(`troupe: this turn stopped (${reason})\n`);
         },
-        (error: unknown) => say(error),
+        (error: unknown) => say(error, this.#err),
       )
       .finally(() => {
+        this.block?.end();
         this.#turn = undefined;
         const next = this.#queued.shift();
         if (next !== undefined) return this.#line(next);
@@ -158,52 +182,50 @@ class ChatSession {
 
   async #command(line: string): Promise<void> {
     const parsed = parseCommand(line);
-    if ("unknown" in parsed) return void process.stderr.write(`${parsed.unknown}\n`);
+    if ("unknown" in parsed) return void this.#err.write(`${parsed.unknown}\n`);
     const { command, rest } = parsed;
     const { conversation } = this;
     switch (command) {
       case "/help":
-        return void process.stderr.write(`${helpText()}\n`);
+        return void this.#err.write(`${helpText()}\n`);
       case "/exit":
         return this.#leave();
       case "/steer":
-        if (!rest) return void process.stderr.write("/steer TEXT: say what to tell the agent\n");
+        if (!rest) return void this.#err.write("/steer TEXT: say what to tell the agent\n");
         return this.#steer(rest);
       case "/abort":
-        if (!this.#turn) return void process.stderr.write("no turn is going on\n");
+        if (!this.#turn) return void this.#err.write("no turn is going on\n");
         return this.#abort();
       case "/cost":
-        return void process.stdout.write(`${costText(conversation.tree, conversation.runId)}\n`);
+        return void this.#out.write(`${costText(conversation.tree, conversation.runId)}\n`);
       case "/agents":
-        return void process.stdout.write(`${agentsText(conversation.tree, conversation.runId)}\n`);
+        return void this.#out.write(`${agentsText(conversation.tree, conversation.runId)}\n`);
       case "/approval": {
         const policy = APPROVAL_POLICIES.find((name) => name === rest);
         if (!policy)
-          return void process.stderr.write(`/approval POLICY: one of ${APPROVAL_POLICIES.join(", ")}\n`);
+          return void this.#err.write(`/approval POLICY: one of ${APPROVAL_POLICIES.join(", ")}\n`);
         conversation.setApproval(policy);
-        return void process.stderr.write(`the next turns ask as ${policy} does\n`);
+        return void this.#err.write(`the next turns ask as ${policy} does\n`);
       }
       case "/model":
-        if (!rest) return void process.stderr.write("/model NAME: say which model\n");
+        if (!rest) return void this.#err.write("/model NAME: say which model\n");
         conversation.setModel(rest);
-        return void process.stderr.write(`the next turns are on ${visibleLine(rest)}\n`);
+        return void this.#err.write(`the next turns are on ${visibleLine(rest)}\n`);
     }
   }
 
   async #steer(text: string): Promise<void> {
     if (!this.#turn)
-      return void process.stderr.write("no turn is going on: the line itself is the next message\n");
-    await this.conversation
-      .steer(text)
-      .then(
-        () => process.stderr.write("(steering sent: the agent reads it after its current tool batch)\n"),
-        say,
-      );
+      return void this.#err.write("no turn is going on: the line itself is the next message\n");
+    await this.conversation.steer(text).then(
+      () => this.#err.write("(steering sent: the agent reads it after its current tool batch)\n"),
+      (error) => say(error, this.#err),
+    );
   }
 
   async #abort(): Promise<void> {
-    process.stderr.write("\naborting this turn… (the run stays: the next line goes on with it)\n");
-    await this.conversation.abort().catch(say);
+    this.#err.write("\naborting this turn… (the run stays: the next line goes on with it)\n");
+    await this.conversation.abort().catch((error) => say(error, this.#err));
   }
 
   /** Ctrl-C: stops the turn going on; at the prompt, clears what was typed, or leaves when nothing was. */
@@ -213,7 +235,7 @@ class ChatSession {
     this.#pending = [];
     this.rl.write(null, { ctrl: true, name: "e" });
     this.rl.write(null, { ctrl: true, name: "u" });
-    process.stdout.write("\n");
+    this.#out.write("\n");
     this.#prompt();
   }
 
@@ -231,18 +253,18 @@ class ChatSession {
       void this.#abort();
       return void turn.then(() => this.#left());
     }
-    if (this.terminal) process.stdout.write("\n");
+    if (this.terminal) this.#out.write("\n");
     this.#left();
   }
 }
 
 /** What went wrong in a turn or a command: one line, and the session goes on. */
-function say(error: unknown): void {
+function say(error: unknown, err: Output = process.stderr): void {
   const refused = error instanceof RemoteError && error.remoteName === "RequestRefusedError";
   const message = refused
     ? error.message.slice(error.subject.length + 2)
     : error instanceof Error
       ? error.message
       : String(error);
-  process.stderr.write(`troupe: ${visible(message)}\n`);
+  err.write(`troupe: ${visible(message)}\n`);
 }

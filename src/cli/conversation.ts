@@ -3,6 +3,7 @@ import type { RunTreeBuilder } from "../actors/run-tree.js";
 import type { ApprovalPolicy } from "../config/policy-schemas.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import type { SandboxMode } from "../sandbox/plan.js";
+import type { Output } from "./input-block.js";
 import type { TtyApprover } from "./tty-approver.js";
 
 /** What a conversation's run is started with, and where its approvals are asked. */
@@ -23,6 +24,8 @@ export interface ConversationOptions {
    * others (the daemon).
    */
   asker?: ((shown?: (callId: string) => Promise<void>) => TtyApprover) | undefined;
+  /** Where a turn is shown, when not straight on stdout and stderr (a chat keeps its input below). */
+  screen?: { out: Output; err: Output; status: (text: string | undefined) => void } | undefined;
   /** Seconds to wait for NATS and a daemon (`--wait-daemon`). */
   waitDaemon?: string | undefined;
 }

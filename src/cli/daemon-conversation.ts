@@ -13,7 +13,7 @@ import { callApi, connectClient } from "./client.js";
 import type { Conversation, ConversationOptions } from "./conversation.js";
 import { followDaemonTurn } from "./daemon-turn.js";
 import { ConversationError } from "./local-conversation.js";
-import { humanRenderer, jsonRenderer } from "./render.js";
+import { humanRenderer, jsonRenderer, screenOf } from "./render.js";
 import { DaemonUnreachableError, submit } from "./run-client.js";
 import type { TtyApprover } from "./tty-approver.js";
 
@@ -95,7 +95,9 @@ class DaemonConversation implements Conversation {
     })[Symbol.asyncIterator]();
     const first = events.next();
     first.catch(() => {}); // awaited below, once the daemon has answered
-    const renderer = this.options.json ? jsonRenderer() : humanRenderer(() => this.#agentId);
+    const renderer = this.options.json
+      ? jsonRenderer()
+      : humanRenderer(() => this.#agentId, ...screenOf(this.options));
     try {
       // Events before this turn's ask are the run's past: counted, not shown again. (The daemon
       // stamps them; it runs on this machine's clock, or one kept near it.)

@@ -13,7 +13,7 @@ import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import type { Conversation, ConversationOptions } from "./conversation.js";
 import { eventsOf, HistoryError, storeOf } from "./history.js";
-import { humanRenderer, jsonRenderer } from "./render.js";
+import { humanRenderer, jsonRenderer, screenOf } from "./render.js";
 import { localBus, Signals } from "./run.js";
 
 /** A local run's first agent: whether it stopped last (a next turn reopens it) or was cut short. */
@@ -122,7 +122,9 @@ class LocalConversation implements Conversation {
     });
     this.#handle = handle;
     this.#runId = handle.runId;
-    const renderer = this.options.json ? jsonRenderer() : humanRenderer(() => handle.agentId);
+    const renderer = this.options.json
+      ? jsonRenderer()
+      : humanRenderer(() => handle.agentId, ...screenOf(this.options));
     const reading = new AbortController();
     const shown = (async () => {
       for await (const { envelope } of this.runtime.bus.eventLog.read({

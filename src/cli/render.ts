@@ -2,6 +2,7 @@ import { progressLabel } from "../actors/run-tree.js";
 import type { LoggedEvent } from "../bus/bus.js";
 import { type AgentEventMap, isAgentEvent } from "../events/agent-events.js";
 import { jsonVisible, visible, visibleLine } from "../util/visible.js";
+import type { Output } from "./input-block.js";
 import { contextBar } from "./tree-view.js";
 
 const SPINNER = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
@@ -29,9 +30,11 @@ export function jsonRenderer(out: NodeJS.WritableStream = process.stdout): Rende
  */
 export function humanRenderer(
   rootAgentId: () => string | undefined,
-  out = process.stdout,
-  err = process.stderr,
+  out: Output = process.stdout,
+  err: Output = process.stderr,
   colour = err.isTTY === true && !process.env.NO_COLOR,
+  /** Where the spinner's frames go instead of a line of stderr (a chat's block under its output). */
+  status?: (text: string | undefined) => void,
 ): Renderer {
   const tty = err.isTTY === true;
   // A stretch of reasoning is being shown, and whether it left a line open on stderr: what comes
@@ -65,17 +68,19 @@ export function humanRenderer(
     if (!spinner) return;
     clearInterval(spinner);
     spinner = undefined;
-    err.write("\r\x1b[K");
+    if (status) status(undefined);
+    else err.write("\r\x1b[K");
   };
   const startSpinner = (label: string | (() => string)) => {
     if (!tty || spinner) return;
     endThought();
     const text = typeof label === "string" ? () => label : label;
-    const columns = (err as NodeJS.WriteStream).columns || 100;
-    spinner = setInterval(
-      () => err.write(`\r\x1b[K${`${SPINNER[frame++ % SPINNER.length]} ${text()}`.slice(0, columns - 1)}`),
-      80,
-    );
+    const columns = err.columns || 100;
+    spinner = setInterval(() => {
+      const shown = `${SPINNER[frame++ % SPINNER.length]} ${text()}`.slice(0, columns - 1);
+      if (status) status(shown);
+      else err.write(`\r\x1b[K${shown}`);
+    }, 80);
     spinner.unref();
   };
   const line = (text: string) => {
@@ -262,6 +267,14 @@ export function humanRenderer(
     },
     close: stopSpinner,
   };
+}
+
+/** `humanRenderer`'s arguments after the root for a turn shown on `screen`, or on stdout and stderr. */
+export function screenOf(options: {
+  screen?: { out: Output; err: Output; status: (text: string | undefined) => void } | undefined;
+}): [Output?, Output?, boolean?, ((text: string | undefined) => void)?] {
+  const { screen } = options;
+  return screen ? [screen.out, screen.err, undefined, screen.status] : [];
 }
 
 function short(json: string, max = 100): string {

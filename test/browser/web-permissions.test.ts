@@ -71,15 +71,15 @@ it("lists the daemon's allow and deny rules, deny first, where each is written; 
   await page.locator('[data-testid="run-row"]').first().waitFor({ timeout: 10_000 });
 
   // From the page's own origin, with its session, a POST to the rules is no action the console has.
-  const posted = await page.evaluate(async () => {
+  const posted = await page.evaluate<number>(`(async () => {
     const session = localStorage.getItem("troupe-session");
     const response = await fetch("/api/permissions", {
       method: "POST",
-      headers: { authorization: `Bearer ${session}`, "content-type": "application/json" },
+      headers: { authorization: "Bearer " + session, "content-type": "application/json" },
       body: JSON.stringify({ kind: "allow", pattern: "write_file(secrets/**)" }),
     });
     return response.status;
-  });
+  })()`);
   expect(posted).toBe(404);
 
   // troupe.yaml changed while the daemon runs: the page still shows what the daemon runs by.

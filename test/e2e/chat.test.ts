@@ -158,3 +158,48 @@ it("/model puts the next turns of the run on another model the config names; one
   ]);
   expect(sent(model, 2)).toContain("assistant: Answer two.");
 }, 60_000);
+
+it("keeps what is typed during a turn below its spinner and output, never drawn over; it is the next line once the turn ends", async () => {
+  const { model, tmux } = await localChat([
+    { match: { lastUser: "a long one" }, reply: { text: "Too late.", delayMs: 60_000 } },
+    { match: { lastUser: "typed meanwhile" }, reply: { text: "Meanwhile answered." } },
+  ]);
+  tmux.keys("a long one", "Enter");
+  await waitFor("the model asked", () => model.requests.length === 1, 20_000);
+  await waitFor("the spinner", () => tmux.screen().includes("thinking…"), 10_000);
+  tmux.keys("typed meanwhile");
+  const lines = () => tmux.screen().split("\n");
+  // The spinner turns on the line above the prompt and what was typed, which stay whole.
+  const frames = new Set<string>();
+  await waitFor(
+    "the spinner turning above the typed line",
+    () => {
+      const screen = lines();
+      const at = screen.findIndex((line) => line.trimEnd() === "› typed meanwhile");
+      const above = screen[at - 1] ?? "";
+      if (at > 0 && /^[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] thinking…/.test(above)) frames.add(above.slice(0, 1));
+      return frames.size >= 3;
+    },
+    10_000,
+  );
+  // Nowhere is the typed text mixed with the spinner's.
+  for (const line of lines().filter((line) => line.includes("typed")))
+    expect(line.trimEnd()).toBe("› typed meanwhile");
+
+  // Output while it is typed goes above it.
+  tmux.keys("C-c");
+  await waitFor(
+    "the turn aborted",
+    () => tmux.screen().includes("troupe: this turn stopped (aborted)"),
+    20_000,
+  );
+  const after = lines().map((line) => line.trimEnd());
+  const stopped = after.indexOf("troupe: this turn stopped (aborted)");
+  expect(after.slice(stopped + 1).filter(Boolean)).toEqual(["› typed meanwhile"]);
+  expect(after.filter((line) => line.includes("typed"))).toEqual(["› typed meanwhile"]);
+
+  // What was typed is the next line: Enter sends it.
+  tmux.keys("Enter");
+  await waitFor("the next turn", () => tmux.history().includes("Meanwhile answered."), 20_000);
+  expect(sent(model, 1).at(-1)).toBe("user: typed meanwhile");
+}, 60_000);
