@@ -27,7 +27,7 @@ it("lists the daemon's allow and deny rules, deny first, where each is written; 
   const write = (path: string) => ({
     toolCalls: [{ name: "write_file", arguments: { path, content: "x\n" } }],
   });
-  const { dir, env, login, origin, config } = await consoleDaemon(
+  const { dir, env, login, config } = await consoleDaemon(
     { flag: "127.0.0.1:0", yaml: RULES },
     {
       embedded: true,
