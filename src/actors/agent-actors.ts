@@ -17,7 +17,7 @@ import { plainOutcome } from "../tools/call-outcome.js";
 import type { PlannedCall } from "../tools/plan.js";
 import { type BatchOptions, runBatch } from "../tools/run-batch.js";
 import type { ToolRegistry } from "../tools/tool.js";
-import type { AgentDeps, ToolPlace } from "./agent-deps.js";
+import type { AgentDeps, CompactionReport, ToolPlace } from "./agent-deps.js";
 import { compactAndReport, requested, toolEventObserver, type toolView } from "./agent-tools.js";
 import { withOwnCallIds } from "./call-ids.js";
 import type { Clearance } from "./clearance.js";
@@ -178,9 +178,28 @@ export class AgentActors implements HostedActors {
     return { results: { ...Object.fromEntries(told), ...ran }, refused: Object.keys(refused) };
   }
 
-  compact(input: CompactionInput, signal: AbortSignal): Promise<CompactionOutput> {
+  async compact(input: CompactionInput, signal: AbortSignal): Promise<CompactionOutput> {
     const { models, chain, compaction, events } = this.setup;
-    return compactAndReport(input.messages, compaction, summarizer(models, chain), events, signal);
+    if (input.reason !== "requested")
+      return compactAndReport(input.messages, compaction, summarizer(models, chain), events, signal);
+    // Asked for: everything but the last turn is summarised, however much room there is.
+    const asked = { ...compaction, target: 0, keepRecent: 0 };
+    try {
+      const result = await compactAndReport(input.messages, asked, summarizer(models, chain), events, signal);
+      const { tokensBefore, tokensAfter, summarized, pruned } = result;
+      this.#compaction = { tokensBefore, tokensAfter, summarized, pruned };
+      return result;
+    } catch (error) {
+      this.#compaction = { error: error instanceof Error ? error.message : String(error) };
+      throw error;
+    }
+  }
+
+  #compaction: CompactionReport | undefined;
+
+  /** What the last compaction a person asked for did, once it ended. */
+  compaction(): CompactionReport | undefined {
+    return this.#compaction;
   }
 
   partialAnswer(): string {

@@ -101,6 +101,8 @@ export interface StartAgentOptions {
   sandbox?: SandboxMode;
   /** With `restore` of a stopped agent (reopened): the follow-up it goes on with. */
   followUp?: string;
+  /** With `restore` of a stopped agent (reopened to compact, `reopenToCompact`): compact, and stop again. */
+  compact?: boolean;
   /** The seq of its first event: past those an earlier host of this agent logged before it died. Default 0. */
   firstSeq?: number;
   /**
@@ -121,6 +123,11 @@ export interface StartAgentOptions {
 }
 
 /** A running agent: its id, its result when it stops, and the commands it takes. */
+/** What a compaction a person asked for did: the conversation's tokens before and after, or why it failed. */
+export type CompactionReport =
+  | { tokensBefore: number; tokensAfter: number; summarized: number; pruned: number }
+  | { error: string };
+
 export interface AgentHandle {
   readonly runId: string;
   readonly agentId: string;
@@ -132,6 +139,8 @@ export interface AgentHandle {
   abort(reason?: string): void;
   /** The machine's persisted snapshot: everything the agent is, as JSON. */
   snapshot(): unknown;
+  /** What the compaction a person asked for (`Runtime.compact`) did, once it ended; else undefined. */
+  compaction(): CompactionReport | undefined;
   /** Stops hosting the agent here, saving and publishing nothing: another host resumes it. */
   detach(): void;
   /**

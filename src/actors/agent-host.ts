@@ -16,7 +16,7 @@ import { UNTRUSTED_NOTE } from "../safety/untrusted.js";
 import { ActiveSkills } from "../skills/active-skills.js";
 import { withSkill } from "../skills/skills.js";
 import { AgentActors } from "./agent-actors.js";
-import type { AgentDeps, AgentHandle, StartAgentOptions } from "./agent-deps.js";
+import type { AgentDeps, AgentHandle, CompactionReport, StartAgentOptions } from "./agent-deps.js";
 import { clearanceOf, closeApprovals, gateOf, journalOf, recordFacts } from "./agent-host-parts.js";
 import { type ResolvedAgentSettings, resolveAgentSettings } from "./agent-settings.js";
 import { type AgentActor, reportSnapshots, SnapshotWriter } from "./agent-snapshots.js";
@@ -57,6 +57,7 @@ export class AgentHost implements AgentHandle {
   readonly #deps: AgentDeps;
   readonly #clock: WallClock;
   readonly #waits: ApprovalWaits;
+  readonly #actors: AgentActors;
   #stopClock = () => {};
   #released = false;
   #movedAway = () => {};
@@ -103,6 +104,7 @@ export class AgentHost implements AgentHandle {
     );
     // Tools, clearance and actors.
     const { actors, skills } = this.#actorsOf(options);
+    this.#actors = actors;
     // The actor.
     const input = this.#inputOf(options);
     const snapshot = options.rebuilt
@@ -154,6 +156,10 @@ export class AgentHost implements AgentHandle {
 
   snapshot(): unknown {
     return this.#writer.persisted();
+  }
+
+  compaction(): CompactionReport | undefined {
+    return this.#actors.compaction();
   }
 
   events(): AsyncIterable<AgentEvent> {
@@ -346,6 +352,8 @@ function begin(
     if (options.rebuilt) actor.send({ type: "START", task: REBUILT_NOTE });
     // A reopened agent waits in idle: its follow-up is the task it starts again with.
     if (options.followUp !== undefined) actor.send({ type: "START", task: options.followUp });
+    // Reopened to compact: it compacts, and stops again.
+    else if (options.compact) actor.send({ type: "COMPACT" });
     return;
   }
   events.emit("agent.started", {

@@ -1,5 +1,10 @@
 import type { AgentDefinition } from "../config/agent-schema.js";
-import { type CompactionSettings, compactMessages, type Summarize } from "../context/compaction.js";
+import {
+  type CompactionResult,
+  type CompactionSettings,
+  compactMessages,
+  type Summarize,
+} from "../context/compaction.js";
 import type { ApprovalDecision } from "../machines/agent-types.js";
 import { countToolSpecTokens, maxToolSpecTokens } from "../model/tokens.js";
 import type { ChatMessage, ToolSpec, Usage } from "../model/types.js";
@@ -216,7 +221,7 @@ export async function compactAndReport(
   summarize: Summarize,
   events: EventPublisher,
   signal: AbortSignal,
-): Promise<{ messages: ChatMessage[]; usage: Usage }> {
+): Promise<CompactionResult> {
   const result = await compactMessages(messages, settings, summarize, signal);
   events.emit("context.compacted", {
     tokensBefore: result.tokensBefore,
@@ -225,7 +230,7 @@ export async function compactAndReport(
     summarized: result.summarized,
     usage: result.usage,
   });
-  return { messages: result.messages, usage: result.usage };
+  return result;
 }
 
 /** How much of a call's output its `tool.finished` carries, for people watching (the web console). */

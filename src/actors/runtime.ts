@@ -8,7 +8,7 @@ import type { AgentDefinition } from "../config/agent-schema.js";
 import type { LoadedConfig } from "../config/load.js";
 import type { ApprovalPolicy } from "../config/policy-schemas.js";
 import { type Logger, silentLogger } from "../log.js";
-import { reopen } from "../machines/agent-reopen.js";
+import { NotStoppedError, reopen, reopenToCompact } from "../machines/agent-reopen.js";
 import { ModelRouter } from "../model/model-router.js";
 import type { ChatMessage } from "../model/types.js";
 import type { Redactor } from "../safety/redact.js";
@@ -25,7 +25,7 @@ import { type Tool, ToolRegistry } from "../tools/tool.js";
 import { loadToolModules } from "../tools/tool-modules.js";
 import type { RecordSeal } from "../trust/record-seal.js";
 import { didYouMean } from "../util/did-you-mean.js";
-import type { AgentDeps, AgentHandle, Spawner, StartAgentOptions } from "./agent-deps.js";
+import type { AgentDeps, AgentHandle, CompactionReport, Spawner, StartAgentOptions } from "./agent-deps.js";
 import type { AgentHooks } from "./agent-hooks.js";
 import { AgentHost } from "./agent-host.js";
 import { type AgentRecord, AgentStore, ToolJournal } from "./agent-store.js";
@@ -249,7 +249,15 @@ export class Runtime {
   async resume(
     runId: string,
     agentId: string,
-    options: { as: ResumeAs; followUp?: string; epoch?: number; approval?: ApprovalPolicy; model?: string },
+    options: {
+      as: ResumeAs;
+      followUp?: string;
+      /** A stopped agent reopened to compact its conversation, and stop again (`compact`). */
+      compact?: boolean;
+      epoch?: number;
+      approval?: ApprovalPolicy;
+      model?: string;
+    },
   ): Promise<AgentHandle | undefined> {
     const loaded = await loadOrRebuild(this.#opened("resume"), this.bus, this.#log, {
       runId,
@@ -259,7 +267,11 @@ export class Runtime {
     if (!loaded) return undefined;
     let { record } = loaded;
     const stopped = record.done;
-    if (stopped) {
+    if (options.compact && !stopped)
+      throw new NotStoppedError(`${agentId} has not stopped: it is compacted between turns, once it has`);
+    if (stopped && options.compact && options.followUp === undefined)
+      record = { ...record, done: false, snapshot: reopenToCompact(record.snapshot) };
+    else if (stopped) {
       if (options.followUp === undefined) return undefined;
       const messages =
         (record.snapshot as { context?: { messages?: ChatMessage[] } }).context?.messages ?? [];
@@ -283,7 +295,25 @@ export class Runtime {
       ...rights,
       approval: options.approval ?? rights.approval,
       followUp: stopped ? options.followUp : undefined,
+      compact: stopped && options.compact === true && options.followUp === undefined,
     });
+  }
+
+  /**
+   * Compacts a stopped agent's conversation now, as a person asked: all but its last turn summarised
+   * by its model (`compacting` as the machine does it when the context fills), the agent stopped
+   * again as it was. Undefined when there is no stored agent; a `NotStoppedError` when it has not
+   * stopped (a turn runs, or its process ended under it).
+   */
+  async compact(
+    runId: string,
+    agentId: string,
+    options: { as: ResumeAs; model?: string },
+  ): Promise<CompactionReport | undefined> {
+    const handle = await this.resume(runId, agentId, { ...options, compact: true });
+    if (!handle) return undefined;
+    await handle.done;
+    return handle.compaction() ?? { error: "the agent stopped before it compacted" };
   }
 
   /**

@@ -81,7 +81,9 @@ export async function compactMessages(
       content: `[output pruned to save context: ${tokens} tokens; run the tool again if you need it]`,
     };
   });
-  if (countMessagesTokens(working) <= targetTokens) {
+  const older = working.slice(head.length, cut);
+  // Nothing between the kept head and the recent part: there is nothing to summarise.
+  if (countMessagesTokens(working) <= targetTokens || older.length === 0) {
     return {
       messages: working,
       usage: { ...ZERO_USAGE },
@@ -92,7 +94,6 @@ export async function compactMessages(
     };
   }
 
-  const older = working.slice(head.length, cut);
   let summary = "";
   let usage: Usage = { ...ZERO_USAGE };
   // Each chunk, with the summary so far, must fit in what the summariser can read.

@@ -41,9 +41,10 @@ import { detectLoop } from "./loop-detection.js";
  * version is brought up to this one by a migration (src/actors/record-migrations.ts), with a stored
  * fixture of it in test/fixtures/records/. 2: `onToolError` is always in the context. 3: `waitedMs`
  * (time waited for people) is. 4: the context's fields grouped (`unread`, `loop`, the limit in
- * `finalizing`) and `elapsedMs` gone from it (its host keeps the time worked).
+ * `finalizing`) and `elapsedMs` gone from it (its host keeps the time worked). 5: `compactingAsked`, a
+ * compaction a person asked for.
  */
-export const AGENT_MACHINE_VERSION = 4;
+export const AGENT_MACHINE_VERSION = 5;
 
 /** An actor the host provides (`machine.provide`), typed here so the machine's table reads its output typed. */
 const notProvided = <Output, Input>(name: string) =>
@@ -282,6 +283,17 @@ export const agentMachine = setup({
           { guard: "hasCutReads", target: "executingTools", actions: "steerWithTask" },
           { target: "nextTurn", actions: "addTask" },
         ],
+        COMPACT: { target: "compactingAsked" },
+      },
+    },
+    /** A compaction a person asked for, of a stopped agent reopened for it: it stops again as it had. */
+    compactingAsked: {
+      invoke: {
+        src: "compact",
+        input: ({ context }) => ({ messages: context.messages, reason: "requested" as const }),
+        onDone: { target: "stopped", actions: { type: "applyCompaction", params: output } },
+        // The conversation stays as it was; its host says why (`compaction()`).
+        onError: { target: "stopped" },
       },
     },
     /** Transient: the budget check before every model call. */

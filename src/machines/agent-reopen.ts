@@ -43,6 +43,19 @@ export function reopen(
 }
 
 /**
+ * A stopped agent's persisted snapshot, back in `idle` for a compaction a person asked for (`COMPACT`):
+ * all of it as it was, what ended it too, which it ends with again once compacted.
+ */
+export function reopenToCompact(persisted: unknown): Snapshot<unknown> {
+  const stopped = persisted as { status?: unknown; value?: unknown; context?: AgentContext };
+  if (stopped.status !== "done" || stopped.value !== "stopped" || !stopped.context)
+    throw new NotStoppedError(`only a stopped agent can be compacted (this one is ${String(stopped.value)})`);
+  return agentMachine.getPersistedSnapshot(
+    agentMachine.resolveState({ value: "idle", context: stopped.context }),
+  );
+}
+
+/**
  * The calls of an aborted agent's batch to run again: those allowed to run that only read (a
  * subagent call is one) and got no answer, neither in its conversation nor from `answers`. A read
  * run twice changes nothing; what writes or executes may have taken effect, and is not run again.

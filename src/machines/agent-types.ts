@@ -93,8 +93,11 @@ export interface ApprovalDecision {
 
 export interface CompactionInput {
   messages: ChatMessage[];
-  /** `context_length`: the provider refused the prompt as too long. */
-  reason: "threshold" | "context_length";
+  /**
+   * `context_length`: the provider refused the prompt as too long; `requested`: a person asked for
+   * it (`COMPACT`), and all but the last turn is summarised, however full the context is.
+   */
+  reason: "threshold" | "context_length" | "requested";
 }
 
 export interface CompactionOutput {
@@ -126,6 +129,11 @@ export type AgentCommand =
   | { type: "STEER"; text: string }
   | { type: "FOLLOW_UP"; text: string }
   | { type: "ABORT"; reason?: string }
+  /**
+   * A person asked for the conversation to be compacted now: taken in `idle` by an agent reopened
+   * for it (`reopenToCompact`), which compacts and stops again as it had stopped.
+   */
+  | { type: "COMPACT" }
   /**
    * The wall-time budget's two moments, told by the host from the time the agent worked: its clock
    * stands still while a person is waited for, and a resumed agent's starts from what it had used.

@@ -106,7 +106,7 @@ describe("stored records of earlier versions", () => {
     const error = await runtime.resume(record.runId, record.agentId, { as: "own-record" }).catch((e) => e);
     expect(error).toBeInstanceOf(IncompatibleRecordError);
     expect(error.message).toMatch(
-      /another version of Troupe \(record v1, machine v99; this one reads v1\/v4/,
+      /another version of Troupe \(record v1, machine v99; this one reads v1\/v5/,
     );
     expect(error.message).not.toMatch(/\n/);
     expect(server.requests).toHaveLength(0);

@@ -252,7 +252,7 @@ it("refuses a snapshot written by another version, with a clear message, rather 
   const kv = await bus.kv("snapshots");
   await kv.put("run-x.agent-y", { v: 1, machineVersion: 99, runId: "run-x", agentId: "agent-y" });
   await expect(rt.resume("run-x", "agent-y", { as: "own-record" })).rejects.toThrow(
-    /^the snapshot of agent-y was written by another version of Troupe \(record v1, machine v99; this one reads v1\/v4\)$/,
+    /^the snapshot of agent-y was written by another version of Troupe \(record v1, machine v99; this one reads v1\/v5\)$/,
   );
   await rt.close();
   await bus.close();

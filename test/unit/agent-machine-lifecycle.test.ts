@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { Snapshot } from "xstate";
 import { persistedFacts } from "../../src/machines/agent-persisted.js";
-import { NotStoppedError, reopen } from "../../src/machines/agent-reopen.js";
+import { NotStoppedError, reopen, reopenToCompact } from "../../src/machines/agent-reopen.js";
 import { calls, finished, hang, harness, reach, type Stubs, text } from "../support/machine-harness.js";
 
 /** Stubs that hold the machine in `state` until released, and a way to get there. */
@@ -219,5 +219,54 @@ describe("agent machine: reopen", () => {
     const { actor } = harness({ model: [] });
     actor.start();
     expect(() => reopen(actor.getPersistedSnapshot())).toThrow(NotStoppedError);
+  });
+});
+
+describe("agent machine: a compaction a person asked for", () => {
+  it("reopened to compact, a stopped agent compacts all it holds, asked as requested, and stops again as it had stopped", async () => {
+    const first = harness({ model: [text("first answer")] });
+    first.actor.start();
+    first.actor.send({ type: "START", task: "begin" });
+    const had = await finished(first.actor);
+    const stopped = JSON.parse(JSON.stringify(first.actor.getPersistedSnapshot()));
+
+    const usage = { inputTokens: 7, outputTokens: 3, cachedInputTokens: 0, costUsd: 0 };
+    const second = harness(
+      {
+        model: [],
+        compact: (input) => ({
+          messages: [...input.messages.slice(0, 1), { role: "user", content: "summary" }],
+          usage,
+        }),
+      },
+      {},
+      reopenToCompact(stopped) as Snapshot<unknown>,
+    );
+    second.actor.start();
+    expect(second.actor.getSnapshot()).toMatchObject({ status: "active", value: "idle" });
+    second.actor.send({ type: "COMPACT" });
+    const output = await finished(second.actor);
+    expect(second.seen.compactions).toEqual([
+      {
+        messages: expect.arrayContaining([expect.objectContaining({ content: "first answer" })]),
+        reason: "requested",
+      },
+    ]);
+    expect(second.seen.modelInputs).toHaveLength(0);
+    expect(output).toMatchObject({ reason: had.reason, result: had.result, turns: had.turns });
+    expect(second.actor.getSnapshot().context.messages.map((m) => m.content)).toEqual([
+      "You test.",
+      "summary",
+    ]);
+    expect(second.actor.getSnapshot().context.usage).toMatchObject({
+      inputTokens: had.usage.inputTokens + 7,
+    });
+  });
+
+  it("does not reopen an agent that has not stopped to compact it", () => {
+    const running = harness({ model: [(_i, signal) => hang(signal)] });
+    running.actor.start();
+    running.actor.send({ type: "START", task: "x" });
+    expect(() => reopenToCompact(running.actor.getPersistedSnapshot())).toThrow(NotStoppedError);
   });
 });
