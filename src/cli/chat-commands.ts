@@ -9,6 +9,7 @@ export const CHAT_COMMANDS = {
   "/help": "these commands",
   "/steer": "TEXT: tell the agent TEXT after its current tool batch (while a turn runs)",
   "/abort": "stop the turn going on; the run stays, and the next line goes on with it",
+  "/compact": "compact the conversation now: all but its last turn summarised (between turns)",
   "/cost": "tokens and cost so far: the run's, and each agent's",
   "/agents": "the run's agents, as a tree, with their states",
   "/approval": "POLICY: the approval policy of the next turns (never-ask, auto-edit, ask, yolo)",

@@ -140,6 +140,8 @@ class ChatSession {
   }
 
   #line(line: string): void {
+    // Lines typed while the conversation is compacted wait for it, each the next.
+    if (this.#compacting) return void this.#queued.push(line);
     if (this.#turn) {
       if (!this.terminal) this.#queued.push(line);
       else if (this.asker()?.asking()) this.answers.write(`${line}\n`);
@@ -154,7 +156,7 @@ class ChatSession {
     }
     const text = [...this.#pending.splice(0), line].join("\n");
     if (!text.trim()) return void this.#prompt();
-    if (text.trim().startsWith("/")) void this.#command(text).then(() => this.#prompt());
+    if (text.trim().startsWith("/")) void this.#command(text).then(() => this.#next());
     else this.#start(text);
   }
 
@@ -173,12 +175,36 @@ class ChatSession {
       .finally(() => {
         this.block?.end();
         this.#turn = undefined;
-        const next = this.#queued.shift();
-        if (next !== undefined) return this.#line(next);
-        if (this.#closed) return this.#left();
-        this.#prompt();
+        this.#next();
       });
   }
+
+  /** Once a turn or a command is done: the next line that waited, else the prompt (or leaving). */
+  #next(): void {
+    const next = this.#queued.shift();
+    if (next !== undefined) this.#line(next);
+    else if (this.#closed) this.#left();
+    else this.#prompt();
+  }
+
+  /** The conversation compacted now, between turns: one line with its tokens before and after. */
+  async #compact(): Promise<void> {
+    if (this.#turn) return void this.#err.write("a turn is going on: /compact once it has ended\n");
+    this.#compacting = this.conversation.compact().then(
+      ({ tokensBefore, tokensAfter }) =>
+        void this.#out.write(
+          tokensAfter < tokensBefore
+            ? `context compacted: ${tokensBefore} → ${tokensAfter} tokens\n`
+            : `context compacted: ${tokensBefore} → ${tokensAfter} tokens (nothing before the last turn to summarise)\n`,
+        ),
+      (error: unknown) => say(error, this.#err),
+    );
+    await this.#compacting;
+    this.#compacting = undefined;
+  }
+
+  /** A compaction going on (`/compact`): lines wait for it. */
+  #compacting: Promise<void> | undefined;
 
   async #command(line: string): Promise<void> {
     const parsed = parseCommand(line);
@@ -196,6 +222,8 @@ class ChatSession {
       case "/abort":
         if (!this.#turn) return void this.#err.write("no turn is going on\n");
         return this.#abort();
+      case "/compact":
+        return this.#compact();
       case "/cost":
         return void this.#out.write(`${costText(conversation.tree, conversation.runId)}\n`);
       case "/agents":
@@ -248,6 +276,8 @@ class ChatSession {
   /** Leaves once the turn going on (if any) has stopped: it is aborted. */
   #leave(): void {
     this.#closed = true;
+    // A compaction is seen through: it stops by itself.
+    if (this.#compacting) return;
     const turn = this.#turn;
     if (turn) {
       void this.#abort();

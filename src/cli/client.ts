@@ -53,6 +53,7 @@ export async function callApi<V extends ApiVerb>(
   config: LoadedConfig,
   verb: V,
   data: ApiRequest<V>,
+  timeoutMs = API_REQUEST_TIMEOUT_MS,
 ): Promise<unknown> {
   const envelope = makeEnvelope({
     runId: "runId" in data ? String(data.runId) : "new",
@@ -62,7 +63,7 @@ export async function callApi<V extends ApiVerb>(
     data,
   });
   try {
-    return (await bus.request(bus.subjects.api(verb), envelope, { timeoutMs: API_REQUEST_TIMEOUT_MS })).data;
+    return (await bus.request(bus.subjects.api(verb), envelope, { timeoutMs })).data;
   } catch (error) {
     if (error instanceof NoRespondersError) {
       const { url, prefix } = config.troupe.nats;

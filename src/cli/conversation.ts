@@ -45,6 +45,12 @@ export interface Conversation {
   /** Aborts the turn going on; the run stays, and the next turn goes on with it. */
   abort(): Promise<void>;
   /**
+   * Compacts the run's conversation now, between turns: all but its last turn summarised by its
+   * model. Resolves with its tokens before and after; a `UserError` when there is no run yet, or
+   * it could not.
+   */
+  compact(): Promise<{ tokensBefore: number; tokensAfter: number }>;
+  /**
    * The approval policy and the model of the turns after this one. A turn whose start refuses them (a
    * policy beyond the daemon's ceiling, a model the config does not name) drops them.
    */

@@ -1,4 +1,5 @@
 import { resolve as resolvePath } from "node:path";
+import type { CompactionReport } from "../actors/agent-deps.js";
 import { newRunId } from "../actors/run-ids.js";
 import { RunTreeBuilder } from "../actors/run-tree.js";
 import { RemoteError } from "../bus/bus.js";
@@ -18,6 +19,9 @@ import { DaemonUnreachableError, submit } from "./run-client.js";
 import type { TtyApprover } from "./tty-approver.js";
 
 type ClientBus = Awaited<ReturnType<typeof connectClient>>;
+
+/** How long a chat waits for the daemon to compact a run: its model summarises the conversation. */
+const COMPACT_WAIT_MS = 300_000;
 
 /**
  * A conversation with a run on the daemon: the first turn starts it (`runs.start`), each next one
@@ -191,6 +195,28 @@ class DaemonConversation implements Conversation {
   async steer(text: string): Promise<void> {
     if (!this.#runId || !this.#reading) throw new ConversationError("no turn is going on to steer");
     await this.#control("runs.steer", { runId: this.#runId, text });
+  }
+
+  async compact(): Promise<{ tokensBefore: number; tokensAfter: number }> {
+    if (!this.#runId || !this.#agentId)
+      throw new ConversationError("nothing to compact yet: the run starts with the first line");
+    let report: CompactionReport;
+    try {
+      // A summary takes the model a while: the daemon answers once it is done.
+      report = (await callApi(
+        this.bus,
+        this.config,
+        "runs.compact",
+        { runId: this.#runId },
+        COMPACT_WAIT_MS,
+      )) as CompactionReport;
+    } catch (error) {
+      if (error instanceof RemoteError && error.remoteName === "RequestRefusedError")
+        throw new ConversationError(error.message.slice(error.subject.length + 2), { cause: error });
+      throw error;
+    }
+    if ("error" in report) throw new ConversationError(`the conversation was not compacted: ${report.error}`);
+    return report;
   }
 
   async abort(): Promise<void> {

@@ -10,6 +10,7 @@ import { UserError } from "../errors.js";
 import { isEvent } from "../events/agent-events.js";
 import type { Envelope } from "../events/envelope.js";
 import type { Logger } from "../log.js";
+import { NotStoppedError } from "../machines/agent-reopen.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import type { Conversation, ConversationOptions } from "./conversation.js";
 import { eventsOf, HistoryError, storeOf } from "./history.js";
@@ -191,6 +192,29 @@ class LocalConversation implements Conversation {
 
   async abort(): Promise<void> {
     this.#handle?.abort("interrupted by the user");
+  }
+
+  async compact(): Promise<{ tokensBefore: number; tokensAfter: number }> {
+    const runId = this.#runId;
+    const root = this.#root;
+    if (!runId || !root)
+      throw new ConversationError("nothing to compact yet: the run starts with the first line");
+    const report = await this.runtime
+      .compact(runId, root.agentId, { as: "own-record" })
+      .catch((error: unknown) => {
+        throw error instanceof NotStoppedError
+          ? new ConversationError(error.message, { cause: error })
+          : error;
+      });
+    if (!report) throw new HistoryError(`run ${runId} has no snapshot to compact`);
+    // What it logged is behind the next turn, not shown by it; the tree counts what it spent.
+    for await (const { envelope } of this.runtime.bus.eventLog.read({ runId })) {
+      if (this.seen.has(envelope.id)) continue;
+      this.seen.add(envelope.id);
+      this.tree.apply(envelope);
+    }
+    if ("error" in report) throw new ConversationError(`the conversation was not compacted: ${report.error}`);
+    return report;
   }
 
   setApproval(policy: ApprovalPolicy): void {

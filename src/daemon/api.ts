@@ -74,6 +74,11 @@ export const apiRequests = {
       .regex(/^[A-Za-z0-9_.:/-]{1,128}$/, 'a model is at most 128 letters, digits, ".", "_", ":", "/" or "-"')
       .optional(),
   }),
+  /**
+   * Compact a stopped run's conversation now (all but its last turn summarised by its model): the
+   * reply, once it is done, says its tokens before and after. A running run is refused: between turns.
+   */
+  "runs.compact": z.strictObject({ runId: runRef }),
   "runs.abort": z.strictObject({ runId: runRef, reason: z.string().max(MAX_TEXT).optional() }),
   "runs.steer": z.strictObject({ runId: runRef, text: z.string().min(1).max(MAX_TEXT) }),
   "runs.followUp": z.strictObject({ runId: runRef, text: z.string().min(1).max(MAX_TEXT) }),

@@ -1,4 +1,4 @@
-import type { AgentHandle } from "../actors/agent-deps.js";
+import type { AgentHandle, CompactionReport } from "../actors/agent-deps.js";
 import type { Runtime } from "../actors/runtime.js";
 import { type Bus, RemoteError, RequestRefusedError } from "../bus/bus.js";
 import type { ApprovalPolicyName } from "../config/policies.js";
@@ -26,6 +26,8 @@ export interface RunHost {
    * for one resume of a run at a time.
    */
   resume(runId: string, asked?: ResumeAsked): Promise<StartedRun>;
+  /** Compacts a stopped run's conversation; the API asks for it while nothing else resumes the run. */
+  compact(runId: string): Promise<CompactionReport>;
 }
 
 /** What a runs.resume asks besides its run: the user's next message, a policy (within the ceiling). */
@@ -120,6 +122,17 @@ export class DaemonApi {
         this.#resuming.add(runId);
         try {
           return await this.parts.host.resume(runId, asked);
+        } finally {
+          this.#resuming.delete(runId);
+        }
+      }
+      case "runs.compact": {
+        const runId = data.runId as string;
+        if (this.parts.host.hosted(runId) || this.#resuming.has(runId))
+          throw new RequestRefusedError(`run ${runId} is running: compact it between its turns`);
+        this.#resuming.add(runId);
+        try {
+          return await this.parts.host.compact(runId);
         } finally {
           this.#resuming.delete(runId);
         }

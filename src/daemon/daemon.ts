@@ -1,4 +1,4 @@
-import type { AgentHandle } from "../actors/agent-deps.js";
+import type { AgentHandle, CompactionReport } from "../actors/agent-deps.js";
 import { newAgentId, newRunId } from "../actors/run-ids.js";
 import type { Runtime } from "../actors/runtime.js";
 import { type Bus, RequestRefusedError, type Subscription } from "../bus/bus.js";
@@ -6,6 +6,7 @@ import { KV_BUCKETS, READ_VERBS } from "../bus/permissions.js";
 import type { ApprovalPolicyName } from "../config/policies.js";
 import { makeEnvelope } from "../events/envelope.js";
 import type { Logger } from "../log.js";
+import { NotStoppedError } from "../machines/agent-reopen.js";
 import type { AgentOutput } from "../machines/agent-types.js";
 import { RecordSeal } from "../trust/record-seal.js";
 import { realPathOrUndefined } from "../util/paths.js";
@@ -103,6 +104,7 @@ export class Daemon {
         hosted: (runId) => this.#runs.get(runId),
         start: (request, asked) => this.#start(request, asked),
         resume: (runId, asked) => this.#resume(runId, asked),
+        compact: (runId) => this.#compact(runId),
       },
       runtime: this.runtime,
       bus: this.bus,
@@ -285,6 +287,32 @@ export class Daemon {
     }
     this.#track(handle, record, lease);
     return { runId: handle.runId, agentId: handle.agentId };
+  }
+
+  /** A stopped run's conversation compacted in its runtime, its record left as it is. */
+  async #compact(runId: string): Promise<CompactionReport> {
+    const found = await this.#index?.get(runId);
+    if (!found) throw new RequestRefusedError(`no run ${runId}`);
+    await this.#retention?.keep(found.runId);
+    let lease: RuntimeLease | undefined;
+    try {
+      lease = await this.#runtime(found.workspace);
+      const report = await lease.runtime
+        .compact(found.runId, found.agentId, { as: { root: grantsOf(found), agent: found.agent } })
+        .catch((error: unknown) => {
+          throw error instanceof NotStoppedError
+            ? new RequestRefusedError(`run ${runId} has not stopped: compact it between its turns`)
+            : asRefusal(error);
+        });
+      if (!report)
+        throw new RequestRefusedError(
+          `run ${runId} has no snapshot to compact (a finished run's are kept for daemon.keepFinished in troupe.yaml)`,
+        );
+      return report;
+    } finally {
+      lease?.release();
+      this.#retention?.schedule(found);
+    }
   }
 
   /** Follows a run to its end: its record written then, its runtime let go. */

@@ -132,3 +132,47 @@ it("chats with a run on the daemon: two turns of one run, an approval answered a
     "troupe: no run run-00000000000000000000000000 here or on the daemon (troupe runs lists them)",
   ]);
 }, 120_000);
+
+it("/compact through the daemon compacts the run's conversation between turns: one line, the next turn goes on from the summary", async () => {
+  const long = "The first answer, at length. ".repeat(60).trim();
+  const model = await ScriptedModelServer.start([
+    { match: { lastUser: "first question" }, reply: { text: long } },
+    { match: { lastUser: "second question" }, reply: { text: "Second answer." } },
+    { match: { system: "You compact the conversation" }, reply: { text: "Asked twice, answered twice." } },
+    { match: { lastUser: "third question" }, reply: { text: "Third answer." } },
+  ]);
+  cleanups.push(() => model.close());
+  const h = await embeddedDaemon(
+    {
+      "config/troupe.yaml": `nats:\n  prefix: ${uniquePrefix()}\ndefaultAgent: coder\ndefaultModel: scripted\n`,
+      "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: []\n",
+    },
+    model.baseURL,
+    cleanups,
+  );
+  await h.start();
+  const tmux = Tmux.start([process.execPath, TROUPE_BIN, ...h.cfg, "chat"], {
+    cwd: h.dir,
+    env: h.env,
+    columns: 100,
+    rows: 40,
+  });
+  cleanups.push(() => tmux.kill());
+  await waitFor("the prompt", () => tmux.screen().includes("(daemon); /help"), 20_000);
+  const shows = (what: RegExp) => waitFor(`${what} on the screen`, () => what.test(tmux.history()), 20_000);
+  tmux.keys("first question", "Enter");
+  await shows(/✓ done · 1 turn/);
+  tmux.keys("second question", "Enter");
+  await shows(/✓ done · 2 turns/);
+  tmux.keys("/compact", "Enter");
+  await shows(/context compacted: \d+ → \d+ tokens/);
+  const [, before, after] = /context compacted: (\d+) → (\d+) tokens/.exec(tmux.history()) ?? [];
+  expect(Number(after)).toBeLessThan(Number(before));
+  tmux.keys("third question", "Enter");
+  await shows(/✓ done · 3 turns/);
+  const third = sent(model, 3);
+  expect(third.join("\n")).not.toContain(long);
+  expect(third).toContainEqual(expect.stringContaining("Asked twice, answered twice."));
+  expect(third.at(-1)).toBe("user: third question");
+  model.assertComplete();
+}, 60_000);

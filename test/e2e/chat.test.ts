@@ -203,3 +203,39 @@ it("keeps what is typed during a turn below its spinner and output, never drawn 
   await waitFor("the next turn", () => tmux.history().includes("Meanwhile answered."), 20_000);
   expect(sent(model, 1).at(-1)).toBe("user: typed meanwhile");
 }, 60_000);
+
+it("/compact compacts the run's conversation now: one line with its tokens before and after, and the next turn goes on from the summary", async () => {
+  const long = "The first answer, at length. ".repeat(60).trim();
+  const { model, tmux } = await localChat([
+    { match: { lastUser: "first question" }, reply: { text: long } },
+    { match: { lastUser: "second question" }, reply: { text: "Second answer." } },
+    { match: { system: "You compact the conversation" }, reply: { text: "Asked twice, answered twice." } },
+    { match: { lastUser: "third question" }, reply: { text: "Third answer." } },
+  ]);
+  await say(tmux, "/compact", "nothing to compact yet: the run starts with the first line");
+  await say(tmux, "first question", /✓ done · 1 turn/);
+  await say(tmux, "second question", /✓ done · 2 turns/);
+  await say(tmux, "/compact", /context compacted: \d+ → \d+ tokens/);
+  const [, before, after] = /context compacted: (\d+) → (\d+) tokens/.exec(tmux.history()) ?? [];
+  expect(Number(after)).toBeLessThan(Number(before));
+  // One line, and the prompt again.
+  const shown = tmux
+    .history()
+    .split("\n")
+    .map((line) => line.trimEnd());
+  const asked = shown.lastIndexOf("› /compact");
+  expect(shown.slice(asked + 1, asked + 3)).toEqual([`context compacted: ${before} → ${after} tokens`, "›"]);
+  // The summary was asked of the agent's model, with the turns it replaces.
+  const summarised = sent(model, 2).join("\n");
+  expect(summarised).toContain(long);
+  expect(summarised).toContain("second question");
+
+  await say(tmux, "third question", /✓ done · 3 turns/);
+  const third = sent(model, 3);
+  expect(third.join("\n")).not.toContain(long);
+  expect(third).toContainEqual(expect.stringContaining("Asked twice, answered twice."));
+  expect(third.slice(-2)).toEqual(["assistant: Second answer.", "user: third question"]);
+  model.assertComplete();
+  // /help lists it.
+  await say(tmux, "/help", "/compact   compact the conversation now");
+}, 60_000);
