@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { realpathSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, expect, it } from "vitest";
-import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
+import { ScriptedModelServer, type ScriptRule } from "../../src/testing/scripted-model-server.js";
 import { exited, runTroupe, TROUPE_BIN, tempTree } from "../support/cli.js";
 import { waitFor } from "../support/wait.js";
 
@@ -20,18 +20,14 @@ afterEach(async () => {
 const sent = (model: ScriptedModelServer, n: number) =>
   (model.requests[n]?.body.messages ?? []).map((m) => `${m.role}: ${String(m.content ?? "")}`);
 
-it("a finished local run goes on with follow-up, --continue RUN, --continue (the newest) and stdin", async () => {
-  const model = await ScriptedModelServer.start([
-    { match: { lastUser: "first" }, reply: { text: "One." } },
-    { match: { lastUser: "second" }, reply: { text: "Two." } },
-    { match: { lastUser: "third" }, reply: { text: "Three." } },
-    { match: { lastUser: "fourth" }, reply: { text: "Four." } },
-    { match: { lastUser: "fifth" }, reply: { text: "Five." } },
-  ]);
+/** A project whose agent `coder` has no tools, on `rules`; `troupeIn(DIR, ARGS)` runs troupe in its DIR. */
+async function localProject(rules: ScriptRule[], files: Record<string, string> = {}) {
+  const model = await ScriptedModelServer.start(rules);
   cleanups.push(() => model.close());
   const { dir, dispose } = tempTree({
     "config/troupe.yaml": "defaultAgent: coder\ndefaultModel: scripted\n",
     "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: []\n",
+    ...files,
   });
   cleanups.push(dispose);
   const env = {
@@ -40,8 +36,20 @@ it("a finished local run goes on with follow-up, --continue RUN, --continue (the
     OPENAI_API_KEY: "",
     TROUPE_DATA_DIR: join(dir, ".data"),
   };
-  const troupe = (...args: string[]) =>
-    runTroupe(["--config", join(dir, "config"), ...args], { cwd: dir, env });
+  const troupeIn = (cwd: string, ...args: string[]) =>
+    runTroupe(["--config", join(dir, "config"), ...args], { cwd: join(dir, cwd), env });
+  return { model, dir, env, troupeIn };
+}
+
+it("a finished local run goes on with follow-up, --continue RUN, --continue (the newest) and stdin", async () => {
+  const { model, dir, env, troupeIn } = await localProject([
+    { match: { lastUser: "first" }, reply: { text: "One." } },
+    { match: { lastUser: "second" }, reply: { text: "Two." } },
+    { match: { lastUser: "third" }, reply: { text: "Three." } },
+    { match: { lastUser: "fourth" }, reply: { text: "Four." } },
+    { match: { lastUser: "fifth" }, reply: { text: "Five." } },
+  ]);
+  const troupe = (...args: string[]) => troupeIn(".", ...args);
 
   const first = await troupe("run", "--local", "first");
   expect(first.code).toBe(0);
@@ -93,24 +101,11 @@ it("a finished local run goes on with follow-up, --continue RUN, --continue (the
 }, 60_000);
 
 it("an aborted local run goes on with a follow-up; a bad run id is one line", async () => {
-  const model = await ScriptedModelServer.start([
+  const { model, dir, env, troupeIn } = await localProject([
     { match: { lastUser: "slow" }, reply: { text: "Never.", delayMs: 60_000 } },
     { match: { lastUser: "again" }, reply: { text: "Again." } },
   ]);
-  cleanups.push(() => model.close());
-  const { dir, dispose } = tempTree({
-    "config/troupe.yaml": "defaultAgent: coder\ndefaultModel: scripted\n",
-    "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: []\n",
-  });
-  cleanups.push(dispose);
-  const env = {
-    ...process.env,
-    OPENAI_BASE_URL: model.baseURL,
-    OPENAI_API_KEY: "",
-    TROUPE_DATA_DIR: join(dir, ".data"),
-  };
-  const troupe = (...args: string[]) =>
-    runTroupe(["--config", join(dir, "config"), ...args], { cwd: dir, env });
+  const troupe = (...args: string[]) => troupeIn(".", ...args);
   const slow = spawn(
     process.execPath,
     [TROUPE_BIN, "--config", join(dir, "config"), "run", "--local", "slow"],
@@ -142,27 +137,21 @@ it("an aborted local run goes on with a follow-up; a bad run id is one line", as
 }, 60_000);
 
 it("--continue with no run goes on with the newest run of this workspace, not the config's newest; flags it would not use are refused", async () => {
-  const model = await ScriptedModelServer.start([
-    { match: { lastUser: "in a" }, reply: { text: "A." } },
-    { match: { lastUser: "in b" }, reply: { text: "B." } },
-    { match: { lastUser: "again in a" }, reply: { text: "A again." } },
-  ]);
-  cleanups.push(() => model.close());
-  const { dir, dispose } = tempTree({
-    "config/troupe.yaml": "defaultAgent: coder\ndefaultModel: scripted\n",
-    "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: []\n",
-    "a/README.md": "a\n",
-    "b/README.md": "b\n",
-  });
-  cleanups.push(dispose);
-  const env = {
-    ...process.env,
-    OPENAI_BASE_URL: model.baseURL,
-    OPENAI_API_KEY: "",
-    TROUPE_DATA_DIR: join(dir, ".data"),
-  };
-  const troupe = (cwd: string, ...args: string[]) =>
-    runTroupe(["--config", join(dir, "config"), ...args], { cwd: join(dir, cwd), env });
+  const {
+    model,
+    dir,
+    troupeIn: troupe,
+  } = await localProject(
+    [
+      { match: { lastUser: "in a" }, reply: { text: "A." } },
+      { match: { lastUser: "in b" }, reply: { text: "B." } },
+      { match: { lastUser: "again in a" }, reply: { text: "A again." } },
+    ],
+    {
+      "a/README.md": "a\n",
+      "b/README.md": "b\n",
+    },
+  );
 
   expect((await troupe("a", "run", "--local", "in a")).code).toBe(0);
   // The config's newest run is b's, started after a's.
