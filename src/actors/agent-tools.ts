@@ -7,7 +7,7 @@ import {
 } from "../context/compaction.js";
 import type { ApprovalDecision } from "../machines/agent-types.js";
 import { countToolSpecTokens, maxToolSpecTokens } from "../model/tokens.js";
-import type { ChatMessage, ToolSpec, Usage } from "../model/types.js";
+import type { ChatMessage, ToolSpec } from "../model/types.js";
 import { skillCatalogue, skippedLines } from "../skills/skills.js";
 import { type PlannedCall, parseArguments } from "../tools/plan.js";
 import type { BatchObserver } from "../tools/run-batch.js";
