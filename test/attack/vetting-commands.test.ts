@@ -23,7 +23,7 @@ afterEach(() => {
   for (const c of cleanups.splice(0).reverse()) c();
 });
 const troupe = (args: string[], cwd = join(dir, "repo")) => runTroupe(args, { cwd, env: { HOME: home } });
-const ESC = /[\u001b\u0007\u009b]/;
+const ESC = new RegExp("[\u001b\u0007\u009b]");
 
 it("troupe trust and trust --list show a config dir named with escape sequences as visible escapes", async () => {
   const named = join(dir, "repo", "x\u001b]0;PWNED\u0007\u001b[2J\u001b[31mFAKE");
