@@ -61,6 +61,8 @@ export interface AgentActorsSetup {
   resumed: boolean;
   /** Its tools run only once this settles, and none if it rejects (`RunOptions.toolsAfter`). */
   toolsAfter?: Promise<unknown>;
+  /** How it answers the sampling requests of a call's MCP server, by call. */
+  sampler?: BatchOptions["sampler"];
 }
 
 /**
@@ -148,7 +150,8 @@ export class AgentActors implements HostedActors {
 
   async runTools(input: { calls: PlannedCall[] }, signal: AbortSignal): Promise<ToolBatchOutput> {
     if (this.setup.toolsAfter) await this.setup.toolsAfter;
-    const { place, redactor, definition, runId, agentId, events, registry, journal, gate } = this.setup;
+    const { place, redactor, definition, runId, agentId, events, registry, journal, gate, sampler } =
+      this.setup;
     const { run, refused } = await this.setup.clearance.clear(input.calls, signal);
     const ran = await runBatch(run, {
       registry,
@@ -165,6 +168,7 @@ export class AgentActors implements HostedActors {
       redactor,
       ...(journal ? { journal } : {}),
       ...(gate ? { gate } : {}),
+      ...(sampler ? { sampler } : {}),
       observer: toolEventObserver(events),
     });
     // The first batch after a resume may say at its very end what the model is told of calls cut

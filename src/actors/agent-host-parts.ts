@@ -1,6 +1,8 @@
 import type { Approver } from "../approvals/approver.js";
+import { decideCall } from "../approvals/decide-call.js";
 import { permissionRules } from "../approvals/permissions.js";
 import type { Logger } from "../log.js";
+import type { ApprovalDecision } from "../machines/agent-types.js";
 import type { ActiveSkills } from "../skills/active-skills.js";
 import { planCalls } from "../tools/plan.js";
 import type { ToolRegistry } from "../tools/tool.js";
@@ -13,6 +15,7 @@ import { askEach, type toolView } from "./agent-tools.js";
 import type { ApprovalWaits } from "./approval-waits.js";
 import { Clearance } from "./clearance.js";
 import type { EventPublisher } from "./event-publisher.js";
+import { type SamplingSetup, samplerFor } from "./sampling.js";
 
 /*
  * The parts an agent's host (`AgentHost`, agent-host.ts) makes from what its process shares, each
@@ -48,6 +51,46 @@ export function clearanceOf(
       }),
     (calls, signal) => askEach(deps, events, { runId, agentId }, calls, signal, waits),
   );
+}
+
+/**
+ * How the agent answers an MCP server's sampling requests, by the tool call that runs: decided as a
+ * call of `SERVER__sampling` under the agent's policy and the user's permissions, asked as its calls are.
+ */
+export function samplingOf(
+  deps: AgentDeps,
+  settings: ResolvedAgentSettings,
+  agent: {
+    runId: string;
+    agentId: string;
+    events: EventPublisher;
+    skills: ActiveSkills;
+    waits: ApprovalWaits;
+  } & Pick<SamplingSetup, "charge" | "left">,
+): NonNullable<AgentActorsSetup["sampler"]> {
+  const { runId, agentId, events, skills, waits } = agent;
+  const permissions = permissionRules(deps.config.permissions, "troupe.yaml");
+  const setup: SamplingSetup = {
+    models: deps.models,
+    chain: settings.chain,
+    events,
+    decide: (tool, autoApproved) =>
+      decideCall(
+        { tool, effect: "execute", sandboxed: false },
+        {
+          policy: settings.policy,
+          sandbox: { ...settings.sandbox, readOnly: settings.readOnlyBecause !== undefined },
+          autoApproved: () => autoApproved,
+          permissions,
+          skillAllowed: skills.preApproved,
+        },
+      ),
+    ask: async (call, signal) =>
+      (await askEach(deps, events, { runId, agentId }, [call], signal, waits))[0] as ApprovalDecision,
+    charge: agent.charge,
+    left: agent.left,
+  };
+  return (call) => samplerFor(setup, call);
 }
 
 /**

@@ -7,7 +7,7 @@ import { effectiveBudget } from "../config/budget.js";
 import { buildSystemPrompt } from "../context/system-prompt.js";
 import type { AgentEvent } from "../events/agent-events.js";
 import type { Logger } from "../log.js";
-import { totalSpend, unreadRefusal } from "../machines/agent-machine.js";
+import { budgetLeft, totalSpend, unreadRefusal } from "../machines/agent-machine.js";
 import { persistedFacts } from "../machines/agent-persisted.js";
 import { rebuild } from "../machines/agent-reopen.js";
 import type { AgentCommand, AgentOutput } from "../machines/agent-types.js";
@@ -17,7 +17,14 @@ import { ActiveSkills } from "../skills/active-skills.js";
 import { withSkill } from "../skills/skills.js";
 import { AgentActors } from "./agent-actors.js";
 import type { AgentDeps, AgentHandle, CompactionReport, StartAgentOptions } from "./agent-deps.js";
-import { clearanceOf, closeApprovals, gateOf, journalOf, recordFacts } from "./agent-host-parts.js";
+import {
+  clearanceOf,
+  closeApprovals,
+  gateOf,
+  journalOf,
+  recordFacts,
+  samplingOf,
+} from "./agent-host-parts.js";
 import { type ResolvedAgentSettings, resolveAgentSettings } from "./agent-settings.js";
 import { type AgentActor, reportSnapshots, SnapshotWriter } from "./agent-snapshots.js";
 import { eventsUntilStopped, PLAN_NOTE } from "./agent-stream.js";
@@ -274,6 +281,16 @@ export class AgentHost implements AgentHandle {
       turns: restore ? persistedFacts(restore.snapshot).turns : 0,
       resumed: restore !== undefined,
       ...(options.toolsAfter ? { toolsAfter: options.toolsAfter } : {}),
+      sampler: samplingOf(deps, settings, {
+        runId,
+        agentId,
+        events,
+        skills,
+        waits: this.#waits,
+        // The tools run inside the actor, so it exists by the time either is called.
+        charge: (usage) => this.#actor.send({ type: "SAMPLED", usage }),
+        left: () => budgetLeft(this.#actor.getSnapshot().context),
+      }),
     });
     return { actors, skills };
   }

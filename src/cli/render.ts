@@ -204,6 +204,21 @@ export function humanRenderer(
             );
           break;
         }
+        case "sampling.finished": {
+          const { server, usage, refused } = envelope.data;
+          if (refused) {
+            line(
+              `${prefix}· ${visibleLine(server)} asked for a completion (sampling): refused, ${visible(refused)}`,
+            );
+            break;
+          }
+          const tokens = usage ? usage.inputTokens + usage.outputTokens : 0;
+          const cost = usage && usage.costUsd > 0 ? `, $${usage.costUsd.toFixed(4)}` : "";
+          line(
+            `${prefix}· ${visibleLine(server)} asked for a completion (sampling): ${plural(tokens, "token")}${cost}`,
+          );
+          break;
+        }
         case "skill.loaded": {
           const { name, by, files, preApproved } = envelope.data;
           const how =

@@ -142,6 +142,19 @@ export const agentEventSchemas = {
     message: z.string().optional(),
   }),
   /**
+   * An MCP server asked the agent's model for a completion while one of its tools ran (MCP's
+   * sampling): `callId` is that tool call. It was answered by `model` and charged to the agent
+   * (`usage`), or refused (`refused`: why, no model called). Its words are the server's to use.
+   */
+  "sampling.finished": z.object({
+    callId: z.string(),
+    server: z.string(),
+    model: z.string().optional(),
+    usage: usage.optional(),
+    stopReason: z.enum(["endTurn", "maxTokens"]).optional(),
+    refused: z.string().optional(),
+  }),
+  /**
    * A call finished. `artifacts`: what it made or changed (a write tool's files, workspace-relative);
    * `nextActions`: the calls it suggests next (a narrower grep). Both as the model read them.
    * `preview`: the first 2000 characters of its output.

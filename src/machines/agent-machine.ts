@@ -218,6 +218,10 @@ export const agentMachine = setup({
             }
           : context.children,
     }),
+    chargeSampling: assign({
+      usage: ({ context, event }) =>
+        event.type === "SAMPLED" ? addUsage(context.usage, event.usage) : context.usage,
+    }),
     applyCompaction: assign(({ context }, compacted: CompactionOutput) => ({
       messages: compacted.messages,
       usage: addUsage(context.usage, compacted.usage),
@@ -269,6 +273,7 @@ export const agentMachine = setup({
     FOLLOW_UP: { guard: "roomUnread", actions: "queueFollowUp" },
     ABORT: { target: ".stopped", actions: "stopAborted" },
     CHILD_SPENT: { actions: "chargeChild" },
+    SAMPLED: { actions: "chargeSampling" },
     WAITED: { actions: "addWait" },
     // The wall is soft first (a last call for the answer), then hard: past its grace the run stops.
     // Its host tells both moments, from the time the agent worked (waits for people left out).
@@ -411,4 +416,4 @@ export const agentMachine = setup({
   output: ({ context }) => context.stop ?? stopWith(context, "failed", ""),
 });
 
-export { exhausted, failedOutput, totalSpend, unreadRefusal } from "./agent-rules.js";
+export { budgetLeft, exhausted, failedOutput, totalSpend, unreadRefusal } from "./agent-rules.js";

@@ -189,6 +189,17 @@ export function exhausted(
   return undefined;
 }
 
+/** What the budget leaves of tokens (undefined: no limit), or what was spent when it leaves nothing. */
+export function budgetLeft(
+  context: Pick<AgentContext, "budget" | "usage" | "turns" | "toolCalls" | "children">,
+): { tokens: number | undefined } | { spent: string } {
+  const spent = exhausted(context);
+  if (spent) return { spent: spent.spent };
+  const { maxTokens } = context.budget;
+  const { usage } = totalSpend(context);
+  return { tokens: maxTokens === undefined ? undefined : maxTokens - usage.inputTokens - usage.outputTokens };
+}
+
 /**
  * How an agent stops on a turn that called no tool: `refused` with the model's refusal when it
  * declined, else for the reason it was finalizing for (or `done`) with its text.

@@ -143,4 +143,6 @@ export type AgentCommand =
   /** A wait for people ended after this long (a delta): counted against `maxWaitMs`, not the wall. */
   | { type: "WAITED"; ms: number }
   /** A subagent spent this much more (a delta): charged to this agent's budget. */
-  | { type: "CHILD_SPENT"; usage: Usage; toolCalls: number };
+  | { type: "CHILD_SPENT"; usage: Usage; toolCalls: number }
+  /** Its model answered an MCP server's sampling request while a tool ran: charged as its own turns are. */
+  | { type: "SAMPLED"; usage: Usage };

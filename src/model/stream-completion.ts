@@ -74,6 +74,7 @@ export async function streamCompletion(
     model,
     messages: request.messages.map(sendable) as OpenAI.ChatCompletionMessageParam[],
     ...toolParams(request.tools, wire.strictTools, request.toolChoice),
+    ...(request.maxTokens !== undefined ? { max_tokens: request.maxTokens } : {}),
   };
   const options = request.signal ? { signal: request.signal } : {};
   if (!wire.stream)

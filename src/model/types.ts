@@ -66,6 +66,8 @@ export interface ModelRequest {
   tools?: ToolSpec[];
   /** Sent only with tools; a tool named that is not among them leaves the choice to the model. */
   toolChoice?: ToolChoice;
+  /** The most tokens the reply may have (`max_tokens`); absent: the server's own limit. */
+  maxTokens?: number;
   signal?: AbortSignal;
   /**
    * Text as it streams. Once the answer has begun (text, reasoning or a tool call), the request is

@@ -11,6 +11,7 @@ import {
 import { type PlannedCall, parseArguments } from "./plan.js";
 import {
   resultExtras,
+  type Sampler,
   type Tool,
   type ToolContext,
   type ToolProgress,
@@ -40,9 +41,11 @@ export interface BatchObserver {
 
 export interface BatchOptions {
   registry: ToolRegistry;
-  context: Omit<ToolContext, "callId" | "signal">;
+  context: Omit<ToolContext, "callId" | "signal" | "sample">;
   signal: AbortSignal;
   observer?: BatchObserver;
+  /** Answers the completions a call's program asks the agent for (an MCP server's sampling), by call. */
+  sampler?: (call: PlannedCall) => Sampler;
   defaultTimeoutMs?: number;
   /** Secrets come out of every output and error. */
   redactor?: Redactor;
@@ -172,6 +175,7 @@ async function execute(
           callId: call.id,
           signal: controller.signal,
           progress,
+          ...(options.sampler ? { sample: options.sampler(call) } : {}),
           ...(call.sandbox ? { sandbox: call.sandbox } : {}),
         }),
       ),

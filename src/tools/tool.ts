@@ -62,6 +62,36 @@ export interface ToolContext {
    * it, and it restarts the call's timeout when the tool has a `maxTotalTimeoutMs`.
    */
   progress?: (update: ToolProgress) => void;
+  /**
+   * Answers a request for a completion this call's program made of the agent (an MCP server's
+   * sampling): asked or refused as a call of `SERVER__sampling` is, then made with the agent's model
+   * and charged to its budget. Throws `SamplingRefusedError` saying why when it is not made.
+   */
+  sample?: Sampler;
+}
+
+/** A program's request for a completion: the conversation it gives, and the most the answer may be. */
+export interface SamplingRequest {
+  /** The MCP server that asks. */
+  server: string;
+  /** Set when the operator let this server sample without asking (`autoApprove: [sampling]`): where. */
+  autoApproved?: string | undefined;
+  messages: { role: "user" | "assistant"; text: string }[];
+  systemPrompt?: string | undefined;
+  maxTokens: number;
+}
+
+export interface SamplingAnswer {
+  text: string;
+  model: string;
+  stopReason: "endTurn" | "maxTokens";
+}
+
+export type Sampler = (request: SamplingRequest, signal: AbortSignal) => Promise<SamplingAnswer>;
+
+/** A sampling request that was not made: `message` says why, for the program that asked. */
+export class SamplingRefusedError extends Error {
+  override name = "SamplingRefusedError";
 }
 
 /** How far a running call has come, as its tool says: `progress` of `total` (when known), and a few words. */

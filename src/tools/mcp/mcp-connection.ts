@@ -1,12 +1,21 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import type { CreateMessageRequest, CreateMessageResult } from "@modelcontextprotocol/sdk/types.js";
 import type { McpServerConfig } from "../../config/mcp-server-schema.js";
 import { UserError } from "../../errors.js";
 import type { Logger } from "../../log.js";
-import type { ToolRegistry } from "../tool.js";
+import { type Sampler, SamplingRefusedError, type ToolRegistry } from "../tool.js";
 import { clientFactory } from "./mcp-client.js";
 import { type LaunchScope, McpLaunchRefusedError } from "./mcp-launch.js";
 import type { McpCallResult } from "./mcp-result.js";
+import {
+  answeringCall,
+  isRefusal,
+  type RunningCall,
+  SAMPLING_REJECTED,
+  samplingRequestOf,
+  samplingResultOf,
+} from "./mcp-sampling.js";
 import {
   type McpCaller,
   type McpCallOptions,
@@ -78,6 +87,8 @@ export class McpConnection implements McpCaller {
   /** The transport that worked: a server that refused Streamable HTTP once is not asked over it again. */
   #kind: TransportKind | undefined;
   readonly #stderr = new StderrTail();
+  /** The calls of this server that run now, for whom its sampling requests are answered. */
+  readonly #running = new Set<RunningCall>();
   readonly #log: Logger;
 
   constructor(
@@ -114,6 +125,35 @@ export class McpConnection implements McpCaller {
   }
 
   async call(name: string, args: Record<string, unknown>, options: McpCallOptions): Promise<McpCallResult> {
+    this.#running.add(options);
+    try {
+      return await this.#call(name, args, options);
+    } finally {
+      this.#running.delete(options);
+    }
+  }
+
+  /**
+   * A sampling request of the server: answered by the agent one of whose calls of this server runs
+   * (`answeringCall`), refused as a user's rejection when it may not be made, and as an error when
+   * the model call failed.
+   */
+  async #sample(params: CreateMessageRequest["params"], signal: AbortSignal): Promise<CreateMessageResult> {
+    const [, , , , { McpError, ErrorCode }] = await loadSdk();
+    const call = answeringCall(this.#running);
+    const request = samplingRequestOf(this.server, this.config, params);
+    try {
+      if ("refused" in call) throw new SamplingRefusedError(call.refused);
+      return samplingResultOf(await (call.sample as Sampler)(request, signal));
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      this.#log.info({ refused: isRefusal(error) }, `sampling request not answered: ${message}`);
+      if (isRefusal(error)) throw new McpError(SAMPLING_REJECTED, message);
+      throw new McpError(ErrorCode.InternalError, `sampling failed: ${message}`);
+    }
+  }
+
+  async #call(name: string, args: Record<string, unknown>, options: McpCallOptions): Promise<McpCallResult> {
     if (this.#renewing) await this.#renewing.catch(() => {});
     await this.#reconnectNow();
     const client = this.#ready();
@@ -253,13 +293,16 @@ export class McpConnection implements McpCaller {
     const timeout = this.options.startTimeoutMs ?? 20_000;
     const opened = await openClient(this.server, this.config, {
       client: await clientFactory(this.options.workspace, {
-        tools: {
-          debounceMs: 50,
-          onChanged: (error, tools) => {
-            if (error) this.#log.warn({ err: error.message }, "could not refresh the tool list");
-            else if (tools) this.#register(tools as McpToolInfo[], false);
+        listChanged: {
+          tools: {
+            debounceMs: 50,
+            onChanged: (error, tools) => {
+              if (error) this.#log.warn({ err: error.message }, "could not refresh the tool list");
+              else if (tools) this.#register(tools as McpToolInfo[], false);
+            },
           },
         },
+        sample: (params, signal) => this.#sample(params, signal),
       }),
       timeoutMs: timeout,
       log: this.#log,

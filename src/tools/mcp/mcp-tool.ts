@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { McpServerConfig } from "../../config/mcp-server-schema.js";
 import { MCP_SEPARATOR, type ToolEffect } from "../../config/tool-catalog.js";
-import { type Tool, type ToolProgress, toolError } from "../tool.js";
+import { type Sampler, type Tool, type ToolProgress, toolError } from "../tool.js";
 import { checkPathArguments } from "./mcp-paths.js";
 import { type McpCallResult, mcpResult } from "./mcp-result.js";
 import { McpServerDownError } from "./mcp-transport.js";
@@ -44,6 +44,9 @@ export interface McpCaller {
 export interface McpCallOptions {
   signal: AbortSignal;
   onProgress?: ((progress: ToolProgress) => void) | undefined;
+  /** The agent the call is for, and how it answers the server's sampling requests while the call runs. */
+  agentId: string;
+  sample?: Sampler | undefined;
 }
 
 /** `server__tool`, with anything a model API would refuse in a tool name made `_`. */
@@ -86,7 +89,7 @@ export function mcpTool(caller: McpCaller, info: McpToolInfo, workspace: string)
     // The server's own call timeouts apply first; these are a backstop.
     timeoutMs: caller.config.timeoutMs + 5000,
     maxTotalTimeoutMs: caller.config.maxTotalTimeoutMs + 5000,
-    async execute(args, { signal, protectedDirs, hiddenDirs, progress }) {
+    async execute(args, { signal, protectedDirs, hiddenDirs, progress, agentId, sample }) {
       const checked = checkPathArguments(args as Record<string, unknown>, workspace, {
         readOnly,
         protectedDirs,
@@ -94,7 +97,8 @@ export function mcpTool(caller: McpCaller, info: McpToolInfo, workspace: string)
       });
       if ("refused" in checked) return checked.refused;
       try {
-        return mcpResult(await caller.call(info.name, checked.args, { signal, onProgress: progress }));
+        const options = { signal, onProgress: progress, agentId, sample };
+        return mcpResult(await caller.call(info.name, checked.args, options));
       } catch (error) {
         if ((error as { code?: unknown }).code === MCP_REQUEST_TIMEOUT) {
           const { timeoutMs, maxTotalTimeoutMs } = caller.config;
