@@ -63,6 +63,8 @@ export interface AgentActorsSetup {
   toolsAfter?: Promise<unknown>;
   /** How it answers the sampling requests of a call's MCP server, by call. */
   sampler?: BatchOptions["sampler"];
+  /** How it puts the questions of a call's MCP server to the user, by call. */
+  elicitor?: BatchOptions["elicitor"];
 }
 
 /**
@@ -150,8 +152,8 @@ export class AgentActors implements HostedActors {
 
   async runTools(input: { calls: PlannedCall[] }, signal: AbortSignal): Promise<ToolBatchOutput> {
     if (this.setup.toolsAfter) await this.setup.toolsAfter;
-    const { place, redactor, definition, runId, agentId, events, registry, journal, gate, sampler } =
-      this.setup;
+    const { place, redactor, definition, runId, agentId, events, registry, journal, gate } = this.setup;
+    const { sampler, elicitor } = this.setup;
     const { run, refused } = await this.setup.clearance.clear(input.calls, signal);
     const ran = await runBatch(run, {
       registry,
@@ -169,6 +171,7 @@ export class AgentActors implements HostedActors {
       ...(journal ? { journal } : {}),
       ...(gate ? { gate } : {}),
       ...(sampler ? { sampler } : {}),
+      ...(elicitor ? { elicitor } : {}),
       observer: toolEventObserver(events),
     });
     // The first batch after a resume may say at its very end what the model is told of calls cut

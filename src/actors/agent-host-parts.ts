@@ -11,9 +11,10 @@ import type { AgentDeps, StartAgentOptions } from "./agent-deps.js";
 import { toolGate } from "./agent-hooks.js";
 import type { ResolvedAgentSettings } from "./agent-settings.js";
 import type { RecordFacts } from "./agent-snapshots.js";
-import { askEach, type toolView } from "./agent-tools.js";
+import { askEach, askOne, type toolView } from "./agent-tools.js";
 import type { ApprovalWaits } from "./approval-waits.js";
 import { Clearance } from "./clearance.js";
+import { elicitorFor, type QuestionSetup } from "./elicitation.js";
 import type { EventPublisher } from "./event-publisher.js";
 import { type SamplingSetup, samplerFor } from "./sampling.js";
 
@@ -91,6 +92,24 @@ export function samplingOf(
     left: agent.left,
   };
   return (call) => samplerFor(setup, call);
+}
+
+/**
+ * How the agent puts an MCP server's questions to the user, by the tool call that runs: asked as its
+ * calls are, whatever its policy, but `never-ask`, which asks nobody.
+ */
+export function questionsOf(
+  deps: AgentDeps,
+  settings: ResolvedAgentSettings,
+  agent: { runId: string; agentId: string; events: EventPublisher; waits: ApprovalWaits },
+): NonNullable<AgentActorsSetup["elicitor"]> {
+  const { runId, agentId, events, waits } = agent;
+  const setup: QuestionSetup = {
+    events,
+    ...(settings.policy === "never-ask" ? { unasked: 'the "never-ask" policy asks nobody' } : {}),
+    ask: (call, preview, signal) => askOne(deps, events, { runId, agentId }, call, preview, signal, waits),
+  };
+  return (call) => elicitorFor(setup, call);
 }
 
 /**

@@ -22,6 +22,7 @@ import {
   closeApprovals,
   gateOf,
   journalOf,
+  questionsOf,
   recordFacts,
   samplingOf,
 } from "./agent-host-parts.js";
@@ -291,6 +292,7 @@ export class AgentHost implements AgentHandle {
         charge: (usage) => this.#actor.send({ type: "SAMPLED", usage }),
         left: () => budgetLeft(this.#actor.getSnapshot().context),
       }),
+      elicitor: questionsOf(deps, settings, { runId, agentId, events, waits: this.#waits }),
     });
     return { actors, skills };
   }

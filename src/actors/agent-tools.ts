@@ -150,12 +150,14 @@ export function requested(call: PlannedCall) {
   };
 }
 
+type AskDeps = PreviewDeps & Pick<AgentDeps, "approver" | "redactor">;
+
 /**
  * Asks the approver about each call in turn, publishing each request and its answer; once the
  * agent's time for waiting on people is used up (`waits`), the calls left are denied unasked.
  */
 export async function askEach(
-  deps: PreviewDeps & Pick<AgentDeps, "approver" | "redactor">,
+  deps: AskDeps,
   events: EventPublisher,
   ids: { runId: string; agentId: string },
   calls: PlannedCall[],
@@ -169,49 +171,64 @@ export async function askEach(
       decisions.push({ id: call.id, approved: false, by: WAIT_BUDGET, reason: spent });
       continue;
     }
-    const preview = await previewOf(deps, call);
-    const secret = unshowable(deps.redactor, [preview.detail, call.arguments, ...preview.paths]);
-    if (secret) {
-      decisions.push({
-        id: call.id,
-        approved: false,
-        by: "policy",
-        reason: `not asked: ${secret}; write it without the secret (name an environment variable or a file instead)`,
-      });
-      continue;
-    }
-    const request = {
-      ...ids,
-      callId: call.id,
-      tool: call.name,
-      arguments: call.arguments,
-      effect: call.effect,
-      // A command leaving the sandbox says so, after its text: that is what the person is deciding.
-      detail: call.askBecause ? `${preview.detail}\n(asked because ${call.askBecause})` : preview.detail,
-      paths: preview.paths,
-      // A question of its own for whoever answers: no "always" given before covers it.
-      ...(call.askBecause ? { escalation: call.askBecause } : {}),
-    };
-    const { runId: _r, agentId: _a, tool, ...shown } = request;
-    events.emit("approval.requested", { ...shown, name: tool });
-    const answer = await waits.bounded(
-      call.id,
-      (bounded) =>
-        deps.approver.decide(request, bounded, ({ why, by }) =>
-          events.emit("approval.rejected", { callId: call.id, why, ...(by ? { by } : {}) }),
-        ),
-      signal,
-      // The record is closed, so that no one answers a question the agent no longer waits on.
-      async (why) => deps.approver.close?.(ids, why),
-    );
-    decisions.push({
-      id: call.id,
-      approved: answer.approved,
-      by: answer.by,
-      ...(answer.reason ? { reason: answer.reason } : {}),
-    });
+    decisions.push(await askOne(deps, events, ids, call, await previewOf(deps, call), signal, waits));
   }
   return decisions;
+}
+
+/**
+ * Asks the approver about one call, shown as `preview` says, publishing the request and its answer
+ * (`approval.requested`, and the approver's `approval.rejected` for each answer refused on the way).
+ */
+export async function askOne(
+  deps: AskDeps,
+  events: EventPublisher,
+  ids: { runId: string; agentId: string },
+  call: PlannedCall,
+  preview: CallPreview,
+  signal: AbortSignal,
+  waits: ApprovalWaits,
+): Promise<ApprovalDecision> {
+  const spent = waits.spent();
+  if (spent) return { id: call.id, approved: false, by: WAIT_BUDGET, reason: spent };
+  const secret = unshowable(deps.redactor, [preview.detail, call.arguments, ...preview.paths]);
+  if (secret)
+    return {
+      id: call.id,
+      approved: false,
+      by: "policy",
+      reason: `not asked: ${secret}; write it without the secret (name an environment variable or a file instead)`,
+    };
+  const request = {
+    ...ids,
+    callId: call.id,
+    tool: call.name,
+    arguments: call.arguments,
+    effect: call.effect,
+    // A command leaving the sandbox says so, after its text: that is what the person is deciding.
+    detail: call.askBecause ? `${preview.detail}\n(asked because ${call.askBecause})` : preview.detail,
+    paths: preview.paths,
+    // A question of its own for whoever answers: no "always" given before covers it.
+    ...(call.askBecause ? { escalation: call.askBecause } : {}),
+  };
+  const { runId: _r, agentId: _a, tool, ...shown } = request;
+  events.emit("approval.requested", { ...shown, name: tool });
+  const answer = await waits.bounded(
+    call.id,
+    (bounded) =>
+      deps.approver.decide(request, bounded, ({ why, by }) =>
+        events.emit("approval.rejected", { callId: call.id, why, ...(by ? { by } : {}) }),
+      ),
+    signal,
+    // The record is closed, so that no one answers a question the agent no longer waits on.
+    async (why) => deps.approver.close?.(ids, why),
+  );
+  return {
+    id: call.id,
+    approved: answer.approved,
+    by: answer.by,
+    ...(answer.reason ? { reason: answer.reason } : {}),
+  };
 }
 
 /** Compacts the conversation and publishes what it saved. */

@@ -1,5 +1,6 @@
 import { answerApproval, findApprovals, listApprovals } from "../approvals/answer-approval.js";
 import type { ApprovalRecord } from "../approvals/bus-approver.js";
+import { answersFromPairs, checkAnswers, formOf } from "../approvals/question-form.js";
 import type { NatsBus } from "../bus/nats-bus.js";
 import { type ConfigChoice, type LoadedConfig, loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
@@ -25,11 +26,13 @@ export class ApproveUsageError extends UserError {
 export async function runApprove(
   where: ConfigChoice,
   callId: string | undefined,
-  flags: { allow?: boolean; deny?: boolean; reason?: string; run?: string },
+  flags: { allow?: boolean; deny?: boolean; reason?: string; field?: string[]; run?: string },
   log: Logger,
 ): Promise<number> {
   if (Boolean(flags.allow) === Boolean(flags.deny))
     throw new ApproveUsageError("say --allow or --deny (one of them)");
+  if (flags.field?.length && !flags.allow)
+    throw new ApproveUsageError("--field answers a question: give it with --allow");
   const config = loadConfig(where);
   const identity = localIdentity(dataDir(config.troupe.dataDir));
   const bus = await connectClient(config, "troupe-approve", log, 3000, APPROVER_ROLES);
@@ -75,7 +78,7 @@ export async function runApprove(
     const { outcome, record, why } = await answerApproval(bus, identity, shown, {
       approved: Boolean(flags.allow),
       via: "troupe approve",
-      reason: flags.reason,
+      reason: flags.allow ? answerReason(request, flags) : flags.reason,
     });
     const verb = flags.allow ? "allowed" : "denied";
     const call = `${visibleLine(request.tool)} (${visibleLine(request.callId)})`;
@@ -112,6 +115,41 @@ export async function runApprove(
   } finally {
     await bus.close();
   }
+}
+
+/**
+ * What an allow says: for an MCP server's question, its answers as JSON (from `--field name=value`,
+ * or a JSON object given as `--reason`), checked against the form before anything is signed;
+ * otherwise the reason as given.
+ */
+function answerReason(
+  request: ApprovalRecord["request"],
+  flags: { reason?: string; field?: string[] },
+): string | undefined {
+  const form = formOf(request);
+  if (!form) {
+    if (flags.field?.length)
+      throw new ApproveUsageError(
+        `${request.callId} is a tool call, not a question: --field is for questions`,
+      );
+    return flags.reason;
+  }
+  let checked: ReturnType<typeof checkAnswers>;
+  if (flags.field?.length) checked = answersFromPairs(form, flags.field);
+  else {
+    let given: unknown = {};
+    try {
+      if (flags.reason !== undefined) given = JSON.parse(flags.reason);
+    } catch {
+      throw new ApproveUsageError(
+        "--reason of a question's answer is a JSON object: give each field with --field NAME=VALUE instead",
+      );
+    }
+    checked = checkAnswers(form, given);
+  }
+  if ("problem" in checked)
+    throw new ApproveUsageError(`${checked.problem}: answer with --field NAME=VALUE for each field it needs`);
+  return JSON.stringify(checked.answers);
 }
 
 /**

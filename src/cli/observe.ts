@@ -2,6 +2,7 @@ import { emitKeypressEvents } from "node:readline";
 import { RunTreeBuilder } from "../actors/run-tree.js";
 import { answerApproval, awaitApproval } from "../approvals/answer-approval.js";
 import { type ApprovalRecord, type ApprovalRef, approvalKey } from "../approvals/bus-approver.js";
+import { formOf } from "../approvals/question-form.js";
 import { type ConfigChoice, loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import { isEvent } from "../events/agent-events.js";
@@ -128,6 +129,12 @@ export async function runObserve(
       const asked = target && approvalKey({ ...target.node, callId: target.callId });
       const shown = asked && records.get(asked);
       if (!shown || requests.watchOnly) return;
+      // A server's question with fields is answered where they can be typed; `d` declines it here.
+      const form = formOf(shown.request);
+      if (key === "a" && form && form.fields.length > 0) {
+        view.status = `a question with a form: answer it with troupe approve ${shown.request.callId} --allow --field NAME=VALUE (one for each field), or d to decline`;
+        return redraw();
+      }
       // Allowed only as shown whole on the screen: a request seen in part is denied or read elsewhere.
       if (key === "a" && view.allowable !== asked) {
         view.status = `not all of this request is on the screen: see it whole with troupe approve ${shown.request.callId}`;
@@ -136,7 +143,7 @@ export async function runObserve(
       void answerApproval(bus, identity(), shown, {
         approved: key === "a",
         via: "troupe observe",
-        reason: key === "d" ? "denied from an observer" : undefined,
+        reason: key === "d" ? (form ? "declined from an observer" : "denied from an observer") : undefined,
       }).then(
         ({ outcome, why }) => {
           if (outcome === "rejected") view.status = `the run's host refused the answer: ${why}`;

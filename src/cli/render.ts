@@ -219,6 +219,12 @@ export function humanRenderer(
           );
           break;
         }
+        case "elicitation.finished": {
+          const { server, action, why } = envelope.data;
+          const how = action === "accept" ? "answered" : action === "decline" ? "declined" : "cancelled";
+          line(`${prefix}· ${visibleLine(server)}'s question ${how}${why ? `: ${visible(why)}` : ""}`);
+          break;
+        }
         case "skill.loaded": {
           const { name, by, files, preApproved } = envelope.data;
           const how =

@@ -1,8 +1,11 @@
 import type { ApprovalRequest } from "../approvals/approver.js";
+import { fieldLine, formOf, QUESTION_TOOL, type QuestionForm } from "../approvals/question-form.js";
 import { quoted, visibleLine } from "../util/visible.js";
 
 /** What every terminal that asks shows of a request: the parts of it a person decides on. */
-type Shown = Pick<ApprovalRequest, "tool" | "effect" | "detail" | "paths" | "escalation">;
+type Shown = Pick<ApprovalRequest, "tool" | "effect" | "detail" | "paths" | "escalation"> & {
+  arguments?: string;
+};
 
 /**
  * The command or diff the call would run or make, without the `(asked because …)` line its host
@@ -52,6 +55,9 @@ export function textLines(request: Pick<ApprovalRequest, "effect">, text: string
  * through the visible renderer, so nothing in it moves the cursor or hides a line.
  */
 export function describeRequest(request: Shown): string {
+  const form =
+    request.arguments === undefined ? undefined : formOf({ ...request, arguments: request.arguments });
+  if (form) return describeQuestion(request.tool, form);
   const text = requestText(request);
   const because = becauseLine(request);
   return [
@@ -59,5 +65,21 @@ export function describeRequest(request: Shown): string {
     ...textLines(request, text).map((line) => `  ${line}`),
     ...(request.paths.length ? [`  paths: ${request.paths.map(visibleLine).join(", ")}`] : []),
     ...(because ? [`  ${because}`] : []),
+  ].join("\n");
+}
+
+/**
+ * An MCP server's question (a request of `SERVER__elicitation`): who asks, its message quoted as a
+ * call's text is (it is the server's), and the form's fields, one a line.
+ */
+export function describeQuestion(tool: string, form: QuestionForm): string {
+  const server = tool.slice(0, -QUESTION_TOOL.length);
+  const message = quotedLines(form.message);
+  return [
+    `the MCP server ${visibleLine(server)} asks you:`,
+    ...(message.length === 1 ? [`  ${message[0]}`] : message.map((line) => `  │ ${line}`)),
+    ...(form.fields.length
+      ? ["  fields:", ...form.fields.map((field) => `    ${visibleLine(fieldLine(field))}`)]
+      : ["  (no fields: a yes or no)"]),
   ].join("\n");
 }

@@ -1,6 +1,7 @@
 import { createInterface } from "node:readline/promises";
 import type { ApprovalAnswer, ApprovalRequest, Approver } from "../approvals/approver.js";
 import { allowedBy, commandSubject } from "../approvals/permissions.js";
+import { type Answers, fieldValue, formOf, type QuestionForm } from "../approvals/question-form.js";
 import { type PermissionPattern, parsePattern } from "../config/permission-pattern.js";
 import { TroupeError } from "../errors.js";
 import { visibleLine } from "../util/visible.js";
@@ -56,6 +57,8 @@ export function ttyApprover(
     await shown(request.callId);
     if (withdrawn.has(request.callId))
       throw new QuestionWithdrawnError(`${request.callId} was decided elsewhere`);
+    const form = formOf(request);
+    if (form) return askForm(request, form, signal);
     const escalation = request.escalation !== undefined;
     if (always.has(request.tool) && !escalation)
       return { approved: true, by: "user", reason: "always allowed in this run" };
@@ -98,6 +101,55 @@ export function ttyApprover(
       if (stop.signal.aborted) throw new QuestionWithdrawnError(`${request.callId} was decided elsewhere`);
       // No longer waited for (the agent stopped, its time for waiting ran out): the question is
       // cleared, and the run's next line says why it closed.
+      if (signal.aborted) output.write("\r\x1b[K");
+      throw error;
+    } finally {
+      asking = undefined;
+    }
+  };
+  /**
+   * A server's question: y fills in its form, a field a line (each checked as it is typed, an optional
+   * one left empty skipped), and answers it; n [reason] declines. No "always": each is asked.
+   */
+  const askForm = async (request: ApprovalRequest, form: QuestionForm, signal: AbortSignal) => {
+    const stop = new AbortController();
+    const prompt = `? answer it (${visibleLine(request.callId)})? y = fill in the form, n [reason] = decline: `;
+    asking = { callId: request.callId, stop, question: prompt };
+    const read = async () => {
+      const line = await lines.next(AbortSignal.any([signal, stop.signal]));
+      if (line === undefined) throw new Error("the terminal closed before an answer");
+      return line;
+    };
+    try {
+      output.write(`${describeRequest(request)}\n${prompt}`);
+      if (person && lines.dropTyped() > 0)
+        output.write(`\n(what was typed before this question was ignored: answer it now)\n${prompt}`);
+      for (;;) {
+        const [word = "", ...rest] = (await read()).trim().split(/\s+/);
+        if (/^(n|no)$/i.test(word))
+          return { approved: false, by: "user", reason: rest.join(" ") || "the user declined" };
+        if (/^(y|yes)$/i.test(word)) break;
+        output.write(`? ${word ? `"${visibleLine(word)}" is not an answer: ` : ""}y or n [reason]: `);
+      }
+      const answers: Answers = {};
+      for (const field of form.fields) {
+        const label = `  ${visibleLine(field.name)}${field.required ? "" : " (Enter to skip)"}: `;
+        asking.question = label;
+        output.write(label);
+        for (;;) {
+          const text = await read();
+          if (text.trim() === "" && !field.required) break;
+          const value = fieldValue(field, text);
+          if ("value" in value) {
+            answers[field.name] = value.value;
+            break;
+          }
+          output.write(`  ${visibleLine(value.problem)}\n${label}`);
+        }
+      }
+      return { approved: true, by: "user", reason: JSON.stringify(answers) };
+    } catch (error) {
+      if (stop.signal.aborted) throw new QuestionWithdrawnError(`${request.callId} was decided elsewhere`);
       if (signal.aborted) output.write("\r\x1b[K");
       throw error;
     } finally {

@@ -155,6 +155,18 @@ export const agentEventSchemas = {
     refused: z.string().optional(),
   }),
   /**
+   * An MCP server's question for the user (MCP's elicitation), put while its tool call `callId` ran,
+   * as the approval request `questionId`: how it ended (`accept`, `decline`, `cancel`) and why, when
+   * it was not accepted. The answers themselves go to the server only.
+   */
+  "elicitation.finished": z.object({
+    callId: z.string(),
+    questionId: z.string(),
+    server: z.string(),
+    action: z.enum(["accept", "decline", "cancel"]),
+    why: z.string().optional(),
+  }),
+  /**
    * A call finished. `artifacts`: what it made or changed (a write tool's files, workspace-relative);
    * `nextActions`: the calls it suggests next (a narrower grep). Both as the model read them.
    * `preview`: the first 2000 characters of its output.

@@ -10,6 +10,7 @@ import {
 } from "./call-outcome.js";
 import { type PlannedCall, parseArguments } from "./plan.js";
 import {
+  type Elicitor,
   resultExtras,
   type Sampler,
   type Tool,
@@ -41,11 +42,13 @@ export interface BatchObserver {
 
 export interface BatchOptions {
   registry: ToolRegistry;
-  context: Omit<ToolContext, "callId" | "signal" | "sample">;
+  context: Omit<ToolContext, "callId" | "signal" | "sample" | "elicit">;
   signal: AbortSignal;
   observer?: BatchObserver;
   /** Answers the completions a call's program asks the agent for (an MCP server's sampling), by call. */
   sampler?: (call: PlannedCall) => Sampler;
+  /** Puts the questions a call's program has for the user (an MCP server's elicitation), by call. */
+  elicitor?: (call: PlannedCall) => Elicitor;
   defaultTimeoutMs?: number;
   /** Secrets come out of every output and error. */
   redactor?: Redactor;
@@ -176,6 +179,7 @@ async function execute(
           signal: controller.signal,
           progress,
           ...(options.sampler ? { sample: options.sampler(call) } : {}),
+          ...(options.elicitor ? { elicit: options.elicitor(call) } : {}),
           ...(call.sandbox ? { sandbox: call.sandbox } : {}),
         }),
       ),

@@ -1,4 +1,5 @@
 import type { CallJudgement } from "../approvals/policy.js";
+import type { Answers, QuestionForm } from "../approvals/question-form.js";
 import type { ToolEffect } from "../config/tool-catalog.js";
 import { UserError } from "../errors.js";
 import type { ToolSpec } from "../model/types.js";
@@ -68,7 +69,24 @@ export interface ToolContext {
    * and charged to its budget. Throws `SamplingRefusedError` saying why when it is not made.
    */
   sample?: Sampler;
+  /**
+   * Puts a question of this call's program to the user (an MCP server's elicitation): asked wherever
+   * approvals are, as a request of `SERVER__elicitation`; the first answer wins.
+   */
+  elicit?: Elicitor;
 }
+
+/** A program's question for the user, and how it was answered: accepted with answers, declined, or cancelled (why). */
+export interface ElicitationAnswer {
+  action: "accept" | "decline" | "cancel";
+  content?: Answers;
+  why?: string;
+}
+
+export type Elicitor = (
+  request: { server: string; form: QuestionForm },
+  signal: AbortSignal,
+) => Promise<ElicitationAnswer>;
 
 /** A program's request for a completion: the conversation it gives, and the most the answer may be. */
 export interface SamplingRequest {

@@ -1,5 +1,13 @@
 import { useEffect, useState } from "preact/hooks";
 import type { ApprovalRequest } from "../../src/approvals/approver.js";
+import {
+  checkAnswers,
+  fieldLine,
+  fieldValue,
+  formOf,
+  QUESTION_TOOL,
+  type QuestionForm,
+} from "../../src/approvals/question-form.js";
 import { requestText } from "../../src/cli/request-text.js";
 import { spacesSeen, visible } from "../../src/util/visible.js";
 import { get, post } from "./api.js";
@@ -33,25 +41,34 @@ export function Approvals(props: { runId: string; version: number }) {
   );
 }
 
-function Approval(props: { approval: Shown }) {
-  const { request, status, by, reason } = props.approval;
-  const [why, setWhy] = useState("");
+/** Sends an answer to an approval: the first answer, from anywhere, wins. */
+function useAnswer(approval: Shown) {
   const [outcome, setOutcome] = useState<string | undefined>(undefined);
-  const answer = async (approved: boolean) => {
+  const answer = async (approved: boolean, reason: string) => {
+    const { request } = approval;
     try {
       const said = await post<{ outcome: string; why?: string }>("/api/approvals/answer", {
         runId: request.runId,
         agentId: request.agentId,
         callId: request.callId,
-        requestId: props.approval.requestId,
+        requestId: approval.requestId,
         approved,
-        ...(why ? { reason: why } : {}),
+        ...(reason ? { reason } : {}),
       });
       setOutcome(said.why ? `${said.outcome}: ${said.why}` : said.outcome);
     } catch (error) {
       setOutcome((error as Error).message);
     }
   };
+  return { outcome, setOutcome, answer };
+}
+
+function Approval(props: { approval: Shown }) {
+  const { request, status, by, reason } = props.approval;
+  const form = formOf(request);
+  const [why, setWhy] = useState("");
+  const { outcome, answer } = useAnswer(props.approval);
+  if (form) return <Question approval={props.approval} form={form} />;
   return (
     <article
       class={`approval ${status}`}
@@ -76,10 +93,10 @@ function Approval(props: { approval: Shown }) {
             value={why}
             onInput={(e) => setWhy((e.target as HTMLInputElement).value)}
           />
-          <button type="button" data-testid="allow" onClick={() => void answer(true)}>
+          <button type="button" data-testid="allow" onClick={() => void answer(true, why)}>
             Allow
           </button>
-          <button type="button" class="danger" data-testid="deny" onClick={() => void answer(false)}>
+          <button type="button" class="danger" data-testid="deny" onClick={() => void answer(false, why)}>
             Deny
           </button>
         </div>
@@ -91,6 +108,122 @@ function Approval(props: { approval: Shown }) {
         </p>
       )}
       {outcome && <p class="quiet">{outcome}</p>}
+    </article>
+  );
+}
+
+/**
+ * An MCP server's question: its message as the server wrote it (every character seen), a field for
+ * each of the form's, checked before the answers are sent; or declined.
+ */
+function Question(props: { approval: Shown; form: QuestionForm }) {
+  const { request, status, by } = props.approval;
+  const { form } = props;
+  const [values, setValues] = useState<Record<string, string | boolean>>({});
+  const { outcome, setOutcome, answer } = useAnswer(props.approval);
+  const server = request.tool.slice(0, -QUESTION_TOOL.length);
+  const send = () => {
+    const typed: Record<string, unknown> = {};
+    for (const field of form.fields) {
+      const value = values[field.name];
+      // A box left unticked is a no.
+      if (field.type === "boolean") typed[field.name] = value === true;
+      else if (value === undefined || value === "") continue;
+      else {
+        const parsed = fieldValue(field, String(value));
+        if ("problem" in parsed) return setOutcome(parsed.problem);
+        typed[field.name] = parsed.value;
+      }
+    }
+    const checked = checkAnswers(form, typed);
+    if ("problem" in checked) return setOutcome(checked.problem);
+    void answer(true, JSON.stringify(checked.answers));
+  };
+  const set = (name: string, value: string | boolean) => setValues({ ...values, [name]: value });
+  return (
+    <article
+      class={`approval question ${status}`}
+      data-testid="question"
+      data-status={status}
+      data-call={request.callId}
+    >
+      <header>
+        <strong>{visible(server)}</strong> <span class="quiet">asks you</span>
+      </header>
+      <Detail text={form.message} />
+      {status === "pending" ? (
+        <form
+          class="fields"
+          onSubmit={(e) => {
+            e.preventDefault();
+            send();
+          }}
+        >
+          {form.fields.map((field) => (
+            <div class="field" data-testid={`field-${field.name}`}>
+              <label for={`${request.callId}-${field.name}`}>{visible(fieldLine(field))}</label>
+              {field.type === "boolean" ? (
+                <input
+                  type="checkbox"
+                  id={`${request.callId}-${field.name}`}
+                  name={field.name}
+                  onChange={(e) => set(field.name, (e.target as HTMLInputElement).checked)}
+                />
+              ) : field.options ? (
+                <select
+                  id={`${request.callId}-${field.name}`}
+                  name={field.name}
+                  multiple={field.type === "choices"}
+                  onChange={(e) =>
+                    set(
+                      field.name,
+                      [...(e.target as HTMLSelectElement).selectedOptions]
+                        .map((o) => o.value)
+                        .filter(Boolean)
+                        .join(","),
+                    )
+                  }
+                >
+                  <option value="">—</option>
+                  {field.options.map((option) => (
+                    <option value={option}>{visible(option)}</option>
+                  ))}
+                </select>
+              ) : (
+                <input
+                  id={`${request.callId}-${field.name}`}
+                  name={field.name}
+                  inputMode={field.type === "string" ? "text" : "decimal"}
+                  onInput={(e) => set(field.name, (e.target as HTMLInputElement).value)}
+                />
+              )}
+            </div>
+          ))}
+          <div class="answer">
+            <button type="submit" data-testid="send">
+              Answer
+            </button>
+            <button
+              type="button"
+              class="danger"
+              data-testid="decline"
+              onClick={() => void answer(false, "declined in the web console")}
+            >
+              Decline
+            </button>
+          </div>
+        </form>
+      ) : (
+        <p class="decided" data-testid="decided">
+          {status === "approved" ? "answered" : status === "denied" ? "declined" : status}
+          {by ? ` by ${by}` : ""}
+        </p>
+      )}
+      {outcome && (
+        <p class="quiet" data-testid="outcome">
+          {outcome}
+        </p>
+      )}
     </article>
   );
 }

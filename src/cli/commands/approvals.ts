@@ -14,11 +14,16 @@ export function approvalCommands(program: Command, context: CommandContext): voi
     .option("--allow", "allow the call")
     .option("--deny", "deny the call")
     .option("--reason <text>", "why; the model reads it")
+    .option(
+      "--field <name=value>",
+      "an MCP server's question: the answer to one of its fields (with --allow; again for each)",
+      (value: string, previous: string[] = []) => [...previous, value],
+    )
     .option("--run <runId>", "the run, when the call id waits in more than one")
     .action(
       async (
         callId: string | undefined,
-        flags: { allow?: boolean; deny?: boolean; reason?: string; run?: string },
+        flags: { allow?: boolean; deny?: boolean; reason?: string; field?: string[]; run?: string },
       ) => {
         const { runApprove } = await import("../approve.js");
         context.exit(await runApprove(context.where(), callId, flags, context.log("approve")));

@@ -1,10 +1,16 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import type { CreateMessageRequest, CreateMessageResult } from "@modelcontextprotocol/sdk/types.js";
+import type {
+  CreateMessageRequest,
+  CreateMessageResult,
+  ElicitRequest,
+  ElicitResult,
+} from "@modelcontextprotocol/sdk/types.js";
+import { formFromSchema } from "../../approvals/question-form.js";
 import type { McpServerConfig } from "../../config/mcp-server-schema.js";
 import { UserError } from "../../errors.js";
 import type { Logger } from "../../log.js";
-import { type Sampler, SamplingRefusedError, type ToolRegistry } from "../tool.js";
+import { type Elicitor, type Sampler, SamplingRefusedError, type ToolRegistry } from "../tool.js";
 import { clientFactory } from "./mcp-client.js";
 import { type LaunchScope, McpLaunchRefusedError } from "./mcp-launch.js";
 import type { McpCallResult } from "./mcp-result.js";
@@ -151,6 +157,27 @@ export class McpConnection implements McpCaller {
       if (isRefusal(error)) throw new McpError(SAMPLING_REJECTED, message);
       throw new McpError(ErrorCode.InternalError, `sampling failed: ${message}`);
     }
+  }
+
+  /**
+   * A question of the server for the user: put by the agent one of whose calls of this server runs,
+   * wherever approvals are asked. A form troupe cannot show, or no agent to ask for, is cancelled
+   * (nobody was asked), and the log says why.
+   */
+  async #elicit(params: ElicitRequest["params"], signal: AbortSignal): Promise<ElicitResult> {
+    const call = answeringCall(this.#running, "elicit");
+    const mode = (params as { mode?: string }).mode ?? "form";
+    const form =
+      mode === "form"
+        ? formFromSchema(params.message, (params as { requestedSchema?: unknown }).requestedSchema)
+        : { problem: `troupe asks only form questions, not ${mode}` };
+    if ("refused" in call || "problem" in form) {
+      const why = "refused" in call ? call.refused : "problem" in form ? form.problem : "";
+      this.#log.info(`question for the user not asked: ${why}`);
+      return { action: "cancel" };
+    }
+    const answer = await (call.elicit as Elicitor)({ server: this.server, form }, signal);
+    return { action: answer.action, ...(answer.content ? { content: answer.content } : {}) };
   }
 
   async #call(name: string, args: Record<string, unknown>, options: McpCallOptions): Promise<McpCallResult> {
@@ -303,6 +330,7 @@ export class McpConnection implements McpCaller {
           },
         },
         sample: (params, signal) => this.#sample(params, signal),
+        elicit: (params, signal) => this.#elicit(params, signal),
       }),
       timeoutMs: timeout,
       log: this.#log,

@@ -1,6 +1,6 @@
 import type { CreateMessageRequest, CreateMessageResult } from "@modelcontextprotocol/sdk/types.js";
 import type { McpServerConfig } from "../../config/mcp-server-schema.js";
-import { type Sampler, SamplingRefusedError, type SamplingRequest } from "../tool.js";
+import { type Elicitor, type Sampler, SamplingRefusedError, type SamplingRequest } from "../tool.js";
 
 /*
  * MCP's sampling, as Troupe answers it: a server asks for a completion while one of its tools runs
@@ -12,24 +12,32 @@ import { type Sampler, SamplingRefusedError, type SamplingRequest } from "../too
 /** JSON-RPC's error for "the user rejected the sampling request", as MCP's spec names it. */
 export const SAMPLING_REJECTED = -1;
 
-/** A tool call of a server that is running: who may answer its sampling requests. */
+/** A tool call of a server that is running: who may answer its sampling requests and questions. */
 export interface RunningCall {
   agentId: string;
   sample?: Sampler | undefined;
+  elicit?: Elicitor | undefined;
 }
 
-/** The call whose agent answers a sampling request now, or why none does. */
-export function answeringCall(running: Iterable<RunningCall>): RunningCall | { refused: string } {
+/**
+ * The call whose agent answers a server's request now (`sample`: a sampling request, `elicit`: a
+ * question), or why none does.
+ */
+export function answeringCall(
+  running: Iterable<RunningCall>,
+  what: "sample" | "elicit" = "sample",
+): RunningCall | { refused: string } {
   const calls = [...running];
   const agents = new Set(calls.map((call) => call.agentId));
+  const requests = what === "sample" ? "sampling requests" : "questions for the user";
   if (calls.length === 0)
-    return { refused: "troupe answers sampling requests only while one of this server's tools runs" };
+    return { refused: `troupe answers ${requests} only while one of this server's tools runs` };
   if (agents.size > 1)
     return {
       refused: `tools of this server run for ${agents.size} agents at once: troupe cannot tell which one asks`,
     };
-  const call = calls.find((c) => c.sample !== undefined);
-  return call ?? { refused: "the agent whose tool runs does not answer sampling requests" };
+  const call = calls.find((c) => c[what] !== undefined);
+  return call ?? { refused: `the agent whose tool runs does not answer ${requests}` };
 }
 
 type Params = CreateMessageRequest["params"];

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { McpServerConfig } from "../../config/mcp-server-schema.js";
 import { MCP_SEPARATOR, type ToolEffect } from "../../config/tool-catalog.js";
-import { type Sampler, type Tool, type ToolProgress, toolError } from "../tool.js";
+import { type Elicitor, type Sampler, type Tool, type ToolProgress, toolError } from "../tool.js";
 import { checkPathArguments } from "./mcp-paths.js";
 import { type McpCallResult, mcpResult } from "./mcp-result.js";
 import { McpServerDownError } from "./mcp-transport.js";
@@ -47,6 +47,8 @@ export interface McpCallOptions {
   /** The agent the call is for, and how it answers the server's sampling requests while the call runs. */
   agentId: string;
   sample?: Sampler | undefined;
+  /** How it puts the server's questions to the user while the call runs. */
+  elicit?: Elicitor | undefined;
 }
 
 /** `server__tool`, with anything a model API would refuse in a tool name made `_`. */
@@ -89,7 +91,7 @@ export function mcpTool(caller: McpCaller, info: McpToolInfo, workspace: string)
     // The server's own call timeouts apply first; these are a backstop.
     timeoutMs: caller.config.timeoutMs + 5000,
     maxTotalTimeoutMs: caller.config.maxTotalTimeoutMs + 5000,
-    async execute(args, { signal, protectedDirs, hiddenDirs, progress, agentId, sample }) {
+    async execute(args, { signal, protectedDirs, hiddenDirs, progress, agentId, sample, elicit }) {
       const checked = checkPathArguments(args as Record<string, unknown>, workspace, {
         readOnly,
         protectedDirs,
@@ -97,7 +99,7 @@ export function mcpTool(caller: McpCaller, info: McpToolInfo, workspace: string)
       });
       if ("refused" in checked) return checked.refused;
       try {
-        const options = { signal, onProgress: progress, agentId, sample };
+        const options = { signal, onProgress: progress, agentId, sample, elicit };
         return mcpResult(await caller.call(info.name, checked.args, options));
       } catch (error) {
         if ((error as { code?: unknown }).code === MCP_REQUEST_TIMEOUT) {
