@@ -66,6 +66,12 @@ const eventsOf = (stdout: string) =>
     .split("\n")
     .map((line) => JSON.parse(line) as { type: string; data: Record<string, unknown> });
 
+/** The answer the run ended with. */
+function resultOf(events: ReturnType<typeof eventsOf>): string {
+  const stopped = events.find((e) => e.type === "agent.stopped");
+  return String((stopped?.data as { result?: string } | undefined)?.result);
+}
+
 it("a server's question is answered from the web console's form, and from troupe approve --field in another process", async () => {
   const { dir, env, login, config } = await daemon();
   const page = await browser.newPage();
@@ -94,10 +100,10 @@ it("a server's question is answered from the web console's form, and from troupe
     server: "everything",
     action: "accept",
   });
-  const stopped = events.find((e) => e.type === "agent.stopped")?.data as { result: string };
-  expect(stopped.result).toContain("- Name: Ann Lee");
-  expect(stopped.result).toContain("- Agreed to terms: true");
-  expect(stopped.result).toContain("- Favorite Integer: 12");
+  const stopped = resultOf(events);
+  expect(stopped).toContain("- Name: Ann Lee");
+  expect(stopped).toContain("- Agreed to terms: true");
+  expect(stopped).toContain("- Favorite Integer: 12");
   await page.close();
 
   // From another process: troupe approve, the fields as NAME=VALUE.
@@ -142,7 +148,7 @@ it("a server's question is answered from the web console's form, and from troupe
   expect(answered.code).toBe(0);
   expect(await second.exit).toBe(0);
   const after = eventsOf(second.stdout());
-  const result = (after.find((e) => e.type === "agent.stopped")?.data as { result: string }).result;
+  const result = resultOf(after);
   expect(result).toContain("- Name: Bob");
   expect(result).toContain('"titledSingleSelectEnum": "hero-2"');
 }, 120_000);
