@@ -1,6 +1,7 @@
 import { existsSync, realpathSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { CONFIG_FILE, isTroupesOwn, type LoadedConfig, loadConfig } from "../config/load.js";
+import { envFilePath } from "../config/mcp-env-file.js";
 import {
   assertTrusted,
   readTrustStore,
@@ -120,6 +121,8 @@ function rootsOf(config: LoadedConfig, dir: string): string[] {
     config.troupe.skillsDir,
     ...config.troupe.mcpServersFrom,
     ...[...config.agents.values()].flatMap(({ definition }) => definition.toolModules),
+    // Its variables reach a server's process, as its command does.
+    ...Object.values(config.troupe.mcpServers).flatMap((server) => envFilePath(server, config.dir) ?? []),
   ];
   // Resolved as the loader resolves them: against the dir as found.
   const paths = named.map((path) => resolve(config.dir, path));

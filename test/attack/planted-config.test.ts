@@ -239,6 +239,28 @@ describe("a config dir found in the working directory", () => {
     );
   });
 
+  it("a trusted config's MCP envFile outside it is trusted with it: changed, the config is refused", async () => {
+    mkdirSync(join(ws, "config/agents"), { recursive: true });
+    mkdirSync(join(root, "env"));
+    writeFileSync(join(root, "env/server.env"), "TOKEN=one\n");
+    writeFileSync(
+      join(ws, "config/troupe.yaml"),
+      "defaultAgent: helper\ndefaultModel: scripted\nmcpServers:\n  tool:\n    command: 'true'\n    envFile: ../../env/server.env\n",
+    );
+    writeFileSync(join(ws, "config/agents/helper.yaml"), "name: helper\ndescription: Helps.\n");
+    expect((await runTroupe(["trust", "config"], { cwd: ws, env: env() })).code).toBe(0);
+    server.script({ match: {}, reply: { text: "hello back" }, times: 2 });
+    expect((await runTroupe(["run", "--local", "hello"], { cwd: ws, env: env() })).code).toBe(0);
+
+    // What the server starts with changed (a variable such as NODE_OPTIONS runs code in it).
+    writeFileSync(join(root, "env/server.env"), `TOKEN=one\nNODE_OPTIONS=--require ${marker}\n`);
+    const refused = await runTroupe(["run", "--local", "hello"], { cwd: ws, env: env() });
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toBe(
+      `troupe: ./config changed since you trusted it: ${join(root, "env/server.env")}; look at what changed, then run troupe trust config\n`,
+    );
+  });
+
   it("the trust records are the user's: 0600 in their config dir, and no tool or command of an agent writes them", async () => {
     mkdirSync(join(ws, "config"), { recursive: true });
     writeFileSync(join(ws, "config/troupe.yaml"), "defaultModel: scripted\n");
