@@ -31,6 +31,7 @@ export type { AgentEvent, AgentEventMap, AgentEventType } from "./events/agent-e
 export {
   type CreateRuntimeOptions,
   createRuntime,
+  type LibraryAgent,
   type ResumeOptions,
   type TroupeRuntime,
 } from "./library.js";

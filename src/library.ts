@@ -1,3 +1,4 @@
+import { z } from "zod";
 import type { AgentHandle } from "./actors/agent-deps.js";
 import type { AgentHooks } from "./actors/agent-hooks.js";
 import type { Runtime } from "./actors/runtime.js";
@@ -21,8 +22,11 @@ export interface CreateRuntimeOptions {
   config?: string;
   /** Settings as in troupe.yaml, over the defaults: with `agents`, instead of a config directory. */
   settings?: TroupeSettings;
-  /** Agent definitions as in agents/*.yaml. */
-  agents?: AgentSettings[];
+  /**
+   * Agent definitions as in agents/*.yaml; an agent's `output` may be a zod schema (its JSON Schema
+   * is what the answer is held to, and `output` of its result is the answer parsed).
+   */
+  agents?: LibraryAgent[];
   /** A NATS URL (or options) to run on; the in-process bus when absent. */
   nats?: string | NatsBusOptions;
   workspace?: string;
@@ -32,6 +36,19 @@ export interface CreateRuntimeOptions {
   /** Where the environment's variables are read (see docs/library.md); default: `process.env`. */
   env?: NodeJS.ProcessEnv;
   log?: Logger;
+}
+
+/** An agent given to `createRuntime`: as in agents/*.yaml, its `output` a JSON Schema or a zod schema. */
+export type LibraryAgent = Omit<AgentSettings, "output"> & { output?: Record<string, unknown> | z.ZodType };
+
+/** The agents with each zod `output` made the JSON Schema the YAML would hold. */
+function withJsonOutputs(agents: readonly LibraryAgent[]): AgentSettings[] {
+  return agents.map(({ output, ...agent }) => ({
+    ...agent,
+    ...(output === undefined
+      ? {}
+      : { output: output instanceof z.ZodType ? z.toJSONSchema(output, { target: "draft-7" }) : output }),
+  }));
 }
 
 /** How a stopped or interrupted agent goes on (see `TroupeRuntime.resume`). */
@@ -71,7 +88,7 @@ export async function createRuntime(options: CreateRuntimeOptions = {}): Promise
       ? {
           inline: {
             settings: options.settings ?? {},
-            agents: options.agents,
+            agents: withJsonOutputs(options.agents),
             codeTools: (options.tools ?? []).map((tool) => tool.name),
           },
         }

@@ -1,4 +1,5 @@
 import type { AgentDefinition } from "../config/agent-schema.js";
+import { checkOutput } from "../config/output-schema.js";
 import { type CompactionSettings, overThreshold } from "../context/compaction.js";
 import { ContextLevels, contextPercent } from "../context/context-levels.js";
 import type {
@@ -10,7 +11,7 @@ import type {
   ToolBatchOutput,
 } from "../machines/agent-types.js";
 import { estimateMessagesTokens } from "../model/tokens.js";
-import type { ChatMessage } from "../model/types.js";
+import { addUsage, type ChatMessage } from "../model/types.js";
 import type { Confinement } from "../sandbox/plan.js";
 import type { ActiveSkills } from "../skills/active-skills.js";
 import { plainOutcome } from "../tools/call-outcome.js";
@@ -101,6 +102,7 @@ export class AgentActors implements HostedActors {
         messages,
         ...(view ? { tools: view.specs } : {}),
         toolChoice: next?.toolChoice ?? definition.toolChoice,
+        ...(definition.output ? { responseSchema: definition.output } : {}),
         signal,
         onDelta: (text) => {
           // Past a cut, nothing more is said: the answer is what had streamed when it came.
@@ -143,7 +145,58 @@ export class AgentActors implements HostedActors {
     });
     const plan = clearance.planBatch(toolCalls, input.withTools);
     for (const call of plan) events.emit("tool.requested", requested(call));
-    return { ...response, plan };
+    const turn = { ...response, plan };
+    return definition.output && plan.length === 0
+      ? this.#withOutput(turn, definition.output, messages, input.withTools, signal)
+      : turn;
+  }
+
+  /**
+   * A final answer checked against the agent's `output` schema. One that does not fit is asked for
+   * again once, with what is wrong and no tools (not for a budget's or loop's last answer, which has
+   * no turn to spare): the second answer is the turn's, its cost added to the first's.
+   */
+  async #withOutput(
+    turn: ModelTurn,
+    schema: Record<string, unknown>,
+    messages: ChatMessage[],
+    again: boolean,
+    signal: AbortSignal,
+  ): Promise<ModelTurn> {
+    const { models, chain, events } = this.setup;
+    const first = checkOutput(schema, turn.message.content ?? "");
+    const whole = !turn.message.refusal && turn.finishReason !== "error" && turn.finishReason !== "length";
+    if ("value" in first || !again || !whole) return { ...turn, output: first };
+    events.emit("output.retried", { problem: first.problem });
+    const retry = await models.call(chain, {
+      messages: [
+        ...messages,
+        turn.message,
+        {
+          role: "user",
+          content: `Your answer does not fit the JSON Schema it must: ${first.problem}. Answer again with only the JSON.`,
+        },
+      ],
+      responseSchema: schema,
+      signal,
+      onDelta: (text) => {
+        if (!signal.aborted) events.emit("model.delta", { text });
+      },
+    });
+    events.emit("model.completed", {
+      model: retry.model,
+      usage: retry.usage,
+      finishReason: retry.finishReason,
+      toolCalls: 0,
+    });
+    const { tool_calls: _none, ...message } = retry.message;
+    return {
+      ...turn,
+      message,
+      finishReason: retry.finishReason,
+      usage: addUsage(turn.usage, retry.usage),
+      output: checkOutput(schema, message.content ?? ""),
+    };
   }
 
   awaitApproval(input: { calls: PlannedCall[] }, signal: AbortSignal): Promise<ApprovalDecision[]> {

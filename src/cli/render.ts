@@ -219,6 +219,11 @@ export function humanRenderer(
           );
           break;
         }
+        case "output.retried":
+          line(
+            `${prefix}· the answer does not fit the output schema (${visible(envelope.data.problem)}): asked again`,
+          );
+          break;
         case "elicitation.finished": {
           const { server, action, why } = envelope.data;
           const how = action === "accept" ? "answered" : action === "decline" ? "declined" : "cancelled";

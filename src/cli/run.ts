@@ -51,6 +51,7 @@ export const RUN_EXIT: Record<AgentOutput["reason"], number> = {
   failed: 1,
   budget_exhausted: 3,
   loop_detected: 3,
+  output_invalid: 1,
   aborted: 130,
 };
 

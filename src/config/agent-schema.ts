@@ -1,6 +1,7 @@
 /* One agent definition, as a YAML file under the agents dir (or `createRuntime`) writes it. */
 import { z } from "zod";
 import { budgetSchema } from "./budget-schema.js";
+import { outputSchemaProblem } from "./output-schema.js";
 import { approvalPolicySchema, sandboxModeSchema } from "./policy-schemas.js";
 
 /** Names users type and the model sees in tool names (`subagent_<name>`): lowercase words. */
@@ -41,6 +42,18 @@ export const agentSchema = z.strictObject({
   mode: z.enum(["act", "plan"]).optional(),
   /** Where this agent's commands run; overrides troupe.yaml's `sandbox.mode`. A read-only agent's run read-only. */
   sandbox: sandboxModeSchema.optional(),
+  /**
+   * The JSON Schema its final answer must fit: asked for as `response_format`, checked, asked again
+   * once with what is wrong, and delivered parsed (`output` of `agent.stopped`); `output_invalid` when
+   * it still does not fit.
+   */
+  output: z
+    .record(z.string(), z.unknown())
+    .superRefine((schema, ctx) => {
+      const problem = outputSchemaProblem(schema);
+      if (problem) ctx.addIssue({ code: "custom", message: problem });
+    })
+    .optional(),
 });
 export type AgentDefinition = z.infer<typeof agentSchema>;
 /** An agent as written in agents/*.yaml, or given to `createRuntime`: its defaults not yet filled in. */

@@ -24,7 +24,15 @@ export type Usage = z.infer<typeof usage>;
 
 const toolEffect = z.enum(["read", "write", "execute"]);
 const finishReason = z.enum(["stop", "tool_calls", "length", "content_filter", "error", "other"]);
-const stopReason = z.enum(["done", "refused", "aborted", "budget_exhausted", "failed", "loop_detected"]);
+const stopReason = z.enum([
+  "done",
+  "refused",
+  "aborted",
+  "budget_exhausted",
+  "failed",
+  "loop_detected",
+  "output_invalid",
+]);
 
 /**
  * What a tool does to the world. Read tools run in parallel and are the only ones a subagent may
@@ -38,7 +46,8 @@ export type ToolEffect = z.infer<typeof toolEffect>;
 export type FinishReason = z.infer<typeof finishReason>;
 /**
  * Why an agent stopped: the output of its machine's final state. `refused`: the model declined the
- * task (the server's `refusal`), and `result` is what it said.
+ * task (the server's `refusal`), and `result` is what it said. `output_invalid`: its answer did not
+ * fit its `output` schema, asked twice; `result` is the last answer, `error` what is wrong with it.
  */
 export type StopReason = z.infer<typeof stopReason>;
 /** Every stop reason, in the order above: what a run's status may be once it stopped. */
@@ -64,6 +73,8 @@ const agentOutput = z.object({
   error: z.string().optional(),
   /** The budget's limit that was reached (`maxTurns 3`), when `reason` is `budget_exhausted`. */
   limit: z.string().optional(),
+  /** The answer parsed, when the agent has an `output` schema and its answer fits it. */
+  output: z.unknown().optional(),
 });
 export type AgentOutput = z.infer<typeof agentOutput>;
 
@@ -111,6 +122,11 @@ export const agentEventSchemas = {
     toolCalls: z.number(),
     truncatedToolCalls: z.literal(true).optional(),
   }),
+  /**
+   * The final answer does not fit the agent's `output` schema (`problem` says how): the model is
+   * asked once more for the JSON, its answer streamed and completed as a turn's is.
+   */
+  "output.retried": z.object({ problem: z.string() }),
   /** A model call failed and is made again after `delayMs` (`attempt` of `maxRetries`); `error` says what failed. */
   "model.retrying": z.object({
     model: z.string(),

@@ -207,7 +207,15 @@ export function budgetLeft(
 export function answerStop(context: AgentContext, turn: ModelTurn): AgentOutput {
   const { content, refusal } = turn.message;
   if (refusal) return stopWith(context, "refused", refusal);
-  return stopWith(context, context.finalizing?.reason ?? "done", content ?? "");
+  const stopped = stopWith(context, context.finalizing?.reason ?? "done", content ?? "");
+  if (!turn.output) return stopped;
+  if ("value" in turn.output) return { ...stopped, output: turn.output.value };
+  // A budget's or a loop's last answer stops for that reason, fitting or not.
+  if (stopped.reason !== "done") return stopped;
+  return {
+    ...stopWith(context, "output_invalid", content ?? ""),
+    error: `the answer does not fit the output schema: ${turn.output.problem}`,
+  };
 }
 
 /**

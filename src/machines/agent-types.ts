@@ -75,6 +75,8 @@ export interface ModelTurn {
   model: string;
   truncatedToolCalls: boolean;
   plan: PlannedCall[];
+  /** Its answer checked against the agent's `output` schema, when it has one: parsed, or what is wrong. */
+  output?: { value: unknown } | { problem: string };
 }
 
 export interface ModelTurnInput {

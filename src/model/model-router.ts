@@ -182,6 +182,7 @@ export class ModelRouter {
         streamUsage: provider.streamUsage,
         maxReplyChars: provider.maxReplyChars,
         strictTools: provider.strictTools,
+        responseFormat: true,
       };
       this.#wires.set(providerName, wire);
     }
@@ -192,6 +193,14 @@ export class ModelRouter {
   #adapt(providerName: string, wire: WireSettings, error: unknown): boolean {
     const status = error instanceof APIError ? error.status : undefined;
     const said = `${(error as Error)?.message ?? ""}`;
+    if (wire.responseFormat && status === 400 && /response_format|json_schema/i.test(said)) {
+      wire.responseFormat = false;
+      this.#log.info(
+        { provider: providerName },
+        "the server refuses response_format: asking without it (the answer is still checked)",
+      );
+      return true;
+    }
     if (wire.streamUsage && status === 400 && /stream_options/i.test(said)) {
       wire.streamUsage = false;
       this.#log.info({ provider: providerName }, "the server refuses stream_options: asking without it");

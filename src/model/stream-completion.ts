@@ -45,6 +45,8 @@ export interface WireSettings {
   maxReplyChars: number;
   /** Send tools whose schema fits strict mode with `strict: true` (troupe.yaml's `strictTools`). */
   strictTools: boolean;
+  /** Send an answer's schema as `response_format`; a server found to refuse it is not sent it again. */
+  responseFormat: boolean;
 }
 
 const DEFAULT_WIRE: WireSettings = {
@@ -52,6 +54,7 @@ const DEFAULT_WIRE: WireSettings = {
   streamUsage: true,
   maxReplyChars: MAX_REPLY_CHARS,
   strictTools: false,
+  responseFormat: true,
 };
 
 /**
@@ -75,6 +78,14 @@ export async function streamCompletion(
     messages: request.messages.map(sendable) as OpenAI.ChatCompletionMessageParam[],
     ...toolParams(request.tools, wire.strictTools, request.toolChoice),
     ...(request.maxTokens !== undefined ? { max_tokens: request.maxTokens } : {}),
+    ...(request.responseSchema && wire.responseFormat
+      ? {
+          response_format: {
+            type: "json_schema" as const,
+            json_schema: { name: "output", schema: request.responseSchema },
+          },
+        }
+      : {}),
   };
   const options = request.signal ? { signal: request.signal } : {};
   if (!wire.stream)

@@ -66,6 +66,11 @@ export interface ModelRequest {
   tools?: ToolSpec[];
   /** Sent only with tools; a tool named that is not among them leaves the choice to the model. */
   toolChoice?: ToolChoice;
+  /**
+   * The JSON Schema the answer's text must fit (an agent's `output`): sent as `response_format`
+   * (`json_schema`) to a server that takes it; the answer is checked here either way.
+   */
+  responseSchema?: Record<string, unknown>;
   /** The most tokens the reply may have (`max_tokens`); absent: the server's own limit. */
   maxTokens?: number;
   signal?: AbortSignal;

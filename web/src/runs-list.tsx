@@ -12,6 +12,7 @@ const STATUSES = [
   "aborted",
   "budget_exhausted",
   "loop_detected",
+  "output_invalid",
 ];
 
 /** Every run, newest first, live; filtered by status. */
