@@ -11,7 +11,7 @@ import type {
   ToolBatchOutput,
 } from "../machines/agent-types.js";
 import { estimateMessagesTokens } from "../model/tokens.js";
-import { addUsage, type ChatMessage } from "../model/types.js";
+import { addUsage, type CallImages, type ChatMessage, type ToolImage } from "../model/types.js";
 import type { Confinement } from "../sandbox/plan.js";
 import type { ActiveSkills } from "../skills/active-skills.js";
 import { plainOutcome } from "../tools/call-outcome.js";
@@ -25,6 +25,9 @@ import type { Clearance } from "./clearance.js";
 import type { EventPublisher } from "./event-publisher.js";
 import type { HostedActors } from "./hosted-machine.js";
 import { summarizer } from "./summarizer.js";
+
+/** How many tool calls' images an agent holds for a model that takes images. */
+const KEPT_IMAGES = 8;
 
 /** What one agent's actors work with: made once by its host (`AgentHost`). */
 export interface AgentActorsSetup {
@@ -79,6 +82,32 @@ export class AgentActors implements HostedActors {
   #streaming: { text: string } | undefined;
   #levels = new ContextLevels();
 
+  /**
+   * The images tool calls returned, by call, newest last: held in memory only (never in a snapshot or
+   * the log), at most `KEPT_IMAGES` calls' worth, and shown to a model that takes images while the
+   * results they came with are in the conversation.
+   */
+  #images: Map<string, ToolImage[]> | undefined;
+
+  #keepImages(callId: string, images: ToolImage[]): void {
+    this.#images ??= new Map();
+    this.#images.set(callId, images);
+    for (const oldest of this.#images.keys()) {
+      if (this.#images.size <= KEPT_IMAGES) break;
+      this.#images.delete(oldest);
+    }
+  }
+
+  /** The images of the calls whose results `messages` hold (a compaction may have summarised others away). */
+  #imagesFor(messages: ChatMessage[]): { images?: CallImages[] } {
+    if (!this.#images) return {};
+    const results = new Set(messages.flatMap((m) => (m.role === "tool" ? [m.tool_call_id] : [])));
+    const images = [...this.#images]
+      .filter(([callId]) => results.has(callId))
+      .map(([callId, list]) => ({ callId, images: list }));
+    return images.length ? { images } : {};
+  }
+
   constructor(private readonly setup: AgentActorsSetup) {
     this.#turns = setup.turns;
     this.#firstAfterResume = setup.resumed;
@@ -103,6 +132,7 @@ export class AgentActors implements HostedActors {
         ...(view ? { tools: view.specs } : {}),
         toolChoice: next?.toolChoice ?? definition.toolChoice,
         ...(definition.output ? { responseSchema: definition.output } : {}),
+        ...this.#imagesFor(messages),
         signal,
         onDelta: (text) => {
           // Past a cut, nothing more is said: the answer is what had streamed when it came.
@@ -225,7 +255,10 @@ export class AgentActors implements HostedActors {
       ...(gate ? { gate } : {}),
       ...(sampler ? { sampler } : {}),
       ...(elicitor ? { elicitor } : {}),
-      observer: toolEventObserver(events),
+      observer: {
+        ...toolEventObserver(events),
+        onImages: (call, images) => this.#keepImages(call.id, images),
+      },
     });
     // The first batch after a resume may say at its very end what the model is told of calls cut
     // short (tool.finished, outcome unknown): out before the state change to the model call, so

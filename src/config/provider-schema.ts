@@ -11,6 +11,8 @@ export const modelInfoSchema = z.strictObject({
   cachedInputPerMTok: z.number().nonnegative().optional(),
   /** Overrides its provider's `strictTools` for this model. */
   strictTools: z.boolean().optional(),
+  /** It takes images: those an MCP tool returns are sent to it as image parts (else it reads a line about each). */
+  vision: z.boolean().optional(),
 });
 export type ModelInfo = z.infer<typeof modelInfoSchema>;
 

@@ -39,6 +39,8 @@ export interface ResolvedModel {
   prices: ModelInfo | undefined;
   /** Tools whose schema fits strict mode are sent with `strict: true`: the model's `strictTools`, else its provider's. */
   strictTools: boolean;
+  /** It takes images (`vision` of its entry): a request's `images` are sent to it. */
+  vision?: boolean;
 }
 
 export interface ModelRouterOptions {
@@ -117,6 +119,7 @@ export class ModelRouter {
       contextWindow: prices?.contextWindow ?? config.contextWindow,
       prices,
       strictTools: prices?.strictTools ?? config.strictTools,
+      vision: prices?.vision ?? false,
     };
   }
 
@@ -227,7 +230,9 @@ export class ModelRouter {
     const wire = this.#wire(model.provider);
     for (let attempt = 0; ; attempt++) {
       try {
-        const { answeredWhole, ...completion } = await streamCompletion(client, model.name, request, {
+        // A model that does not take images is not sent them: each result says in a line what it held.
+        const asked = model.vision || !request.images ? request : { ...request, images: undefined };
+        const { answeredWhole, ...completion } = await streamCompletion(client, model.name, asked, {
           ...wire,
           strictTools: model.strictTools,
         });

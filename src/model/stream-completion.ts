@@ -75,7 +75,10 @@ export async function streamCompletion(
 ): Promise<StreamedCompletion> {
   const body = {
     model,
-    messages: request.messages.map(sendable) as OpenAI.ChatCompletionMessageParam[],
+    messages: withImages(
+      request.messages.map(sendable) as OpenAI.ChatCompletionMessageParam[],
+      request.images,
+    ),
     ...toolParams(request.tools, wire.strictTools, request.toolChoice),
     ...(request.maxTokens !== undefined ? { max_tokens: request.maxTokens } : {}),
     ...(request.responseSchema && wire.responseFormat
@@ -184,6 +187,48 @@ function sendable(message: ChatMessage): ChatMessage {
 }
 
 const NOTHING_SAID = "(no text)";
+
+/**
+ * The messages with each call's images after the results they came with: a user message (tool
+ * messages take no images) naming the calls, then their images as `image_url` parts (data URLs),
+ * after the last of the run of tool results it follows.
+ */
+function withImages(
+  messages: OpenAI.ChatCompletionMessageParam[],
+  images: ModelRequest["images"],
+): OpenAI.ChatCompletionMessageParam[] {
+  if (!images?.length) return messages;
+  const byCall = new Map(images.map((entry) => [entry.callId, entry.images]));
+  const out: OpenAI.ChatCompletionMessageParam[] = [];
+  let pending: { callId: string; images: NonNullable<ModelRequest["images"]>[number]["images"] }[] = [];
+  const flush = () => {
+    if (pending.length === 0) return;
+    out.push({
+      role: "user",
+      content: [
+        {
+          type: "text",
+          text: `The images the tool calls returned (${pending.map((p) => p.callId).join(", ")}):`,
+        },
+        ...pending.flatMap((p) =>
+          p.images.map((image) => ({
+            type: "image_url" as const,
+            image_url: { url: `data:${image.mimeType};base64,${image.data}` },
+          })),
+        ),
+      ],
+    });
+    pending = [];
+  };
+  for (const message of messages) {
+    if (message.role !== "tool") flush();
+    out.push(message);
+    const found = message.role === "tool" ? byCall.get(message.tool_call_id) : undefined;
+    if (found && message.role === "tool") pending.push({ callId: message.tool_call_id, images: found });
+  }
+  flush();
+  return out;
+}
 
 /** A whole completion (no stream) as a streamed one would have ended. */
 function wholeCompletion(

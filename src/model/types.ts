@@ -71,6 +71,12 @@ export interface ModelRequest {
    * (`json_schema`) to a server that takes it; the answer is checked here either way.
    */
   responseSchema?: Record<string, unknown>;
+  /**
+   * Images tool calls returned, by call: sent to a model that takes images (`vision`) as a user
+   * message of image parts after those calls' results; left out for any other (each result says
+   * in a line what it held).
+   */
+  images?: CallImages[];
   /** The most tokens the reply may have (`max_tokens`); absent: the server's own limit. */
   maxTokens?: number;
   signal?: AbortSignal;
@@ -83,6 +89,17 @@ export interface ModelRequest {
   onReasoning?: (text: string) => void;
   /** A call that failed and will be made again, after `delayMs`. */
   onRetry?: (retry: ModelRetry) => void;
+}
+
+/** An image a tool returned: its type and its bytes, base64. */
+export interface ToolImage {
+  mimeType: string;
+  data: string;
+}
+
+export interface CallImages {
+  callId: string;
+  images: ToolImage[];
 }
 
 export interface ModelRetry {

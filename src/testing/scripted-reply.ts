@@ -81,6 +81,17 @@ export interface ChatRequest {
 
 export type Delta = Record<string, unknown>;
 
+/** A message as text for counting: a user message of parts (text and images) counts its text, and 85 a picture. */
+function asText(message: ChatMessage): ChatMessage {
+  const content = (message as { content: unknown }).content;
+  if (!Array.isArray(content)) return message;
+  const parts = content as Array<{ type: string; text?: string }>;
+  const text = parts
+    .map((part) => (part.type === "text" ? (part.text ?? "") : " ".repeat(85 * 4)))
+    .join("\n");
+  return { ...message, content: text } as ChatMessage;
+}
+
 /** A built reply as what any response needs: its calls with ids, finish reason and usage. */
 export function replyParts(reply: BuiltReply, body: ChatRequest, callPrefix: string) {
   const toolCalls = (reply.toolCalls ?? []).map((call, i) => ({
@@ -92,7 +103,8 @@ export function replyParts(reply: BuiltReply, body: ChatRequest, callPrefix: str
   const reasoning = reply.reasoning ?? "";
   const finishReason = reply.finishReason ?? (toolCalls.length > 0 ? "tool_calls" : "stop");
   const promptTokens =
-    countMessagesTokens(body.messages) + (body.tools ? countTextTokens(JSON.stringify(body.tools)) : 0);
+    countMessagesTokens(body.messages.map(asText)) +
+    (body.tools ? countTextTokens(JSON.stringify(body.tools)) : 0);
   const completionTokens =
     countTextTokens(reasoning) +
     countTextTokens(text) +

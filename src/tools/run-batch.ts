@@ -38,6 +38,8 @@ export interface BatchObserver {
    */
   onProgress?(call: PlannedCall, progress: ToolProgress): void;
   onFinish?(call: PlannedCall, outcome: CallOutcome, durationMs: number): void;
+  /** The images a call returned (ahead of its finish), for a model that takes them. */
+  onImages?(call: PlannedCall, images: NonNullable<ToolResult["images"]>): void;
 }
 
 export interface BatchOptions {
@@ -198,6 +200,7 @@ async function execute(
     running.delete(controller);
   }
   if (options.gate) result = await options.gate.after(call, result);
+  if (result.ok && result.images?.length) options.observer?.onImages?.(call, result.images);
   const outcome = outcomeOf(result, tool.source ?? tool.name, tool.readMore, options);
   options.observer?.onFinish?.(call, outcome, performance.now() - started);
   return outcome;

@@ -2,7 +2,7 @@ import type { CallJudgement } from "../approvals/policy.js";
 import type { Answers, QuestionForm } from "../approvals/question-form.js";
 import type { ToolEffect } from "../config/tool-catalog.js";
 import { UserError } from "../errors.js";
-import type { ToolSpec } from "../model/types.js";
+import type { ToolImage, ToolSpec } from "../model/types.js";
 import type { Confinement } from "../sandbox/plan.js";
 import type { LoadedSkill } from "../skills/skill-types.js";
 import { type ArgsOf, argsJsonSchema, closedSchema, type ToolSchema } from "./tool-schema.js";
@@ -25,6 +25,11 @@ export interface ToolResult {
   recoveryHint?: string;
   /** When every result of a batch says so, the agent stops without another model call. */
   terminate?: boolean;
+  /**
+   * Images it returned (an MCP tool's): shown to a model that takes images, after the result, for as
+   * long as this process holds the agent; the output says in a line what each is.
+   */
+  images?: ToolImage[];
 }
 
 export interface ToolContext {

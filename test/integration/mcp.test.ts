@@ -170,7 +170,7 @@ describe("MCP: @modelcontextprotocol/server-everything", () => {
     );
     const image = await run(registry, "everything__get-tiny-image", {});
     expect(image.content).toMatch(
-      /Here's the image you requested:\n\[image: image\/png, \d+(\.\d)? (bytes|KB), not shown to this model\]\nThe image above is the MCP logo\./,
+      /Here's the image you requested:\n\[image: image\/png, \d+(\.\d)? (bytes|KB); shown to a model that takes images, after the results\]\nThe image above is the MCP logo\./,
     );
     // resourceType is no path argument: it reaches the server as it is.
     const text = await run(registry, "everything__get-resource-reference", {

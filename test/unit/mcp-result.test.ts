@@ -19,7 +19,7 @@ describe("mcpResult", () => {
       ok: true,
       output: [
         '[resource "r.gz" file:///r.gz: application/gzip, 2.0 KB, binary, not shown]',
-        "[audio: audio/wav, 3 bytes, not shown to this model]",
+        "[audio: audio/wav, 3 bytes, not shown to the model]",
         '[resource link "a.txt": file:///a.txt]',
         "[hologram]",
       ].join("\n"),

@@ -26,10 +26,12 @@ export interface McpCallResult {
  * A server's result as the model reads it, nothing of it dropped without a word: text as it is; a
  * resource link with its uri, name, type and description; an embedded resource's text under a line
  * naming it, a binary one named with its type and size; an image or audio clip as a line with its
- * type and size (this model is not shown it). With no content, its structured content as JSON.
+ * type and size, and an image (PNG, JPEG, GIF, WebP up to 5 MB, four a result) also as itself, shown
+ * to a model that takes images. With no content, its structured content as JSON.
  */
 export function mcpResult(result: McpCallResult): ToolResult {
   const parts = (result.content ?? []).map(contentText);
+  const images = (result.content ?? []).filter(showable).slice(0, MAX_IMAGES);
   if (parts.length === 0 && result.structuredContent !== undefined)
     parts.push(JSON.stringify(result.structuredContent));
   const text = parts.join("\n");
@@ -40,7 +42,27 @@ export function mcpResult(result: McpCallResult): ToolResult {
       error: text || "the tool reported an error",
       recoveryHint: "read the error, fix the arguments or try another way",
     };
-  return { ok: true, output: text };
+  return {
+    ok: true,
+    output: text,
+    ...(images.length
+      ? { images: images.map((i) => ({ mimeType: i.mimeType as string, data: i.data as string })) }
+      : {}),
+  };
+}
+
+/** The most images of one result a model that takes images is shown, and the largest (bytes). */
+const MAX_IMAGES = 4;
+const MAX_IMAGE_BYTES = 5 * 1024 * 1024;
+
+/** An image a model may be shown: a raster type models take, not too big. */
+function showable(item: McpContent): boolean {
+  return (
+    item.type === "image" &&
+    /^image\/(png|jpeg|gif|webp)$/.test(item.mimeType ?? "") &&
+    typeof item.data === "string" &&
+    bytes(item.data) <= MAX_IMAGE_BYTES
+  );
 }
 
 function contentText(item: McpContent): string {
@@ -62,7 +84,9 @@ function contentText(item: McpContent): string {
     }
     case "image":
     case "audio":
-      return `[${item.type}: ${described(item.mimeType, item.data)}, not shown to this model]`;
+      return item.type === "image" && showable(item)
+        ? `[image: ${described(item.mimeType, item.data)}; shown to a model that takes images, after the results]`
+        : `[${item.type}: ${described(item.mimeType, item.data)}, not shown to the model]`;
     default:
       return `[${item.type}${item.mimeType ? ` ${item.mimeType}` : ""}]`;
   }
