@@ -23,7 +23,7 @@ export interface CreateRuntimeOptions {
   /** Settings as in troupe.yaml, over the defaults: with `agents`, instead of a config directory. */
   settings?: TroupeSettings;
   /**
-   * Agent definitions as in agents/*.yaml; an agent's `output` may be a zod schema (its JSON Schema
+   * Agent definitions as in agents/*.yaml; an agent's `output` may be a zod 4 schema (its JSON Schema
    * is what the answer is held to, and `output` of its result is the answer parsed).
    */
   agents?: LibraryAgent[];
@@ -47,8 +47,13 @@ function withJsonOutputs(agents: readonly LibraryAgent[]): AgentSettings[] {
     ...agent,
     ...(output === undefined
       ? {}
-      : { output: output instanceof z.ZodType ? z.toJSONSchema(output, { target: "draft-7" }) : output }),
+      : { output: isZod(output) ? z.toJSONSchema(output, { target: "draft-7" }) : output }),
   }));
+}
+
+/** A zod schema, of this copy of zod or the program's own (a zod 4 schema has `_zod`). */
+function isZod(schema: object): schema is z.ZodType {
+  return "_zod" in schema;
 }
 
 /** How a stopped or interrupted agent goes on (see `TroupeRuntime.resume`). */

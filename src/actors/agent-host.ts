@@ -282,17 +282,22 @@ export class AgentHost implements AgentHandle {
       turns: restore ? persistedFacts(restore.snapshot).turns : 0,
       resumed: restore !== undefined,
       ...(options.toolsAfter ? { toolsAfter: options.toolsAfter } : {}),
-      sampler: samplingOf(deps, settings, {
-        runId,
-        agentId,
-        events,
-        skills,
-        waits: this.#waits,
-        // The tools run inside the actor, so it exists by the time either is called.
-        charge: (usage) => this.#actor.send({ type: "SAMPLED", usage }),
-        left: () => budgetLeft(this.#actor.getSnapshot().context),
-      }),
-      elicitor: questionsOf(deps, settings, { runId, agentId, events, waits: this.#waits }),
+      // Only an MCP server asks an agent for completions or puts questions to its user.
+      ...(Object.keys(deps.config.mcpServers).length > 0
+        ? {
+            sampler: samplingOf(deps, settings, {
+              runId,
+              agentId,
+              events,
+              skills,
+              waits: this.#waits,
+              // The tools run inside the actor, so it exists by the time either is called.
+              charge: (usage) => this.#actor.send({ type: "SAMPLED", usage }),
+              left: () => budgetLeft(this.#actor.getSnapshot().context),
+            }),
+            elicitor: questionsOf(deps, settings, { runId, agentId, events, waits: this.#waits }),
+          }
+        : {}),
     });
     return { actors, skills };
   }

@@ -1,11 +1,13 @@
 import { emitKeypressEvents } from "node:readline";
 import { RunTreeBuilder } from "../actors/run-tree.js";
-import { answerApproval, awaitApproval } from "../approvals/answer-approval.js";
+import { answerApproval, awaitApproval, listApprovals } from "../approvals/answer-approval.js";
 import { type ApprovalRecord, type ApprovalRef, approvalKey } from "../approvals/bus-approver.js";
 import { formOf } from "../approvals/question-form.js";
+import type { NatsBus } from "../bus/nats-bus.js";
 import { type ConfigChoice, loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import { isEvent } from "../events/agent-events.js";
+import type { Envelope } from "../events/envelope.js";
 import type { Logger } from "../log.js";
 import { localIdentity } from "../trust/approvers.js";
 import { jsonVisible } from "../util/visible.js";
@@ -24,6 +26,24 @@ import {
 export interface ObserveFlags {
   fromStart?: boolean;
   json?: boolean;
+}
+
+/**
+ * Applies a run's events from its start up to `until` (not included), or to the end of its log: what
+ * an observer that came in while it ran missed. Each is also handed to `seen`.
+ */
+async function catchUp(
+  bus: Pick<NatsBus, "eventLog">,
+  builder: RunTreeBuilder,
+  run: { runId: string; until?: Envelope | undefined; signal: AbortSignal },
+  seen: (earlier: Envelope) => void,
+): Promise<void> {
+  const { runId, until, signal } = run;
+  for await (const { envelope } of bus.eventLog.read({ runId, from: "start", signal })) {
+    if (envelope.id === until?.id) break;
+    builder.apply(envelope);
+    seen(envelope);
+  }
 }
 
 /**
@@ -164,7 +184,38 @@ export async function runObserve(
       follow: true,
       signal: reading.signal,
     };
-    for await (const { envelope, json } of bus.eventLog.read(options)) {
+    // Following from now, a run already going shows whole: one that waits on a person is read from
+    // its start at once, any other the first time it says anything. An event read twice (in the
+    // catch-up and live) is applied once.
+    const caughtUp = new Set<string>();
+    const applied = new Set<string>();
+    const events = bus.eventLog.read(options)[Symbol.asyncIterator]();
+    const catchUpRun = async (runId: string, until?: Envelope) => {
+      caughtUp.add(runId);
+      await catchUp(bus, builder, { runId, until, signal: reading.signal }, (earlier) => {
+        applied.add(earlier.id);
+        if (isEvent(earlier, "approval.requested") && !requests.watchOnly)
+          readRequest({ ...earlier, callId: earlier.data.callId });
+      });
+      dirty = true;
+    };
+    // Asked first, so that the live read has begun before the catch-up reads to the log's end.
+    let first: ReturnType<typeof events.next> | undefined = events.next();
+    if (live && options.from === "now")
+      for (const record of await listApprovals(bus).catch(() => []))
+        if (record.status === "pending" && !caughtUp.has(record.request.runId))
+          await catchUpRun(record.request.runId);
+    for (;;) {
+      const next = await (first ?? events.next());
+      first = undefined;
+      if (next.done) break;
+      const { envelope, json } = next.value;
+      if (applied.delete(envelope.id)) continue;
+      if (live && options.from === "now" && !caughtUp.has(envelope.runId)) {
+        const begins = envelope.type === "agent.started" && envelope.parentId === undefined;
+        if (begins) caughtUp.add(envelope.runId);
+        else await catchUpRun(envelope.runId, envelope);
+      }
       if (live) {
         const node = builder.apply(envelope);
         const spoke =

@@ -56,7 +56,7 @@ export function renderFrame(
 ): string[] {
   const columns = Math.max(20, screen.columns);
   const rows = Math.max(6, screen.rows);
-  const tree = treeRows(builder);
+  const tree = treeRows(builder, columns);
   const picked = pickedNode(builder, view);
   const pending = pendingApprovals(builder);
   const answering = pending.find((p) => p.node === picked) ?? pending[0];
@@ -102,7 +102,7 @@ export function renderFrame(
 }
 
 /** The tree as lines, with the node each shows (run headers show none), columns lined up. */
-function treeRows(builder: RunTreeBuilder): Array<{ node?: TreeNode; line: string }> {
+function treeRows(builder: RunTreeBuilder, columns: number): Array<{ node?: TreeNode; line: string }> {
   const roots = builder.roots();
   if (roots.length === 0) return [{ line: dim("waiting for runs…") }];
   const agents: Array<{ node: TreeNode; label: string }> = [];
@@ -127,11 +127,50 @@ function treeRows(builder: RunTreeBuilder): Array<{ node?: TreeNode; line: strin
     visit(root, "", true, true);
   }
   const labelWidth = Math.max(...agents.map((a) => a.label.length));
+  // Bars and aligned columns where they fit; where they do not (60 columns), the short form, so that
+  // tokens and cost stay in view.
+  const wide = agents.every((a) => plainWidth(agentLine(a.node, a.label.padEnd(labelWidth))) <= columns);
   return lines.map((entry) =>
     entry.node && entry.label !== undefined
-      ? { node: entry.node, line: agentLine(entry.node, entry.label.padEnd(labelWidth)) }
+      ? {
+          node: entry.node,
+          line: wide
+            ? agentLine(entry.node, entry.label.padEnd(labelWidth))
+            : shortAgentLine(entry.node, entry.label.padEnd(labelWidth)),
+        }
       : { line: entry.line ?? "" },
   );
+}
+
+/** Columns a line takes on the screen, its colours left out. */
+function plainWidth(line: string): number {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the colour codes this file writes
+  return [...line.replace(/\x1b\[[0-9;]*m/g, "")].length;
+}
+
+/** The machine's longer states, as the short row says them. */
+const SHORT_STATES: Record<string, string> = {
+  awaitingApproval: "asking",
+  callingModel: "model",
+  executingTools: "tools",
+  compactingAsked: "compacting",
+};
+
+/** An agent's row in few columns: its state, then turns, tokens, cost and context as figures, no bars. */
+function shortAgentLine(node: TreeNode, label: string): string {
+  const state = visibleLine(node.reason ?? SHORT_STATES[node.state] ?? node.state);
+  const tokens = (node.usage?.inputTokens ?? 0) + (node.usage?.outputTokens ?? 0);
+  const { maxTurns, maxTokens } = node.budget;
+  const parts = [
+    label,
+    state,
+    `t${node.turns}${maxTurns ? `/${maxTurns}` : ""}`,
+    `${compact(tokens)}${maxTokens ? `/${compact(maxTokens)}` : ""} tok`,
+    `$${(node.usage?.costUsd ?? 0).toFixed(4)}`,
+    ...(node.context ? [`ctx ${Math.round(node.context.percent)}%`] : []),
+    ...(node.tool ? [`▸ ${visibleLine(node.tool)}`] : []),
+  ];
+  return parts.join(" ");
 }
 
 function agentLine(node: TreeNode, label: string): string {

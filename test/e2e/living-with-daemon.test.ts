@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { userInfo } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, inject, it } from "vitest";
@@ -57,6 +58,35 @@ async function project(replies: ConstructorParameters<typeof Object>[0][] = []) 
 const width = (line: string) => [...line].length;
 
 describe("living with the daemon", () => {
+  it("an observer started while a run waits on a person shows that run at once, its spend in view at 60 columns, and answers it", async () => {
+    const s = await project([
+      {
+        match: { turn: 1 },
+        reply: { toolCalls: [{ name: "shell", arguments: { command: "touch approved.txt" } }] },
+      },
+      { match: { turn: 2 }, reply: { text: "Done." } },
+    ]);
+    const run = s.follow(["run", "--json", "--approval", "ask", "Touch it"]);
+    await waitFor("an approval request", () => run.stdout().includes('"approval.requested"'), 15_000);
+    // Following from now (no --from-start): the run said its last word before the observer began.
+    const tmux = Tmux.start([process.execPath, TROUPE_BIN, ...s.config, "observe"], {
+      cwd: s.dir,
+      env: s.env,
+      columns: 60,
+      rows: 20,
+    });
+    cleanups.push(() => tmux.kill());
+    await waitFor("the approval panel", () => tmux.screen().includes("[a] allow"), 10_000);
+    const row = tmux
+      .screen()
+      .split("\n")
+      .find((line) => line.includes("worker ("));
+    expect(row).toMatch(/worker \(worker-\w+\) asking t1\/50 \d+ tok \$0\.0000/);
+    tmux.keys("a");
+    expect(await run.exit).toBe(0);
+    expect(existsSync(join(s.dir, "approved.txt"))).toBe(true);
+  });
+
   it("the observer fits its terminal at 60 and 200 columns and 12 rows, with three runs, and redraws in place", async () => {
     const s = await project();
     const runs = [1, 2, 3].map((i) => s.follow(["run", "--json", "--approval", "ask", `Task ${i}`]));

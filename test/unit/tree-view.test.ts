@@ -56,6 +56,33 @@ describe("the observer's frame", () => {
     expect(said?.endsWith("to bind")).toBe(true);
   });
 
+  it("keeps each agent's tokens and cost in view at 60 columns: the short row, no bars", () => {
+    const builder = new RunTreeBuilder();
+    builder.apply(
+      event("coder-41954jf7", 0, "agent.started", {
+        name: "coder",
+        model: "m",
+        task: "What is in this project?",
+        budget: { maxTurns: 50, maxTokens: 50_000 },
+        depth: 0,
+      }),
+    );
+    builder.apply(
+      event("coder-41954jf7", 1, "usage.updated", {
+        usage: { inputTokens: 300, outputTokens: 8, cachedInputTokens: 0, costUsd: 0.0012 },
+        toolCalls: 0,
+        turns: 1,
+      }),
+    );
+    const view = { header: "troupe observe", selected: undefined, speaker: undefined, status: undefined };
+    const narrow = renderFrame(builder, view, { columns: 60, rows: 12 });
+    const row = narrow.find((line) => line.includes("coder (coder-41954jf7)"));
+    expect(row).toBe("› coder (coder-41954jf7) idle t1/50 308/50k tok $0.0012".replace("› ", "  "));
+    // Wide enough, the bars and aligned columns as before.
+    const wide = renderFrame(builder, view, { columns: 120, rows: 12 });
+    expect(wide.find((line) => line.includes("coder ("))).toContain("tokens [");
+  });
+
   it("shows the speaking agent's reasoning above what it says, and forgets it when its next turn starts", () => {
     const builder = new RunTreeBuilder();
     builder.apply(
