@@ -57,14 +57,27 @@ async function* readByGets(parts: LogReaderParts, options: ReadOptions): AsyncGe
       options.from === "now"
         ? ((await ask(() => jsm.streams.info(stream).catch(noStream)))?.state.last_seq ?? 0) + 1
         : 1;
+    // Gets are asked `window` at a time, one a sequence number from `seq` on, each for the next
+    // stored message of the wanted subjects at or after it: every wanted message in the window is
+    // one get's own answer, so none is missed, and a log read from its start (every message wanted)
+    // takes one round trip per window rather than per event. The window doubles while its answers
+    // are new messages and shrinks to what they were when most are the same one (a run's events
+    // spread thin among others'), down to one get at the log's end.
+    let window = 1;
     while (!options.signal?.aborted) {
-      // A stream's own get (2.9 takes `next_by_subj` there too): its answer comes from the JetStream
-      // API, not from the stream, to the asker's reply subject in the asker's account.
       stirred = false;
-      const msg: StoredMsg | null = await ask(() =>
-        jsm.streams.getMessage(stream, { seq, next_by_subj: wanted } as never).catch(noStream),
+      const from = seq;
+      const answers = await ask(() =>
+        Promise.all(
+          Array.from({ length: window }, (_, i) =>
+            jsm.streams.getMessage(stream, { seq: from + i, next_by_subj: wanted } as never).catch(noStream),
+          ),
+        ),
       );
-      if (!msg) {
+      const read = inWindow(answers, from);
+      seq = read.next;
+      window = read.found * 2 > window ? Math.min(window * 2, MAX_WINDOW) : Math.max(1, read.found);
+      if (read.messages.length === 0) {
         if (!live) return;
         if (stirred) continue;
         await new Promise<void>((resolve) => {
@@ -81,27 +94,57 @@ async function* readByGets(parts: LogReaderParts, options: ReadOptions): AsyncGe
         });
         continue;
       }
-      seq = msg.seq + 1;
-      // A stored message that was a stream's answer (a direct get's reply sent onto an event subject).
-      if (msg.header?.has("Nats-Stream")) {
-        logger.warn({ subject: msg.subject }, "skipped a stored message sent here");
-        continue;
-      }
       const events: LoggedEvent[] = [];
-      intake.decodeEach(msg.data, msg.subject, (envelope, json) => {
-        if (options.runId !== undefined && envelope.runId !== options.runId) return;
-        if (!filter.accept(envelope)) return;
-        events.push(
-          json === undefined
-            ? { seq: msg.seq, subject: msg.subject, envelope }
-            : { seq: msg.seq, subject: msg.subject, envelope, json },
-        );
-      });
+      for (const msg of read.messages) {
+        // A stored message that was a stream's answer (a direct get's reply sent onto an event subject).
+        if (msg.header?.has("Nats-Stream")) {
+          logger.warn({ subject: msg.subject }, "skipped a stored message sent here");
+          continue;
+        }
+        intake.decodeEach(msg.data, msg.subject, (envelope, json) => {
+          if (options.runId !== undefined && envelope.runId !== options.runId) return;
+          if (!filter.accept(envelope)) return;
+          events.push(
+            json === undefined
+              ? { seq: msg.seq, subject: msg.subject, envelope }
+              : { seq: msg.seq, subject: msg.subject, envelope, json },
+          );
+        });
+      }
       yield* events;
     }
   } finally {
     live?.unsubscribe();
   }
+}
+
+/** At most this many gets in flight at once. */
+const MAX_WINDOW = 256;
+
+/**
+ * The messages a window of gets read, in order, and the sequence number to ask from next. The gets
+ * were asked from `from`, the i-th for the first wanted message at or after `from + i`. An answer of
+ * none at `from + i` says nothing was stored there when it was asked, though a message may have been
+ * stored since: what comes at or after it is asked again in the next window, and only what the gets
+ * before it found is kept. Otherwise the last answer is the first wanted message at or after the
+ * window's end, and the next window starts after it.
+ */
+export function inWindow(
+  answers: readonly (StoredMsg | null)[],
+  from: number,
+): { messages: StoredMsg[]; next: number; found: number } {
+  const empty = answers.indexOf(null);
+  const end = empty === -1 ? Number.POSITIVE_INFINITY : from + empty;
+  const messages: StoredMsg[] = [];
+  let last = from - 1;
+  for (const msg of answers) {
+    if (msg === null) break;
+    if (msg.seq > last && msg.seq < end) {
+      messages.push(msg);
+      last = msg.seq;
+    }
+  }
+  return { messages, next: empty === -1 ? last + 1 : end, found: messages.length };
 }
 
 function noStream(error: unknown): null {
