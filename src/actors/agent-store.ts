@@ -87,6 +87,11 @@ export class AgentStore {
   /** Agents another host took over (a write conflicted): nothing more is written of them from here. */
   #moved = new Set<string>();
   #writers = new Map<string, Writer>();
+  /**
+   * What a write that failed without an answer (a timeout) tried to store, by key: it may have been
+   * stored all the same, and the next write then conflicts with this host's own record.
+   */
+  #unanswered = new Map<string, string>();
 
   private constructor(
     private readonly kv: KvStore,
@@ -148,25 +153,39 @@ export class AgentStore {
   }
 
   async #put(key: string, record: AgentRecord, overJunk = true): Promise<void> {
+    const value = this.seal ? this.seal.sealAsWritten(record) : record;
     try {
       const expected = this.#revisions.get(key);
       const revision = await this.kv.put(
         key,
-        this.seal ? this.seal.sealAsWritten(record) : record,
+        value,
         expected === undefined ? {} : { expectedRevision: expected },
       );
+      this.#unanswered.delete(key);
       // A stopped agent is written no more unless it is loaded again (which reads its revision).
       if (record.done) this.#revisions.delete(key);
       else this.#revisions.set(key, revision);
     } catch (error) {
       if (!(error instanceof KvConflictError)) {
+        this.#unanswered.set(key, JSON.stringify(value));
         this.log.error({ err: error, key }, "snapshot not saved");
+        return;
+      }
+      const current = await this.kv.get<unknown>(key).catch(() => null);
+      // This host's own write, stored though its answer never came (a busy host's put timed out):
+      // still this host's agent, written on from that revision. Taking it for another host's would
+      // let the agent go with no one to take it over.
+      const unanswered = this.#unanswered.get(key);
+      this.#unanswered.delete(key);
+      if (current && unanswered !== undefined && JSON.stringify(current.value) === unanswered) {
+        this.log.info({ key }, "a snapshot whose write timed out was stored: written on from it");
+        this.#revisions.set(key, current.revision);
+        await this.#put(key, record, overJunk);
         return;
       }
       // Another host that took this agent over writes a record of it. Anything else there was
       // put by the server for someone who may only read a stream (a stored message sent onto the
       // key): this host's record goes over it, from the revision it has now.
-      const current = await this.kv.get<unknown>(key).catch(() => null);
       const parsed = agentRecordSchema.safeParse(this.#opened(current?.value));
       if (overJunk && current && !(parsed.success && keyOf(parsed.data.runId, parsed.data.agentId) === key)) {
         this.log.warn({ key }, "a snapshot was replaced by something that is none: written over");

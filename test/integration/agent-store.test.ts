@@ -99,4 +99,33 @@ describe.each(bothBuses)("agent snapshots on $name", ({ open }) => {
     expect(memory.records.some((r) => String(r.msg).includes("written over"))).toBe(true);
     expect((await store.load("run-1", "agent-a"))?.snapshot).toEqual({ value: "executingTools" });
   });
+
+  it("keeps an agent whose write timed out but was stored: the next write goes on from it", async () => {
+    const memory = memoryLogger();
+    // The bucket stores the first put, then answers it with a timeout, as a busy host's put can end.
+    let dropped = 0;
+    const kv = async (name: string): Promise<KvStore> => {
+      const inner = await under().bus.kv(name);
+      return new Proxy(inner, {
+        get: (target, key) =>
+          key === "put"
+            ? async (...args: Parameters<KvStore["put"]>) => {
+                const revision = await target.put(...args);
+                if (dropped++ === 1) throw new Error("timeout");
+                return revision;
+              }
+            : bound(target, key),
+      });
+    };
+    const bus = new Proxy(under().bus, { get: (t, k) => (k === "kv" ? kv : bound(t, k)) });
+    const store = await AgentStore.open(bus, memory.log);
+    expect(await store.save("run-1", "agent-a", async () => record("callingModel"))).toBe(true);
+    await store.save("run-1", "agent-a", async () => record("executingTools"));
+    expect(await store.save("run-1", "agent-a", async () => record("callingModel again"))).toBe(true);
+    await store.settled("run-1", "agent-a");
+    expect((await store.load("run-1", "agent-a"))?.snapshot).toEqual({ value: "callingModel again" });
+    expect(memory.records.some((r) => String(r.msg).includes("another host has moved this agent on"))).toBe(
+      false,
+    );
+  });
 });
