@@ -1,8 +1,9 @@
-import { JetStreamApiCodes, JetStreamApiError, type StoredMsg } from "@nats-io/jetstream";
+import { JetStreamApiCodes, JetStreamApiError } from "@nats-io/jetstream";
 import { BusClosedError, type LoggedEvent, type ReadOptions } from "./bus.js";
 import { EventFilter } from "./event-filter.js";
 import { GIVE_UP_MS } from "./log-read-state.js";
 import { type LogReaderParts, readLog } from "./nats-log-reader.js";
+import { StreamGets } from "./stream-gets.js";
 
 /** A read by gets that has reached the log's end and follows it looks again at the latest this often. */
 const POLL_MS = 1000;
@@ -27,7 +28,7 @@ export function readLogOrDirect(
  * subscription missed) before it looks again.
  */
 async function* readByGets(parts: LogReaderParts, options: ReadOptions): AsyncGenerator<LoggedEvent> {
-  const { jsm, subjects, intake, logger, connection } = parts;
+  const { jsm, subjects, intake, logger, connection, inboxPrefix } = parts;
   const stream = subjects.eventStream;
   const filter = new EventFilter(options.from !== "now");
   const wanted = subjects.events(options.runId);
@@ -43,6 +44,7 @@ async function* readByGets(parts: LogReaderParts, options: ReadOptions): AsyncGe
         },
       })
     : undefined;
+  const gets = new StreamGets(connection, jsm.getOptions().apiPrefix ?? "$JS.API", stream, inboxPrefix);
   try {
     // As a consumer's read: one that cannot open fails at once (its caller says so and tries again),
     // one under way rides out the server away (`riding`).
@@ -67,13 +69,7 @@ async function* readByGets(parts: LogReaderParts, options: ReadOptions): AsyncGe
     while (!options.signal?.aborted) {
       stirred = false;
       const from = seq;
-      const answers = await ask(() =>
-        Promise.all(
-          Array.from({ length: window }, (_, i) =>
-            jsm.streams.getMessage(stream, { seq: from + i, next_by_subj: wanted } as never).catch(noStream),
-          ),
-        ),
-      );
+      const answers = await ask(() => gets.window(from, window, wanted));
       const read = inWindow(answers, from);
       seq = read.next;
       window = read.found * 2 > window ? Math.min(window * 2, MAX_WINDOW) : Math.max(1, read.found);
@@ -97,7 +93,7 @@ async function* readByGets(parts: LogReaderParts, options: ReadOptions): AsyncGe
       const events: LoggedEvent[] = [];
       for (const msg of read.messages) {
         // A stored message that was a stream's answer (a direct get's reply sent onto an event subject).
-        if (msg.header?.has("Nats-Stream")) {
+        if (msg.streamAnswer) {
           logger.warn({ subject: msg.subject }, "skipped a stored message sent here");
           continue;
         }
@@ -115,6 +111,7 @@ async function* readByGets(parts: LogReaderParts, options: ReadOptions): AsyncGe
     }
   } finally {
     live?.unsubscribe();
+    gets.close();
   }
 }
 
@@ -129,13 +126,13 @@ const MAX_WINDOW = 256;
  * before it found is kept. Otherwise the last answer is the first wanted message at or after the
  * window's end, and the next window starts after it.
  */
-export function inWindow(
-  answers: readonly (StoredMsg | null)[],
+export function inWindow<T extends { seq: number }>(
+  answers: readonly (T | null)[],
   from: number,
-): { messages: StoredMsg[]; next: number; found: number } {
+): { messages: T[]; next: number; found: number } {
   const empty = answers.indexOf(null);
   const end = empty === -1 ? Number.POSITIVE_INFINITY : from + empty;
-  const messages: StoredMsg[] = [];
+  const messages: T[] = [];
   let last = from - 1;
   for (const msg of answers) {
     if (msg === null) break;
