@@ -66,11 +66,17 @@ const MAX_LISTED = 50;
 export const actorKey = (runId: string, agentId: string) => `${runId}.${agentId}`;
 
 /**
+ * Who a placement record names for a child its parent's host kept after no worker answered: no
+ * worker's id (a worker's heartbeat key), so no worker ever takes it for a dead one's.
+ */
+export const parentHost = (parentId: string) => `parent:${parentId}`;
+
+/**
  * The parent's side of placement: offers a subagent to the worker queue. Nobody listening means no
  * worker is attached, and the parent hosts the child itself. A lost acknowledgement is settled by the
  * placement record, so a child is never started twice.
  */
-export function workerPlacement(bus: Bus, log: Logger) {
+export function workerPlacement(bus: Bus, log: Logger, timeoutMs = 5000) {
   return async (runId: string, child: ChildSpec): Promise<boolean> => {
     const request: SpawnRequest = {
       runId,
@@ -83,7 +89,7 @@ export function workerPlacement(bus: Bus, log: Logger) {
     };
     const envelope = makeEnvelope({ runId, agentId: child.parentId, seq: 0, type: "spawn", data: request });
     try {
-      const reply = await bus.request(bus.subjects.workSpawn(), envelope, { timeoutMs: 5000 });
+      const reply = await bus.request(bus.subjects.workSpawn(), envelope, { timeoutMs });
       log.debug(
         { childId: child.childId, worker: spawnedReplySchema.safeParse(reply.data).data?.worker },
         "subagent placed on a worker",
@@ -91,9 +97,13 @@ export function workerPlacement(bus: Bus, log: Logger) {
       return true;
     } catch (error) {
       if (error instanceof NoRespondersError) return false;
+      // No answer in time: a worker may have taken it (its answer lost), or may still take it (a
+      // busy worker reads the request late). The placement record settles it: the parent claims it
+      // for itself, so that a worker coming late finds it taken and starts nothing; or finds a
+      // worker's claim, and the child is that worker's.
       if (error instanceof RequestTimeoutError) {
-        const placed = await (await bus.kv("actors")).get(actorKey(runId, child.childId));
-        if (placed) return true;
+        const ours = await claim(bus, actorKey(runId, child.childId), parentHost(child.parentId), undefined);
+        if (ours === undefined) return true;
       }
       log.warn(
         { err: (error as Error).message, childId: child.childId },
