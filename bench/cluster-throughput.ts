@@ -92,7 +92,7 @@ export async function measureThroughput(
  * as the daemon does, with the replicas troupe.yaml says, before any worker connects. It counts
  * the subagents it ends up hosting itself (it says so in a warning).
  */
-async function leadRuntime(deployment: Deployment, url: string) {
+export async function leadRuntime(deployment: Deployment, url: string) {
   const config = loadConfig({ config: deployment.configDir, env: deployment.env(url) });
   const { nats } = config.troupe;
   const bus = await NatsBus.connect({

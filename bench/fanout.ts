@@ -12,6 +12,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { NatsBus } from "../src/bus/nats-bus.js";
+import { type Envelope, makeEnvelope } from "../src/events/envelope.js";
 import { ScriptedModelServer } from "../src/testing/scripted-model-server.js";
 import { troupe } from "./overhead.js";
 import { stopChild } from "./processes.js";
@@ -23,6 +24,61 @@ export interface FanoutResult {
   live: number;
   /** Events per second at an observer reading the same log from its start. */
   catchUp: number;
+  /** Events of the flood (below) the observer printed. */
+  flooded: number;
+  /** Events per second at the observer attached while the flood was appended. */
+  floodLive: number;
+  /** Events per second at an observer reading the whole log (agents' and flood) from its start. */
+  floodCatchUp: number;
+}
+
+/**
+ * The events of `runs` runs of one agent each, `perRun` events a run, shaped as a streaming agent's
+ * are (text, a tool call, usage), the last of each its `agent.stopped`: what the flood appends as
+ * fast as the log takes them, so that the observer and not the agents making events is measured.
+ */
+function floodEvents(runs: number, perRun: number): Envelope[] {
+  const shapes: Array<[string, object]> = [
+    ["model.delta", { text: "word word word word word word word word " }],
+    ["model.delta", { text: "word word word word " }],
+    ["tool.started", { callId: "call_1", name: "read_file" }],
+    [
+      "tool.finished",
+      { callId: "call_1", name: "read_file", ok: true, durationMs: 1, preview: "1\tthe answer" },
+    ],
+    [
+      "usage.updated",
+      {
+        usage: { inputTokens: 120, outputTokens: 8, cachedInputTokens: 0, costUsd: 0 },
+        toolCalls: 1,
+        turns: 1,
+      },
+    ],
+  ];
+  const events: Envelope[] = [];
+  for (let seq = 0; seq < perRun; seq++)
+    for (let run = 0; run < runs; run++) {
+      const runId = `run-flood${run}`;
+      const last = seq === perRun - 1;
+      const [type, data] = last
+        ? [
+            "agent.stopped",
+            {
+              reason: "done",
+              result: "ok",
+              usage: { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, costUsd: 0 },
+              turns: 1,
+              toolCalls: 1,
+              total: {
+                usage: { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, costUsd: 0 },
+                toolCalls: 1,
+              },
+            },
+          ]
+        : (shapes[seq % shapes.length] as [string, object]);
+      events.push(makeEnvelope({ runId, agentId: `flood-${run}`, seq, type, data }));
+    }
+  return events;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -112,8 +168,11 @@ export async function measureFanout(options: {
   prefix: string;
   agents: number;
   chunks: number;
+  /** The flood: this many runs of `floodPerRun` events each. */
+  floodRuns: number;
+  floodPerRun: number;
 }): Promise<FanoutResult> {
-  const { troupeBin, url, prefix, agents, chunks } = options;
+  const { troupeBin, url, prefix, agents, chunks, floodRuns, floodPerRun } = options;
   // "word " × chunks splits into exactly `chunks` deltas of five characters.
   const server = await ScriptedModelServer.start([
     { reply: { text: "word ".repeat(chunks), chunks }, times: Number.POSITIVE_INFINITY },
@@ -155,7 +214,29 @@ export async function measureFanout(options: {
     const replay = new Observer(troupeBin, dir, url, runIds, ["--from-start"]);
     observers.push(replay);
     const catchUp = await replay.rate();
-    return { events: live.count, live: liveRate, catchUp };
+
+    // The flood, appended 512 at a time as fast as the log takes them while the observer follows.
+    const flood = floodEvents(floodRuns, floodPerRun);
+    const floodIds = new Set(flood.map((event) => event.runId));
+    const attachedToFlood = new Observer(troupeBin, dir, url, floodIds, []);
+    observers.push(attachedToFlood);
+    const probe = runtime.start({ task: "say hello" });
+    attachedToFlood.probes.add(probe.runId);
+    await probe.done;
+    if (!(await attachedToFlood.sawProbe(10_000))) throw new Error("the flood's observer never attached");
+    for (let at = 0; at < flood.length; at += 512) await bus.eventLog.appendAll(flood.slice(at, at + 512));
+    const floodLive = await attachedToFlood.rate();
+    const whole = new Observer(troupeBin, dir, url, floodIds, ["--from-start"]);
+    observers.push(whole);
+    const floodCatchUp = await whole.rate();
+    return {
+      events: live.count,
+      live: liveRate,
+      catchUp,
+      flooded: attachedToFlood.count,
+      floodLive,
+      floodCatchUp,
+    };
   } finally {
     for (const observer of observers) await observer.stop();
     await runtime.close();

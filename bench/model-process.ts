@@ -21,16 +21,22 @@ export const WORKERS_PER_LEAD = 100;
 /** A tool call, as the scripted model makes one. */
 type ToolCall = { name: string; arguments: Record<string, unknown> };
 
-/** Two calls of `call`, then an answer; each reply after 20 ms. */
-const threeTurns = (call: ToolCall): ScriptRule[] => [
+/**
+ * Two calls of `call`, then an answer; each reply after `delayMs`. A stamped answer says when it is
+ * sent (`done@<ms since the epoch>`): made `delayMs` before and stamped with that time, so a reader's
+ * latency from it is, if anything, too long by the timer's lateness.
+ */
+const threeTurns = (call: ToolCall, delayMs = 20, stamped = false): ScriptRule[] => [
   {
     match: { where: (r) => toolTurns(r.messages) < 2 },
-    reply: { toolCalls: [call], chunks: 1, delayMs: 20 },
+    reply: { toolCalls: [call], chunks: 1, delayMs },
     times: Number.POSITIVE_INFINITY,
   },
   {
     match: { where: (r) => toolTurns(r.messages) >= 2 },
-    reply: { text: "done", chunks: 1, delayMs: 20 },
+    reply: stamped
+      ? () => ({ text: `done@${Date.now() + delayMs}`, chunks: 1, delayMs })
+      : { text: "done", chunks: 1, delayMs },
     times: Number.POSITIVE_INFINITY,
   },
 ];
@@ -42,9 +48,9 @@ const offersWorkers = (r: ChatRequest) =>
 
 /**
  * A lead (offered `subagent_worker`) spawns `WORKERS_PER_LEAD` workers in one reply, then answers;
- * each worker does three turns calling `call`. Every reply after 20 ms.
+ * each worker does three turns calling `call`. Every reply after `delayMs`.
  */
-const leadAndWorkers = (call: ToolCall): ScriptRule[] => [
+const leadAndWorkers = (call: ToolCall, delayMs = 20, stamped = false): ScriptRule[] => [
   {
     match: { where: (r) => offersWorkers(r) && toolTurns(r.messages) === 0 },
     reply: {
@@ -53,17 +59,19 @@ const leadAndWorkers = (call: ToolCall): ScriptRule[] => [
         arguments: { task: `call ${call.name}, twice (${i})` },
       })),
       chunks: 1,
-      delayMs: 20,
+      delayMs,
     },
     times: Number.POSITIVE_INFINITY,
   },
   {
     match: { where: (r) => offersWorkers(r) && toolTurns(r.messages) > 0 },
-    reply: { text: "done", chunks: 1, delayMs: 20 },
+    reply: { text: "done", chunks: 1, delayMs },
     times: Number.POSITIVE_INFINITY,
   },
-  ...threeTurns(call),
+  ...threeTurns(call, delayMs, stamped),
 ];
+
+const readNotes: ToolCall = { name: "read_file", arguments: { path: "notes.txt" } };
 
 /** Scenarios by name: rules with functions cannot cross a process boundary, names can. */
 const scenarios: Record<string, ScriptRule[]> = {
@@ -74,7 +82,9 @@ const scenarios: Record<string, ScriptRule[]> = {
    * The same with workers that read `notes.txt`: a tool every `troupe worker` has, for workers
    * placed on other processes (bench/cluster.ts), where the bench's own echo tool is not.
    */
-  "lead-and-readers-20ms": leadAndWorkers({ name: "read_file", arguments: { path: "notes.txt" } }),
+  "lead-and-readers-20ms": leadAndWorkers(readNotes),
+  /** The same at 200 ms a reply, each worker's answer stamped with when it was sent (bench/scale-workers.ts). */
+  "lead-and-readers-200ms-stamped": leadAndWorkers(readNotes, 200, true),
   /** A tool call after 10 s: agents wait in their model call long enough to be measured there. */
   "slow-tool-call": [
     {

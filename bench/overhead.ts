@@ -369,3 +369,48 @@ export async function measureOverhead(
     await byDefault.stop();
   }
 }
+
+/** What one two-turn run writes to NATS: messages appended to the event log, and writes to the buckets. */
+export interface RunWrites {
+  events: number;
+  kvWrites: number;
+}
+
+/**
+ * The writes of one two-turn run of the daemon's runtime on NATS (d′'s run), counted by the
+ * streams' last sequence numbers before and after it (a bucket keeps one value a key, so its count
+ * of messages would not show a key written twice).
+ */
+export async function writesPerRun(url: string, prefix: string): Promise<RunWrites> {
+  const server = await scripted();
+  const bus = await NatsBus.connect({ url, prefix });
+  const { runtime, once } = troupe(server.baseURL, bus);
+  try {
+    await runtime.open();
+    await once(); // warm up: the buckets exist
+    const { jetstreamManager } = await import("@nats-io/jetstream");
+    const jsm = await jetstreamManager(bus.connection);
+    const lastSeqs = async () => {
+      const seqs = new Map<string, number>();
+      for await (const info of jsm.streams.list())
+        if (info.config.name === bus.subjects.eventStream || info.config.name.startsWith(`KV_${prefix}_`))
+          seqs.set(info.config.name, info.state.last_seq);
+      return seqs;
+    };
+    const before = await lastSeqs();
+    await once();
+    const after = await lastSeqs();
+    let events = 0;
+    let kvWrites = 0;
+    for (const [name, seq] of after) {
+      const written = seq - (before.get(name) ?? 0);
+      if (name === bus.subjects.eventStream) events += written;
+      else kvWrites += written;
+    }
+    return { events, kvWrites };
+  } finally {
+    await runtime.close();
+    await bus.close();
+    await server.close();
+  }
+}
