@@ -398,6 +398,11 @@ async function main(): Promise<void> {
       target: "≥ 50,000",
     });
     add({
+      name: "fan-out: events/s the log took the flood at, meanwhile (the most the observer could get)",
+      value: fanout.floodAppended,
+      unit: "events/s",
+    });
+    add({
       name: "fan-out: the whole log read by an observer from its start",
       value: fanout.floodCatchUp,
       unit: "events/s",

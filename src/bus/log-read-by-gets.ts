@@ -36,10 +36,13 @@ async function* readByGets(parts: LogReaderParts, options: ReadOptions): AsyncGe
   // Set by a live event, cleared before each get: one that came between a get that found nothing
   // and the wait is not waited a poll for.
   let stirred = false;
+  // Live events heard since the last window was asked: at least that many are there to read.
+  let heard = 0;
   const live = options.follow
     ? connection.subscribe(wanted, {
         callback: () => {
           stirred = true;
+          heard++;
           wake?.();
         },
       })
@@ -64,10 +67,13 @@ async function* readByGets(parts: LogReaderParts, options: ReadOptions): AsyncGe
     // one get's own answer, so none is missed, and a log read from its start (every message wanted)
     // takes one round trip per window rather than per event. The window doubles while its answers
     // are new messages and shrinks to what they were when most are the same one (a run's events
-    // spread thin among others'), down to one get at the log's end.
+    // spread thin among others'), down to one get at the log's end; a follower there asks at least
+    // as many as the live events it heard meanwhile.
     let window = 1;
     while (!options.signal?.aborted) {
       stirred = false;
+      window = Math.min(Math.max(window, heard), MAX_WINDOW);
+      heard = 0;
       const from = seq;
       const answers = await ask(() => gets.window(from, window, wanted));
       const read = inWindow(answers, from);
