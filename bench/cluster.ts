@@ -5,7 +5,6 @@
  * bench/cluster-results.json and the "Across a cluster" section of docs/bench.md. Not a test: CI
  * doesn't run it.
  */
-import { spawnSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -20,7 +19,7 @@ import {
 } from "./cluster-recovery.js";
 import { measureThroughput, type ThroughputResult } from "./cluster-throughput.js";
 import { WORKERS_PER_LEAD } from "./model-process.js";
-import { format, median, writeSection } from "./report.js";
+import { format, formatWritten, median, writeSection } from "./report.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const quick = process.argv.includes("--quick");
@@ -97,15 +96,7 @@ async function main(): Promise<void> {
     "",
   ].join("\n");
   writeSection(join(root, "docs/bench.md"), section);
-  // Written as the formatter would write them, so fresh results can be committed as they are.
-  spawnSync(
-    join(root, "node_modules/.bin/biome"),
-    ["format", "--write", "docs/bench.md", "bench/cluster-results.json"],
-    {
-      cwd: root,
-      stdio: "ignore",
-    },
-  );
+  formatWritten(root, ["docs/bench.md", "bench/cluster-results.json"]);
   console.log(section);
 }
 

@@ -2,7 +2,9 @@
  * What the bench scripts share in writing their results: medians, numbers as the tables show them,
  * and docs/bench.md, whose head is `npm run bench`'s and whose `## ` sections are other scripts'.
  */
+import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 
 export function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -30,4 +32,15 @@ export function writeSection(file: string, section: string): void {
   const rest = at < 0 ? "" : text.slice(at + heading.length + 1);
   const next = rest.search(/\n## /);
   writeFileSync(file, `${before}\n\n${section.trimEnd()}\n${next < 0 ? "" : rest.slice(next)}`);
+}
+
+/**
+ * Formats what a bench wrote (paths from the repository's `root`) as the formatter would, so fresh
+ * results can be committed as they are.
+ */
+export function formatWritten(root: string, files: string[]): void {
+  spawnSync(join(root, "node_modules/.bin/biome"), ["format", "--write", ...files], {
+    cwd: root,
+    stdio: "ignore",
+  });
 }

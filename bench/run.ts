@@ -20,7 +20,7 @@ import { measureOverhead, writesPerRun } from "./overhead.js";
 import { stopChild } from "./processes.js";
 import { measureReadFile } from "./read-file.js";
 import { measureRecovery, type Recovery } from "./recovery.js";
-import { format, median, sectionsOf } from "./report.js";
+import { format, formatWritten, median, sectionsOf } from "./report.js";
 import { measureSandboxApart, sandboxRows } from "./sandbox.js";
 import { measureScaleApart } from "./scale.js";
 
@@ -447,15 +447,7 @@ async function main(): Promise<void> {
     join(root, "docs/bench.md"),
     `# Benchmarks\n\n\`npm run bench${quick ? " -- --quick" : ""}\` on ${results.date.slice(0, 10)}, Node ${process.version}, medians of ${reps} runs.\n\n${table}\n${others}`,
   );
-  // Written as the formatter would write them, so a fresh table can be committed as it is.
-  spawnSync(
-    join(root, "node_modules/.bin/biome"),
-    ["format", "--write", "docs/bench.md", "bench/results.json"],
-    {
-      cwd: root,
-      stdio: "ignore",
-    },
-  );
+  formatWritten(root, ["docs/bench.md", "bench/results.json"]);
   console.log(table);
 }
 

@@ -8,7 +8,7 @@
  * subagent's answer leaving the model to its event. Writes the "At scale" section of docs/bench.md.
  * Bounded: the agents get ten minutes. `--quick`: ten leads (1,000 subagents).
  */
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { appendFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -19,7 +19,7 @@ import { deploy, startWorker, whenWritten } from "./cluster-deployment.js";
 import { leadRuntime } from "./cluster-throughput.js";
 import { startModelProcess, WORKERS_PER_LEAD } from "./model-process.js";
 import { stopChild } from "./processes.js";
-import { format, writeSection } from "./report.js";
+import { format, formatWritten, writeSection } from "./report.js";
 import { agentsDone } from "./scale.js";
 import type { ObserverReport } from "./scale-observer.js";
 
@@ -203,10 +203,7 @@ function report(result: {
     "",
   ].join("\n");
   writeSection(join(root, "docs/bench.md"), section);
-  spawnSync(join(root, "node_modules/.bin/biome"), ["format", "--write", "docs/bench.md"], {
-    cwd: root,
-    stdio: "ignore",
-  });
+  formatWritten(root, ["docs/bench.md"]);
   console.log(section);
 }
 

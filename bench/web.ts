@@ -5,7 +5,7 @@
  * change that shows it (median, p95), and the tab's V8 heap and DOM after all of them, after a GC.
  * Writes the "Web console" section of docs/bench.md.
  */
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -15,7 +15,7 @@ import { uniquePrefix } from "../src/bus/subjects.js";
 import { writeSyntheticRun } from "../src/testing/synthetic-run.js";
 import { launchChromium } from "../test/support/browser.js";
 import { removePrefix } from "../test/support/buses.js";
-import { format, median, writeSection } from "./report.js";
+import { format, formatWritten, median, writeSection } from "./report.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const AGENTS = 100;
@@ -124,10 +124,7 @@ async function main(): Promise<void> {
       "",
     ].join("\n");
     writeSection(join(root, "docs/bench.md"), section);
-    spawnSync(join(root, "node_modules/.bin/biome"), ["format", "--write", "docs/bench.md"], {
-      cwd: root,
-      stdio: "ignore",
-    });
+    formatWritten(root, ["docs/bench.md"]);
   } finally {
     await browser.close();
     await bus.close();
