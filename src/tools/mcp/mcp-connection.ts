@@ -1,27 +1,13 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import type {
-  CreateMessageRequest,
-  CreateMessageResult,
-  ElicitRequest,
-  ElicitResult,
-} from "@modelcontextprotocol/sdk/types.js";
-import { formFromSchema } from "../../approvals/question-form.js";
 import type { McpServerConfig } from "../../config/mcp-server-schema.js";
 import { UserError } from "../../errors.js";
 import type { Logger } from "../../log.js";
-import { type Elicitor, type Sampler, SamplingRefusedError, type ToolRegistry } from "../tool.js";
+import type { ToolRegistry } from "../tool.js";
 import { clientFactory } from "./mcp-client.js";
 import { type LaunchScope, McpLaunchRefusedError } from "./mcp-launch.js";
 import type { McpCallResult } from "./mcp-result.js";
-import {
-  answeringCall,
-  isRefusal,
-  type RunningCall,
-  SAMPLING_REJECTED,
-  samplingRequestOf,
-  samplingResultOf,
-} from "./mcp-sampling.js";
+import { McpServerRequests } from "./mcp-server-requests.js";
 import {
   type McpCaller,
   type McpCallOptions,
@@ -93,8 +79,8 @@ export class McpConnection implements McpCaller {
   /** The transport that worked: a server that refused Streamable HTTP once is not asked over it again. */
   #kind: TransportKind | undefined;
   readonly #stderr = new StderrTail();
-  /** The calls of this server that run now, for whom its sampling requests are answered. */
-  readonly #running = new Set<RunningCall>();
+  /** The server's sampling requests and questions, answered for the calls of it that run. */
+  readonly #requests: McpServerRequests;
   readonly #log: Logger;
 
   constructor(
@@ -104,6 +90,7 @@ export class McpConnection implements McpCaller {
     private readonly options: ConnectionOptions,
   ) {
     this.#log = options.log.child({ component: "mcp", server });
+    this.#requests = new McpServerRequests(server, config, this.#log);
     this.#restartDelay = options.restartDelayMs ?? 250;
   }
 
@@ -130,54 +117,8 @@ export class McpConnection implements McpCaller {
     }
   }
 
-  async call(name: string, args: Record<string, unknown>, options: McpCallOptions): Promise<McpCallResult> {
-    this.#running.add(options);
-    try {
-      return await this.#call(name, args, options);
-    } finally {
-      this.#running.delete(options);
-    }
-  }
-
-  /**
-   * A sampling request of the server: answered by the agent one of whose calls of this server runs
-   * (`answeringCall`), refused as a user's rejection when it may not be made, and as an error when
-   * the model call failed.
-   */
-  async #sample(params: CreateMessageRequest["params"], signal: AbortSignal): Promise<CreateMessageResult> {
-    const [, , , , { McpError, ErrorCode }] = await loadSdk();
-    const call = answeringCall(this.#running);
-    const request = samplingRequestOf(this.server, this.config, params);
-    try {
-      if ("refused" in call) throw new SamplingRefusedError(call.refused);
-      return samplingResultOf(await (call.sample as Sampler)(request, signal));
-    } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
-      this.#log.info({ refused: isRefusal(error) }, `sampling request not answered: ${message}`);
-      if (isRefusal(error)) throw new McpError(SAMPLING_REJECTED, message);
-      throw new McpError(ErrorCode.InternalError, `sampling failed: ${message}`);
-    }
-  }
-
-  /**
-   * A question of the server for the user: put by the agent one of whose calls of this server runs,
-   * wherever approvals are asked. A form troupe cannot show, or no agent to ask for, is cancelled
-   * (nobody was asked), and the log says why.
-   */
-  async #elicit(params: ElicitRequest["params"], signal: AbortSignal): Promise<ElicitResult> {
-    const call = answeringCall(this.#running, "elicit");
-    const mode = (params as { mode?: string }).mode ?? "form";
-    const form =
-      mode === "form"
-        ? formFromSchema(params.message, (params as { requestedSchema?: unknown }).requestedSchema)
-        : { problem: `troupe asks only form questions, not ${mode}` };
-    if ("refused" in call || "problem" in form) {
-      const why = "refused" in call ? call.refused : "problem" in form ? form.problem : "";
-      this.#log.info(`question for the user not asked: ${why}`);
-      return { action: "cancel" };
-    }
-    const answer = await (call.elicit as Elicitor)({ server: this.server, form }, signal);
-    return { action: answer.action, ...(answer.content ? { content: answer.content } : {}) };
+  call(name: string, args: Record<string, unknown>, options: McpCallOptions): Promise<McpCallResult> {
+    return this.#requests.during(options, () => this.#call(name, args, options));
   }
 
   async #call(name: string, args: Record<string, unknown>, options: McpCallOptions): Promise<McpCallResult> {
@@ -329,8 +270,8 @@ export class McpConnection implements McpCaller {
             },
           },
         },
-        sample: (params, signal) => this.#sample(params, signal),
-        elicit: (params, signal) => this.#elicit(params, signal),
+        sample: (params, signal) => this.#requests.sample(params, signal),
+        elicit: (params, signal) => this.#requests.elicit(params, signal),
       }),
       timeoutMs: timeout,
       log: this.#log,
