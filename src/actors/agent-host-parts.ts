@@ -1,6 +1,6 @@
 import type { Approver } from "../approvals/approver.js";
 import { decideCall } from "../approvals/decide-call.js";
-import { permissionRules } from "../approvals/permissions.js";
+import { type PermissionRules, permissionRules } from "../approvals/permissions.js";
 import type { Logger } from "../log.js";
 import type { ApprovalDecision } from "../machines/agent-types.js";
 import type { ActiveSkills } from "../skills/active-skills.js";
@@ -24,6 +24,14 @@ import { type SamplingSetup, samplerFor } from "./sampling.js";
  * facts its record keeps, and the closing of its approval requests when it stops.
  */
 
+/** troupe.yaml's permission rules, parsed once for every agent of a config rather than for each. */
+const parsedRules = new WeakMap<object, PermissionRules | undefined>();
+function permissionsOf(deps: AgentDeps): PermissionRules | undefined {
+  const stated = deps.config.permissions;
+  if (!parsedRules.has(stated)) parsedRules.set(stated, permissionRules(stated, "troupe.yaml"));
+  return parsedRules.get(stated);
+}
+
 /** What clears an agent's calls: the policy plans each batch, a person is asked where it says so. */
 export function clearanceOf(
   deps: AgentDeps,
@@ -39,7 +47,7 @@ export function clearanceOf(
   },
 ): Clearance {
   const { runId, agentId, events, registry, tools, skills, waits } = agent;
-  const permissions = permissionRules(deps.config.permissions, "troupe.yaml");
+  const permissions = permissionsOf(deps);
   return new Clearance(
     (calls, withTools) =>
       planCalls(calls, registry, withTools ? tools().allowed : new Set(), settings.policy, {
@@ -70,7 +78,7 @@ export function samplingOf(
   } & Pick<SamplingSetup, "charge" | "left">,
 ): NonNullable<AgentActorsSetup["sampler"]> {
   const { runId, agentId, events, skills, waits } = agent;
-  const permissions = permissionRules(deps.config.permissions, "troupe.yaml");
+  const permissions = permissionsOf(deps);
   const setup: SamplingSetup = {
     models: deps.models,
     chain: settings.chain,
