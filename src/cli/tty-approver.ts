@@ -67,17 +67,10 @@ export function ttyApprover(
       escalation || saved.length === 0 ? undefined : allowedBy(saved, request.tool, subjectOf(request));
     if (covering)
       return { approved: true, by: "user", reason: `always allowed in this project: "${covering.text}"` };
-    const stop = new AbortController();
     const question = `? allow ${visibleLine(request.tool)} (${visibleLine(request.callId)})? y = yes, n [reason] = no, ${escalation ? "a = this once (it leaves the sandbox)" : "a = always"}${rule ? `, A = always in this project (${visibleLine(rule)})` : ""}: `;
-    asking = { callId: request.callId, stop, question };
-    try {
-      output.write(`${describeRequest(request)}\n${question}`);
-      if (person && lines.dropTyped() > 0)
-        output.write(`\n(what was typed before this question was ignored: answer it now)\n${question}`);
+    return prompted(request, question, signal, async (read) => {
       for (;;) {
-        const answer = await lines.next(AbortSignal.any([signal, stop.signal]));
-        if (answer === undefined) throw new Error("the terminal closed before an answer");
-        const [word = "", ...rest] = answer.trim().split(/\s+/);
+        const [word = "", ...rest] = (await read()).trim().split(/\s+/);
         if (rule && project && word === "A") return saveRule(project, rule);
         switch (word.toLowerCase()) {
           case "y":
@@ -97,10 +90,37 @@ export function ttyApprover(
           `? ${word ? `"${visibleLine(word)}" is not an answer: ` : ""}y, n [reason]${rule ? ", a or A" : " or a"}: `,
         );
       }
+    });
+  };
+  /**
+   * Puts `question` about `request` at the terminal and runs `answer` with a reader of the lines
+   * typed after it (what was typed before is dropped) and a way to say which line it asks now. A
+   * question withdrawn (decided elsewhere) fails with QuestionWithdrawnError; one no longer waited
+   * for (the agent stopped, its time for waiting ran out) is cleared, and the run's next line says why.
+   */
+  const prompted = async <T>(
+    request: ApprovalRequest,
+    question: string,
+    signal: AbortSignal,
+    answer: (read: () => Promise<string>, asks: (line: string) => void) => Promise<T>,
+  ): Promise<T> => {
+    const stop = new AbortController();
+    const current = { callId: request.callId, stop, question };
+    asking = current;
+    const read = async () => {
+      const line = await lines.next(AbortSignal.any([signal, stop.signal]));
+      if (line === undefined) throw new Error("the terminal closed before an answer");
+      return line;
+    };
+    try {
+      output.write(`${describeRequest(request)}\n${question}`);
+      if (person && lines.dropTyped() > 0)
+        output.write(`\n(what was typed before this question was ignored: answer it now)\n${question}`);
+      return await answer(read, (line) => {
+        current.question = line;
+      });
     } catch (error) {
       if (stop.signal.aborted) throw new QuestionWithdrawnError(`${request.callId} was decided elsewhere`);
-      // No longer waited for (the agent stopped, its time for waiting ran out): the question is
-      // cleared, and the run's next line says why it closed.
       if (signal.aborted) output.write("\r\x1b[K");
       throw error;
     } finally {
@@ -111,51 +131,38 @@ export function ttyApprover(
    * A server's question: y fills in its form, a field a line (each checked as it is typed, an optional
    * one left empty skipped), and answers it; n [reason] declines. No "always": each is asked.
    */
-  const askForm = async (request: ApprovalRequest, form: QuestionForm, signal: AbortSignal) => {
-    const stop = new AbortController();
-    const prompt = `? answer it (${visibleLine(request.callId)})? y = fill in the form, n [reason] = decline: `;
-    asking = { callId: request.callId, stop, question: prompt };
-    const read = async () => {
-      const line = await lines.next(AbortSignal.any([signal, stop.signal]));
-      if (line === undefined) throw new Error("the terminal closed before an answer");
-      return line;
-    };
-    try {
-      output.write(`${describeRequest(request)}\n${prompt}`);
-      if (person && lines.dropTyped() > 0)
-        output.write(`\n(what was typed before this question was ignored: answer it now)\n${prompt}`);
-      for (;;) {
-        const [word = "", ...rest] = (await read()).trim().split(/\s+/);
-        if (/^(n|no)$/i.test(word))
-          return { approved: false, by: "user", reason: rest.join(" ") || "the user declined" };
-        if (/^(y|yes)$/i.test(word)) break;
-        output.write(`? ${word ? `"${visibleLine(word)}" is not an answer: ` : ""}y or n [reason]: `);
-      }
-      const answers: Answers = {};
-      for (const field of form.fields) {
-        const label = `  ${visibleLine(field.name)}${field.required ? "" : " (Enter to skip)"}: `;
-        asking.question = label;
-        output.write(label);
+  const askForm = (request: ApprovalRequest, form: QuestionForm, signal: AbortSignal) =>
+    prompted(
+      request,
+      `? answer it (${visibleLine(request.callId)})? y = fill in the form, n [reason] = decline: `,
+      signal,
+      async (read, asks): Promise<ApprovalAnswer> => {
         for (;;) {
-          const text = await read();
-          if (text.trim() === "" && !field.required) break;
-          const value = fieldValue(field, text);
-          if ("value" in value) {
-            answers[field.name] = value.value;
-            break;
-          }
-          output.write(`  ${visibleLine(value.problem)}\n${label}`);
+          const [word = "", ...rest] = (await read()).trim().split(/\s+/);
+          if (/^(n|no)$/i.test(word))
+            return { approved: false, by: "user", reason: rest.join(" ") || "the user declined" };
+          if (/^(y|yes)$/i.test(word)) break;
+          output.write(`? ${word ? `"${visibleLine(word)}" is not an answer: ` : ""}y or n [reason]: `);
         }
-      }
-      return { approved: true, by: "user", reason: JSON.stringify(answers) };
-    } catch (error) {
-      if (stop.signal.aborted) throw new QuestionWithdrawnError(`${request.callId} was decided elsewhere`);
-      if (signal.aborted) output.write("\r\x1b[K");
-      throw error;
-    } finally {
-      asking = undefined;
-    }
-  };
+        const answers: Answers = {};
+        for (const field of form.fields) {
+          const label = `  ${visibleLine(field.name)}${field.required ? "" : " (Enter to skip)"}: `;
+          asks(label);
+          output.write(label);
+          for (;;) {
+            const text = await read();
+            if (text.trim() === "" && !field.required) break;
+            const value = fieldValue(field, text);
+            if ("value" in value) {
+              answers[field.name] = value.value;
+              break;
+            }
+            output.write(`  ${visibleLine(value.problem)}\n${label}`);
+          }
+        }
+        return { approved: true, by: "user", reason: JSON.stringify(answers) };
+      },
+    );
   /** `A`: the rule saved in troupe.yaml and kept for the run; said when it could not be saved, and kept all the same. */
   const saveRule = (rules: ProjectRules, rule: string): ApprovalAnswer => {
     saved.push(parsePattern(rule));
