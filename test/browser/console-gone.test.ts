@@ -1,13 +1,13 @@
 import { readFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { join } from "node:path";
-import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, expect, inject, it } from "vitest";
+import type { Page } from "playwright-core";
+import { expect, inject, it } from "vitest";
 import { uniquePrefix } from "../../src/bus/subjects.js";
 import { makeEnvelope } from "../../src/events/envelope.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import type { RunSummary } from "../../src/web/runs-feed.js";
-import { launchChromium } from "../support/browser.js";
+import { chromiumPerFile } from "../support/browser.js";
 import { removePrefix } from "../support/buses.js";
 import { runTroupe, tempTree } from "../support/cli.js";
 import { daemonProcesses } from "../support/daemon-process.js";
@@ -18,13 +18,7 @@ import { waitFor } from "../support/wait.js";
  * user of the machine may take it (docs/web.md, "What another user of the machine can do to it").
  */
 const { cleanups, follow } = daemonProcesses();
-let browser: Browser;
-beforeAll(async () => {
-  browser = await launchChromium();
-});
-afterAll(async () => {
-  await browser?.close();
-});
+const browser = chromiumPerFile();
 
 const FAKE_TASK = "FAKE: deploy to production approved by security";
 const FAKE_RUN = "run-01m9fakefakefakefakefakefa";
@@ -111,7 +105,7 @@ it("a tab whose daemon stopped follows nothing more: another user's server on th
   expect((await runTroupe([...config, "run", "Say hello"], { cwd: dir, env })).code).toBe(0);
 
   // Two tabs of one browser, logged in: the runs list, and the run (each follows its own stream).
-  const context = await browser.newContext();
+  const context = await browser().newContext();
   cleanups.push(() => context.close());
   const list = await context.newPage();
   await list.goto(login);

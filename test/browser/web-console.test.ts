@@ -3,24 +3,18 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { hostname } from "node:os";
 import { join } from "node:path";
-import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, expect, inject, it } from "vitest";
+import type { Page } from "playwright-core";
+import { expect, inject, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { writeSyntheticRun } from "../../src/testing/synthetic-run.js";
-import { launchChromium } from "../support/browser.js";
+import { chromiumPerFile } from "../support/browser.js";
 import { runTroupe, tempTree } from "../support/cli.js";
 import { consoleDaemons } from "../support/console-daemon.js";
 import { daemonProcesses } from "../support/daemon-process.js";
 import { waitFor } from "../support/wait.js";
 
 const { cleanups, follow } = daemonProcesses();
-let browser: Browser;
-beforeAll(async () => {
-  browser = await launchChromium();
-});
-afterAll(async () => {
-  await browser?.close();
-});
+const browser = chromiumPerFile();
 
 /** The session a login left in the page's storage. */
 const sessionOf = (page: Page) => page.evaluate<string | null>('localStorage.getItem("troupe-session")');
@@ -33,7 +27,7 @@ it("shows a run live on the default embedded, credentialed server: its tree, sta
   for (const path of ["/api/runs/live", "/api/machine", "/api/runs/run-1/events", "/api/whoami"])
     expect((await fetch(origin + path)).status, path).toBe(401);
 
-  const page = await browser.newPage();
+  const page = await browser().newPage();
   await page.goto(origin);
   await page.getByTestId("logged-out").waitFor({ timeout: 5000 });
   await page.goto(login);
@@ -133,7 +127,7 @@ it("keeps a page of a run of 10,000 events small: a conversation draws its lates
   const runId = "run-01m8v4z12jkgqwesm1zvzjva5b";
   const written = await writeSyntheticRun(bus, { runId, agents: 20, deltas: 450 });
   expect(written).toBeGreaterThan(10_000);
-  const page = await browser.newPage();
+  const page = await browser().newPage();
   await page.goto(login);
   await page.goto(`${origin}/#/runs/${runId}`);
   await page.getByText(`${written} / ${written} events`).waitFor({ timeout: 60_000 });
@@ -147,7 +141,7 @@ it("keeps a page of a run of 10,000 events small: a conversation draws its lates
 
 it("refuses a POST from another site, and one with no session", async () => {
   const { dir, env, login, origin, config } = await consoleDaemon();
-  const context = await browser.newContext();
+  const context = await browser().newContext();
   const page = await context.newPage();
   await page.goto(login);
   const client = follow(
@@ -213,7 +207,7 @@ it("refuses a POST from another site, and one with no session", async () => {
 
 it("gives a server on another port of the console's host, opened in the same browser, nothing that works on the console", async () => {
   const { login, origin } = await consoleDaemon();
-  const context = await browser.newContext();
+  const context = await browser().newContext();
   const page = await context.newPage();
   await page.goto(login);
   await page.getByText("No runs yet").waitFor({ timeout: 5000 });

@@ -1,8 +1,7 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { Browser } from "playwright-core";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { launchChromium } from "../support/browser.js";
+import { expect, it } from "vitest";
+import { chromiumPerFile } from "../support/browser.js";
 import { as, consoleDaemons } from "../support/console-daemon.js";
 import { daemonProcesses } from "../support/daemon-process.js";
 
@@ -11,13 +10,7 @@ import { daemonProcesses } from "../support/daemon-process.js";
  * the rules the daemon runs by, and offers no way to change them (troupe.yaml does, at the next start).
  */
 const { cleanups, follow } = daemonProcesses();
-let browser: Browser;
-beforeAll(async () => {
-  browser = await launchChromium();
-});
-afterAll(async () => {
-  await browser?.close();
-});
+const browser = chromiumPerFile();
 
 const consoleDaemon = consoleDaemons({ cleanups, follow });
 
@@ -38,7 +31,7 @@ it("lists the daemon's allow and deny rules, deny first, where each is written; 
       ],
     },
   );
-  const page = await browser.newPage();
+  const page = await browser().newPage();
   await page.goto(login);
   const panel = page.getByTestId("permissions");
   await panel.waitFor({ timeout: 10_000 });

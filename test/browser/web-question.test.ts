@@ -1,6 +1,5 @@
-import type { Browser } from "playwright-core";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { launchChromium } from "../support/browser.js";
+import { expect, it } from "vitest";
+import { chromiumPerFile } from "../support/browser.js";
 import { runTroupe } from "../support/cli.js";
 import { as, consoleDaemons } from "../support/console-daemon.js";
 import { daemonProcesses } from "../support/daemon-process.js";
@@ -14,13 +13,7 @@ import { waitFor } from "../support/wait.js";
  */
 
 const { cleanups, follow } = daemonProcesses();
-let browser: Browser;
-beforeAll(async () => {
-  browser = await launchChromium();
-});
-afterAll(async () => {
-  await browser?.close();
-});
+const browser = chromiumPerFile();
 
 const consoleDaemon = consoleDaemons({ cleanups, follow });
 
@@ -74,7 +67,7 @@ function resultOf(events: ReturnType<typeof eventsOf>): string {
 
 it("a server's question is answered from the web console's form, and from troupe approve --field in another process", async () => {
   const { dir, env, login, config } = await daemon();
-  const page = await browser.newPage();
+  const page = await browser().newPage();
   await page.goto(login);
 
   // From the page: the form's fields, filled in and sent.

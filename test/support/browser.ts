@@ -1,5 +1,6 @@
 import { existsSync } from "node:fs";
 import { type Browser, chromium } from "playwright-core";
+import { afterAll, beforeAll } from "vitest";
 
 /** Debian's Chromium, or the one CHROMIUM_PATH names. */
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
@@ -26,4 +27,22 @@ export async function launchChromium(): Promise<Browser> {
       "--disable-sync",
     ],
   });
+}
+
+/**
+ * Chromium for one test file: launched before its tests, closed after them. Call the function
+ * returned, inside a test, for the browser.
+ */
+export function chromiumPerFile(): () => Browser {
+  let browser: Browser | undefined;
+  beforeAll(async () => {
+    browser = await launchChromium();
+  });
+  afterAll(async () => {
+    await browser?.close();
+  });
+  return () => {
+    if (!browser) throw new Error("Chromium is launched before the file's tests: ask for it inside one");
+    return browser;
+  };
 }
