@@ -4,7 +4,13 @@ import { UserError } from "../errors.js";
 import { MAX_REASON } from "../limits.js";
 import type { Identity } from "../trust/approvers.js";
 import { requestDigest, signAnswer } from "../trust/signed-answer.js";
-import { type ApprovalRecord, type ApprovalRef, answerKey, approvalKey, approvalOf } from "./bus-approver.js";
+import {
+  type ApprovalRecord,
+  type ApprovalRef,
+  answerKey,
+  approvalKey,
+  approvalOf,
+} from "./approval-record.js";
 
 /*
  * The approver's side of an approval: find the request its host wrote, show it, sign it. What a

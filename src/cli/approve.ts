@@ -1,5 +1,5 @@
 import { answerApproval, findApprovals, listApprovals } from "../approvals/answer-approval.js";
-import type { ApprovalRecord } from "../approvals/bus-approver.js";
+import type { ApprovalRecord } from "../approvals/approval-record.js";
 import { answersFromPairs, checkAnswers, formOf } from "../approvals/question-form.js";
 import type { NatsBus } from "../bus/nats-bus.js";
 import { type ConfigChoice, type LoadedConfig, loadConfig } from "../config/load.js";

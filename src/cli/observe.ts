@@ -1,7 +1,7 @@
 import { emitKeypressEvents } from "node:readline";
 import { RunTreeBuilder } from "../actors/run-tree.js";
 import { answerApproval, awaitApproval, listApprovals } from "../approvals/answer-approval.js";
-import { type ApprovalRecord, type ApprovalRef, approvalKey } from "../approvals/bus-approver.js";
+import { type ApprovalRecord, type ApprovalRef, approvalKey } from "../approvals/approval-record.js";
 import { formOf } from "../approvals/question-form.js";
 import type { NatsBus } from "../bus/nats-bus.js";
 import { type ConfigChoice, loadConfig } from "../config/load.js";

@@ -1,6 +1,6 @@
 import cliTruncate from "cli-truncate";
 import { progressLabel, type RunTreeBuilder, type TreeNode } from "../actors/run-tree.js";
-import { type ApprovalRecord, type ApprovalRef, approvalKey } from "../approvals/bus-approver.js";
+import { type ApprovalRecord, type ApprovalRef, approvalKey } from "../approvals/approval-record.js";
 import { contextLevel } from "../context/context-levels.js";
 import { visibleLine } from "../util/visible.js";
 import { becauseLine, quotedLines, requestText, textLabel } from "./request-text.js";

@@ -7,7 +7,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { answerApproval, listApprovals } from "../approvals/answer-approval.js";
-import type { ApprovalRecord } from "../approvals/bus-approver.js";
+import type { ApprovalRecord } from "../approvals/approval-record.js";
 import { type Bus, RequestRefusedError } from "../bus/bus.js";
 import type { ListedRule } from "../config/permissions-listed.js";
 import type { Daemon } from "../daemon/daemon.js";

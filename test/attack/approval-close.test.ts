@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { jetstream } from "@nats-io/jetstream";
 import { afterEach, expect, it } from "vitest";
 import { listApprovals } from "../../src/approvals/answer-approval.js";
-import { approvalKey } from "../../src/approvals/bus-approver.js";
+import { approvalKey } from "../../src/approvals/approval-record.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { roleInbox } from "../../src/bus/permissions.js";
 import { silentLogger } from "../../src/log.js";

@@ -4,7 +4,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { findApproval } from "../../src/approvals/answer-approval.js";
-import { type ApprovalRecord, answerKey, approvalKey } from "../../src/approvals/bus-approver.js";
+import { type ApprovalRecord, answerKey, approvalKey } from "../../src/approvals/approval-record.js";
 import { freePort } from "../../src/bus/embedded-nats.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { roleInbox } from "../../src/bus/permissions.js";

@@ -1,12 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { findApproval } from "../../src/approvals/answer-approval.js";
+import { type ApprovalRecord, answerKey, approvalKey } from "../../src/approvals/approval-record.js";
 import type { ApprovalRequest, RejectedAnswer } from "../../src/approvals/approver.js";
-import {
-  type ApprovalRecord,
-  answerKey,
-  approvalKey,
-  BusApprover,
-} from "../../src/approvals/bus-approver.js";
+import { BusApprover } from "../../src/approvals/bus-approver.js";
 import type { Bus, KvStore } from "../../src/bus/bus.js";
 import { silentLogger } from "../../src/log.js";
 import { signAnswer } from "../../src/trust/signed-answer.js";

@@ -2,7 +2,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { answerApproval, readApproval } from "../../src/approvals/answer-approval.js";
-import type { ApprovalRef } from "../../src/approvals/bus-approver.js";
+import type { ApprovalRef } from "../../src/approvals/approval-record.js";
 import type { Bus } from "../../src/bus/bus.js";
 import { ApproverTrust, createKey, type Identity, identityFromFile } from "../../src/trust/approvers.js";
 

@@ -1,5 +1,5 @@
 import { expect, it } from "vitest";
-import { answerPlace } from "../../src/approvals/bus-approver.js";
+import { answerPlace } from "../../src/approvals/approval-record.js";
 import { signAnswer } from "../../src/trust/signed-answer.js";
 import { newIdentity } from "../support/approvers.js";
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { ApprovalRecord } from "../../src/approvals/bus-approver.js";
+import type { ApprovalRecord } from "../../src/approvals/approval-record.js";
 import { approvalsTable } from "../../src/cli/approve.js";
 
 const record = (command: string, escalation?: string): ApprovalRecord => ({
