@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { z } from "zod";
 import type { Bus, KvStore } from "../bus/bus.js";
 import { KvConflictError } from "../bus/bus.js";
@@ -57,6 +58,9 @@ export class AgentMovedError extends TroupeError {
   override name = "AgentMovedError";
 }
 
+/** A stored value's digest: what a host compares to know a record for the one it wrote. */
+const digestOf = (value: unknown) => createHash("sha256").update(JSON.stringify(value)).digest("base64");
+
 /** Keys are `<runId>.<agentId>`: both are subject tokens, so they are valid KV keys. */
 const keyOf = (runId: string, agentId: string) => `${runId}.${agentId}`;
 
@@ -88,8 +92,9 @@ export class AgentStore {
   #moved = new Set<string>();
   #writers = new Map<string, Writer>();
   /**
-   * What a write that failed without an answer (a timeout) tried to store, by key: it may have been
-   * stored all the same, and the next write then conflicts with this host's own record.
+   * The digest of what a write that failed without an answer (a timeout) tried to store, by key: it
+   * may have been stored all the same, and the next write then conflicts with this host's own record.
+   * A stopped agent's last write is not kept: nothing more is written of it.
    */
   #unanswered = new Map<string, string>();
 
@@ -167,7 +172,8 @@ export class AgentStore {
       else this.#revisions.set(key, revision);
     } catch (error) {
       if (!(error instanceof KvConflictError)) {
-        this.#unanswered.set(key, JSON.stringify(value));
+        if (record.done) this.#unanswered.delete(key);
+        else this.#unanswered.set(key, digestOf(value));
         this.log.error({ err: error, key }, "snapshot not saved");
         return;
       }
@@ -177,7 +183,7 @@ export class AgentStore {
       // let the agent go with no one to take it over.
       const unanswered = this.#unanswered.get(key);
       this.#unanswered.delete(key);
-      if (current && unanswered !== undefined && JSON.stringify(current.value) === unanswered) {
+      if (current && unanswered !== undefined && digestOf(current.value) === unanswered) {
         this.log.info({ key }, "a snapshot whose write timed out was stored: written on from it");
         this.#revisions.set(key, current.revision);
         await this.#put(key, record, overJunk);
