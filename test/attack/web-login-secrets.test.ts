@@ -4,6 +4,7 @@ import { afterEach, expect, inject, it } from "vitest";
 import { uniquePrefix } from "../../src/bus/subjects.js";
 import { removePrefix } from "../support/buses.js";
 import { onTerminal, spawnTroupe, tempTree } from "../support/cli.js";
+import { killTree } from "../support/process-tree.js";
 import { waitFor } from "../support/wait.js";
 
 /* ATTACK (a local user reading the journal, a proxy's access log, a browser's history): the web
@@ -39,18 +40,6 @@ function project() {
   return { dir, data, env, args, loginFile: join(data, "web-login") };
 }
 
-/** Every process under `pid`, deepest first. */
-function descendants(pid: number): number[] {
-  let children: number[] = [];
-  try {
-    children = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8")
-      .split(" ")
-      .filter(Boolean)
-      .map(Number);
-  } catch {}
-  return children.flatMap((child) => [...descendants(child), child]);
-}
-
 const tokenOf = (login: string) => new URL(login).searchParams.get("token") as string;
 
 it("a daemon whose stderr is not a terminal (a service's journal) writes no login there: a 0600 file holds it", async () => {
@@ -82,10 +71,7 @@ it("a daemon whose stderr is not a terminal (a service's journal) writes no logi
 it("a daemon started on a terminal shows its login there, and it logs in", async () => {
   const p = project();
   const running = onTerminal(p.args, { cwd: p.dir, env: p.env });
-  cleanups.push(() => {
-    for (const pid of descendants(running.child.pid as number)) process.kill(pid, "SIGKILL");
-    running.child.kill("SIGKILL");
-  });
+  cleanups.push(() => killTree(running.child.pid as number));
   await waitFor(
     "the login on the terminal",
     () => /web console: (http\S+token=[\w-]+)/.test(running.output()),

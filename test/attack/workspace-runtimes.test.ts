@@ -1,9 +1,10 @@
-import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { afterEach, expect, it } from "vitest";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { apiRequest, coderDaemon, coderTroupeYaml } from "../support/embedded-daemon.js";
 import { FIXTURE } from "../support/mcp-servers.js";
+import { descendants } from "../support/process-tree.js";
 import { waitFor } from "../support/wait.js";
 
 /* ATTACK (outside review): every workspace a client named in runs.start got a runtime, with its own
@@ -15,27 +16,6 @@ const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 }, 60_000);
-
-/** The processes under `root` (its children, theirs, …), read from /proc. */
-function descendants(root: number): number[] {
-  const parent = new Map<number, number>();
-  for (const name of readdirSync("/proc")) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
-      // pid (comm) state ppid …: comm may hold spaces and parentheses, so read after the last ")".
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      parent.set(Number(name), ppid);
-    } catch {
-      // Gone meanwhile.
-    }
-  }
-  const under = (pid: number): boolean => {
-    for (let p = parent.get(pid); p !== undefined && p > 1; p = parent.get(p)) if (p === root) return true;
-    return false;
-  };
-  return [...parent.keys()].filter(under);
-}
 
 /** The fixture MCP servers running under the daemon: node processes started on FIXTURE (not a sandbox's launcher). */
 function mcpServers(daemonPid: number): number[] {
