@@ -25,6 +25,7 @@ export const LAYERS = [
   ["skills"],
   ["tools"],
   ["machines"],
+  ["telemetry"],
   ["actors"],
   ["daemon"],
   ["web"],

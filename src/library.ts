@@ -1,3 +1,10 @@
+import {
+  context,
+  isSpanContextValid,
+  type MeterProvider,
+  type TracerProvider,
+  trace,
+} from "@opentelemetry/api";
 import { z } from "zod";
 import type { AgentHandle } from "./actors/agent-deps.js";
 import type { AgentHooks } from "./actors/agent-hooks.js";
@@ -8,6 +15,7 @@ import type { Bus } from "./bus/bus.js";
 import { LocalBus } from "./bus/local-bus.js";
 import { NatsBus, type NatsBusOptions } from "./bus/nats-bus.js";
 import { openRuntime } from "./compose/runtime.js";
+import { processTelemetry } from "./compose/telemetry.js";
 import type { AgentDefinition, AgentSettings } from "./config/agent-schema.js";
 import { loadConfig } from "./config/load.js";
 import type { ApprovalPolicy } from "./config/policy-schemas.js";
@@ -15,6 +23,8 @@ import type { TroupeSettings } from "./config/schema.js";
 import { UserError } from "./errors.js";
 import type { Logger } from "./log.js";
 import type { SandboxMode } from "./sandbox/plan.js";
+import { formatTraceparent } from "./telemetry/span-ids.js";
+import { Telemetry } from "./telemetry/telemetry.js";
 import type { Tool } from "./tools/tool.js";
 
 export interface CreateRuntimeOptions {
@@ -36,6 +46,17 @@ export interface CreateRuntimeOptions {
   /** Where the environment's variables are read (see docs/library.md); default: `process.env`. */
   env?: NodeJS.ProcessEnv;
   log?: Logger;
+  /**
+   * The program's own OpenTelemetry providers: Troupe's spans go to its tracer provider, inside the
+   * span a run is started in, and its metrics to its meter provider (docs/telemetry.md). Without it,
+   * troupe.yaml's `telemetry` (or `TROUPE_TELEMETRY=1`) has Troupe export on its own.
+   */
+  telemetry?: {
+    tracerProvider: TracerProvider;
+    meterProvider?: MeterProvider;
+    /** Prompts, completions, tool arguments and results on the spans (redacted). Default false. */
+    captureContent?: boolean;
+  };
 }
 
 /** An agent given to `createRuntime`: as in agents/*.yaml, its `output` a JSON Schema or a zod schema. */
@@ -112,12 +133,19 @@ export async function createRuntime(options: CreateRuntimeOptions = {}): Promise
               }
             : options.nats,
         );
-  const runtimeOptions: RuntimeOptions = { config, bus };
+  const telemetry = options.telemetry
+    ? new Telemetry({ ...options.telemetry, host: { "troupe.role": "library" } })
+    : await processTelemetry(config, "library", options.env);
+  const runtimeOptions: RuntimeOptions = { config, bus, ...(telemetry ? { telemetry } : {}) };
   for (const key of ["workspace", "tools", "hooks", "approver", "env", "log"] as const) {
     if (options[key] !== undefined) Object.assign(runtimeOptions, { [key]: options[key] });
   }
   try {
-    return new LibraryRuntime(await openRuntime(runtimeOptions), bus);
+    return new LibraryRuntime(
+      await openRuntime(runtimeOptions),
+      bus,
+      options.telemetry ? undefined : telemetry,
+    );
   } catch (error) {
     await bus.close();
     throw error;
@@ -128,14 +156,20 @@ export async function createRuntime(options: CreateRuntimeOptions = {}): Promise
 class LibraryRuntime implements TroupeRuntime {
   readonly #runtime: Runtime;
   readonly #bus: Bus;
+  /** The telemetry it made itself (not the program's providers): it shuts it down. */
+  readonly #telemetry: Telemetry | undefined;
 
-  constructor(runtime: Runtime, bus: Bus) {
+  constructor(runtime: Runtime, bus: Bus, telemetry: Telemetry | undefined) {
     this.#runtime = runtime;
     this.#bus = bus;
+    this.#telemetry = telemetry;
   }
 
+  /** A run started inside a span of the program's is a part of that span's trace. */
   start(options: RunOptions): AgentHandle {
-    return this.#runtime.start(options);
+    const active = trace.getSpanContext(context.active());
+    const inside = options.traceparent === undefined && active && isSpanContextValid(active);
+    return this.#runtime.start(inside ? { ...options, traceparent: formatTraceparent(active) } : options);
   }
 
   resume(runId: string, options: ResumeOptions): Promise<AgentHandle | undefined> {
@@ -152,6 +186,7 @@ class LibraryRuntime implements TroupeRuntime {
 
   async close(): Promise<void> {
     await this.#runtime.close();
+    await this.#telemetry?.shutdown();
     await this.#bus.close();
   }
 }

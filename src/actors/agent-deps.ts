@@ -13,6 +13,7 @@ import type { Redactor } from "../safety/redact.js";
 import type { SandboxMode } from "../sandbox/plan.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import type { LoadedSkill, Skill } from "../skills/skills.js";
+import type { Telemetry } from "../telemetry/telemetry.js";
 import type { CommandHooks } from "../tools/command-hooks.js";
 import type { Tool, ToolRegistry } from "../tools/tool.js";
 import type { AgentHooks } from "./agent-hooks.js";
@@ -64,6 +65,8 @@ export interface AgentDeps {
   spawner: Spawner;
   /** Snapshots and the tool-call journal in KV; without it nothing survives the process. */
   persistence?: { agents: AgentStore; journal: ToolJournal };
+  /** This process's telemetry, when it is on: it sees every event its agents publish. */
+  telemetry?: Telemetry | undefined;
 }
 
 /** Where an agent's tools work: its workspace, and what in it no tool may change or read. */
@@ -105,6 +108,8 @@ export interface StartAgentOptions {
   compact?: boolean;
   /** The seq of its first event: past those an earlier host of this agent logged before it died. Default 0. */
   firstSeq?: number;
+  /** The W3C `traceparent` it starts in (its parent's tool call, a run's caller): on its `agent.started`. */
+  traceparent?: string | undefined;
   /**
    * The revision of its placement on a worker, stamped on its events (see `Envelope.epoch`); a
    * resumed agent with one was taken over from another worker, and says so (`agent.resumed`).

@@ -1,6 +1,7 @@
 import type { Approver } from "../approvals/approver.js";
 import { decideCall } from "../approvals/decide-call.js";
 import { type PermissionRules, permissionRules } from "../approvals/permissions.js";
+import type { Envelope } from "../events/envelope.js";
 import type { Logger } from "../log.js";
 import type { ApprovalDecision } from "../machines/agent-types.js";
 import type { ActiveSkills } from "../skills/active-skills.js";
@@ -179,4 +180,26 @@ export async function closeApprovals(
   await approver
     .close?.({ runId: agent.runId, agentId: agent.agentId }, why)
     .catch((error: Error) => log.warn({ err: error.message }, "could not close its approvals"));
+}
+
+/**
+ * A resumed agent's telemetry: its events so far, read back from the log, before what it does here
+ * (the spans open when its last host stopped are open again, with the same ids).
+ */
+export function resumeTelemetry(
+  deps: AgentDeps,
+  options: StartAgentOptions,
+  agentId: string,
+  model: string,
+): void {
+  const telemetry = deps.telemetry;
+  if (!telemetry) return;
+  const { runId } = options;
+  const history = (async () => {
+    const events: Envelope[] = [];
+    for await (const { envelope } of deps.bus.eventLog.read({ runId }))
+      if (envelope.agentId === agentId) events.push(envelope);
+    return events;
+  })();
+  telemetry.resuming({ runId, agentId, name: options.definition.name, model }, history);
 }

@@ -15,6 +15,7 @@ import { ZERO_USAGE } from "../model/types.js";
 import { UNTRUSTED_NOTE } from "../safety/untrusted.js";
 import { ActiveSkills } from "../skills/active-skills.js";
 import { withSkill } from "../skills/skills.js";
+import { parseTraceparent } from "../telemetry/span-ids.js";
 import { AgentActors } from "./agent-actors.js";
 import type { AgentDeps, AgentHandle, CompactionReport, StartAgentOptions } from "./agent-deps.js";
 import {
@@ -24,6 +25,7 @@ import {
   journalOf,
   questionsOf,
   recordFacts,
+  resumeTelemetry,
   samplingOf,
 } from "./agent-host-parts.js";
 import { type ResolvedAgentSettings, resolveAgentSettings } from "./agent-settings.js";
@@ -96,8 +98,10 @@ export class AgentHost implements AgentHandle {
       {
         nextSeq: restore?.nextSeq ?? options.firstSeq ?? 0,
         epoch: options.epoch ?? 0,
+        watch: deps.telemetry,
       },
     );
+    if (restore && deps.telemetry) resumeTelemetry(deps, options, this.agentId, this.#settings.model.id);
     // The wall counts the time worked, from what a resumed agent had worked and waited before.
     this.#clock = new WallClock(
       this.#settings.budget.maxWallMs,
@@ -201,6 +205,8 @@ export class AgentHost implements AgentHandle {
       this.#log.warn("another host took this agent over: let go of it here, saying nothing more");
       this.#events.silence();
     } else this.#writer.detach();
+    // Its open spans are for the host that goes on with it.
+    this.#deps.telemetry?.released(this.runId, this.agentId);
     this.#actor.stop();
     if (how === "moved") this.#movedAway();
   }
@@ -330,6 +336,7 @@ export class AgentHost implements AgentHandle {
         adopt: (childId) => deps.spawner.adopt(runId, childId),
         commandHooks: deps.commandHooks,
         spawn: (child) => deps.spawner.spawn(runId, child),
+        traceparent: (callId) => deps.telemetry?.traceparentFor(runId, this.agentId, callId),
       },
     );
   }
@@ -380,15 +387,21 @@ function begin(
     else if (options.compact) actor.send({ type: "COMPACT" });
     return;
   }
-  events.emit("agent.started", {
-    name: definition.name,
-    model: settings.model.id,
-    task: options.task,
-    budget: settings.budget,
-    depth: settings.depth,
-    ...(options.parentId ? { parentId: options.parentId } : {}),
-    workspace: parts.workspace,
-  });
+  events.emit(
+    "agent.started",
+    {
+      name: definition.name,
+      model: settings.model.id,
+      task: options.task,
+      budget: settings.budget,
+      depth: settings.depth,
+      ...(options.parentId ? { parentId: options.parentId } : {}),
+      workspace: parts.workspace,
+      ...(settings.sandboxMode ? { sandbox: settings.sandboxMode } : {}),
+    },
+    // Only a well-formed one goes on the envelope: a reader would drop an envelope with another.
+    parseTraceparent(options.traceparent) ? options.traceparent : undefined,
+  );
   actor.start();
   if (options.skill) parts.skills.loaded(options.skill);
   actor.send({ type: "START", task: options.skill ? withSkill(options.skill, options.task) : options.task });

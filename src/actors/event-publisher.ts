@@ -4,6 +4,12 @@ import { type Envelope, makeEnvelope } from "../events/envelope.js";
 import type { Logger } from "../log.js";
 import type { Redactor } from "../safety/redact.js";
 
+/** Who sees each event as it is published, and when the log took it (the process's telemetry). */
+export interface PublishWatch {
+  take(envelope: Envelope): void;
+  appended(madeAt: number): void;
+}
+
 /** Events one append carries at most; more wait for the next. */
 const MAX_BATCH = 512;
 
@@ -54,6 +60,7 @@ export class EventPublisher {
   #silenced = false;
   #held: HeldText | undefined;
   readonly #epoch: number;
+  readonly #watch: PublishWatch | undefined;
 
   constructor(
     private readonly bus: Bus,
@@ -63,10 +70,11 @@ export class EventPublisher {
     private readonly log: Logger,
     private readonly redactor: Redactor | undefined,
     /** `nextSeq`: the seq of its first event; `epoch`: its placement's (see `Envelope.epoch`). */
-    start: { nextSeq?: number; epoch?: number } = {},
+    start: { nextSeq?: number; epoch?: number; watch?: PublishWatch | undefined } = {},
   ) {
     this.#seq = start.nextSeq ?? 0;
     this.#epoch = start.epoch ?? 0;
+    this.#watch = start.watch;
   }
 
   /** The seq the next event will get. */
@@ -74,13 +82,13 @@ export class EventPublisher {
     return this.#seq;
   }
 
-  /** Every string in the data is redacted before it leaves the process. */
-  emit<T extends AgentEventType>(type: T, data: AgentEventMap[T]): void {
+  /** Every string in the data is redacted before it leaves the process. `trace`: the envelope's (an `agent.started`'s). */
+  emit<T extends AgentEventType>(type: T, data: AgentEventMap[T], trace?: string): void {
     if (this.#silenced) return;
     if (isTextEvent(type)) this.#holdText(type, (data as AgentEventMap[TextEventType]).text);
     else {
       this.#releaseHeld();
-      this.#enqueue(this.#seq++, type, data);
+      this.#enqueue(this.#seq++, type, data, trace);
     }
   }
 
@@ -104,18 +112,19 @@ export class EventPublisher {
     this.#enqueue(held.seq, held.type, { text: held.text });
   };
 
-  #enqueue<T extends AgentEventType>(seq: number, type: T, data: AgentEventMap[T]): void {
-    this.#queue.push(
-      makeEnvelope({
-        runId: this.runId,
-        agentId: this.agentId,
-        parentId: this.parentId,
-        seq,
-        type,
-        epoch: this.#epoch,
-        data: this.redactor ? this.redactor.redactDeep(data) : data,
-      }),
-    );
+  #enqueue<T extends AgentEventType>(seq: number, type: T, data: AgentEventMap[T], trace?: string): void {
+    const envelope = makeEnvelope({
+      runId: this.runId,
+      agentId: this.agentId,
+      parentId: this.parentId,
+      seq,
+      type,
+      epoch: this.#epoch,
+      trace,
+      data: this.redactor ? this.redactor.redactDeep(data) : data,
+    });
+    this.#queue.push(envelope);
+    this.#watch?.take(envelope);
     this.#made++;
     if (this.#sending) return;
     this.#sending = true;
@@ -138,6 +147,7 @@ export class EventPublisher {
       const batch = this.#queue.splice(0, MAX_BATCH);
       try {
         await this.bus.eventLog.appendAll(batch);
+        this.#watch?.appended((batch[0] as Envelope).ts);
       } catch (error) {
         const { type, seq } = batch[0] as Envelope;
         this.log.error({ err: error, type, seq, events: batch.length }, "could not publish events");

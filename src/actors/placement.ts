@@ -20,6 +20,8 @@ export const spawnRequestSchema = z.object({
   task: z.string(),
   depth: z.number().int(),
   budget: budgetSchema,
+  /** The W3C `traceparent` of the parent's call that spawns it, when the parent's host has telemetry on. */
+  traceparent: z.string().max(55).optional(),
 });
 export type SpawnRequest = z.infer<typeof spawnRequestSchema>;
 
@@ -86,6 +88,7 @@ export function workerPlacement(bus: Bus, log: Logger, timeoutMs = 5000) {
       task: child.task,
       depth: child.depth,
       budget: child.budget,
+      ...(child.traceparent ? { traceparent: child.traceparent } : {}),
     };
     const envelope = makeEnvelope({ runId, agentId: child.parentId, seq: 0, type: "spawn", data: request });
     try {

@@ -7,6 +7,7 @@ import type { Logger } from "../log.js";
 import type { ModelRouterOptions } from "../model/model-router.js";
 import type { SandboxMode } from "../sandbox/plan.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
+import type { Telemetry } from "../telemetry/telemetry.js";
 import type { Tool } from "../tools/tool.js";
 import type { RecordSeal } from "../trust/record-seal.js";
 import type { AgentHooks } from "./agent-hooks.js";
@@ -34,6 +35,11 @@ export interface RuntimeOptions {
    * those buckets). Default: none, as a worker or a local run has.
    */
   seal?: RecordSeal;
+  /**
+   * The process's telemetry (docs/telemetry.md): spans and metrics of every agent this runtime hosts.
+   * Default: none. It is the process's to shut down, as several runtimes may share it.
+   */
+  telemetry?: Telemetry;
 }
 
 export interface RunOptions {
@@ -56,4 +62,6 @@ export interface RunOptions {
    * that status, abort and resume could not find, without the agent waiting for it to start.
    */
   toolsAfter?: Promise<unknown>;
+  /** The W3C `traceparent` the run was started in: its spans go under that span, in its trace. */
+  traceparent?: string;
 }

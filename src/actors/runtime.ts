@@ -16,6 +16,7 @@ import { type TroupeDirs, type UserDirs, workspaceRefusal } from "../safety/refu
 import { detectSandbox, type Sandbox } from "../sandbox/sandbox.js";
 import { mcpConfinement, sandboxScope } from "../sandbox/scope.js";
 import { findSkills, type Skill } from "../skills/skills.js";
+import type { Telemetry } from "../telemetry/telemetry.js";
 import { builtinTools } from "../tools/builtin/index.js";
 import { loadSkillTool } from "../tools/builtin/load-skill.js";
 import { CommandHooks } from "../tools/command-hooks.js";
@@ -79,6 +80,7 @@ export class Runtime {
   readonly #controls: AgentControls;
   readonly #machines = new HostedMachines();
   readonly #agentHooks: AgentHooks | undefined;
+  readonly #telemetry: Telemetry | undefined;
   #moduleTools = new Map<string, Tool[]>();
   #agentDeps: AgentDeps | undefined;
 
@@ -139,6 +141,7 @@ export class Runtime {
       ...(options.tools ?? []),
     ]);
     this.#agentHooks = options.hooks;
+    this.#telemetry = options.telemetry;
     this.#controls = new AgentControls(this.bus);
     this.#commandHooks = new CommandHooks(
       options.config.troupe.hooks,
@@ -233,6 +236,7 @@ export class Runtime {
       mode: options.mode,
       sandbox: options.sandbox,
       toolsAfter: options.toolsAfter,
+      traceparent: options.traceparent,
     });
   }
 
@@ -333,6 +337,7 @@ export class Runtime {
       // A spawn request is a worker's to send: whatever it says, what it starts is a subagent.
       depth: Math.max(1, request.depth),
       budget: request.budget,
+      traceparent: request.traceparent,
     });
   }
 
@@ -383,6 +388,7 @@ export class Runtime {
           parentId: child.parentId,
           depth: child.depth,
           budget: child.budget,
+          traceparent: child.traceparent,
         });
       },
       adopt: (runId, childId) => this.adoptChild(runId, childId),
@@ -414,6 +420,7 @@ export class Runtime {
       agentHooks: this.#agentHooks,
       moduleTools: this.#moduleTools,
       persistence: this.#persistence,
+      telemetry: this.#telemetry,
     };
   }
 

@@ -47,6 +47,8 @@ export interface ParentSide {
   charge(delta: Spend): void;
   /** Starts a child actor (in this process, or on a worker); it reports only through the bus. */
   spawn(child: ChildSpec): Promise<void>;
+  /** The `traceparent` of the parent's call `callId`, when telemetry is on. */
+  traceparent?: ((callId: string) => string | undefined) | undefined;
   /**
    * A child this call started before a restart or an abort: its output when it has stopped, `running`
    * when it is hosted (or now resumed) somewhere, with what it had spent when it was reopened after
@@ -61,6 +63,10 @@ export interface ChildSpec {
   definition: AgentDefinition;
   task: string;
   childId: string;
+  /** The parent's call that spawns it. */
+  callId?: string;
+  /** The W3C `traceparent` it starts in: the span of that call, when telemetry is on. */
+  traceparent?: string | undefined;
   parentId: string;
   depth: number;
   budget: Budget;
@@ -123,7 +129,16 @@ export function subagentTools(children: readonly AgentDefinition[], parent: Pare
             const fullTask = context ? `${task}\n\nContext from the agent that asked:\n${context}` : task;
             const outcome = await runChild(
               parent,
-              { definition: child, task: fullTask, childId, parentId: parent.agentId, depth, budget },
+              {
+                definition: child,
+                task: fullTask,
+                childId,
+                callId,
+                traceparent: parent.traceparent?.(callId),
+                parentId: parent.agentId,
+                depth,
+                budget,
+              },
               reservation,
               signal,
             );
@@ -240,6 +255,7 @@ async function runChild(
       });
       parent.events.emit("subagent.spawned", {
         childId: spec.childId,
+        ...(spec.callId ? { callId: spec.callId } : {}),
         name: spec.definition.name,
         task: spec.task,
         budget: spec.budget,

@@ -7,6 +7,7 @@ import { acceptsAnonymous, answersAnonymously } from "../bus/nats-connect.js";
 import { accountNames, accountsBlock } from "../bus/permissions.js";
 import { natsOptionsFromConfig } from "../compose/nats-options.js";
 import { openRuntime } from "../compose/runtime.js";
+import { processTelemetry } from "../compose/telemetry.js";
 import { type ConfigChoice, loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import { type ListedRule, permissionsInEffect } from "../config/permissions-listed.js";
@@ -58,7 +59,8 @@ export async function runDaemon(where: ConfigChoice, log: Logger, web?: string |
   const approver = new BusApprover(bus, config.troupe.approval.timeoutMs, trust, log);
   // What the daemon writes that a worker's seed could write over carries this, and is checked.
   const seal = RecordSeal.forDataDir(data);
-  const runtime = await openRuntime({ config, bus, log, approver, seal });
+  const telemetry = await processTelemetry(config, "daemon");
+  const runtime = await openRuntime({ config, bus, log, approver, seal, telemetry });
   const { workspaces } = config.troupe.daemon;
   const daemon = new Daemon(runtime, log, {
     maxApproval: config.troupe.daemon.maxApproval,
@@ -69,7 +71,7 @@ export async function runDaemon(where: ConfigChoice, log: Logger, web?: string |
     copies: new RecordCopies(join(data, "run-records", nats.prefix)),
     // A run's own workspace (troupe run -w DIR) gets a runtime of its own, with its sandbox scope,
     // while it has runs.
-    runtimeFor: (workspace) => openRuntime({ config, bus, log, approver, workspace, seal }),
+    runtimeFor: (workspace) => openRuntime({ config, bus, log, approver, workspace, seal, telemetry }),
     maxWorkspaces: config.troupe.daemon.maxWorkspaces,
     ...(workspaces.length ? { workspaces: workspaces.map((root) => resolve(config.dir, root)) } : {}),
   });
@@ -103,6 +105,7 @@ export async function runDaemon(where: ConfigChoice, log: Logger, web?: string |
   await daemon.stop();
   await daemon.close();
   await runtime.close();
+  await telemetry?.shutdown();
   await bus.close();
   await embedded?.stop();
   held.release();

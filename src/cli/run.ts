@@ -5,6 +5,7 @@ import { denyingApprover } from "../approvals/approver.js";
 import { FileStore } from "../bus/file-store.js";
 import { LocalBus } from "../bus/local-bus.js";
 import { openRuntime } from "../compose/runtime.js";
+import { processTelemetry } from "../compose/telemetry.js";
 import type { LoadedConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import type { ApprovalPolicy } from "../config/policy-schemas.js";
@@ -70,11 +71,13 @@ export async function runTask(
   const displayed = new Signals();
   // A local run keeps its event log and snapshots in the data dir: `troupe runs`, `resume`, `replay`.
   const bus = extra.bus ?? localBus(config, log);
+  const telemetry = extra.telemetry ?? (await processTelemetry(config, "local"));
   const runtime = await openRuntime(
     {
       config,
       log,
       bus,
+      ...(telemetry ? { telemetry } : {}),
       ...(flags.workspace ? { workspace: flags.workspace } : {}),
       approver: interactive
         ? ttyApprover((callId) => displayed.wait(callId), process.stdin, process.stderr, projectRules(config))
@@ -106,6 +109,8 @@ export async function runTask(
       mode: flags.mode,
       sandbox: flags.sandbox,
       ...(flags.skill ? { skill: flags.skill } : {}),
+      // A run started inside a traced job (TRACEPARENT, as CI tools set it) is a part of its trace.
+      ...(telemetry && process.env.TRACEPARENT ? { traceparent: process.env.TRACEPARENT } : {}),
     });
     const reading = new AbortController();
     const shown = (async () => {
@@ -129,6 +134,7 @@ export async function runTask(
     renderer.close();
     process.off("SIGINT", onSigint);
     await runtime.close();
+    if (!extra.telemetry) await telemetry?.shutdown();
     if (!extra.bus) await bus.close();
   }
 }

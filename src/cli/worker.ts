@@ -3,6 +3,7 @@ import { denyingApprover } from "../approvals/approver.js";
 import { NatsBus } from "../bus/nats-bus.js";
 import { natsOptionsFromConfig } from "../compose/nats-options.js";
 import { openRuntime } from "../compose/runtime.js";
+import { processTelemetry } from "../compose/telemetry.js";
 import { type ConfigChoice, loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import type { Logger } from "../log.js";
@@ -20,10 +21,12 @@ export async function runWorker(where: ConfigChoice, options: WorkerOptions, log
     name: "troupe-worker",
     log,
   });
+  const telemetry = await processTelemetry(config, "worker");
   const runtime = await openRuntime({
     config,
     bus,
     log,
+    telemetry,
     // Subagents only read: nothing they do is ever asked about.
     approver: denyingApprover("a subagent cannot ask for approval"),
   });
@@ -36,6 +39,7 @@ export async function runWorker(where: ConfigChoice, options: WorkerOptions, log
   log.info({ worker: worker.id }, "stopping");
   await worker.stop();
   await runtime.close();
+  await telemetry?.shutdown();
   await bus.close();
   return 0;
 }

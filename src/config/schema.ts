@@ -8,6 +8,7 @@ import { patternProblem } from "./permission-pattern.js";
 import { approvalPolicySchema } from "./policy-schemas.js";
 import { providerSchema } from "./provider-schema.js";
 import { sandboxConfigSchema } from "./sandbox-schema.js";
+import { telemetryConfigSchema } from "./telemetry-schema.js";
 import { DURATION_UNITS, durationSchema, positiveInt } from "./units.js";
 
 const PROVIDER_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]*$/;
@@ -163,6 +164,7 @@ export const troupeConfigSchema = z.strictObject({
       maxConcurrent: positiveInt.default(4),
     })
     .default({ maxDepth: 2, maxConcurrent: 4 }),
+  telemetry: telemetryConfigSchema.default(telemetryConfigSchema.parse({})),
 });
 export type TroupeConfig = z.infer<typeof troupeConfigSchema>;
 

@@ -93,6 +93,8 @@ export const agentEventSchemas = {
     parentId: z.string().optional(),
     /** Where its tools work (a real path): where `troupe resume` of a local run works again. */
     workspace: z.string().optional(),
+    /** Where its commands are confined (`sandbox.mode`: `workspace-write`, `read-only`, …). */
+    sandbox: z.string().optional(),
   }),
   /**
    * A worker took the agent over from one that went silent, and goes on from its snapshot in
@@ -261,6 +263,8 @@ export const agentEventSchemas = {
   /** A subagent was spawned as a child actor with a budget carved out of this agent's. */
   "subagent.spawned": z.object({
     childId: z.string(),
+    /** The parent's tool call that spawned it. */
+    callId: z.string().optional(),
     name: z.string(),
     task: z.string(),
     budget: agentBudget,

@@ -28,6 +28,11 @@ export const envelopeSchema = z.object({
    * higher one, so readers drop what the host it took over from still sends (see `EventFilter`).
    */
   epoch: z.number().int().nonnegative().optional(),
+  /**
+   * The W3C `traceparent` of the span the agent was started in, on its `agent.started` only when
+   * telemetry is on (docs/telemetry.md): its parent's tool call, or the context a run was started in.
+   */
+  trace: z.string().max(55).optional(),
   data: z.unknown(),
 });
 
@@ -41,6 +46,8 @@ export interface EnvelopeInit<T> {
   type: string;
   /** Left out when 0 (an agent no worker took over). */
   epoch?: number | undefined;
+  /** The `traceparent` an agent was started in (on its `agent.started`). */
+  trace?: string | undefined;
   data: T;
 }
 
@@ -57,6 +64,7 @@ export function makeEnvelope<T>(init: EnvelopeInit<T>, now: number = Date.now())
   };
   if (init.parentId !== undefined) envelope.parentId = init.parentId;
   if (init.epoch) envelope.epoch = init.epoch;
+  if (init.trace !== undefined) envelope.trace = init.trace;
   return envelope;
 }
 
@@ -110,6 +118,7 @@ function isWellFormed(json: unknown): json is Envelope {
     (e.parentId === undefined || text(e.parentId)) &&
     count(e.seq) &&
     (e.epoch === undefined || count(e.epoch)) &&
+    (e.trace === undefined || (typeof e.trace === "string" && e.trace.length <= 55)) &&
     text(e.type) &&
     "data" in e
   );

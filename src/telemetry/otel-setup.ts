@@ -1,0 +1,151 @@
+import { hostname } from "node:os";
+import type { Sampler } from "@opentelemetry/sdk-trace";
+import type { TelemetryConfig } from "../config/telemetry-schema.js";
+import { Telemetry } from "./telemetry.js";
+
+/** How a process that exports says what it is. */
+export interface ExportingProcess {
+  /** `daemon`, `worker`, `local` (troupe run --local), `export-trace`. */
+  role: string;
+  env: NodeJS.ProcessEnv;
+  providerOf?: (model: string) => string | undefined;
+}
+
+/** Whether troupe.yaml or the environment turns telemetry on. */
+export function telemetryOn(config: TelemetryConfig, env: NodeJS.ProcessEnv): boolean {
+  if (/^(true|1)$/i.test(env.OTEL_SDK_DISABLED ?? "")) return false;
+  return config.enabled || /^(1|true|on)$/i.test(env.TROUPE_TELEMETRY ?? "");
+}
+
+/**
+ * The process's telemetry from troupe.yaml's `telemetry` and the standard OpenTelemetry environment
+ * (`OTEL_EXPORTER_OTLP_*`, `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER`):
+ * the SDK's providers with OTLP exporters over HTTP/protobuf or gRPC. Undefined when it is off, and
+ * then none of the SDK is loaded.
+ */
+export async function openTelemetry(
+  config: TelemetryConfig,
+  process: ExportingProcess,
+): Promise<Telemetry | undefined> {
+  if (!telemetryOn(config, process.env)) return undefined;
+  const { env } = process;
+  const [
+    { TracerProvider, BatchSpanProcessor },
+    { MeterProvider, PeriodicExportingMetricReader },
+    resources,
+  ] = await Promise.all([
+    import("@opentelemetry/sdk-trace"),
+    import("@opentelemetry/sdk-metrics"),
+    import("@opentelemetry/resources"),
+  ]);
+  const host = {
+    "host.name": hostname(),
+    "process.pid": globalThis.process.pid,
+    "troupe.role": process.role,
+  };
+  const resource = resources
+    .resourceFromAttributes({ "service.name": "troupe", ...host })
+    .merge(resources.detectResources({ detectors: [resources.envDetector] }))
+    .merge(
+      config.serviceName ? resources.resourceFromAttributes({ "service.name": config.serviceName }) : null,
+    );
+  const grpc = (config.protocol ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? "http/protobuf") === "grpc";
+  const { traces, metrics } = await exportersFor(config, grpc);
+  const tracerProvider = new TracerProvider({
+    resource,
+    spanProcessors: [
+      new BatchSpanProcessor({
+        exporter: traces,
+        ...positive("scheduledDelayMillis", env.OTEL_BSP_SCHEDULE_DELAY),
+        ...positive("maxQueueSize", env.OTEL_BSP_MAX_QUEUE_SIZE),
+        ...positive("maxExportBatchSize", env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE),
+        ...positive("exportTimeoutMillis", env.OTEL_BSP_EXPORT_TIMEOUT),
+      }),
+    ],
+    ...(await samplerFrom(env)),
+  });
+  const meterProvider =
+    config.metrics && metrics
+      ? new MeterProvider({
+          resource,
+          readers: [
+            new PeriodicExportingMetricReader({
+              exporter: metrics,
+              ...positive("exportIntervalMillis", env.OTEL_METRIC_EXPORT_INTERVAL),
+              ...positive("exportTimeoutMillis", env.OTEL_METRIC_EXPORT_TIMEOUT),
+            }),
+          ],
+        })
+      : undefined;
+  return new Telemetry({
+    tracerProvider,
+    meterProvider,
+    captureContent: config.captureContent,
+    providerOf: process.providerOf,
+    host,
+    shutdown: async () => {
+      await Promise.allSettled([tracerProvider.shutdown(), meterProvider?.shutdown()]);
+    },
+  });
+}
+
+/** `{ [key]: n }` for a variable that holds a positive whole number, else nothing (the SDK's default). */
+function positive<K extends string>(key: K, value: string | undefined): Partial<Record<K, number>> {
+  const n = Number(value);
+  return value !== undefined && Number.isSafeInteger(n) && n > 0 ? ({ [key]: n } as Record<K, number>) : {};
+}
+
+/** The OTLP exporters: troupe.yaml's endpoint and headers where it gives them, else the environment's. */
+async function exportersFor(config: TelemetryConfig, grpc: boolean) {
+  const base = config.endpoint?.replace(/\/+$/, "");
+  const headers = Object.keys(config.headers).length > 0 ? config.headers : undefined;
+  if (grpc) {
+    const [{ OTLPTraceExporter }, { OTLPMetricExporter }, { Metadata }] = await Promise.all([
+      import("@opentelemetry/exporter-trace-otlp-grpc"),
+      import("@opentelemetry/exporter-metrics-otlp-grpc"),
+      import("@grpc/grpc-js"),
+    ]);
+    const metadata = headers ? new Metadata() : undefined;
+    for (const [key, value] of Object.entries(headers ?? {})) metadata?.set(key, value);
+    const options = { ...(base ? { url: base } : {}), ...(metadata ? { metadata } : {}) };
+    return {
+      traces: new OTLPTraceExporter(options),
+      metrics: config.metrics ? new OTLPMetricExporter(options) : undefined,
+    };
+  }
+  const [{ OTLPTraceExporter }, { OTLPMetricExporter }] = await Promise.all([
+    import("@opentelemetry/exporter-trace-otlp-proto"),
+    import("@opentelemetry/exporter-metrics-otlp-proto"),
+  ]);
+  const options = (path: string) => ({
+    ...(base ? { url: `${base}${path}` } : {}),
+    ...(headers ? { headers } : {}),
+  });
+  return {
+    traces: new OTLPTraceExporter(options("/v1/traces")),
+    metrics: config.metrics ? new OTLPMetricExporter(options("/v1/metrics")) : undefined,
+  };
+}
+
+/**
+ * `OTEL_TRACES_SAMPLER` (and `OTEL_TRACES_SAMPLER_ARG`) as the SDK's specification reads them; none
+ * said: every trace (the SDK's default, parent-based always-on).
+ */
+async function samplerFrom(env: NodeJS.ProcessEnv): Promise<{ sampler?: Sampler }> {
+  const name = env.OTEL_TRACES_SAMPLER?.trim().toLowerCase();
+  if (!name) return {};
+  const sdk = await import("@opentelemetry/sdk-trace");
+  const arg = Number(env.OTEL_TRACES_SAMPLER_ARG);
+  const ratio = () =>
+    new sdk.TraceIdRatioBasedSampler(Number.isFinite(arg) && arg >= 0 && arg <= 1 ? arg : 1);
+  const samplers: Record<string, () => Sampler> = {
+    always_on: () => new sdk.AlwaysOnSampler(),
+    always_off: () => new sdk.AlwaysOffSampler(),
+    traceidratio: ratio,
+    parentbased_always_on: () => new sdk.ParentBasedSampler({ root: new sdk.AlwaysOnSampler() }),
+    parentbased_always_off: () => new sdk.ParentBasedSampler({ root: new sdk.AlwaysOffSampler() }),
+    parentbased_traceidratio: () => new sdk.ParentBasedSampler({ root: ratio() }),
+  };
+  const make = samplers[name];
+  return make ? { sampler: make() } : {};
+}

@@ -1,0 +1,208 @@
+import { afterEach, expect, it } from "vitest";
+import { uniquePrefix } from "../../src/bus/subjects.js";
+import type { Envelope } from "../../src/events/envelope.js";
+import { ScriptedModelServer, type ScriptRule } from "../../src/testing/scripted-model-server.js";
+import { runTroupe, spawnTroupe } from "../support/cli.js";
+import { embeddedDaemon } from "../support/embedded-daemon.js";
+import { OtlpReceiver, type ReceivedSpan } from "../support/otlp-receiver.js";
+import { waitFor } from "../support/wait.js";
+
+/*
+ * One trace per run, across processes: the daemon on its default embedded (credentialed) server
+ * hosts the lead, a `troupe worker` process hosts its two subagents, and both export to an OTLP
+ * receiver that decodes what they send with the OpenTelemetry project's protobuf definitions.
+ */
+
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+}, 30_000);
+
+/** A secret the explorers read: it must reach no span as it is. */
+const SECRET = "sk-proj-Tq3vX8mZp2Lr7Wn5Ks9Yd4Hb6Jc1Fg0Ae";
+
+const as = (name: string, turn: number) => ({ system: `"${name}"`, turn });
+
+function rules(explorerDelayMs: number): ScriptRule[] {
+  return [
+    {
+      match: as("lead", 1),
+      reply: {
+        toolCalls: [
+          { name: "subagent_explorer", arguments: { task: "What does notes.txt say?" } },
+          { name: "subagent_explorer", arguments: { task: "Is there a key in notes.txt?" } },
+        ],
+      },
+    },
+    {
+      match: as("explorer", 1),
+      reply: {
+        toolCalls: [{ name: "read_file", arguments: { path: "notes.txt" } }],
+        delayMs: explorerDelayMs,
+      },
+      times: 2,
+    },
+    { match: as("explorer", 2), reply: { text: "It says the answer is 42." }, times: 2 },
+    { match: as("lead", 2), reply: { text: "The answer is 42." } },
+  ];
+}
+
+async function project(model: ScriptedModelServer, receiver: OtlpReceiver) {
+  const prefix = uniquePrefix();
+  const d = await embeddedDaemon(
+    {
+      "config/troupe.yaml": [
+        `nats:\n  prefix: ${prefix}`,
+        "defaultAgent: lead\ndefaultModel: scripted",
+        `telemetry:\n  enabled: true\n  endpoint: ${receiver.url}\n  captureContent: true`,
+        "daemon:\n  maxApproval: yolo\n",
+      ].join("\n"),
+      "config/agents/lead.yaml":
+        "name: lead\ndescription: Leads.\ntools: [read_file]\nsubagents: [explorer]\n",
+      "config/agents/explorer.yaml":
+        "name: explorer\ndescription: Reads.\nreadOnly: true\ntools: [read_file]\n",
+      "notes.txt": `the answer is 42\nOPENAI_API_KEY=${SECRET}\n`,
+    },
+    model.baseURL,
+    cleanups,
+  );
+  // Spans leave every 200 ms, metrics every 500 ms, so the test need not wait the SDK's 5 s and 60 s.
+  Object.assign(d.env, { OTEL_BSP_SCHEDULE_DELAY: "200", OTEL_METRIC_EXPORT_INTERVAL: "500" });
+  await d.start();
+  const worker = spawnTroupe([...d.cfg, "worker"], { cwd: d.dir, env: d.env });
+  cleanups.push(async () => {
+    worker.child.kill("SIGTERM");
+    await worker.exit;
+  });
+  await waitFor("the worker", () => worker.stderr().includes("troupe worker "), 15_000);
+  return { ...d, worker };
+}
+
+const byName = (spans: ReceivedSpan[], name: string) => spans.filter((s) => s.name === name);
+
+function eventsOf(stdout: string): Envelope[] {
+  return stdout
+    .trim()
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as Envelope);
+}
+
+it("a run with a lead and two subagents on a worker is one trace, parented across the processes, with the GenAI attributes typed and the run's own token counts", async () => {
+  const receiver = await OtlpReceiver.http();
+  cleanups.push(() => receiver.close());
+  const model = await ScriptedModelServer.start(rules(0));
+  cleanups.push(() => model.close());
+  const p = await project(model, receiver);
+  const run = await runTroupe([...p.cfg, "run", "--json", "--approval", "yolo", "Read the notes"], {
+    cwd: p.dir,
+    env: p.env,
+  });
+  expect(run.code).toBe(0);
+  model.assertComplete();
+  const events = eventsOf(run.stdout);
+  await waitFor(
+    "the run's root span",
+    () => byName(receiver.spans, "invoke_workflow lead").length === 1,
+    15_000,
+  );
+  await waitFor(
+    "both subagents' spans",
+    () => byName(receiver.spans, "invoke_agent explorer").length === 2,
+    15_000,
+  );
+  const spans = receiver.spans;
+
+  // One trace; every span's parent is in it, but the root's.
+  const traceIds = new Set(spans.map((s) => s.traceId));
+  expect(traceIds.size).toBe(1);
+  const byId = new Map(spans.map((s) => [s.spanId, s]));
+  expect(byId.size).toBe(spans.length);
+  const [root] = byName(spans, "invoke_workflow lead");
+  expect(root?.parentSpanId).toBe("");
+  for (const span of spans) if (span !== root) expect(byId.has(span.parentSpanId), span.name).toBe(true);
+
+  // The lead under the run; each subagent under the tool call that spawned it, on the worker.
+  const [lead] = byName(spans, "invoke_agent lead");
+  expect(lead?.parentSpanId).toBe(root?.spanId);
+  expect(lead?.resource["troupe.role"]).toBe("daemon");
+  const calls = byName(spans, "execute_tool subagent_explorer");
+  expect(calls).toHaveLength(2);
+  for (const call of calls) {
+    expect(call.parentSpanId).toBe(lead?.spanId);
+    const child = byName(spans, "invoke_agent explorer").find((s) => s.parentSpanId === call.spanId);
+    expect(child?.resource["troupe.role"]).toBe("worker");
+    expect(child?.resource["process.pid"]).not.toBe(lead?.resource["process.pid"]);
+    expect(child?.attributes["gen_ai.agent.id"]).toBe(call.attributes["troupe.subagent.id"]);
+    // Its own calls are under it.
+    const reads = spans.filter(
+      (s) => s.name === "execute_tool read_file" && s.parentSpanId === child?.spanId,
+    );
+    expect(reads).toHaveLength(1);
+    expect(reads[0]?.attributes["gen_ai.tool.call.id"]).toMatch(/\S/);
+  }
+
+  // The GenAI attributes, typed as the conventions say.
+  const chats = spans.filter((s) => s.name === "chat scripted");
+  expect(chats).toHaveLength(6);
+  for (const chat of chats) {
+    expect(chat.attributes["gen_ai.operation.name"]).toBe("chat");
+    expect(chat.kinds).toMatchObject({
+      "gen_ai.request.model": "stringValue",
+      "gen_ai.response.model": "stringValue",
+      "gen_ai.provider.name": "stringValue",
+      "gen_ai.usage.input_tokens": "intValue",
+      "gen_ai.usage.output_tokens": "intValue",
+      "gen_ai.usage.cache_read.input_tokens": "intValue",
+      "gen_ai.response.finish_reasons": "arrayValue",
+    });
+    expect(chat.attributes["gen_ai.provider.name"]).toBe("openai");
+    expect(byId.get(chat.parentSpanId)?.name).toMatch(/^invoke_agent /);
+  }
+  expect(lead?.kinds["gen_ai.agent.name"]).toBe("stringValue");
+
+  // Token counts: each agent's chat spans add up to what its agent.stopped says it used.
+  for (const agentSpan of byName(spans, "invoke_agent lead").concat(byName(spans, "invoke_agent explorer"))) {
+    const agentId = agentSpan.attributes["gen_ai.agent.id"] as string;
+    const stopped = events.find((e) => e.type === "agent.stopped" && e.agentId === agentId)?.data as {
+      usage: { inputTokens: number; outputTokens: number };
+    };
+    const own = chats.filter((c) => c.parentSpanId === agentSpan.spanId);
+    const sum = (key: string) => own.reduce((total, c) => total + (c.attributes[key] as number), 0);
+    expect(stopped.usage.inputTokens).toBeGreaterThan(0);
+    expect(sum("gen_ai.usage.input_tokens")).toBe(stopped.usage.inputTokens);
+    expect(sum("gen_ai.usage.output_tokens")).toBe(stopped.usage.outputTokens);
+    expect(agentSpan.attributes["gen_ai.usage.input_tokens"]).toBe(stopped.usage.inputTokens);
+  }
+  const leadStop = events.filter((e) => e.type === "agent.stopped").at(-1)?.data as {
+    total: { usage: { inputTokens: number } };
+  };
+  expect(root?.attributes["troupe.total.input_tokens"]).toBe(leadStop.total.usage.inputTokens);
+
+  // Captured content is there, and redacted as the events are: the key never leaves as it is.
+  const results = byName(spans, "execute_tool read_file").map((s) => s.attributes["gen_ai.tool.call.result"]);
+  expect(results).toHaveLength(2);
+  for (const result of results) {
+    expect(result).toContain("the answer is 42");
+    expect(result).toContain("[REDACTED");
+  }
+  expect(JSON.stringify(spans)).not.toContain(SECRET);
+  const leadChats = chats.filter((c) => c.parentSpanId === lead?.spanId);
+  expect(JSON.parse(leadChats[0]?.attributes["gen_ai.input.messages"] as string)).toEqual([
+    { role: "user", parts: [{ type: "text", content: "Read the notes" }] },
+  ]);
+  expect(JSON.parse(leadChats[1]?.attributes["gen_ai.output.messages"] as string)).toEqual([
+    { role: "assistant", parts: [{ type: "text", content: "The answer is 42." }], finish_reason: "stop" },
+  ]);
+
+  // The metrics came too: token usage by type, and the tool calls by outcome.
+  await waitFor(
+    "the token usage metric",
+    () => receiver.metrics.some((m) => m.name === "gen_ai.client.token.usage"),
+    10_000,
+  );
+  const usage = receiver.metrics.filter((m) => m.name === "gen_ai.client.token.usage");
+  expect(usage.flatMap((m) => m.points.map((p) => p.attributes["gen_ai.token.type"]))).toEqual(
+    expect.arrayContaining(["input", "output"]),
+  );
+}, 90_000);
