@@ -137,7 +137,8 @@ export class EventSpans {
       return;
     }
     agent.resumedHere = here;
-    const links: Link[] = [];
+    // Linked to what it goes on from: the model call cut off, or the calls it goes on waiting for.
+    const links: Link[] = [...agent.tools.values()].map((tool) => ({ context: this.#contextOf(agent, tool.span) }));
     const cut = agent.chat?.span;
     if (cut) {
       links.push({ context: this.#contextOf(agent, cut) });

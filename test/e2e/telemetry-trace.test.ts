@@ -206,3 +206,58 @@ it("a run with a lead and two subagents on a worker is one trace, parented acros
     expect.arrayContaining(["input", "output"]),
   );
 }, 90_000);
+
+it("kill -9 of the daemon while its lead waits on its subagents: one trace still, the lead's spans made whole by the daemon that resumed it, its resumed part linked to the calls it went on waiting for", async () => {
+  const receiver = await OtlpReceiver.http();
+  cleanups.push(() => receiver.close());
+  const model = await ScriptedModelServer.start(rules(3000));
+  cleanups.push(() => model.close());
+  const p = await project(model, receiver);
+  const client = spawnTroupe([...p.cfg, "run", "--json", "--approval", "yolo", "Read the notes"], {
+    cwd: p.dir,
+    env: p.env,
+  });
+  cleanups.push(() => void client.child.kill("SIGKILL"));
+  await waitFor("both subagents spawned", () => client.stdout().split('"subagent.spawned"').length === 3, 20_000);
+  // What the first daemon had ended and sent: the lead's first model call.
+  await waitFor("the lead's first chat span", () => receiver.spans.some((s) => s.name === "chat scripted"), 10_000);
+  const firstPid = p.pid();
+  p.kill();
+  await p.start();
+  expect(await client.exit).toBe(0);
+  await waitFor("the run's root span", () => byName(receiver.spans, "invoke_workflow lead").length === 1, 15_000);
+  await waitFor("both subagents' spans", () => byName(receiver.spans, "invoke_agent explorer").length === 2, 15_000);
+  const spans = receiver.spans;
+
+  expect(new Set(spans.map((s) => s.traceId)).size).toBe(1);
+  const byId = new Map(spans.map((s) => [s.spanId, s]));
+  expect(byId.size).toBe(spans.length);
+  const [root] = byName(spans, "invoke_workflow lead");
+  for (const span of spans) if (span !== root) expect(byId.has(span.parentSpanId), span.name).toBe(true);
+
+  // The spans the killed daemon had open are made, once, by the one that went on.
+  const leads = byName(spans, "invoke_agent lead");
+  expect(leads).toHaveLength(1);
+  expect(leads[0]?.resource["process.pid"]).toBe(p.pid());
+  expect(leads[0]?.resource["process.pid"]).not.toBe(firstPid);
+  const calls = byName(spans, "execute_tool subagent_explorer");
+  expect(calls).toHaveLength(2);
+  for (const call of calls) {
+    expect(call.parentSpanId).toBe(leads[0]?.spanId);
+    expect(byName(spans, "invoke_agent explorer").filter((s) => s.parentSpanId === call.spanId)).toHaveLength(1);
+  }
+  // Its first model call was ended, and sent, by the first daemon.
+  const [resume] = byName(spans, "resume_agent lead");
+  const chatsUnder = (span: ReceivedSpan | undefined) =>
+    spans.filter((s) => s.name === "chat scripted" && s.parentSpanId === span?.spanId);
+  expect(chatsUnder(leads[0]).map((s) => s.resource["process.pid"])).toEqual([firstPid]);
+
+  // The resumed part: a span under the lead, linked to the calls it went on waiting for; what the
+  // lead did after it is under it.
+  expect(resume?.parentSpanId).toBe(leads[0]?.spanId);
+  expect(resume?.resource["process.pid"]).toBe(p.pid());
+  expect(resume?.links.map((l) => l.spanId).sort()).toEqual(calls.map((c) => c.spanId).sort());
+  const after = chatsUnder(resume);
+  expect(after).toHaveLength(1);
+  expect(after[0]?.attributes["gen_ai.response.finish_reasons"]).toEqual(["stop"]);
+}, 120_000);
