@@ -138,7 +138,9 @@ export class EventSpans {
     }
     agent.resumedHere = here;
     // Linked to what it goes on from: the model call cut off, or the calls it goes on waiting for.
-    const links: Link[] = [...agent.tools.values()].map((tool) => ({ context: this.#contextOf(agent, tool.span) }));
+    const links: Link[] = [...agent.tools.values()].map((tool) => ({
+      context: this.#contextOf(agent, tool.span),
+    }));
     const cut = agent.chat?.span;
     if (cut) {
       links.push({ context: this.#contextOf(agent, cut) });

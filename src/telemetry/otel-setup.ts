@@ -1,4 +1,5 @@
 import { hostname } from "node:os";
+import type { Attributes } from "@opentelemetry/api";
 import type { Sampler } from "@opentelemetry/sdk-trace";
 import type { TelemetryConfig } from "../config/telemetry-schema.js";
 import { Telemetry } from "./telemetry.js";
@@ -89,6 +90,25 @@ export async function openTelemetry(
   });
 }
 
+/** Whether troupe.yaml, else `OTEL_EXPORTER_OTLP_PROTOCOL`, chose gRPC (the default is HTTP/protobuf). */
+export function grpcChosen(config: TelemetryConfig, env: NodeJS.ProcessEnv): boolean {
+  return (config.protocol ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? "http/protobuf") === "grpc";
+}
+
+/**
+ * What the process's telemetry is of: `service.name` troupe, and `host` (what the process is), under
+ * `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES`, under troupe.yaml's `serviceName`.
+ */
+export async function resourceOf(config: TelemetryConfig, host: Attributes) {
+  const resources = await import("@opentelemetry/resources");
+  return resources
+    .resourceFromAttributes({ "service.name": "troupe", ...host })
+    .merge(resources.detectResources({ detectors: [resources.envDetector] }))
+    .merge(
+      config.serviceName ? resources.resourceFromAttributes({ "service.name": config.serviceName }) : null,
+    );
+}
+
 /** `{ [key]: n }` for a variable that holds a positive whole number, else nothing (the SDK's default). */
 function positive<K extends string>(key: K, value: string | undefined): Partial<Record<K, number>> {
   const n = Number(value);
@@ -96,7 +116,7 @@ function positive<K extends string>(key: K, value: string | undefined): Partial<
 }
 
 /** The OTLP exporters: troupe.yaml's endpoint and headers where it gives them, else the environment's. */
-async function exportersFor(config: TelemetryConfig, grpc: boolean) {
+export async function exportersFor(config: TelemetryConfig, grpc: boolean) {
   const base = config.endpoint?.replace(/\/+$/, "");
   const headers = Object.keys(config.headers).length > 0 ? config.headers : undefined;
   if (grpc) {

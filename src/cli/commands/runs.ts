@@ -1,5 +1,6 @@
-/* The commands on runs that are going or have been: steer, abort, status, observe, inspect, runs, resume, replay. */
-import type { Command } from "commander";
+/* The commands on runs that are going or have been: steer, abort, status, observe, inspect, runs, resume, replay, export-trace. */
+import { type Command, Option } from "commander";
+import type { ExportTraceFlags } from "../export-trace.js";
 import type { CommandContext } from "./command-context.js";
 
 /** Adds the commands on runs to `program`. */
@@ -77,5 +78,30 @@ export function runsCommands(program: Command, context: CommandContext): void {
     .action(async (runId: string, flags: { json?: boolean }) => {
       const { runReplay } = await import("../history.js");
       context.exit(await runReplay(context.where(), runId, flags, context.log("replay")));
+    });
+  program
+    .command("export-trace")
+    .description(
+      "send a stored run's events as OpenTelemetry spans to an OTLP endpoint, or write them as OTLP/JSON",
+    )
+    .argument("<runId>")
+    .option(
+      "--endpoint <url>",
+      "the collector's base URL (default: telemetry.endpoint, else OTEL_EXPORTER_OTLP_ENDPOINT)",
+    )
+    .addOption(
+      new Option(
+        "--protocol <protocol>",
+        "how to send (default: telemetry.protocol, else OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)",
+      ).choices(["http/protobuf", "grpc"]),
+    )
+    .option("--file <path>", "write OTLP/JSON to this file instead of sending")
+    .option(
+      "--content",
+      "put prompts, completions and tool output on the spans (redacted, as the events hold them)",
+    )
+    .action(async (runId: string, flags: ExportTraceFlags) => {
+      const { runExportTrace } = await import("../export-trace.js");
+      context.exit(await runExportTrace(context.where(), runId, flags, context.log("export-trace")));
     });
 }
