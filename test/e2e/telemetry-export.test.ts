@@ -25,7 +25,10 @@ async function project(telemetry = "") {
       match: as("lead", 1),
       reply: { toolCalls: [{ name: "subagent_explorer", arguments: { task: "What does notes.txt say?" } }] },
     },
-    { match: as("explorer", 1), reply: { toolCalls: [{ name: "read_file", arguments: { path: "notes.txt" } }] } },
+    {
+      match: as("explorer", 1),
+      reply: { toolCalls: [{ name: "read_file", arguments: { path: "notes.txt" } }] },
+    },
     { match: as("explorer", 2), reply: { text: "It says 42." } },
     { match: as("lead", 2), reply: { text: "42." } },
   ]);
@@ -33,8 +36,10 @@ async function project(telemetry = "") {
   const { dir, dispose } = tempTree(
     {
       "config/troupe.yaml": `defaultAgent: lead\ndefaultModel: scripted\n${telemetry}`,
-      "config/agents/lead.yaml": "name: lead\ndescription: Leads.\ntools: [read_file]\nsubagents: [explorer]\n",
-      "config/agents/explorer.yaml": "name: explorer\ndescription: Reads.\nreadOnly: true\ntools: [read_file]\n",
+      "config/agents/lead.yaml":
+        "name: lead\ndescription: Leads.\ntools: [read_file]\nsubagents: [explorer]\n",
+      "config/agents/explorer.yaml":
+        "name: explorer\ndescription: Reads.\nreadOnly: true\ntools: [read_file]\n",
       "ws/notes.txt": "the answer is 42\n",
     },
     { trusted: true },
@@ -82,7 +87,11 @@ it("troupe run --local exports its spans and metrics over gRPC to the endpoint t
   const [root] = receiver.spans.filter((s) => s.name === "invoke_workflow lead");
   expect(root?.attributes["troupe.run.id"]).toBe(p.runId);
   expect(receiver.metrics.map((m) => m.name)).toEqual(
-    expect.arrayContaining(["gen_ai.client.token.usage", "gen_ai.client.operation.duration", "troupe.tool.calls"]),
+    expect.arrayContaining([
+      "gen_ai.client.token.usage",
+      "gen_ai.client.operation.duration",
+      "troupe.tool.calls",
+    ]),
   );
 });
 
@@ -90,23 +99,33 @@ it("troupe export-trace makes a run recorded with telemetry off into the same sp
   const p = await project();
   const receiver = await OtlpReceiver.http();
   cleanups.push(() => receiver.close());
-  const sent = await runTroupe(["export-trace", p.runId, "--endpoint", receiver.url], { cwd: p.dir, env: p.env });
+  const sent = await runTroupe(["export-trace", p.runId, "--endpoint", receiver.url], {
+    cwd: p.dir,
+    env: p.env,
+  });
   expect(sent.stderr).toBe(`sent 9 spans of run ${p.runId} to ${receiver.url}\n`);
   expect(sent.code).toBe(0);
   expect(tree(receiver.spans)).toEqual(EXPECTED_TREE);
   expect(receiver.spans[0]?.resource["troupe.role"]).toBe("export-trace");
   // Without --content, none of what was said is on the spans.
   expect(JSON.stringify(receiver.spans)).not.toContain("the answer is 42");
-  const stopped = p.events.findLast((e) => e.type === "agent.stopped")?.data as { usage: { inputTokens: number } };
+  const stopped = p.events.findLast((e) => e.type === "agent.stopped")?.data as {
+    usage: { inputTokens: number };
+  };
   const [lead] = receiver.spans.filter((s) => s.name === "invoke_agent lead");
   expect(lead?.attributes["gen_ai.usage.input_tokens"]).toBe(stopped.usage.inputTokens);
 
   const file = join(p.dir, "trace.json");
-  const written = await runTroupe(["export-trace", p.runId, "--file", file, "--content"], { cwd: p.dir, env: p.env });
+  const written = await runTroupe(["export-trace", p.runId, "--file", file, "--content"], {
+    cwd: p.dir,
+    env: p.env,
+  });
   expect(written.code).toBe(0);
   expect(statSync(file).mode & 0o777).toBe(0o600);
   const json = JSON.parse(readFileSync(file, "utf8")) as {
-    resourceSpans: Array<{ scopeSpans: Array<{ spans: Array<{ spanId: string; name: string; attributes: unknown[] }> }> }>;
+    resourceSpans: Array<{
+      scopeSpans: Array<{ spans: Array<{ spanId: string; name: string; attributes: unknown[] }> }>;
+    }>;
   };
   const fileSpans = json.resourceSpans.flatMap((r) => r.scopeSpans.flatMap((s) => s.spans));
   expect(fileSpans.map((s) => s.name).sort()).toEqual(receiver.spans.map((s) => s.name).sort());
@@ -125,7 +144,9 @@ it("troupe export-trace says in one line what it could not do, and writes nothin
   });
   expect(nobody.code).not.toBe(0);
   expect(nobody.stderr.trim().split("\n")).toHaveLength(1);
-  expect(nobody.stderr).toMatch(/^troupe: could not send the spans of run \S+ to http:\/\/127\.0\.0\.1:9: .*; is a collector listening there\?\n$/);
+  expect(nobody.stderr).toMatch(
+    /^troupe: could not send the spans of run \S+ to http:\/\/127\.0\.0\.1:9: .*; is a collector listening there\?\n$/,
+  );
   const unknown = await runTroupe(["export-trace", "run-nothing", "--file", join(p.dir, "out.json")], {
     cwd: p.dir,
     env: p.env,
@@ -133,10 +154,13 @@ it("troupe export-trace says in one line what it could not do, and writes nothin
   expect(unknown.code).not.toBe(0);
   expect(unknown.stderr.trim().split("\n")).toHaveLength(1);
   expect(existsSync(join(p.dir, "out.json"))).toBe(false);
-  const unwritable = await runTroupe(["export-trace", p.runId, "--file", join(p.dir, "no", "such", "dir.json")], {
-    cwd: p.dir,
-    env: p.env,
-  });
+  const unwritable = await runTroupe(
+    ["export-trace", p.runId, "--file", join(p.dir, "no", "such", "dir.json")],
+    {
+      cwd: p.dir,
+      env: p.env,
+    },
+  );
   expect(unwritable.stderr).toMatch(/^troupe: could not write .*dir\.json: ENOENT\n$/);
   expect(readdirSync(p.dir).filter((name) => name.endsWith(".tmp"))).toEqual([]);
 });

@@ -1,0 +1,233 @@
+import {
+  AlwaysOffSampler,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+  TracerProvider,
+} from "@opentelemetry/sdk-trace";
+import { describe, expect, it } from "vitest";
+import type { AgentEventMap, AgentEventType } from "../../src/events/agent-events.js";
+import { type Envelope, makeEnvelope } from "../../src/events/envelope.js";
+import { Telemetry } from "../../src/telemetry/telemetry.js";
+
+/* The spans an agent's events make: the rules the live hosts and `troupe export-trace` share. */
+
+const usage = { inputTokens: 10, outputTokens: 5, cachedInputTokens: 2, costUsd: 0.001 };
+const stopped = {
+  reason: "done" as const,
+  result: "ok",
+  usage,
+  turns: 1,
+  toolCalls: 1,
+  total: { usage, toolCalls: 1 },
+};
+
+/** An agent's events, one a millisecond from `t0`. */
+function agent(agentId = "lead-1", runId = "run-1") {
+  let seq = 0;
+  const t0 = 1_700_000_000_000;
+  return <T extends AgentEventType>(type: T, data: AgentEventMap[T]): Envelope =>
+    makeEnvelope({ runId, agentId, seq: seq++, type, data }, t0 + seq * 1000);
+}
+
+function provider(options: { sampler?: AlwaysOffSampler } = {}) {
+  const spans = new InMemorySpanExporter();
+  const tracerProvider = new TracerProvider({
+    spanProcessors: [new SimpleSpanProcessor({ exporter: spans })],
+    ...(options.sampler ? { sampler: options.sampler } : {}),
+  });
+  return { spans, tracerProvider };
+}
+
+const started = { name: "lead", model: "m", task: "Do it", budget: {}, depth: 0 };
+const calling = { from: "idle", to: "callingModel" };
+const completed = (toolCalls: number) => ({
+  model: "m",
+  usage,
+  finishReason: toolCalls ? ("tool_calls" as const) : ("stop" as const),
+  toolCalls,
+});
+const names = (spans: InMemorySpanExporter) => spans.getFinishedSpans().map((s) => s.name);
+
+describe("spans from events", () => {
+  it("a process that goes on with an agent makes the spans that were open, once, with their ids and times; none it had ended again", async () => {
+    const e = agent();
+    const history = [
+      e("agent.started", started),
+      e("state.changed", calling),
+      e("model.completed", completed(1)),
+      e("tool.requested", {
+        callId: "c1",
+        name: "shell",
+        arguments: "{}",
+        effect: "execute",
+        decision: "allow",
+      }),
+      e("state.changed", { from: "callingModel", to: "executingTools" }),
+      e("tool.started", { callId: "c1", name: "shell" }),
+    ];
+    // The first host made what ended while it had the agent: the first model call.
+    const first = provider();
+    const before = new Telemetry({ tracerProvider: first.tracerProvider });
+    for (const event of history) before.take(event);
+    expect(names(first.spans)).toEqual(["chat m"]);
+
+    const second = provider();
+    const after = new Telemetry({ tracerProvider: second.tracerProvider });
+    after.resuming({ runId: "run-1", agentId: "lead-1", name: "lead", model: "m" }, Promise.resolve(history));
+    // What it publishes before its history is read waits for it.
+    after.take(e("tool.finished", { callId: "c1", name: "shell", ok: true, durationMs: 5 }));
+    await new Promise((resolve) => setImmediate(resolve));
+    after.take(e("state.changed", calling));
+    after.take(e("model.completed", completed(0)));
+    after.take(e("agent.stopped", stopped));
+    const made = second.spans.getFinishedSpans();
+    expect(made.map((s) => s.name).sort()).toEqual(
+      [
+        "chat m",
+        "execute_tool shell",
+        "invoke_agent lead",
+        "invoke_workflow lead",
+        "resume_agent lead",
+      ].sort(),
+    );
+    const byName = (name: string) => made.find((s) => s.name === name);
+    const tool = byName("execute_tool shell");
+    // The spans left open are made with the times the first host had, under the same ids: the first
+    // host's model call is under the agent span the second one made.
+    expect(tool?.startTime).toEqual([1_700_000_004, 0]);
+    expect(tool?.parentSpanContext?.spanId).toBe(byName("invoke_agent lead")?.spanContext().spanId);
+    expect(first.spans.getFinishedSpans()[0]?.parentSpanContext?.spanId).toBe(
+      byName("invoke_agent lead")?.spanContext().spanId,
+    );
+    const resume = byName("resume_agent lead");
+    expect(resume?.links.map((l) => l.context.spanId)).toEqual([tool?.spanContext().spanId]);
+    expect(byName("chat m")?.parentSpanContext?.spanId).toBe(resume?.spanContext().spanId);
+  });
+
+  it("a call the policy denied ends as not run when the next turn begins; an approval's wait is a span under its call", () => {
+    const { spans, tracerProvider } = provider();
+    const telemetry = new Telemetry({ tracerProvider });
+    const e = agent();
+    for (const event of [
+      e("agent.started", started),
+      e("state.changed", calling),
+      e("model.completed", completed(2)),
+      e("tool.requested", {
+        callId: "d",
+        name: "shell",
+        arguments: "{}",
+        effect: "execute",
+        decision: "deny",
+        error: "denied by the policy",
+      }),
+      e("tool.requested", {
+        callId: "w",
+        name: "write_file",
+        arguments: "{}",
+        effect: "write",
+        decision: "ask",
+      }),
+      e("approval.requested", {
+        callId: "w",
+        name: "write_file",
+        arguments: "{}",
+        effect: "write",
+        detail: "",
+        paths: [],
+      }),
+      e("approval.decided", { callId: "w", approved: true, by: "ann" }),
+      e("tool.started", { callId: "w", name: "write_file" }),
+      e("tool.finished", { callId: "w", name: "write_file", ok: true, durationMs: 3 }),
+      e("state.changed", calling),
+      e("model.completed", completed(0)),
+      e("agent.stopped", stopped),
+    ])
+      telemetry.take(event);
+    const made = spans.getFinishedSpans();
+    const denied = made.find((s) => s.name === "execute_tool shell");
+    expect(denied?.status).toEqual({ code: 2, message: "denied by the policy" });
+    const wait = made.find((s) => s.name === "await_approval write_file");
+    const write = made.find((s) => s.name === "execute_tool write_file");
+    expect(wait?.parentSpanContext?.spanId).toBe(write?.spanContext().spanId);
+    expect(write?.attributes).toMatchObject({
+      "troupe.approval.by": "ann",
+      "troupe.approval.approved": true,
+      "troupe.approval.wait_ms": 1000,
+    });
+  });
+
+  it("an agent reopened after it stopped (a follow-up) makes a new stretch of spans, with ids of its own", () => {
+    const { spans, tracerProvider } = provider();
+    const telemetry = new Telemetry({ tracerProvider });
+    const e = agent();
+    for (const event of [
+      e("agent.started", started),
+      e("state.changed", calling),
+      e("model.completed", completed(0)),
+      e("agent.stopped", stopped),
+      e("state.changed", calling),
+      e("model.completed", completed(0)),
+      e("agent.stopped", stopped),
+    ])
+      telemetry.take(event);
+    const made = spans.getFinishedSpans();
+    const agents = made.filter((s) => s.name === "invoke_agent lead");
+    expect(agents).toHaveLength(2);
+    expect(new Set(made.map((s) => s.spanContext().spanId)).size).toBe(made.length);
+    expect(new Set(made.map((s) => s.spanContext().traceId)).size).toBe(1);
+  });
+
+  it("under a sampler that records nothing, nothing is made", () => {
+    const { spans, tracerProvider } = provider({ sampler: new AlwaysOffSampler() });
+    const telemetry = new Telemetry({ tracerProvider });
+    const e = agent();
+    for (const event of [
+      e("agent.started", started),
+      e("state.changed", calling),
+      e("model.completed", completed(0)),
+      e("agent.stopped", stopped),
+    ])
+      telemetry.take(event);
+    expect(names(spans)).toEqual([]);
+  });
+
+  it("with content captured: the turn's new input and its answer, as the events hold them", () => {
+    const { spans, tracerProvider } = provider();
+    const telemetry = new Telemetry({ tracerProvider, captureContent: true });
+    const e = agent();
+    for (const event of [
+      e("agent.started", started),
+      e("state.changed", calling),
+      e("model.delta", { text: "Let me look." }),
+      e("model.completed", completed(1)),
+      e("tool.requested", {
+        callId: "c",
+        name: "read_file",
+        arguments: '{"path":"a"}',
+        effect: "read",
+        decision: "allow",
+      }),
+      e("tool.started", { callId: "c", name: "read_file" }),
+      e("tool.finished", { callId: "c", name: "read_file", ok: true, durationMs: 1, preview: "alpha" }),
+      e("state.changed", calling),
+      e("model.delta", { text: "Done." }),
+      e("model.completed", completed(0)),
+      e("agent.stopped", stopped),
+    ])
+      telemetry.take(event);
+    const chats = spans.getFinishedSpans().filter((s) => s.name === "chat m");
+    expect(JSON.parse(chats[0]?.attributes["gen_ai.output.messages"] as string)).toEqual([
+      {
+        role: "assistant",
+        parts: [
+          { type: "text", content: "Let me look." },
+          { type: "tool_call", id: "c", name: "read_file", arguments: '{"path":"a"}' },
+        ],
+        finish_reason: "tool_calls",
+      },
+    ]);
+    expect(JSON.parse(chats[1]?.attributes["gen_ai.input.messages"] as string)).toEqual([
+      { role: "tool", parts: [{ type: "tool_call_response", id: "c", response: "alpha" }] },
+    ]);
+  });
+});
