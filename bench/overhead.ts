@@ -4,6 +4,8 @@
  * openai SDK (the floor), @openai/agents (the peer, tracing off), Troupe on LocalBus, Troupe on NATS
  * with events and snapshots on.
  */
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { Agent, OpenAIChatCompletionsModel, run, setTracingDisabled, tool } from "@openai/agents";
 import OpenAI from "openai";
 import { z } from "zod";
@@ -14,10 +16,13 @@ import { LocalBus } from "../src/bus/local-bus.js";
 import { NatsBus } from "../src/bus/nats-bus.js";
 import { agentSchema } from "../src/config/agent-schema.js";
 import { troupeConfigSchema } from "../src/config/schema.js";
+import { telemetryConfigSchema } from "../src/config/telemetry-schema.js";
 import { YamlFile } from "../src/config/yaml-file.js";
 import { Daemon } from "../src/daemon/daemon.js";
 import { makeEnvelope } from "../src/events/envelope.js";
 import { silentLogger } from "../src/log.js";
+import { openTelemetry } from "../src/telemetry/otel-setup.js";
+import type { Telemetry } from "../src/telemetry/telemetry.js";
 import { ScriptedModelServer } from "../src/testing/scripted-model-server.js";
 import { defineTool, type Tool } from "../src/tools/tool.js";
 import { clientApart, runThroughDaemon } from "./daemon-client.js";
@@ -195,6 +200,7 @@ export interface BenchRuntimeOptions {
   /** Fields of troupe.yaml beside the model and the prefix. */
   troupe?: Record<string, unknown>;
   approver?: Approver;
+  telemetry?: Telemetry;
 }
 
 /**
@@ -230,13 +236,18 @@ export function benchRuntime(
     env: {},
     tools: [tool],
     ...(options.approver ? { approver: options.approver } : {}),
+    ...(options.telemetry ? { telemetry: options.telemetry } : {}),
     workspace: process.cwd(),
   });
 }
 
 /** The bench agent with the echo tool, and one two-turn run of it. */
-export function troupe(baseURL: string, bus: Bus): { runtime: Runtime; once: () => Promise<void> } {
-  const runtime = benchRuntime(baseURL, bus, echoTool);
+export function troupe(
+  baseURL: string,
+  bus: Bus,
+  telemetry?: Telemetry,
+): { runtime: Runtime; once: () => Promise<void> } {
+  const runtime = benchRuntime(baseURL, bus, echoTool, telemetry ? { telemetry } : {});
   return { runtime, once: async () => void (await runtime.start({ task: "say hello" }).done) };
 }
 
@@ -333,6 +344,17 @@ export async function measureOverhead(
     const local = troupe(server.baseURL, new LocalBus({ prefix: "benchlocal" }));
     await local.runtime.open();
     closing.push(() => local.runtime.close());
+    // c with telemetry on: spans and metrics over OTLP/HTTP to a receiver on loopback that takes them.
+    const sink = await otlpSink();
+    closing.push(sink.close);
+    const telemetry = await openTelemetry(
+      telemetryConfigSchema.parse({ enabled: true, endpoint: sink.url }),
+      { role: "bench", env: {} },
+    );
+    closing.push(async () => telemetry?.shutdown());
+    const traced = troupe(server.baseURL, new LocalBus({ prefix: "benchtraced" }), telemetry);
+    await traced.runtime.open();
+    closing.push(() => traced.runtime.close());
     const daemon = await throughDaemon(server.baseURL, nats);
     closing.push(daemon.close);
     // The daemon's runtime alone: the same durable run without the API request and the client's read.
@@ -362,12 +384,27 @@ export async function measureOverhead(
         name: "d‴: d on the default server (TLS, two accounts, the client reading by gets)",
         once: secured.once,
       },
+      { name: "c‡: c with telemetry on (spans and metrics over OTLP/HTTP to loopback)", once: traced.once },
     ]);
   } finally {
     for (const close of closing.reverse()) await close();
     await server.close();
     await byDefault.stop();
   }
+}
+
+/** An OTLP/HTTP endpoint on loopback that takes whatever is sent (the bench measures the sender). */
+async function otlpSink(): Promise<{ url: string; close: () => Promise<void> }> {
+  const server = createServer((request, response) => {
+    request.resume();
+    request.on("end", () => response.writeHead(200, { "content-type": "application/x-protobuf" }).end());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }
 
 /** What one two-turn run writes to NATS: messages appended to the event log, and writes to the buckets. */

@@ -234,9 +234,14 @@ async function main(): Promise<void> {
     const overhead = await measureOverhead(quick ? 40 : 200, url, durablePrefix, floorPrefix);
     for (const result of overhead)
       add({ name: `turn overhead, ${result.name}`, value: result.perTurnMs, unit: "ms/turn" });
-    const [a, b, c, d, inProcess, floor, clientApart, secured] = overhead.map(
+    const [a, b, c, d, inProcess, floor, clientApart, secured, traced] = overhead.map(
       (result) => result.perTurnMs,
-    ) as [number, number, number, number, number, number, number, number];
+    ) as [number, number, number, number, number, number, number, number, number];
+    add({
+      name: "c‡ − c: what telemetry on adds to a turn (spans and metrics, exported)",
+      value: traced - c,
+      unit: "ms/turn",
+    });
     add({
       name: "ratio c/b (Troupe local vs @openai/agents)",
       value: c / b,

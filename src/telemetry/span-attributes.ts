@@ -78,3 +78,41 @@ export function stopAttributes(output: AgentEventMap["agent.stopped"]): Attribut
     ...(output.limit ? { "troupe.stop.limit": output.limit } : {}),
   };
 }
+
+/** An `execute_tool` span's attributes, from its `tool.requested`; `content`: with its arguments. */
+export function toolAttributes(
+  data: AgentEventMap["tool.requested"],
+  sandbox: string | undefined,
+  content: boolean,
+): Attributes {
+  const { callId, name, effect, decision } = data;
+  return {
+    [ATTR.operation]: "execute_tool",
+    [ATTR.toolName]: name,
+    [ATTR.toolCallId]: callId,
+    // An MCP server's tools are named `server__tool`: the conventions call them extensions.
+    [ATTR.toolType]: name.includes("__") ? "extension" : "function",
+    "troupe.tool.effect": effect,
+    "troupe.tool.decision": decision,
+    ...(sandbox !== undefined ? { "troupe.sandbox.mode": sandbox } : {}),
+    ...(content ? { [ATTR.toolArguments]: data.arguments } : {}),
+  };
+}
+
+/**
+ * What an event of a running call (its progress, an MCP server's sampling or question) says, as the
+ * attributes of an event on the call's span: its words and numbers under `troupe.`, a sampling's tokens.
+ */
+export function noteAttributes(
+  data: AgentEventMap["tool.progress" | "sampling.finished" | "elicitation.finished"],
+): Attributes {
+  const attributes: Attributes = {};
+  for (const [key, value] of Object.entries(data))
+    if (key !== "callId" && (typeof value === "string" || typeof value === "number"))
+      attributes[`troupe.${key}`] = value;
+  if ("usage" in data && data.usage) {
+    attributes[ATTR.inputTokens] = data.usage.inputTokens;
+    attributes[ATTR.outputTokens] = data.usage.outputTokens;
+  }
+  return attributes;
+}

@@ -218,15 +218,31 @@ it("kill -9 of the daemon while its lead waits on its subagents: one trace still
     env: p.env,
   });
   cleanups.push(() => void client.child.kill("SIGKILL"));
-  await waitFor("both subagents spawned", () => client.stdout().split('"subagent.spawned"').length === 3, 20_000);
+  await waitFor(
+    "both subagents spawned",
+    () => client.stdout().split('"subagent.spawned"').length === 3,
+    20_000,
+  );
   // What the first daemon had ended and sent: the lead's first model call.
-  await waitFor("the lead's first chat span", () => receiver.spans.some((s) => s.name === "chat scripted"), 10_000);
+  await waitFor(
+    "the lead's first chat span",
+    () => receiver.spans.some((s) => s.name === "chat scripted"),
+    10_000,
+  );
   const firstPid = p.pid();
   p.kill();
   await p.start();
   expect(await client.exit).toBe(0);
-  await waitFor("the run's root span", () => byName(receiver.spans, "invoke_workflow lead").length === 1, 15_000);
-  await waitFor("both subagents' spans", () => byName(receiver.spans, "invoke_agent explorer").length === 2, 15_000);
+  await waitFor(
+    "the run's root span",
+    () => byName(receiver.spans, "invoke_workflow lead").length === 1,
+    15_000,
+  );
+  await waitFor(
+    "both subagents' spans",
+    () => byName(receiver.spans, "invoke_agent explorer").length === 2,
+    15_000,
+  );
   const spans = receiver.spans;
 
   expect(new Set(spans.map((s) => s.traceId)).size).toBe(1);
@@ -244,7 +260,9 @@ it("kill -9 of the daemon while its lead waits on its subagents: one trace still
   expect(calls).toHaveLength(2);
   for (const call of calls) {
     expect(call.parentSpanId).toBe(leads[0]?.spanId);
-    expect(byName(spans, "invoke_agent explorer").filter((s) => s.parentSpanId === call.spanId)).toHaveLength(1);
+    expect(byName(spans, "invoke_agent explorer").filter((s) => s.parentSpanId === call.spanId)).toHaveLength(
+      1,
+    );
   }
   // Its first model call was ended, and sent, by the first daemon.
   const [resume] = byName(spans, "resume_agent lead");

@@ -1,4 +1,4 @@
-import { context, trace } from "@opentelemetry/api";
+import { context } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import {
   InMemoryMetricExporter,
