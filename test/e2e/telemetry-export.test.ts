@@ -19,7 +19,7 @@ afterEach(async () => {
 
 const as = (name: string, turn: number) => ({ system: `"${name}"`, turn });
 
-async function project(telemetry = "") {
+async function project(telemetry = "", more: NodeJS.ProcessEnv = {}) {
   const model = await ScriptedModelServer.start([
     {
       match: as("lead", 1),
@@ -45,7 +45,7 @@ async function project(telemetry = "") {
     { trusted: true },
   );
   cleanups.push(dispose);
-  const env = { OPENAI_BASE_URL: model.baseURL, OPENAI_API_KEY: "", OTEL_BSP_SCHEDULE_DELAY: "100" };
+  const env = { OPENAI_BASE_URL: model.baseURL, OPENAI_API_KEY: "", OTEL_BSP_SCHEDULE_DELAY: "100", ...more };
   const run = await runTroupe(["run", "--local", "--json", "-w", "ws", "Read the notes"], { cwd: dir, env });
   expect(run.code).toBe(0);
   const events = run.stdout
@@ -93,6 +93,39 @@ it("troupe run --local exports its spans and metrics over gRPC to the endpoint t
       "troupe.tool.calls",
     ]),
   );
+});
+
+it("the standard environment configures it: TROUPE_TELEMETRY=1 turns it on, OTEL_* say where, with what headers, as what service, and what is sampled", async () => {
+  const receiver = await OtlpReceiver.http();
+  cleanups.push(() => receiver.close());
+  const standard = {
+    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+    OTEL_EXPORTER_OTLP_HEADERS: "authorization=Basic cGs6c2s=",
+    OTEL_SERVICE_NAME: "nightly-agents",
+    OTEL_RESOURCE_ATTRIBUTES: "deployment.environment=ci",
+  };
+  // Off by default: the environment alone sends nothing.
+  await project("", standard);
+  expect(receiver.spans).toEqual([]);
+  expect(receiver.headers).toEqual([]);
+
+  const p = await project("", { ...standard, TROUPE_TELEMETRY: "1" });
+  expect(tree(receiver.spans)).toEqual(EXPECTED_TREE);
+  expect(receiver.spans[0]?.resource).toMatchObject({
+    "service.name": "nightly-agents",
+    "deployment.environment": "ci",
+    "troupe.role": "local",
+  });
+  expect(receiver.headers.every((h) => h.authorization === "Basic cGs6c2s=")).toBe(true);
+  expect(receiver.spans.find((s) => s.name === "invoke_workflow lead")?.attributes["troupe.run.id"]).toBe(
+    p.runId,
+  );
+
+  // A sampler that keeps nothing: no span leaves, the metrics still do.
+  const [spans, metrics] = [receiver.spans.length, receiver.metrics.length];
+  await project("", { ...standard, TROUPE_TELEMETRY: "1", OTEL_TRACES_SAMPLER: "always_off" });
+  expect(receiver.spans.length).toBe(spans);
+  expect(receiver.metrics.length).toBeGreaterThan(metrics);
 });
 
 it("troupe export-trace makes a run recorded with telemetry off into the same spans: sent over HTTP, or written as OTLP/JSON", async () => {
@@ -170,3 +203,16 @@ async function receiverUrl(receiver: OtlpReceiver): Promise<string> {
   await waitFor("the receiver", () => receiver.url !== "", 1000);
   return receiver.url;
 }
+
+it("a telemetry setting that is wrong is said where it is", async () => {
+  const { dir, dispose } = tempTree({
+    "config/troupe.yaml": "defaultModel: scripted\ntelemetry:\n  enabled: true\n  protocol: carrier-pigeon\n",
+    "config/agents/a.yaml": "name: a\ndescription: A.\ntools: [read_file]\n",
+  });
+  cleanups.push(dispose);
+  const run = await runTroupe(["agents", "validate"], { cwd: dir, env: {} });
+  expect(run.code).not.toBe(0);
+  expect(run.stderr).toBe(
+    'config/troupe.yaml:4:13: telemetry.protocol: must be one of "http/protobuf", "grpc"; got "carrier-pigeon"\n',
+  );
+});

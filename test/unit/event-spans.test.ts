@@ -230,4 +230,40 @@ describe("spans from events", () => {
       { role: "tool", parts: [{ type: "tool_call_response", id: "c", response: "alpha" }] },
     ]);
   });
+
+  it("a retry and a fallback are events on their model call; a compaction is a span of its own", () => {
+    const { spans, tracerProvider } = provider();
+    const telemetry = new Telemetry({ tracerProvider });
+    const e = agent();
+    for (const event of [
+      e("agent.started", started),
+      e("state.changed", calling),
+      e("model.retrying", {
+        model: "m",
+        attempt: 1,
+        maxRetries: 3,
+        delayMs: 500,
+        error: "503 from the server",
+      }),
+      e("model.completed", { ...completed(0), model: "fallback" }),
+      e("state.changed", { from: "callingModel", to: "compacting" }),
+      e("context.compacted", { tokensBefore: 9000, tokensAfter: 1200, pruned: 3, summarized: 10, usage }),
+      e("agent.stopped", stopped),
+    ])
+      telemetry.take(event);
+    const made = spans.getFinishedSpans();
+    const chat = made.find((s) => s.name === "chat m");
+    expect(chat?.events.map((event) => event.name)).toEqual(["gen_ai.client.retry", "troupe.model.fallback"]);
+    expect(chat?.events[0]?.attributes).toMatchObject({
+      "troupe.retry.attempt": 1,
+      "error.type": "503 from the server",
+    });
+    expect(chat?.attributes["gen_ai.response.model"]).toBe("fallback");
+    const compaction = made.find((s) => s.name === "compact_context");
+    expect(compaction?.attributes).toMatchObject({
+      "troupe.compaction.tokens_before": 9000,
+      "troupe.compaction.tokens_after": 1200,
+    });
+    expect(compaction?.startTime).toEqual([1_700_000_005, 0]);
+  });
 });
