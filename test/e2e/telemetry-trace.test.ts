@@ -1,10 +1,9 @@
 import { afterEach, expect, it } from "vitest";
-import { uniquePrefix } from "../../src/bus/subjects.js";
 import type { Envelope } from "../../src/events/envelope.js";
-import { ScriptedModelServer, type ScriptRule } from "../../src/testing/scripted-model-server.js";
+import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { runTroupe, spawnTroupe } from "../support/cli.js";
-import { embeddedDaemon } from "../support/embedded-daemon.js";
 import { OtlpReceiver, type ReceivedSpan } from "../support/otlp-receiver.js";
+import { leadAndExplorers, SECRET, tracedProject } from "../support/telemetry-project.js";
 import { waitFor } from "../support/wait.js";
 
 /*
@@ -17,66 +16,6 @@ const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 }, 30_000);
-
-/** A secret the explorers read: it must reach no span as it is. */
-const SECRET = "sk-proj-Tq3vX8mZp2Lr7Wn5Ks9Yd4Hb6Jc1Fg0Ae";
-
-const as = (name: string, turn: number) => ({ system: `"${name}"`, turn });
-
-function rules(explorerDelayMs: number): ScriptRule[] {
-  return [
-    {
-      match: as("lead", 1),
-      reply: {
-        toolCalls: [
-          { name: "subagent_explorer", arguments: { task: "What does notes.txt say?" } },
-          { name: "subagent_explorer", arguments: { task: "Is there a key in notes.txt?" } },
-        ],
-      },
-    },
-    {
-      match: as("explorer", 1),
-      reply: {
-        toolCalls: [{ name: "read_file", arguments: { path: "notes.txt" } }],
-        delayMs: explorerDelayMs,
-      },
-      times: 2,
-    },
-    { match: as("explorer", 2), reply: { text: "It says the answer is 42." }, times: 2 },
-    { match: as("lead", 2), reply: { text: "The answer is 42." } },
-  ];
-}
-
-async function project(model: ScriptedModelServer, receiver: OtlpReceiver) {
-  const prefix = uniquePrefix();
-  const d = await embeddedDaemon(
-    {
-      "config/troupe.yaml": [
-        `nats:\n  prefix: ${prefix}`,
-        "defaultAgent: lead\ndefaultModel: scripted",
-        `telemetry:\n  enabled: true\n  endpoint: ${receiver.url}\n  captureContent: true`,
-        "daemon:\n  maxApproval: yolo\n",
-      ].join("\n"),
-      "config/agents/lead.yaml":
-        "name: lead\ndescription: Leads.\ntools: [read_file]\nsubagents: [explorer]\n",
-      "config/agents/explorer.yaml":
-        "name: explorer\ndescription: Reads.\nreadOnly: true\ntools: [read_file]\n",
-      "notes.txt": `the answer is 42\nOPENAI_API_KEY=${SECRET}\n`,
-    },
-    model.baseURL,
-    cleanups,
-  );
-  // Spans leave every 200 ms, metrics every 500 ms, so the test need not wait the SDK's 5 s and 60 s.
-  Object.assign(d.env, { OTEL_BSP_SCHEDULE_DELAY: "200", OTEL_METRIC_EXPORT_INTERVAL: "500" });
-  await d.start();
-  const worker = spawnTroupe([...d.cfg, "worker"], { cwd: d.dir, env: d.env });
-  cleanups.push(async () => {
-    worker.child.kill("SIGTERM");
-    await worker.exit;
-  });
-  await waitFor("the worker", () => worker.stderr().includes("troupe worker "), 15_000);
-  return { ...d, worker };
-}
 
 const byName = (spans: ReceivedSpan[], name: string) => spans.filter((s) => s.name === name);
 
@@ -91,9 +30,9 @@ function eventsOf(stdout: string): Envelope[] {
 it("a run with a lead and two subagents on a worker is one trace, parented across the processes, with the GenAI attributes typed and the run's own token counts", async () => {
   const receiver = await OtlpReceiver.http();
   cleanups.push(() => receiver.close());
-  const model = await ScriptedModelServer.start(rules(0));
+  const model = await ScriptedModelServer.start(leadAndExplorers(0));
   cleanups.push(() => model.close());
-  const p = await project(model, receiver);
+  const p = await tracedProject(model, receiver, cleanups);
   const run = await runTroupe([...p.cfg, "run", "--json", "--approval", "yolo", "Read the notes"], {
     cwd: p.dir,
     env: p.env,
@@ -210,9 +149,9 @@ it("a run with a lead and two subagents on a worker is one trace, parented acros
 it("kill -9 of the daemon while its lead waits on its subagents: one trace still, the lead's spans made whole by the daemon that resumed it, its resumed part linked to the calls it went on waiting for", async () => {
   const receiver = await OtlpReceiver.http();
   cleanups.push(() => receiver.close());
-  const model = await ScriptedModelServer.start(rules(3000));
+  const model = await ScriptedModelServer.start(leadAndExplorers(3000));
   cleanups.push(() => model.close());
-  const p = await project(model, receiver);
+  const p = await tracedProject(model, receiver, cleanups);
   const client = spawnTroupe([...p.cfg, "run", "--json", "--approval", "yolo", "Read the notes"], {
     cwd: p.dir,
     env: p.env,
