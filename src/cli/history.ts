@@ -6,6 +6,7 @@ import { EventLogUnreadableError, FileStore } from "../bus/file-store.js";
 import { followRun } from "../bus/follow-run.js";
 import { Intake } from "../bus/intake.js";
 import { openRuntime } from "../compose/runtime.js";
+import { processTelemetry } from "../compose/telemetry.js";
 import { type ConfigChoice, loadConfig } from "../config/load.js";
 import { dataDir } from "../config/paths.js";
 import type { RunList } from "../daemon/run-index.js";
@@ -251,10 +252,12 @@ export async function runResume(
   // A resumed run asks on the terminal it runs in, as the first did, once its question is shown.
   const displayed = new Signals();
   const interactive = process.stdin.isTTY === true && process.stderr.isTTY === true;
+  const telemetry = await processTelemetry(config, "local");
   const runtime = await openRuntime({
     config,
     log,
     bus,
+    ...(telemetry ? { telemetry } : {}),
     // Where it worked (`troupe run -w DIR`), not where this command runs.
     ...(root.data.workspace ? { workspace: root.data.workspace } : {}),
     approver: interactive
@@ -272,6 +275,7 @@ export async function runResume(
     });
   } finally {
     await runtime.close();
+    await telemetry?.shutdown();
     await bus.close();
   }
 }

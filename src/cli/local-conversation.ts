@@ -4,6 +4,7 @@ import type { Runtime } from "../actors/runtime.js";
 import { denyingApprover } from "../approvals/approver.js";
 import { RequestRefusedError } from "../bus/bus.js";
 import { openRuntime } from "../compose/runtime.js";
+import { processTelemetry } from "../compose/telemetry.js";
 import type { LoadedConfig } from "../config/load.js";
 import type { ApprovalPolicy } from "../config/policy-schemas.js";
 import { UserError } from "../errors.js";
@@ -12,6 +13,7 @@ import type { Envelope } from "../events/envelope.js";
 import type { Logger } from "../log.js";
 import { NotStoppedError } from "../machines/agent-reopen.js";
 import type { AgentOutput } from "../machines/agent-types.js";
+import type { Telemetry } from "../telemetry/telemetry.js";
 import type { Conversation, ConversationOptions } from "./conversation.js";
 import { eventsOf, HistoryError, storeOf } from "./history.js";
 import { humanRenderer, jsonRenderer, screenOf } from "./render.js";
@@ -58,6 +60,7 @@ export async function openLocalConversation(
   const root = options.runId ? localRoot(before, options.runId) : undefined;
   const bus = localBus(config, log);
   const displayed = new Signals();
+  const telemetry = await processTelemetry(config, "local");
   let runtime: Runtime;
   try {
     runtime = await openRuntime(
@@ -65,6 +68,7 @@ export async function openLocalConversation(
         config,
         log,
         bus,
+        ...(telemetry ? { telemetry } : {}),
         // A run gone on with works where it worked (`-w DIR`), not where this command runs.
         workspace: root?.workspace ?? options.workspace,
         approver:
@@ -76,11 +80,13 @@ export async function openLocalConversation(
       (made) => made.assertReady(made.agent(root?.name ?? options.agent)),
     );
   } catch (error) {
+    await telemetry?.shutdown();
     await bus.close();
     throw error;
   }
   const conversation = new LocalConversation(
     runtime,
+    telemetry,
     options,
     root,
     new Set(before?.map((e) => e.id)),
@@ -101,6 +107,8 @@ class LocalConversation implements Conversation {
 
   constructor(
     private readonly runtime: Runtime,
+    /** This process's telemetry, when it is on: sent and stopped when the conversation closes. */
+    private readonly telemetry: Telemetry | undefined,
     private readonly options: ConversationOptions,
     root: RootState | undefined,
     /** The ids of the run's events read so far: each shown once, and none from before this conversation. */
@@ -227,6 +235,7 @@ class LocalConversation implements Conversation {
 
   async close(): Promise<void> {
     await this.runtime.close();
+    await this.telemetry?.shutdown();
     await this.runtime.bus.close();
   }
 }

@@ -9,6 +9,7 @@ import type { ApiRequest } from "../daemon/api.js";
 import { UnreachableError } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { AgentOutput } from "../machines/agent-types.js";
+import { parseTraceparent } from "../telemetry/span-ids.js";
 import { callApi, connectClient, NoDaemonError } from "./client.js";
 import { followDaemonTurn } from "./daemon-turn.js";
 import { humanRenderer, jsonRenderer } from "./render.js";
@@ -65,6 +66,8 @@ export async function runViaDaemon(
       ...(flags.skill ? { skill: flags.skill } : {}),
       // The daemon takes it only inside its workspaces, and says so otherwise.
       ...(flags.workspace ? { workspace: resolvePath(flags.workspace) } : {}),
+      // Asked inside a traced job (TRACEPARENT, as CI tools set it): the run is a part of its trace.
+      ...(parseTraceparent(process.env.TRACEPARENT) ? { traceparent: process.env.TRACEPARENT } : {}),
     });
     if (flags.detach) {
       // The id on stdout, for a script; how to come back, for a person.

@@ -57,6 +57,11 @@ export const apiRequests = {
     skill: nameRef.optional(),
     /** An absolute path; it must lie in one of the daemon's workspaces. Default: the daemon's own. */
     workspace: z.string().startsWith("/", "an absolute path").max(4096, "at most 4096 characters").optional(),
+    /** The W3C `traceparent` the run was asked in: its spans go under that span (docs/telemetry.md). */
+    traceparent: z
+      .string()
+      .regex(/^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/, "a W3C traceparent: 00-<32 hex>-<16 hex>-<2 hex>")
+      .optional(),
   }),
   "runs.list": z.strictObject({}),
   "runs.get": z.strictObject({ runId: runRef }),

@@ -218,6 +218,7 @@ export class Daemon {
           sandbox: data.sandbox,
           skill: data.skill,
           toolsAfter: recorded,
+          ...(data.traceparent ? { traceparent: data.traceparent } : {}),
         }),
       );
     } catch (error) {

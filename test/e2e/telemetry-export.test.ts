@@ -3,8 +3,9 @@ import { join } from "node:path";
 import { afterEach, expect, it } from "vitest";
 import type { Envelope } from "../../src/events/envelope.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
-import { runTroupe, tempTree } from "../support/cli.js";
+import { runTroupe, TROUPE_BIN, tempTree } from "../support/cli.js";
 import { OtlpReceiver, type ReceivedSpan } from "../support/otlp-receiver.js";
+import { Tmux } from "../support/tmux.js";
 import { waitFor } from "../support/wait.js";
 
 /*
@@ -216,3 +217,60 @@ it("a telemetry setting that is wrong is said where it is", async () => {
     'config/troupe.yaml:4:13: telemetry.protocol: must be one of "http/protobuf", "grpc"; got "carrier-pigeon"\n',
   );
 });
+
+it("troupe chat --local exports each turn of its run: a follow-up is a new stretch of the run's spans, in the same trace", async () => {
+  const receiver = await OtlpReceiver.http();
+  cleanups.push(() => receiver.close());
+  const model = await ScriptedModelServer.start([
+    { match: { lastUser: "first question" }, reply: { text: "First answer." } },
+    { match: { lastUser: "second question" }, reply: { text: "Second answer." } },
+  ]);
+  cleanups.push(() => model.close());
+  const { dir, dispose } = tempTree({
+    "config/troupe.yaml": `defaultAgent: coder\ndefaultModel: scripted\ntelemetry:\n  enabled: true\n  endpoint: ${receiver.url}\n`,
+    "config/agents/coder.yaml": "name: coder\ndescription: Codes.\ntools: [read_file]\n",
+    "ws/README.md": "# a project\n",
+  });
+  cleanups.push(dispose);
+  const env = {
+    ...process.env,
+    OPENAI_BASE_URL: model.baseURL,
+    OPENAI_API_KEY: "",
+    TROUPE_DATA_DIR: join(dir, ".data"),
+  };
+  const command = [
+    process.execPath,
+    TROUPE_BIN,
+    "--config",
+    join(dir, "config"),
+    "chat",
+    "--local",
+    "-w",
+    "ws",
+  ];
+  const tmux = Tmux.start(command, { cwd: dir, env, columns: 100, rows: 40 });
+  cleanups.push(() => tmux.kill());
+  await waitFor("the prompt", () => tmux.screen().includes("›"), 20_000);
+  tmux.keys("first question", "Enter");
+  await waitFor("the first turn", () => /✓ done · 1 turn/.test(tmux.history()), 20_000);
+  tmux.keys("second question", "Enter");
+  await waitFor("the second turn", () => /✓ done · 2 turns/.test(tmux.history()), 20_000);
+  tmux.keys("C-d");
+  // Leaving the chat sends what it holds.
+  await waitFor(
+    "both stretches",
+    () => receiver.spans.filter((s) => s.name === "invoke_workflow coder").length === 2,
+    15_000,
+  );
+  expect(new Set(receiver.spans.map((s) => s.traceId)).size).toBe(1);
+  const agents = receiver.spans.filter((s) => s.name === "invoke_agent coder");
+  expect(agents).toHaveLength(2);
+  expect(agents[0]?.spanId).not.toBe(agents[1]?.spanId);
+  expect(
+    receiver.spans
+      .filter((s) => s.name === "chat scripted")
+      .map((s) => s.parentSpanId)
+      .sort(),
+  ).toEqual(agents.map((a) => a.spanId).sort());
+  expect(agents[0]?.resource["troupe.role"]).toBe("local");
+}, 60_000);

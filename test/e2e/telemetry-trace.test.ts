@@ -27,15 +27,17 @@ function eventsOf(stdout: string): Envelope[] {
     .map((line) => JSON.parse(line) as Envelope);
 }
 
-it("a run with a lead and two subagents on a worker is one trace, parented across the processes, with the GenAI attributes typed and the run's own token counts", async () => {
+it("a run with a lead and two subagents on a worker is one trace (the traced job's that asked for it), parented across the processes, with the GenAI attributes typed and the run's own token counts", async () => {
   const receiver = await OtlpReceiver.http();
   cleanups.push(() => receiver.close());
   const model = await ScriptedModelServer.start(leadAndExplorers(0));
   cleanups.push(() => model.close());
   const p = await tracedProject(model, receiver, cleanups);
+  // The client is run inside a traced job (as a CI tool sets TRACEPARENT): the run is a part of it.
+  const job = { traceId: "4bf92f3577b34da6a3ce929d0e0e4736", spanId: "00f067aa0ba902b7" };
   const run = await runTroupe([...p.cfg, "run", "--json", "--approval", "yolo", "Read the notes"], {
     cwd: p.dir,
-    env: p.env,
+    env: { ...p.env, TRACEPARENT: `00-${job.traceId}-${job.spanId}-01` },
   });
   expect(run.code).toBe(0);
   model.assertComplete();
@@ -52,13 +54,12 @@ it("a run with a lead and two subagents on a worker is one trace, parented acros
   );
   const spans = receiver.spans;
 
-  // One trace; every span's parent is in it, but the root's.
-  const traceIds = new Set(spans.map((s) => s.traceId));
-  expect(traceIds.size).toBe(1);
+  // One trace, the job's; every span's parent is in it, but the root's, which is the job's span.
+  expect(new Set(spans.map((s) => s.traceId))).toEqual(new Set([job.traceId]));
   const byId = new Map(spans.map((s) => [s.spanId, s]));
   expect(byId.size).toBe(spans.length);
   const [root] = byName(spans, "invoke_workflow lead");
-  expect(root?.parentSpanId).toBe("");
+  expect(root?.parentSpanId).toBe(job.spanId);
   for (const span of spans) if (span !== root) expect(byId.has(span.parentSpanId), span.name).toBe(true);
 
   // The lead under the run; each subagent under the tool call that spawned it, on the worker.
