@@ -65,6 +65,9 @@ export class Telemetry {
     }
     this.#spans.take(envelope);
     this.#metrics?.take(envelope);
+    // Its spans are all made: nothing of it is kept. Reopened (a follow-up), it is resumed from its
+    // events, as after a crash.
+    if (envelope.type === "agent.stopped") this.#spans.forget(envelope.runId, envelope.agentId);
   }
 
   /** The event log took events made at `madeAt`. */

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, expect, it } from "vitest";
 import { runTroupe, tempTree } from "../support/cli.js";
 
-/* ATTACK: a run id that is a path. `troupe inspect` (and resume, replay) read a local run from
+/* ATTACK: a run id that is a path. `troupe inspect` (and resume, replay, export-trace) read a local run from
  * `<data dir>/local/<prefix>/runs/<run id>/events.jsonl`; an id with `..` would read an event log
  * planted anywhere (here beside the data dir), and print what it says, escape sequences and all. */
 
@@ -26,7 +26,7 @@ beforeEach(() => {
 });
 afterEach(() => dispose());
 
-it.each(["inspect", "replay", "resume"])(
+it.each(["inspect", "replay", "resume", "export-trace"])(
   "troupe %s with a run id that climbs out of the data dir reads nothing",
   async (command) => {
     // From <dir>/.data/local/troupe/runs: up four is <dir>.

@@ -156,21 +156,31 @@ describe("spans from events", () => {
     });
   });
 
-  it("an agent reopened after it stopped (a follow-up) makes a new stretch of spans, with ids of its own", () => {
+  it("an agent reopened after it stopped (a follow-up) makes a new stretch of spans, with ids of its own", async () => {
     const { spans, tracerProvider } = provider();
     const telemetry = new Telemetry({ tracerProvider });
     const e = agent();
-    for (const event of [
+    const first = [
       e("agent.started", started),
       e("state.changed", calling),
       e("model.completed", completed(0)),
       e("agent.stopped", stopped),
+    ];
+    for (const event of first) telemetry.take(event);
+    // Reopened, it is resumed from its events, as its host does.
+    telemetry.resuming(
+      { runId: "run-1", agentId: "lead-1", name: "lead", model: "m" },
+      Promise.resolve(first),
+    );
+    await new Promise((resolve) => setImmediate(resolve));
+    for (const event of [
       e("state.changed", calling),
       e("model.completed", completed(0)),
       e("agent.stopped", stopped),
     ])
       telemetry.take(event);
     const made = spans.getFinishedSpans();
+    expect(made.filter((s) => s.name === "resume_agent lead")).toEqual([]);
     const agents = made.filter((s) => s.name === "invoke_agent lead");
     expect(agents).toHaveLength(2);
     expect(new Set(made.map((s) => s.spanContext().spanId)).size).toBe(made.length);
