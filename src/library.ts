@@ -134,8 +134,12 @@ export async function createRuntime(options: CreateRuntimeOptions = {}): Promise
             : options.nats,
         );
   const telemetry = options.telemetry
-    ? new Telemetry({ ...options.telemetry, host: { "troupe.role": "library" } })
-    : await processTelemetry(config, "library", options.env);
+    ? new Telemetry({
+        ...options.telemetry,
+        host: { "troupe.role": "library" },
+        failed: (error) => options.log?.warn({ err: error }, "telemetry failed on an event: the run goes on"),
+      })
+    : await processTelemetry(config, "library", options.log, options.env);
   const runtimeOptions: RuntimeOptions = { config, bus, ...(telemetry ? { telemetry } : {}) };
   for (const key of ["workspace", "tools", "hooks", "approver", "env", "log"] as const) {
     if (options[key] !== undefined) Object.assign(runtimeOptions, { [key]: options[key] });

@@ -59,7 +59,7 @@ export async function runDaemon(where: ConfigChoice, log: Logger, web?: string |
   const approver = new BusApprover(bus, config.troupe.approval.timeoutMs, trust, log);
   // What the daemon writes that a worker's seed could write over carries this, and is checked.
   const seal = RecordSeal.forDataDir(data);
-  const telemetry = await processTelemetry(config, "daemon");
+  const telemetry = await processTelemetry(config, "daemon", log);
   const runtime = await openRuntime({ config, bus, log, approver, seal, telemetry });
   const { workspaces } = config.troupe.daemon;
   const daemon = new Daemon(runtime, log, {

@@ -252,7 +252,7 @@ export async function runResume(
   // A resumed run asks on the terminal it runs in, as the first did, once its question is shown.
   const displayed = new Signals();
   const interactive = process.stdin.isTTY === true && process.stderr.isTTY === true;
-  const telemetry = await processTelemetry(config, "local");
+  const telemetry = await processTelemetry(config, "local", log);
   const runtime = await openRuntime({
     config,
     log,

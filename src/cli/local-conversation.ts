@@ -60,7 +60,7 @@ export async function openLocalConversation(
   const root = options.runId ? localRoot(before, options.runId) : undefined;
   const bus = localBus(config, log);
   const displayed = new Signals();
-  const telemetry = await processTelemetry(config, "local");
+  const telemetry = await processTelemetry(config, "local", log);
   let runtime: Runtime;
   try {
     runtime = await openRuntime(

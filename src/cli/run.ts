@@ -71,7 +71,7 @@ export async function runTask(
   const displayed = new Signals();
   // A local run keeps its event log and snapshots in the data dir: `troupe runs`, `resume`, `replay`.
   const bus = extra.bus ?? localBus(config, log);
-  const telemetry = extra.telemetry ?? (await processTelemetry(config, "local"));
+  const telemetry = extra.telemetry ?? (await processTelemetry(config, "local", log));
   const runtime = await openRuntime(
     {
       config,

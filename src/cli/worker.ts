@@ -21,7 +21,7 @@ export async function runWorker(where: ConfigChoice, options: WorkerOptions, log
     name: "troupe-worker",
     log,
   });
-  const telemetry = await processTelemetry(config, "worker");
+  const telemetry = await processTelemetry(config, "worker", log);
   const runtime = await openRuntime({
     config,
     bus,

@@ -1,4 +1,5 @@
 import type { LoadedConfig } from "../config/load.js";
+import type { Logger } from "../log.js";
 import { ModelRouter } from "../model/model-router.js";
 import { openTelemetry } from "../telemetry/otel-setup.js";
 import type { Telemetry } from "../telemetry/telemetry.js";
@@ -10,12 +11,14 @@ import type { Telemetry } from "../telemetry/telemetry.js";
 export function processTelemetry(
   config: LoadedConfig,
   role: string,
+  log?: Logger,
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<Telemetry | undefined> {
   const models = new ModelRouter(config.troupe, { env });
   return openTelemetry(config.troupe.telemetry, {
     role,
     env,
+    log,
     providerOf: (model) => {
       try {
         return models.resolve(model).provider;

@@ -2,6 +2,7 @@ import { hostname } from "node:os";
 import type { Attributes } from "@opentelemetry/api";
 import type { Sampler } from "@opentelemetry/sdk-trace";
 import type { TelemetryConfig } from "../config/telemetry-schema.js";
+import type { Logger } from "../log.js";
 import { Telemetry } from "./telemetry.js";
 
 /** How a process that exports says what it is. */
@@ -10,6 +11,8 @@ export interface ExportingProcess {
   role: string;
   env: NodeJS.ProcessEnv;
   providerOf?: (model: string) => string | undefined;
+  /** Where a failure of telemetry is said (once): it never stops an agent. */
+  log?: Logger | undefined;
 }
 
 /** Whether troupe.yaml or the environment turns telemetry on. */
@@ -84,6 +87,11 @@ export async function openTelemetry(
     captureContent: config.captureContent,
     providerOf: process.providerOf,
     host,
+    failed: (error) =>
+      process.log?.warn(
+        { err: error },
+        "telemetry failed on an event: the run goes on, its spans may be missing",
+      ),
     shutdown: async () => {
       await Promise.allSettled([tracerProvider.shutdown(), meterProvider?.shutdown()]);
     },

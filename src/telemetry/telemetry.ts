@@ -24,6 +24,8 @@ export interface TelemetryParts {
   host?: Attributes | undefined;
   /** Flushes and stops what was made for this telemetry (the SDK's providers Troupe made itself). */
   shutdown?: (() => Promise<void>) | undefined;
+  /** Told, once, when making a span or a metric threw: telemetry never stops an agent. */
+  failed?: ((error: unknown) => void) | undefined;
 }
 
 /**
@@ -36,6 +38,7 @@ export class Telemetry {
   readonly #metrics: EventMetrics | undefined;
   readonly #host: Attributes;
   readonly #shutdown: (() => Promise<void>) | undefined;
+  #failed: ((error: unknown) => void) | undefined;
   /** Resumed agents whose history is still being read: their new events, in order. */
   readonly #waiting = new Map<string, Envelope[]>();
 
@@ -54,6 +57,7 @@ export class Telemetry {
       ? new EventMetrics(parts.meterProvider.getMeter(SCOPE), providerOf, this.#host)
       : undefined;
     this.#shutdown = parts.shutdown;
+    this.#failed = parts.failed;
   }
 
   /** An event of an agent this process hosts, as it is published (redacted). */
@@ -63,8 +67,12 @@ export class Telemetry {
       waiting.push(envelope);
       return;
     }
-    this.#spans.take(envelope);
-    this.#metrics?.take(envelope);
+    try {
+      this.#spans.take(envelope);
+      this.#metrics?.take(envelope);
+    } catch (error) {
+      this.#failedOnce(error);
+    }
     // Its spans are all made: nothing of it is kept. Reopened (a follow-up), it is resumed from its
     // events, as after a crash.
     if (envelope.type === "agent.stopped") this.#spans.forget(envelope.runId, envelope.agentId);
@@ -72,7 +80,17 @@ export class Telemetry {
 
   /** The event log took events made at `madeAt`. */
   appended(madeAt: number): void {
-    this.#metrics?.appended(madeAt);
+    try {
+      this.#metrics?.appended(madeAt);
+    } catch (error) {
+      this.#failedOnce(error);
+    }
+  }
+
+  #failedOnce(error: unknown): void {
+    const failed = this.#failed;
+    this.#failed = undefined;
+    failed?.(error);
   }
 
   /**
@@ -89,13 +107,21 @@ export class Telemetry {
     this.#waiting.set(key, waiting);
     const goOn = (events: readonly Envelope[]) => {
       this.#waiting.delete(key);
-      this.#spans.replay(events);
-      this.#spans.resumed(agent.runId, agent.agentId, Date.now(), this.#host, true);
-      this.#metrics?.hosting(agent.runId, agent.agentId, agent.name, agent.model);
+      try {
+        this.#spans.replay(events);
+        this.#spans.resumed(agent.runId, agent.agentId, Date.now(), this.#host, true);
+        this.#metrics?.hosting(agent.runId, agent.agentId, agent.name, agent.model);
+      } catch (error) {
+        this.#failedOnce(error);
+      }
       for (const envelope of waiting) this.take(envelope);
     };
-    // Without its history (the log unread), its spans from here on are still made, under no parent.
-    history.then(goOn, () => goOn([]));
+    // Without its history (the log unread) no span of it is made here from then on; its events are
+    // in the log, for `troupe export-trace`.
+    history.then(goOn, (error: unknown) => {
+      this.#failedOnce(error);
+      goOn([]);
+    });
   }
 
   /** This process no longer hosts the agent (another does): its open spans are that one's to end. */

@@ -6,9 +6,8 @@ import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js"
 import { chromiumPerFile } from "../support/browser.js";
 import { runTroupe } from "../support/cli.js";
 import { OtlpReceiver } from "../support/otlp-receiver.js";
-import { leadAndExplorers, tracedProject } from "../support/telemetry-project.js";
+import { leadAndExplorers, tracedProject, wholeTrace } from "../support/telemetry-project.js";
 import { inTreeOrder, traceViewHtml } from "../support/trace-view.js";
-import { waitFor } from "../support/wait.js";
 
 /*
  * What a trace viewer shows of a run: the spans an OTLP receiver got from the daemon and a worker,
@@ -33,27 +32,18 @@ it("a run's trace, as a trace viewer lays it out: each agent under the call that
     env: p.env,
   });
   expect(run.code).toBe(0);
-  await waitFor(
-    "the whole trace",
-    () => receiver.spans.some((s) => s.name === "invoke_workflow lead"),
-    15_000,
-  );
-  await waitFor(
-    "the worker's spans",
-    () => receiver.spans.filter((s) => s.name === "invoke_agent explorer").length === 2,
-    15_000,
-  );
+  const spans = await wholeTrace(receiver);
 
   const page = await browser().newPage({ viewport: { width: 1400, height: 560 } });
   cleanups.push(() => page.close());
-  await page.setContent(traceViewHtml(receiver.spans));
+  await page.setContent(traceViewHtml(spans));
   const rows = page.locator(".row");
-  expect(await rows.count()).toBe(receiver.spans.length);
+  expect(await rows.count()).toBe(spans.length);
   // Row by row: the span's name at its depth in the tree, as the spans' parents make it.
   const shown = await rows.evaluateAll((elements) =>
     elements.map((e) => `${e.getAttribute("data-depth")} ${e.querySelector("b")?.textContent}`),
   );
-  expect(shown).toEqual(inTreeOrder(receiver.spans).map(({ span, depth }) => `${depth} ${span.name}`));
+  expect(shown).toEqual(inTreeOrder(spans).map(({ span, depth }) => `${depth} ${span.name}`));
   expect(shown.slice(0, 2)).toEqual(["0 invoke_workflow lead", "1 invoke_agent lead"]);
   expect(shown.filter((row) => row === "3 invoke_agent explorer")).toHaveLength(2);
   // Two processes, each in its colour: the daemon's and the worker's.

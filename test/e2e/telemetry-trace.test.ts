@@ -3,7 +3,7 @@ import type { Envelope } from "../../src/events/envelope.js";
 import { ScriptedModelServer } from "../../src/testing/scripted-model-server.js";
 import { runTroupe, spawnTroupe } from "../support/cli.js";
 import { OtlpReceiver, type ReceivedSpan } from "../support/otlp-receiver.js";
-import { leadAndExplorers, SECRET, tracedProject } from "../support/telemetry-project.js";
+import { leadAndExplorers, SECRET, tracedProject, wholeTrace } from "../support/telemetry-project.js";
 import { waitFor } from "../support/wait.js";
 
 /*
@@ -42,17 +42,7 @@ it("a run with a lead and two subagents on a worker is one trace (the traced job
   expect(run.code).toBe(0);
   model.assertComplete();
   const events = eventsOf(run.stdout);
-  await waitFor(
-    "the run's root span",
-    () => byName(receiver.spans, "invoke_workflow lead").length === 1,
-    15_000,
-  );
-  await waitFor(
-    "both subagents' spans",
-    () => byName(receiver.spans, "invoke_agent explorer").length === 2,
-    15_000,
-  );
-  const spans = receiver.spans;
+  const spans = await wholeTrace(receiver);
 
   // One trace, the job's; every span's parent is in it, but the root's, which is the job's span.
   expect(new Set(spans.map((s) => s.traceId))).toEqual(new Set([job.traceId]));
@@ -173,17 +163,7 @@ it("kill -9 of the daemon while its lead waits on its subagents: one trace still
   p.kill();
   await p.start();
   expect(await client.exit).toBe(0);
-  await waitFor(
-    "the run's root span",
-    () => byName(receiver.spans, "invoke_workflow lead").length === 1,
-    15_000,
-  );
-  await waitFor(
-    "both subagents' spans",
-    () => byName(receiver.spans, "invoke_agent explorer").length === 2,
-    15_000,
-  );
-  const spans = receiver.spans;
+  const spans = await wholeTrace(receiver);
 
   expect(new Set(spans.map((s) => s.traceId)).size).toBe(1);
   const byId = new Map(spans.map((s) => [s.spanId, s]));

@@ -2,7 +2,7 @@ import { uniquePrefix } from "../../src/bus/subjects.js";
 import type { ScriptedModelServer, ScriptRule } from "../../src/testing/scripted-model-server.js";
 import { spawnTroupe } from "./cli.js";
 import { embeddedDaemon } from "./embedded-daemon.js";
-import type { OtlpReceiver } from "./otlp-receiver.js";
+import type { OtlpReceiver, ReceivedSpan } from "./otlp-receiver.js";
 import { waitFor } from "./wait.js";
 
 /*
@@ -72,4 +72,15 @@ export async function tracedProject(
   });
   await waitFor("the worker", () => worker.stderr().includes("troupe worker "), 15_000);
   return { ...d, worker };
+}
+
+/**
+ * The spans of a `leadAndExplorers` run once the last each process makes are in: the run's root
+ * span (the daemon's) and both explorers' (the worker's).
+ */
+export async function wholeTrace(receiver: OtlpReceiver): Promise<ReceivedSpan[]> {
+  const count = (name: string) => receiver.spans.filter((s) => s.name === name).length;
+  await waitFor("the run's root span", () => count("invoke_workflow lead") === 1, 15_000);
+  await waitFor("both explorers' spans", () => count("invoke_agent explorer") === 2, 15_000);
+  return receiver.spans;
 }

@@ -276,4 +276,34 @@ describe("spans from events", () => {
     });
     expect(compaction?.startTime).toEqual([1_700_000_005, 0]);
   });
+
+  it("a tracer that throws never stops the agent: the failure is told once, and the events go on", () => {
+    const failures: unknown[] = [];
+    const broken = {
+      getTracer: () => ({
+        startSpan: () => {
+          throw new Error("exporter gone");
+        },
+        startActiveSpan: () => {
+          throw new Error("exporter gone");
+        },
+      }),
+    };
+    const telemetry = new Telemetry({
+      tracerProvider: broken as never,
+      failed: (error) => failures.push(error),
+    });
+    const e = agent();
+    const events = [
+      e("agent.started", started),
+      e("state.changed", calling),
+      e("model.completed", completed(0)),
+      e("agent.stopped", stopped),
+    ];
+    expect(() => {
+      for (const event of [...events, ...events]) telemetry.take(event);
+    }).not.toThrow();
+    expect(failures).toHaveLength(1);
+    expect(String(failures[0])).toContain("exporter gone");
+  });
 });
