@@ -63,7 +63,7 @@ export async function sendSpans(
     ...(target.protocol ? { protocol: target.protocol } : {}),
     metrics: false,
   };
-  const { traces } = await exportersFor(chosen, grpcChosen(chosen, env));
+  const { traces } = await exportersFor(chosen, grpcChosen(chosen, env), env);
   try {
     for (let at = 0; at < spans.length; at += BATCH) await exportBatch(traces, spans.slice(at, at + BATCH));
   } finally {

@@ -33,28 +33,16 @@ export async function openTelemetry(
 ): Promise<Telemetry | undefined> {
   if (!telemetryOn(config, process.env)) return undefined;
   const { env } = process;
-  const [
-    { TracerProvider, BatchSpanProcessor },
-    { MeterProvider, PeriodicExportingMetricReader },
-    resources,
-  ] = await Promise.all([
-    import("@opentelemetry/sdk-trace"),
-    import("@opentelemetry/sdk-metrics"),
-    import("@opentelemetry/resources"),
-  ]);
+  await sayExportFailures(process.log);
+  const [{ TracerProvider, BatchSpanProcessor }, { MeterProvider, PeriodicExportingMetricReader }] =
+    await Promise.all([import("@opentelemetry/sdk-trace"), import("@opentelemetry/sdk-metrics")]);
   const host = {
     "host.name": hostname(),
     "process.pid": globalThis.process.pid,
     "troupe.role": process.role,
   };
-  const resource = resources
-    .resourceFromAttributes({ "service.name": "troupe", ...host })
-    .merge(resources.detectResources({ detectors: [resources.envDetector] }))
-    .merge(
-      config.serviceName ? resources.resourceFromAttributes({ "service.name": config.serviceName }) : null,
-    );
-  const grpc = (config.protocol ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? "http/protobuf") === "grpc";
-  const { traces, metrics } = await exportersFor(config, grpc);
+  const resource = await resourceOf(config, host);
+  const { traces, metrics } = await exportersFor(config, grpcChosen(config, env), env);
   const tracerProvider = new TracerProvider({
     resource,
     spanProcessors: [
@@ -92,10 +80,57 @@ export async function openTelemetry(
         { err: error },
         "telemetry failed on an event: the run goes on, its spans may be missing",
       ),
-    shutdown: async () => {
-      await Promise.allSettled([tracerProvider.shutdown(), meterProvider?.shutdown()]);
-    },
+    // A collector that does not answer holds a process's exit at most this long, not the
+    // exporters' retries (several seconds).
+    shutdown: () =>
+      within(SHUTDOWN_MS, Promise.allSettled([tracerProvider.shutdown(), meterProvider?.shutdown()])),
   });
+}
+
+/** How long a process waits, as it ends, for what it holds to be sent. */
+const SHUTDOWN_MS = 3000;
+/** How long one export may take, retries included (the SDK's default is 10 s). */
+const EXPORT_TIMEOUT_MS = 3000;
+
+async function within(ms: number, work: Promise<unknown>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+    timer.unref();
+  });
+  await Promise.race([work, late]);
+  clearTimeout(timer);
+}
+
+/** What the SDK said, in words: its errors come as an Error, or as one turned into JSON (stack and all). */
+function wordsOf(said: unknown): string {
+  if (said instanceof Error) return said.message;
+  const text = String(said ?? "");
+  if (!text.startsWith("{")) return text;
+  try {
+    const parsed = JSON.parse(text) as { message?: unknown };
+    return typeof parsed.message === "string" ? parsed.message : text;
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * The SDK's own complaints (an export that failed: the collector down, a header refused) in the
+ * process's log, the first only: a run goes on whatever its telemetry does.
+ */
+async function sayExportFailures(log: Logger | undefined): Promise<void> {
+  if (!log) return;
+  const { diag, DiagLogLevel } = await import("@opentelemetry/api");
+  let said = false;
+  const once = (message: string, ...args: unknown[]) => {
+    if (said) return;
+    said = true;
+    const what = [message, ...args].map(wordsOf).filter(Boolean).join(" ");
+    log.warn(`telemetry: ${what}; the run goes on (later failures are not said)`);
+  };
+  const quiet = () => {};
+  diag.setLogger({ error: once, warn: once, info: quiet, debug: quiet, verbose: quiet }, DiagLogLevel.WARN);
 }
 
 /** Whether troupe.yaml, else `OTEL_EXPORTER_OTLP_PROTOCOL`, chose gRPC (the default is HTTP/protobuf). */
@@ -124,9 +159,13 @@ function positive<K extends string>(key: K, value: string | undefined): Partial<
 }
 
 /** The OTLP exporters: troupe.yaml's endpoint and headers where it gives them, else the environment's. */
-export async function exportersFor(config: TelemetryConfig, grpc: boolean) {
+export async function exportersFor(config: TelemetryConfig, grpc: boolean, env: NodeJS.ProcessEnv) {
   const base = config.endpoint?.replace(/\/+$/, "");
   const headers = Object.keys(config.headers).length > 0 ? config.headers : undefined;
+  // An export, retries included, gives up after this unless the environment says how long: a
+  // collector that is down holds a process's exit no longer.
+  const timeoutSet = ["", "TRACES_", "METRICS_"].some((signal) => env[`OTEL_EXPORTER_OTLP_${signal}TIMEOUT`]);
+  const timeout = timeoutSet ? {} : { timeoutMillis: EXPORT_TIMEOUT_MS };
   if (grpc) {
     const [{ OTLPTraceExporter }, { OTLPMetricExporter }, { Metadata }] = await Promise.all([
       import("@opentelemetry/exporter-trace-otlp-grpc"),
@@ -135,7 +174,7 @@ export async function exportersFor(config: TelemetryConfig, grpc: boolean) {
     ]);
     const metadata = headers ? new Metadata() : undefined;
     for (const [key, value] of Object.entries(headers ?? {})) metadata?.set(key, value);
-    const options = { ...(base ? { url: base } : {}), ...(metadata ? { metadata } : {}) };
+    const options = { ...(base ? { url: base } : {}), ...(metadata ? { metadata } : {}), ...timeout };
     return {
       traces: new OTLPTraceExporter(options),
       metrics: config.metrics ? new OTLPMetricExporter(options) : undefined,
@@ -148,6 +187,7 @@ export async function exportersFor(config: TelemetryConfig, grpc: boolean) {
   const options = (path: string) => ({
     ...(base ? { url: `${base}${path}` } : {}),
     ...(headers ? { headers } : {}),
+    ...timeout,
   });
   return {
     traces: new OTLPTraceExporter(options("/v1/traces")),
