@@ -205,6 +205,32 @@ async function receiverUrl(receiver: OtlpReceiver): Promise<string> {
   return receiver.url;
 }
 
+it("a collector that does not answer never stops a run: the run is done, and its log says so in one line", async () => {
+  const model = await ScriptedModelServer.start([{ reply: { text: "Done." } }]);
+  cleanups.push(() => model.close());
+  const { dir, dispose } = tempTree(
+    {
+      "config/troupe.yaml":
+        "defaultAgent: a\ndefaultModel: scripted\ntelemetry:\n  enabled: true\n  endpoint: http://127.0.0.1:9\n",
+      "config/agents/a.yaml": "name: a\ndescription: A.\ntools: [read_file]\n",
+    },
+    { trusted: true },
+  );
+  cleanups.push(dispose);
+  const run = await runTroupe(["run", "--local", "Hi"], {
+    cwd: dir,
+    env: { OPENAI_BASE_URL: model.baseURL, OPENAI_API_KEY: "" },
+  });
+  expect(run.code).toBe(0);
+  expect(run.stdout).toContain("Done.");
+  const said = run.stderr.split("\n").filter((line) => line.includes("telemetry"));
+  expect(said).toHaveLength(1);
+  expect(said[0]).toMatch(
+    /telemetry: .*ECONNREFUSED 127\.0\.0\.1:9.*; the run goes on \(later failures are not said\)/,
+  );
+  expect(run.stderr).not.toMatch(/\n\s+at /);
+});
+
 it("a telemetry setting that is wrong is said where it is", async () => {
   const { dir, dispose } = tempTree({
     "config/troupe.yaml": "defaultModel: scripted\ntelemetry:\n  enabled: true\n  protocol: carrier-pigeon\n",
