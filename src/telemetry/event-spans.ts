@@ -20,6 +20,8 @@ export class EventSpans {
   readonly #agents = new Map<string, AgentTrace>();
   /** Subagents' spawning calls, from `subagent.spawned` (for runs whose events carry no trace context). */
   readonly #spawnedBy = new Map<string, string>();
+  /** The subagents each agent spawned (keys of `#spawnedBy`): forgotten with it. */
+  readonly #children = new Map<string, string[]>();
   #replaying = false;
 
   constructor(private readonly sink: SpanSink) {}
@@ -55,7 +57,10 @@ export class EventSpans {
 
   /** Another process hosts the agent now: what is open of it here is left to that one. */
   forget(runId: string, agentId: string): void {
-    this.#agents.delete(keyOf(runId, agentId));
+    const key = keyOf(runId, agentId);
+    this.#agents.delete(key);
+    for (const child of this.#children.get(key) ?? []) this.#spawnedBy.delete(child);
+    this.#children.delete(key);
   }
 
   /** The context a subagent spawned by call `callId` starts in: that call's span. */
@@ -77,9 +82,12 @@ export class EventSpans {
   #started(event: AgentEvent<"agent.started">): void {
     const { runId, agentId, data } = event;
     const given = parseTraceparent(event.trace);
-    const traceId = given?.traceId ?? traceIdOf(runId);
+    // A subagent whose start names no context is in its parent's trace, when its parent is read here.
+    const parent =
+      data.parentId === undefined ? undefined : this.#agents.get(keyOf(runId, data.parentId))?.place;
+    const traceId = given?.traceId ?? parent?.traceId ?? traceIdOf(runId);
     const lead = data.parentId === undefined;
-    let flags: number = given?.traceFlags ?? TraceFlags.SAMPLED;
+    let flags: number = given?.traceFlags ?? parent?.flags ?? TraceFlags.SAMPLED;
     if (lead && !given && !this.sink.sampled(traceId, `invoke_workflow ${data.name}`))
       flags = TraceFlags.NONE;
     // A subagent whose start names no context is under its parent's call, when the parent's events
@@ -103,7 +111,12 @@ export class EventSpans {
       lead,
       attributes: agentAttributes(event),
     };
-    const spawned = (childId: string, callId: string) => this.#spawnedBy.set(keyOf(runId, childId), callId);
+    const children: string[] = [];
+    this.#children.set(keyOf(runId, agentId), children);
+    const spawned = (childId: string, callId: string) => {
+      children.push(keyOf(runId, childId));
+      this.#spawnedBy.set(keyOf(runId, childId), callId);
+    };
     const trace = new AgentTrace(place, this.sink, () => this.#replaying, spawned, event.ts, data.task);
     this.#agents.set(keyOf(runId, agentId), trace);
   }

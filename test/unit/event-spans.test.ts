@@ -306,4 +306,43 @@ describe("spans from events", () => {
     expect(failures).toHaveLength(1);
     expect(String(failures[0])).toContain("exporter gone");
   });
+
+  it("a stored run whose lead was started in a job's trace keeps its subagents in it, though their starts name none", () => {
+    const { spans, tracerProvider } = provider();
+    const telemetry = new Telemetry({ tracerProvider });
+    const lead = agent("lead-1");
+    const child = agent("kid-1");
+    const job = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const first = lead("agent.started", started);
+    for (const event of [
+      { ...first, trace: job },
+      lead("state.changed", calling),
+      lead("model.completed", completed(1)),
+      lead("tool.requested", {
+        callId: "c",
+        name: "subagent_kid",
+        arguments: "{}",
+        effect: "read",
+        decision: "allow",
+      }),
+      lead("tool.started", { callId: "c", name: "subagent_kid" }),
+      lead("subagent.spawned", { childId: "kid-1", callId: "c", name: "kid", task: "t", budget: {} }),
+      {
+        ...child("agent.started", { ...started, name: "kid", depth: 1, parentId: "lead-1" }),
+        parentId: "lead-1",
+      },
+      child("agent.stopped", stopped),
+      lead("tool.finished", { callId: "c", name: "subagent_kid", ok: true, durationMs: 5 }),
+      lead("agent.stopped", stopped),
+    ])
+      telemetry.take(event);
+    const made = spans.getFinishedSpans();
+    expect(new Set(made.map((s) => s.spanContext().traceId))).toEqual(
+      new Set(["4bf92f3577b34da6a3ce929d0e0e4736"]),
+    );
+    const call = made.find((s) => s.name === "execute_tool subagent_kid");
+    expect(made.find((s) => s.name === "invoke_agent kid")?.parentSpanContext?.spanId).toBe(
+      call?.spanContext().spanId,
+    );
+  });
 });
