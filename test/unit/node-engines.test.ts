@@ -54,7 +54,9 @@ describe("the Node versions Troupe promises", () => {
     const readme = read("README.md");
     const said = (version: string) => `${semver.major(version)}.${semver.minor(version)}+`;
     expect(pkg.devEngines.runtime.name).toBe("node");
-    expect(readme).toContain(`Node.js ${semver.major(runFloor)}+`);
+    // The run floor as the README says it: `Node.js 20+`, or with its minor, `Node.js 20.6+`.
+    const run = semver.minor(runFloor) > 0 ? said(runFloor) : `${semver.major(runFloor)}+`;
+    expect(readme).toContain(`Node.js ${run}`);
     // Every line of the development range (`^20.19.0 || >=22.12.0`), by its lowest version.
     for (const line of pkg.devEngines.runtime.version.split("||"))
       expect(readme).toContain(said(lowest(line)));
