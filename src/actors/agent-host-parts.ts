@@ -195,10 +195,13 @@ export function resumeTelemetry(
   const telemetry = deps.telemetry;
   if (!telemetry) return;
   const { runId } = options;
+  // What this host publishes from now on reaches the telemetry as it is published: the history is
+  // what came before (the log, read to its end, may already hold the first of those).
+  const before = options.restore?.nextSeq ?? Number.POSITIVE_INFINITY;
   const history = (async () => {
     const events: Envelope[] = [];
     for await (const { envelope } of deps.bus.eventLog.read({ runId }))
-      if (envelope.agentId === agentId) events.push(envelope);
+      if (envelope.agentId === agentId && envelope.seq < before) events.push(envelope);
     return events;
   })();
   telemetry.resuming({ runId, agentId, name: options.definition.name, model }, history);
