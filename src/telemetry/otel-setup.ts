@@ -7,7 +7,7 @@ import { Telemetry } from "./telemetry.js";
 
 /** How a process that exports says what it is. */
 export interface ExportingProcess {
-  /** `daemon`, `worker`, `local` (troupe run --local), `export-trace`. */
+  /** `daemon`, `worker`, `local` (troupe run, chat and resume in this process), `library`, `bench`. */
   role: string;
   env: NodeJS.ProcessEnv;
   providerOf?: (model: string) => string | undefined;
