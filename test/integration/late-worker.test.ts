@@ -17,7 +17,11 @@ import { testConfig } from "../support/config.js";
 let server: ScriptedModelServer;
 let under: BusUnderTest;
 beforeEach(async () => {
-  server = await ScriptedModelServer.start([{ reply: { text: "scouted" }, times: Number.POSITIVE_INFINITY }]);
+  // A child hosted by a worker is still at its first model call when the tests read its placement
+  // (one that finished would have had its record removed by then).
+  server = await ScriptedModelServer.start([
+    { reply: { text: "scouted", delayMs: 3000 }, times: Number.POSITIVE_INFINITY },
+  ]);
   under = await natsBus();
 });
 afterEach(async () => {
