@@ -54,15 +54,15 @@ it("a value's file is never seen half written: not by a reader while it is writt
     return value.length === 4_000_000 && (value === "a".repeat(4_000_000) || value === "b".repeat(4_000_000));
   };
   await waitFor("the first value", () => fs.existsSync(file), 10_000);
+  // Read for 1.5 s, and at least six times however busy the machine is.
   let reads = 0;
   const until = Date.now() + 1500;
-  while (Date.now() < until) {
+  while (Date.now() < until || reads < 6) {
     expect(whole(fs.readFileSync(file, "utf8"))).toBe(true);
     reads++;
   }
   writer.kill("SIGKILL");
   await exited(writer);
-  expect(reads).toBeGreaterThan(5);
   expect(whole(fs.readFileSync(file, "utf8"))).toBe(true);
   expect(new FileStore(dir).loadValues("snapshots")).toHaveLength(1);
 }, 20_000);
