@@ -87,7 +87,11 @@ export interface AppendAck {
 }
 
 export interface LoggedEvent {
-  seq: number;
+  /**
+   * The message's sequence number in the stream. Absent for an event a follower by gets took as it
+   * was published, at the log's end (log-read-by-gets.ts), before any read of the log placed it.
+   */
+  seq?: number;
   subject: string;
   envelope: Envelope;
   /** The envelope's JSON as it is stored, when the log has it so: what a reader that prints events prints. */

@@ -10,6 +10,8 @@ interface AgentSeen {
   next: number;
   /** Seqs above `next` let through (an event whose append was retried lands after later ones). */
   above: Set<number> | undefined;
+  /** The highest seq let through. */
+  top: number;
   /** The run's first agent, as the daemon said (`agent.started` with no parent): no worker's. */
   first?: true;
 }
@@ -47,7 +49,7 @@ export class EventFilter {
     const started = isEvent(envelope, "agent.started") && envelope.data.parentId === undefined;
     if (sentByAWorker(envelope) && (envelope.parentId === undefined || started || seen?.first)) return false;
     if (!seen) {
-      seen = { epoch: 0, next: this.fromStart ? 0 : envelope.seq, above: undefined };
+      seen = { epoch: 0, next: this.fromStart ? 0 : envelope.seq, above: undefined, top: -1 };
       run.set(envelope.agentId, seen);
     }
     const epoch = envelope.epoch ?? 0;
@@ -56,6 +58,7 @@ export class EventFilter {
     const { seq } = envelope;
     if (seq < seen.next || seen.above?.has(seq)) return false;
     if (started) seen.first = true;
+    if (seq > seen.top) seen.top = seq;
     if (seq > seen.next) {
       seen.above ??= new Set();
       seen.above.add(seq);
@@ -65,6 +68,18 @@ export class EventFilter {
     while (seen.above?.delete(next)) next++;
     seen.next = next;
     return true;
+  }
+
+  /**
+   * Whether this event, taken now, leaves none of its agent's before it unseen: its seq is at most
+   * one past the highest let through (for a reader from the start, an agent not seen yet begins at
+   * 0). An event heard live that does not follow means something was missed, or is still to be
+   * stored (a retried append lands after later ones): the log is read again.
+   */
+  follows(envelope: Envelope): boolean {
+    const seen = this.#run(envelope.runId).get(envelope.agentId);
+    if (!seen) return !this.fromStart || envelope.seq === 0;
+    return envelope.seq <= seen.top + 1;
   }
 
   /** The lowest seq of the agent not yet let through (for a reader from the start). */

@@ -1,11 +1,15 @@
 import { JetStreamApiCodes, JetStreamApiError } from "@nats-io/jetstream";
 import { BusClosedError, type LoggedEvent, type ReadOptions } from "./bus.js";
 import { EventFilter } from "./event-filter.js";
+import { type HeardEvent, HeardLive, SETTLE_MS } from "./heard-live.js";
 import { GIVE_UP_MS } from "./log-read-state.js";
 import { type LogReaderParts, readLog } from "./nats-log-reader.js";
 import { StreamGets } from "./stream-gets.js";
 
-/** A read by gets that has reached the log's end and follows it looks again at the latest this often. */
+/**
+ * A follower at the log's end that cannot yet take what it hears looks again this often; one that
+ * takes it asks where the log ends this often.
+ */
 const POLL_MS = 1000;
 
 /**
@@ -23,30 +27,20 @@ export function readLogOrDirect(
 }
 
 /**
- * The run's events by gets: each the next stored on its subjects after the last one read. At the
- * end of the log, a follower waits for the next live event of its subjects (or POLL_MS, for one the
- * subscription missed) before it looks again.
+ * The run's events by gets: each the next stored on its subjects after the last one read. A
+ * follower that has reached the log's end takes what its subscription hears (HeardLive: the same
+ * bytes, as they are published) rather than asking the server for each: a get costs the server a
+ * JetStream API request, and a reader asking one per event slowed the appends of the runs it
+ * watched. The log is read again from where the reader last knew it complete when the subscription
+ * cannot vouch for what it heard (the connection lost, more held than the reader took) or an event
+ * heard does not follow its agent's last (`EventFilter.follows`).
  */
 async function* readByGets(parts: LogReaderParts, options: ReadOptions): AsyncGenerator<LoggedEvent> {
   const { jsm, subjects, intake, logger, connection, inboxPrefix } = parts;
   const stream = subjects.eventStream;
   const filter = new EventFilter(options.from !== "now");
   const wanted = subjects.events(options.runId);
-  let wake: (() => void) | undefined;
-  // Set by a live event, cleared before each get: one that came between a get that found nothing
-  // and the wait is not waited a poll for.
-  let stirred = false;
-  // Live events heard since the last window was asked: at least that many are there to read.
-  let heard = 0;
-  const live = options.follow
-    ? connection.subscribe(wanted, {
-        callback: () => {
-          stirred = true;
-          heard++;
-          wake?.();
-        },
-      })
-    : undefined;
+  const live = options.follow ? new HeardLive(connection, wanted, intake, logger) : undefined;
   const gets = new StreamGets(connection, jsm.getOptions().apiPrefix ?? "$JS.API", stream, inboxPrefix);
   try {
     // As a consumer's read: one that cannot open fails at once (its caller says so and tries again),
@@ -57,43 +51,74 @@ async function* readByGets(parts: LogReaderParts, options: ReadOptions): AsyncGe
       opened = true;
       return answer;
     };
+    const lastSeq = async () =>
+      (await ask(() => jsm.streams.info(stream).catch(noStream)))?.state.last_seq ?? 0;
     // No stream yet (no daemon has made it) holds no event yet: a follower looks again.
-    let seq =
-      options.from === "now"
-        ? ((await ask(() => jsm.streams.info(stream).catch(noStream)))?.state.last_seq ?? 0) + 1
-        : 1;
+    let seq = options.from === "now" ? (await lastSeq()) + 1 : 1;
     // Gets are asked `window` at a time, one a sequence number from `seq` on, each for the next
     // stored message of the wanted subjects at or after it: every wanted message in the window is
     // one get's own answer, so none is missed, and a log read from its start (every message wanted)
     // takes one round trip per window rather than per event. The window doubles while its answers
     // are new messages and shrinks to what they were when most are the same one (a run's events
-    // spread thin among others'), down to one get at the log's end; a follower there asks at least
+    // spread thin among others'), down to one get at the log's end; a reader there asks at least
     // as many as the live events it heard meanwhile.
     let window = 1;
+    let heardBefore = 0;
+    // Taking what the subscription hears: since `losses` was this, nothing heard was let go.
+    let following: { losses: number; syncedAt: number; trust: boolean } | undefined;
     while (!options.signal?.aborted) {
-      stirred = false;
-      window = Math.min(Math.max(window, heard), MAX_WINDOW);
-      heard = 0;
+      if (live && following) {
+        // Once a second, where the log ends: when what was heard until then is taken, nothing
+        // stored up to there is left unread, and a read of the log again starts after it.
+        let complete: number | undefined;
+        if (Date.now() - following.syncedAt >= POLL_MS) {
+          const last = await lastSeq();
+          await ask(() => connection.flush());
+          following.syncedAt = Date.now();
+          complete = last + 1;
+        }
+        const heard = live.take();
+        if (live.losses !== following.losses) {
+          live.putBack(heard);
+          following = undefined;
+          continue;
+        }
+        if (heard.length === 0) {
+          if (complete !== undefined) seq = complete;
+          await live.wait(POLL_MS, options.signal);
+          continue;
+        }
+        const { events, rest } = followingEvents(heard, filter, options.runId, following.trust);
+        following.trust = false;
+        if (rest.length > 0) {
+          // An event that does not follow its agent's last: the log from `seq` again, then what
+          // was heard is taken as it is (the log had nothing more before it).
+          live.putBack(rest);
+          following = undefined;
+        } else if (complete !== undefined) seq = complete;
+        yield* events;
+        continue;
+      }
       const from = seq;
+      const askedAt = Date.now();
+      const heard = live?.heard ?? 0;
+      window = Math.min(Math.max(window, heard - heardBefore), MAX_WINDOW);
+      heardBefore = heard;
       const answers = await ask(() => gets.window(from, window, wanted));
       const read = inWindow(answers, from);
       seq = read.next;
       window = read.found * 2 > window ? Math.min(window * 2, MAX_WINDOW) : Math.max(1, read.found);
       if (read.messages.length === 0) {
         if (!live) return;
-        if (stirred) continue;
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(done, POLL_MS);
-          const signal = options.signal;
-          signal?.addEventListener("abort", done, { once: true });
-          wake = done;
-          function done() {
-            clearTimeout(timer);
-            signal?.removeEventListener("abort", done);
-            wake = undefined;
-            resolve();
-          }
-        });
+        // Nothing stored after `from` when it was asked, and nothing heard let go in the moment
+        // before: whatever is stored after is what the subscription heard since, or hears next.
+        if (askedAt >= live.lostAt + SETTLE_MS) {
+          following = { losses: live.losses, syncedAt: askedAt, trust: true };
+          window = 1;
+          continue;
+        }
+        // Anything heard since the get was asked is looked for at once; else at the next heard.
+        if (live.heard === heard) await live.wait(POLL_MS, options.signal);
         continue;
       }
       const events: LoggedEvent[] = [];
@@ -116,9 +141,32 @@ async function* readByGets(parts: LogReaderParts, options: ReadOptions): AsyncGe
       yield* events;
     }
   } finally {
-    live?.unsubscribe();
+    live?.close();
     gets.close();
   }
+}
+
+/**
+ * What a follower takes of the events it heard: in order, each its filter lets through, up to the
+ * first that does not follow its agent's last (the rest is returned, to be taken after the log is
+ * read again). `trust`: the log was just read to its end, so an event that does not follow has
+ * nothing before it to be found: it is taken.
+ */
+function followingEvents(
+  heard: HeardEvent[],
+  filter: EventFilter,
+  runId: string | undefined,
+  trust: boolean,
+): { events: LoggedEvent[]; rest: HeardEvent[] } {
+  const events: LoggedEvent[] = [];
+  for (let i = 0; i < heard.length; i++) {
+    const { subject, envelope, json } = heard[i] as HeardEvent;
+    if (runId !== undefined && envelope.runId !== runId) continue;
+    if (!trust && !filter.follows(envelope)) return { events, rest: heard.slice(i) };
+    if (!filter.accept(envelope)) continue;
+    events.push(json === undefined ? { subject, envelope } : { subject, envelope, json });
+  }
+  return { events, rest: [] };
 }
 
 /** At most this many gets in flight at once. */

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, expect, it } from "vitest";
+import type { LoggedEvent } from "../../src/bus/bus.js";
 import { NatsServerProcess } from "../../src/bus/embedded-nats.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { uniquePrefix } from "../../src/bus/subjects.js";
@@ -32,6 +33,15 @@ it("survives nats-server killed with SIGKILL and restarted under a live connecti
     }
   })();
 
+  // A person's observer, reading by gets: at the log's end it takes what it hears as it is published.
+  const people = await NatsBus.connect({ url: server.url, prefix: bus.subjects.prefix, role: "observer" });
+  cleanups.push(() => people.close());
+  const byGets: LoggedEvent[] = [];
+  const follower = (async () => {
+    for await (const e of people.eventLog.read({ runId: "crash", follow: true, signal: watching.signal }))
+      byGets.push(e);
+  })();
+
   // One producer appends in order and remembers what the log acknowledged.
   const acked: Envelope[] = [];
   let seq = 0;
@@ -52,6 +62,10 @@ it("survives nats-server killed with SIGKILL and restarted under a live connecti
   })();
 
   await waitFor("100 events before the crash", () => acked.length >= 100, 10_000);
+  // Up to the crash the person's observer hears the events rather than asking for them.
+  await waitFor("the person's observer to take events as they come", () =>
+    byGets.some((e) => e.seq === undefined),
+  );
   const beforeCrash = acked.length;
   const oldPid = server.pid;
   await server.kill("SIGKILL");
@@ -85,9 +99,17 @@ it("survives nats-server killed with SIGKILL and restarted under a live connecti
     () => observed.filter((e) => e.agentId === "a").length >= acked.length,
     10_000,
   );
+  const byGetsOfA = () => byGets.filter((e) => e.envelope.agentId === "a");
+  await waitFor("the person's observer to catch up", () => byGetsOfA().length >= acked.length, 10_000);
   watching.abort();
   await observer;
+  await follower;
   expect(observed.filter((e) => e.agentId === "a").map((e) => e.seq)).toEqual(acked.map((e) => e.seq));
+  // It lost its connection with the server: what came meanwhile and after was read from the log
+  // (placed), until it heard events again; and it has every one, once, in order.
+  expect(byGetsOfA().map((e) => e.envelope.seq)).toEqual(acked.map((e) => e.seq));
+  const afterCrash = byGetsOfA().slice(beforeCrash);
+  expect(afterCrash.some((e) => e.seq !== undefined)).toBe(true);
 
   // KV works again too.
   const kv = await bus.kv("snapshots");

@@ -3,7 +3,7 @@ import type { LoggedEvent } from "../../src/bus/bus.js";
 import { inWindow } from "../../src/bus/log-read-by-gets.js";
 import { makeEnvelope } from "../../src/events/envelope.js";
 import { type BusUnderTest, natsBus } from "../support/buses.js";
-import { collect } from "../support/wait.js";
+import { collect, waitFor } from "../support/wait.js";
 
 /*
  * A person's or worker's reader takes the event log by the stream's gets, many in flight at once:
@@ -72,6 +72,118 @@ describe("reading the event log by gets", () => {
     await reading;
     expect(seen).toEqual(Array.from({ length: 1000 }, (_, i) => i));
   });
+});
+
+/** A follower by gets of run `r`, reading in the background until `stop`. */
+function follow(observer: BusUnderTest["bus"], runId: string) {
+  const controller = new AbortController();
+  const got: LoggedEvent[] = [];
+  const reading = (async () => {
+    for await (const event of observer.eventLog.read({ runId, follow: true, signal: controller.signal }))
+      got.push(event);
+  })();
+  return {
+    got,
+    /** The events of agent `a1`, as `seq` (the envelope's) and whether the log placed it. */
+    of: (agentId: string) => got.filter((e) => e.envelope.agentId === agentId),
+    stop: async () => {
+      controller.abort();
+      await reading;
+    },
+  };
+}
+
+/**
+ * Appends a probe every 100 ms until one reaches the follower as it was published (no place in the
+ * log): the follower has read the log to its end and takes what it hears.
+ */
+async function untilLive(
+  hosts: BusUnderTest["bus"],
+  runId: string,
+  got: LoggedEvent[],
+  probe = "probe",
+): Promise<void> {
+  let seq = 0;
+  await waitFor(
+    "the follower to take events as they are published",
+    async () => {
+      await hosts.eventLog.append(
+        makeEnvelope({ runId, agentId: probe, seq: seq++, type: "tick", data: {} }),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      return got.some((e) => e.envelope.agentId === probe && e.seq === undefined);
+    },
+    10_000,
+  );
+}
+
+describe("following by gets at the log's end", () => {
+  it("takes events as they are published, every one once and in order, none placed by a get", async () => {
+    const { hosts, observer } = await pair();
+    for (let seq = 0; seq < 50; seq++) await hosts.eventLog.append(event("r", seq));
+    const follower = follow(observer, "r");
+    await untilLive(hosts, "r", follower.got);
+    for (let seq = 50; seq < 2050; seq += 50)
+      await Promise.all(Array.from({ length: 50 }, (_, i) => hosts.eventLog.append(event("r", seq + i))));
+    await waitFor("2,050 events", () => follower.of("a1").length >= 2050, 20_000);
+    await follower.stop();
+    const own = follower.of("a1");
+    expect(own.map((e) => e.envelope.seq)).toEqual(Array.from({ length: 2050 }, (_, i) => i));
+    // The first 50 were read from the log; the rest were heard, not asked for.
+    expect(own.slice(0, 50).every((e) => e.seq !== undefined)).toBe(true);
+    expect(own.slice(50).filter((e) => e.seq !== undefined)).toEqual([]);
+  }, 30_000);
+
+  it("reads the log again when an event heard does not follow its agent's last", async () => {
+    const { hosts, observer } = await pair();
+    for (let seq = 0; seq < 5; seq++) await hosts.eventLog.append(event("r", seq));
+    const follower = follow(observer, "r");
+    await untilLive(hosts, "r", follower.got);
+    // 5 is never stored: 6 and 7 are read from the log (which has nothing before them), 8 heard again.
+    await hosts.eventLog.append(event("r", 6));
+    await hosts.eventLog.append(event("r", 7));
+    await waitFor("6 and 7", () => follower.of("a1").length >= 7);
+    await untilLive(hosts, "r", follower.got, "probe-again");
+    await hosts.eventLog.append(event("r", 8));
+    await waitFor("8", () => follower.of("a1").length >= 8);
+    await follower.stop();
+    const own = follower.of("a1");
+    expect(own.map((e) => e.envelope.seq)).toEqual([0, 1, 2, 3, 4, 6, 7, 8]);
+    expect(own.map((e) => e.seq !== undefined)).toEqual([true, true, true, true, true, true, true, false]);
+  }, 30_000);
+
+  it("lets go of what it heard while its reader took nothing, and reads it from the log", async () => {
+    const { hosts, observer } = await pair();
+    const controller = new AbortController();
+    const events = observer.eventLog.read({ runId: "r", follow: true, signal: controller.signal });
+    const reading = events[Symbol.asyncIterator]();
+    const got: LoggedEvent[] = [];
+    // Taken as they come until the follower is live.
+    const taking = (async () => {
+      for (;;) {
+        const next = await reading.next();
+        if (next.done) return;
+        got.push(next.value);
+        if (next.value.envelope.agentId === "probe" && next.value.seq === undefined) return;
+      }
+    })();
+    await untilLive(hosts, "r", got);
+    await taking;
+    // Nothing taken while 60,000 events are appended: more than a follower holds for its reader (50,000).
+    for (let seq = 0; seq < 60_000; seq += 200)
+      await Promise.all(Array.from({ length: 200 }, (_, i) => hosts.eventLog.append(event("r", seq + i))));
+    const own: LoggedEvent[] = [];
+    while (own.length < 60_000) {
+      const next = await reading.next();
+      if (next.done) break;
+      if (next.value.envelope.agentId === "a1") own.push(next.value);
+    }
+    controller.abort();
+    await reading.return?.();
+    expect(own.map((e) => e.envelope.seq)).toEqual(Array.from({ length: 60_000 }, (_, i) => i));
+    // What it let go was read from the log.
+    expect(own.filter((e) => e.seq !== undefined).length).toBeGreaterThan(5000);
+  }, 60_000);
 });
 
 describe("a window of gets", () => {
