@@ -6,14 +6,19 @@
  * connection; the agents and the scripted server share this process, so the live figure is the
  * slower of the agents making events and the observer taking them. A second observer then reads the
  * same log from the start: its rate is what an observer takes when the agents are not the limit.
+ * Then a flood of events appended as fast as the log acks them, and a burst of them published by a
+ * process of its own without waiting for acks, each with one observer attached (and the others
+ * stopped: every observer follows every run, and takes its share of the two cores).
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { NatsBus } from "../src/bus/nats-bus.js";
-import { type Envelope, makeEnvelope } from "../src/events/envelope.js";
+import type { Envelope } from "../src/events/envelope.js";
 import { ScriptedModelServer } from "../src/testing/scripted-model-server.js";
+import { floodEvents } from "./flood.js";
 import { troupe } from "./overhead.js";
 import { stopChild } from "./processes.js";
 
@@ -32,55 +37,38 @@ export interface FanoutResult {
   floodCatchUp: number;
   /** Events per second the log took the flood at (what the live observer could get at most). */
   floodAppended: number;
+  /** Events per second at an observer attached while the burst (below) was published. */
+  burstLive: number;
+  /** Events per second the burst was published at (core NATS, in a process of its own). */
+  burstPublished: number;
 }
 
 /**
- * The events of `runs` runs of one agent each, `perRun` events a run, shaped as a streaming agent's
- * are (text, a tool call, usage), the last of each its `agent.stopped`: what the flood appends as
- * fast as the log takes them, so that the observer and not the agents making events is measured.
+ * How long an observer that printed its first event is given before a flood: a follower by gets
+ * takes what it hears only once it has read the log to its end a second after it subscribed
+ * (src/bus/heard-live.ts, SETTLE_MS); one attached just before reads the flood by gets.
  */
-function floodEvents(runs: number, perRun: number): Envelope[] {
-  const shapes: Array<[string, object]> = [
-    ["model.delta", { text: "word word word word word word word word " }],
-    ["model.delta", { text: "word word word word " }],
-    ["tool.started", { callId: "call_1", name: "read_file" }],
-    [
-      "tool.finished",
-      { callId: "call_1", name: "read_file", ok: true, durationMs: 1, preview: "1\tthe answer" },
-    ],
-    [
-      "usage.updated",
-      {
-        usage: { inputTokens: 120, outputTokens: 8, cachedInputTokens: 0, costUsd: 0 },
-        toolCalls: 1,
-        turns: 1,
-      },
-    ],
-  ];
-  const events: Envelope[] = [];
-  for (let seq = 0; seq < perRun; seq++)
-    for (let run = 0; run < runs; run++) {
-      const runId = `run-flood${run}`;
-      const last = seq === perRun - 1;
-      const [type, data] = last
-        ? [
-            "agent.stopped",
-            {
-              reason: "done",
-              result: "ok",
-              usage: { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, costUsd: 0 },
-              turns: 1,
-              toolCalls: 1,
-              total: {
-                usage: { inputTokens: 1, outputTokens: 1, cachedInputTokens: 0, costUsd: 0 },
-                toolCalls: 1,
-              },
-            },
-          ]
-        : (shapes[seq % shapes.length] as [string, object]);
-      events.push(makeEnvelope({ runId, agentId: `flood-${run}`, seq, type, data }));
-    }
-  return events;
+const SETTLED_MS = 2000;
+
+async function stopAll(observers: Observer[]): Promise<void> {
+  for (const observer of observers.splice(0)) await observer.stop();
+}
+
+/** Runs bench/publish-burst.ts in a process of its own; resolves with its events per second. */
+function publishBurst(url: string, prefix: string, runs: number, perRun: number): Promise<number> {
+  const script = fileURLToPath(new URL("./publish-burst.js", import.meta.url));
+  const child = spawn(process.execPath, [script, url, prefix, String(runs), String(perRun)], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  let out = "";
+  child.stdout?.on("data", (chunk) => (out += chunk));
+  return new Promise((resolve, fail) =>
+    child.once("exit", (code) =>
+      code === 0
+        ? resolve((JSON.parse(out) as { published: number }).published)
+        : fail(new Error(`publish-burst exited (${code})`)),
+    ),
+  );
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -216,6 +204,9 @@ export async function measureFanout(options: {
     const replay = new Observer(troupeBin, dir, url, runIds, ["--from-start"]);
     observers.push(replay);
     const catchUp = await replay.rate();
+    // One observer at a time from here: every one attached follows every run, and takes its share
+    // of two cores.
+    await stopAll(observers);
 
     // The flood, appended 512 at a time as fast as the log takes them while the observer follows.
     const flood = floodEvents(floodRuns, floodPerRun);
@@ -223,6 +214,7 @@ export async function measureFanout(options: {
     const attachedToFlood = new Observer(troupeBin, dir, url, floodIds, []);
     observers.push(attachedToFlood);
     await Promise.race([attached(attachedToFlood), attachedToFlood.exited]);
+    await sleep(SETTLED_MS);
     const appending = performance.now();
     // Four appends of 256 in flight at once, each of one run's next events in order.
     const batches: Envelope[][] = [];
@@ -234,9 +226,22 @@ export async function measureFanout(options: {
     );
     const floodAppended = flood.length / ((performance.now() - appending) / 1000);
     const floodLive = await attachedToFlood.rate();
+    await stopAll(observers);
     const whole = new Observer(troupeBin, dir, url, floodIds, ["--from-start"]);
     observers.push(whole);
     const floodCatchUp = await whole.rate();
+    await stopAll(observers);
+
+    // The burst: the flood's events again (runs of their own), published by a process of its own as
+    // fast as NATS takes them, no ack awaited (the log stores each all the same).
+    const burstIds = new Set(floodEvents(floodRuns, 1, "run-burst").map((event) => event.runId));
+    const attachedToBurst = new Observer(troupeBin, dir, url, burstIds, []);
+    observers.push(attachedToBurst);
+    await Promise.race([attached(attachedToBurst), attachedToBurst.exited]);
+    await sleep(SETTLED_MS);
+    const publishing = publishBurst(url, prefix, floodRuns, floodPerRun);
+    const burstLive = await attachedToBurst.rate();
+    const burstPublished = await publishing;
     return {
       events: live.count,
       live: liveRate,
@@ -245,6 +250,8 @@ export async function measureFanout(options: {
       floodLive,
       floodCatchUp,
       floodAppended,
+      burstLive,
+      burstPublished,
     };
   } finally {
     for (const observer of observers) await observer.stop();
