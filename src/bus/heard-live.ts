@@ -42,6 +42,7 @@ export class HeardLive {
   /** Nothing before it was heard: the subscription began then. */
   #lostAt = Date.now();
   #losses = 0;
+  #deaf = false;
   #wake: (() => void) | undefined;
 
   constructor(
@@ -52,7 +53,12 @@ export class HeardLive {
   ) {
     this.#subscription = connection.subscribe(subject, {
       callback: (error, msg) => {
-        if (error) return;
+        if (error) {
+          // Refused (this role may not subscribe to events): the log is all there is to read.
+          this.#deaf = true;
+          this.#wake?.();
+          return;
+        }
         this.#heard++;
         if (sentByTheServer(msg)) {
           this.logger.warn({ subject: msg.subject }, "skipped a stored message sent here");
@@ -95,6 +101,11 @@ export class HeardLive {
    */
   get lostAt(): number {
     return this.#lostAt;
+  }
+
+  /** The server refused the subscription: nothing will be heard, and nothing can be vouched for. */
+  get deaf(): boolean {
+    return this.#deaf;
   }
 
   /** How many times events were let go: a reader compares it before and after a step. */

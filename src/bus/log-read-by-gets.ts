@@ -78,7 +78,7 @@ async function* readByGets(parts: LogReaderParts, options: ReadOptions): AsyncGe
           complete = last + 1;
         }
         const heard = live.take();
-        if (live.losses !== following.losses) {
+        if (live.losses !== following.losses || live.deaf) {
           live.putBack(heard);
           following = undefined;
           continue;
@@ -112,7 +112,8 @@ async function* readByGets(parts: LogReaderParts, options: ReadOptions): AsyncGe
         if (!live) return;
         // Nothing stored after `from` when it was asked, and nothing heard let go in the moment
         // before: whatever is stored after is what the subscription heard since, or hears next.
-        if (askedAt >= live.lostAt + SETTLE_MS) {
+        // A subscription the server refused hears nothing: such a reader looks again each second.
+        if (!live.deaf && askedAt >= live.lostAt + SETTLE_MS) {
           following = { losses: live.losses, syncedAt: askedAt, trust: true };
           window = 1;
           continue;

@@ -1,6 +1,12 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { LoggedEvent } from "../../src/bus/bus.js";
+import { NatsServerProcess } from "../../src/bus/embedded-nats.js";
 import { inWindow } from "../../src/bus/log-read-by-gets.js";
+import { NatsBus } from "../../src/bus/nats-bus.js";
+import { uniquePrefix } from "../../src/bus/subjects.js";
 import { makeEnvelope } from "../../src/events/envelope.js";
 import { type BusUnderTest, natsBus } from "../support/buses.js";
 import { collect, waitFor } from "../support/wait.js";
@@ -74,7 +80,7 @@ describe("reading the event log by gets", () => {
   });
 });
 
-/** A follower by gets of run `r`, reading in the background until `stop`. */
+/** A follower by gets of run `runId`, reading in the background until `stop`. */
 function follow(observer: BusUnderTest["bus"], runId: string) {
   const controller = new AbortController();
   const got: LoggedEvent[] = [];
@@ -184,6 +190,60 @@ describe("following by gets at the log's end", () => {
     // What it let go was read from the log.
     expect(own.filter((e) => e.seq !== undefined).length).toBeGreaterThan(5000);
   }, 60_000);
+});
+
+describe("following by gets where the server refuses a subscription to events", () => {
+  let dir: string;
+  let server: NatsServerProcess;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "troupe-deaf-"));
+    // The reader may ask the JetStream API and hear its answers, and subscribe to nothing else.
+    writeFileSync(
+      join(dir, "auth.conf"),
+      `authorization { users = [
+        { user: "hosts", password: "hosts-pass" },
+        { user: "reader", password: "reader-pass",
+          permissions: { publish: { allow: ["$JS.API.>", "_INBOX.>"] }, subscribe: { allow: ["_INBOX.>"] } } }
+      ] }\n`,
+    );
+    server = await NatsServerProcess.start({
+      storeDir: join(dir, "store"),
+      args: ["-c", join(dir, "auth.conf")],
+    });
+  });
+  afterAll(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("reads every event from the log, a second at a time, and takes none as heard", async () => {
+    const prefix = uniquePrefix();
+    const hosts = await NatsBus.connect({ url: server.url, prefix, user: "hosts", password: "hosts-pass" });
+    const reader = await NatsBus.connect({
+      url: server.url,
+      prefix,
+      user: "reader",
+      password: "reader-pass",
+      role: "observer",
+    });
+    try {
+      await hosts.eventLog.append(event("r", 0));
+      const follower = follow(reader, "r");
+      await waitFor("the first event", () => follower.of("a1").length === 1);
+      // Well past the second after which a follower that hears takes what it hears.
+      for (let seq = 1; seq < 6; seq++) {
+        await new Promise((resolve) => setTimeout(resolve, 400));
+        await hosts.eventLog.append(event("r", seq));
+      }
+      await waitFor("six events", () => follower.of("a1").length === 6, 5000);
+      await follower.stop();
+      expect(follower.of("a1").map((e) => e.envelope.seq)).toEqual([0, 1, 2, 3, 4, 5]);
+      expect(follower.of("a1").every((e) => e.seq !== undefined)).toBe(true);
+    } finally {
+      await reader.close();
+      await hosts.close();
+    }
+  }, 30_000);
 });
 
 describe("a window of gets", () => {
