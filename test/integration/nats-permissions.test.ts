@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Runtime } from "../../src/actors/runtime.js";
 import { Worker } from "../../src/actors/worker.js";
 import { BusApprover } from "../../src/approvals/bus-approver.js";
+import type { LoggedEvent } from "../../src/bus/bus.js";
 import { NatsServerProcess } from "../../src/bus/embedded-nats.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { BusUnavailableError } from "../../src/bus/nats-connect.js";
@@ -140,6 +141,42 @@ describe("NATS roles", () => {
     expect(errors.every((e) => /Permissions Violation for Publish/.test(e))).toBe(true);
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(heard).toEqual([]);
+    await observer.close();
+    await daemon.close();
+  });
+
+  it("let an observer follow a run at the log's end by hearing its events, in the people's account", async () => {
+    const daemon = await as("daemon");
+    const observer = await as("observer");
+    const errors = violations(observer);
+    await daemon.eventLog.append(event(0, "followed"));
+    const controller = new AbortController();
+    const got: LoggedEvent[] = [];
+    const reading = (async () => {
+      for await (const e of observer.eventLog.read({
+        runId: "followed",
+        follow: true,
+        signal: controller.signal,
+      }))
+        got.push(e);
+    })();
+    // One event every 100 ms until one arrives as it was published (no place in the log): the
+    // people's account hears the hosts' events, imported read-only.
+    let seq = 1;
+    await waitFor(
+      "an event heard rather than asked for",
+      async () => {
+        await daemon.eventLog.append(event(seq++, "followed"));
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        return got.some((e) => e.seq === undefined);
+      },
+      10_000,
+    );
+    await waitFor("every event", () => got.length === seq);
+    controller.abort();
+    await reading;
+    expect(got.map((e) => e.envelope.seq)).toEqual(Array.from({ length: seq }, (_, i) => i));
+    expect(errors).toEqual([]);
     await observer.close();
     await daemon.close();
   });
