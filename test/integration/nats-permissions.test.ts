@@ -145,7 +145,7 @@ describe("NATS roles", () => {
     await daemon.close();
   });
 
-  it("let an observer follow a run at the log's end by hearing its events, in the people's account", async () => {
+  it("let an observer follow a run at the log's end by hearing its events, on a server of one account", async () => {
     const daemon = await as("daemon");
     const observer = await as("observer");
     const errors = violations(observer);
@@ -161,7 +161,7 @@ describe("NATS roles", () => {
         got.push(e);
     })();
     // One event every 100 ms until one arrives as it was published (no place in the log): the
-    // people's account hears the hosts' events, imported read-only.
+    // observer may subscribe to the events it may read.
     let seq = 1;
     await waitFor(
       "an event heard rather than asked for",
