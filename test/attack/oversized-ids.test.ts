@@ -1,7 +1,7 @@
 import { afterEach, expect, it } from "vitest";
 import { makeEnvelope } from "../../src/events/envelope.js";
 import { runTroupe } from "../support/cli.js";
-import { embeddedDaemon } from "../support/embedded-daemon.js";
+import { plainDaemon } from "../support/embedded-daemon.js";
 
 /* ATTACK (observer seed): `runs.get` with a run id of 5,000 characters. The daemon looked it up in
  * KV as it was: the lookup's subject outgrew the server's control line, the server dropped the
@@ -16,14 +16,7 @@ afterEach(async () => {
 
 it("40 requests naming a 5,000-character run id are each refused, the daemon stays connected, and troupe status answers meanwhile; an unknown verb is named", async () => {
   const prefix = "ids";
-  const h = await embeddedDaemon(
-    {
-      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\n`,
-      "config/agents/a.yaml": "name: a\ndescription: A.\n",
-    },
-    "http://127.0.0.1:9/v1",
-    cleanups,
-  );
+  const h = await plainDaemon(prefix, cleanups);
   await h.start();
   const nc = await h.connectAs("observer", prefix);
   const runId = "r".repeat(5000);

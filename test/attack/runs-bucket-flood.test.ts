@@ -1,7 +1,7 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import { afterEach, expect, it } from "vitest";
 import { runTroupe } from "../support/cli.js";
-import { embeddedDaemon } from "../support/embedded-daemon.js";
+import { embeddedDaemon, plainDaemon } from "../support/embedded-daemon.js";
 import { waitFor } from "../support/wait.js";
 
 /* ATTACK (worker seed: the one seed but the daemon's in the hosts' account; the people's roles land nothing there, test/attack/reply-subject-writes.test.ts): a stream API's reply sent onto keys of the runs bucket, 16,000 times in a
@@ -16,14 +16,7 @@ afterEach(async () => {
 
 it("16,000 junk run records and 5,000 junk held marks: troupe status answers, one warning a list, and the daemon starts again reading them in two sweeps", async () => {
   const prefix = "flood";
-  const h = await embeddedDaemon(
-    {
-      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\n`,
-      "config/agents/a.yaml": "name: a\ndescription: A.\n",
-    },
-    "http://127.0.0.1:9/v1",
-    cleanups,
-  );
+  const h = await plainDaemon(prefix, cleanups);
   await h.start();
   const nc = await h.connectAs("worker", prefix);
   const junk = (key: string) =>

@@ -9,6 +9,7 @@ import { NatsBus } from "../../src/bus/nats-bus.js";
 import { uniquePrefix } from "../../src/bus/subjects.js";
 import { makeEnvelope } from "../../src/events/envelope.js";
 import { type BusUnderTest, natsBus } from "../support/buses.js";
+import { follow, untilLive } from "../support/follow-log.js";
 import { collect, waitFor } from "../support/wait.js";
 
 /*
@@ -79,49 +80,6 @@ describe("reading the event log by gets", () => {
     expect(seen).toEqual(Array.from({ length: 1000 }, (_, i) => i));
   });
 });
-
-/** A follower by gets of run `runId`, reading in the background until `stop`. */
-function follow(observer: BusUnderTest["bus"], runId: string) {
-  const controller = new AbortController();
-  const got: LoggedEvent[] = [];
-  const reading = (async () => {
-    for await (const event of observer.eventLog.read({ runId, follow: true, signal: controller.signal }))
-      got.push(event);
-  })();
-  return {
-    got,
-    /** The events of agent `a1`, as `seq` (the envelope's) and whether the log placed it. */
-    of: (agentId: string) => got.filter((e) => e.envelope.agentId === agentId),
-    stop: async () => {
-      controller.abort();
-      await reading;
-    },
-  };
-}
-
-/**
- * Appends a probe every 100 ms until one reaches the follower as it was published (no place in the
- * log): the follower has read the log to its end and takes what it hears.
- */
-async function untilLive(
-  hosts: BusUnderTest["bus"],
-  runId: string,
-  got: LoggedEvent[],
-  probe = "probe",
-): Promise<void> {
-  let seq = 0;
-  await waitFor(
-    "the follower to take events as they are published",
-    async () => {
-      await hosts.eventLog.append(
-        makeEnvelope({ runId, agentId: probe, seq: seq++, type: "tick", data: {} }),
-      );
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      return got.some((e) => e.envelope.agentId === probe && e.seq === undefined);
-    },
-    10_000,
-  );
-}
 
 describe("following by gets at the log's end", () => {
   it("takes events as they are published, every one once and in order, none placed by a get", async () => {

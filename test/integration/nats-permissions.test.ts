@@ -8,7 +8,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Runtime } from "../../src/actors/runtime.js";
 import { Worker } from "../../src/actors/worker.js";
 import { BusApprover } from "../../src/approvals/bus-approver.js";
-import type { LoggedEvent } from "../../src/bus/bus.js";
 import { NatsServerProcess } from "../../src/bus/embedded-nats.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { BusUnavailableError } from "../../src/bus/nats-connect.js";
@@ -22,6 +21,7 @@ import { RecordSeal } from "../../src/trust/record-seal.js";
 import { ensureRoleCredentials, roleSeedFile } from "../../src/trust/role-credentials.js";
 import { answerRef, newIdentity, trusting } from "../support/approvers.js";
 import { testConfig } from "../support/config.js";
+import { follow, untilLive } from "../support/follow-log.js";
 import { collect, waitFor } from "../support/wait.js";
 
 /*
@@ -150,32 +150,14 @@ describe("NATS roles", () => {
     const observer = await as("observer");
     const errors = violations(observer);
     await daemon.eventLog.append(event(0, "followed"));
-    const controller = new AbortController();
-    const got: LoggedEvent[] = [];
-    const reading = (async () => {
-      for await (const e of observer.eventLog.read({
-        runId: "followed",
-        follow: true,
-        signal: controller.signal,
-      }))
-        got.push(e);
-    })();
-    // One event every 100 ms until one arrives as it was published (no place in the log): the
-    // observer may subscribe to the events it may read.
-    let seq = 1;
-    await waitFor(
-      "an event heard rather than asked for",
-      async () => {
-        await daemon.eventLog.append(event(seq++, "followed"));
-        await new Promise((resolve) => setTimeout(resolve, 100));
-        return got.some((e) => e.seq === undefined);
-      },
-      10_000,
-    );
-    await waitFor("every event", () => got.length === seq);
-    controller.abort();
-    await reading;
-    expect(got.map((e) => e.envelope.seq)).toEqual(Array.from({ length: seq }, (_, i) => i));
+    const follower = follow(observer, "followed");
+    await untilLive(daemon, "followed", follower.got);
+    await Promise.all(Array.from({ length: 50 }, (_, i) => daemon.eventLog.append(event(i + 1, "followed"))));
+    await waitFor("every event", () => follower.of("a1").length === 51);
+    await follower.stop();
+    const own = follower.of("a1");
+    expect(own.map((e) => e.envelope.seq)).toEqual(Array.from({ length: 51 }, (_, i) => i));
+    expect(own.slice(1).filter((e) => e.seq !== undefined)).toEqual([]);
     expect(errors).toEqual([]);
     await observer.close();
     await daemon.close();

@@ -4,7 +4,7 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { afterEach, expect, it } from "vitest";
 import { NatsServerProcess } from "../../src/bus/embedded-nats.js";
-import { embeddedDaemon } from "../support/embedded-daemon.js";
+import { plainDaemon } from "../support/embedded-daemon.js";
 
 /* A data dir whose server an earlier Troupe ran with one account keeps what it stored: the daemon
  * that starts the two-account server moves the streams into the hosts' account first, and the
@@ -18,14 +18,7 @@ afterEach(async () => {
 
 it("a data dir of the one-account server keeps its streams, moved into the hosts' account, and the people's copies go", async () => {
   const prefix = "upgrade";
-  const h = await embeddedDaemon(
-    {
-      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\n`,
-      "config/agents/a.yaml": "name: a\ndescription: A.\n",
-    },
-    "http://127.0.0.1:9/v1",
-    cleanups,
-  );
+  const h = await plainDaemon(prefix, cleanups);
   // What an earlier daemon left: its server's store, streams in the one (global) account.
   const earlier = await NatsServerProcess.start({ storeDir: join(h.dir, ".data", "nats") });
   const nc = await connect({ servers: earlier.url });

@@ -1,14 +1,7 @@
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
 import { afterEach, expect, it } from "vitest";
-import type { LoggedEvent } from "../../src/bus/bus.js";
-import { NatsBus } from "../../src/bus/nats-bus.js";
-import { roleInbox } from "../../src/bus/permissions.js";
-import type { Role } from "../../src/config/roles.js";
 import { makeEnvelope } from "../../src/events/envelope.js";
-import { serverTlsFiles } from "../../src/trust/server-tls.js";
-import { runTroupe } from "../support/cli.js";
-import { embeddedDaemon } from "../support/embedded-daemon.js";
+import { plainDaemon } from "../support/embedded-daemon.js";
+import { follow, untilLive } from "../support/follow-log.js";
 import { waitFor } from "../support/wait.js";
 
 /*
@@ -23,61 +16,20 @@ afterEach(async () => {
 
 it("a person's observer on the daemon's default server hears a run's events once it has read the log", async () => {
   const prefix = "peoplefollow";
-  const h = await embeddedDaemon(
-    {
-      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\n`,
-      "config/agents/a.yaml": "name: a\ndescription: A.\n",
-    },
-    "http://127.0.0.1:9/v1",
-    cleanups,
-  );
+  const h = await plainDaemon(prefix, cleanups);
   await h.start();
-  const as = async (role: Role) => {
-    const seed = (await runTroupe([...h.cfg, "credentials", role], { cwd: h.dir, env: h.env })).stdout.trim();
-    const seedFile = join(h.dir, `${role}.seed`);
-    writeFileSync(seedFile, seed, { mode: 0o600 });
-    const bus = await NatsBus.connect({
-      url: h.env.NATS_URL,
-      prefix,
-      nkeySeedFile: seedFile,
-      tls: { caFile: serverTlsFiles(join(h.dir, ".data")).ca },
-      inboxPrefix: roleInbox(prefix, role),
-      role,
-    });
-    cleanups.push(() => bus.close());
-    return bus;
-  };
-  const hosts = await as("daemon");
-  const observer = await as("observer");
+  const hosts = await h.busAs("daemon", prefix);
+  const observer = await h.busAs("observer", prefix);
   const event = (seq: number) =>
     makeEnvelope({ runId: "followed", agentId: "a1", seq, type: "tick", data: {} });
   await hosts.eventLog.append(event(0));
-  const controller = new AbortController();
-  const got: LoggedEvent[] = [];
-  const reading = (async () => {
-    for await (const e of observer.eventLog.read({
-      runId: "followed",
-      follow: true,
-      signal: controller.signal,
-    }))
-      got.push(e);
-  })();
-  let seq = 1;
-  await waitFor(
-    "an event heard rather than asked for",
-    async () => {
-      await hosts.eventLog.append(event(seq++));
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      return got.some((e) => e.seq === undefined);
-    },
-    10_000,
-  );
+  const follower = follow(observer, "followed");
+  await untilLive(hosts, "followed", follower.got);
   // Then a burst, every one heard.
-  const before = seq;
-  await Promise.all(Array.from({ length: 200 }, () => hosts.eventLog.append(event(seq++))));
-  await waitFor("every event", () => got.length === seq, 10_000);
-  controller.abort();
-  await reading;
-  expect(got.map((e) => e.envelope.seq)).toEqual(Array.from({ length: seq }, (_, i) => i));
-  expect(got.slice(before).filter((e) => e.seq !== undefined)).toEqual([]);
+  await Promise.all(Array.from({ length: 200 }, (_, i) => hosts.eventLog.append(event(i + 1))));
+  await waitFor("every event", () => follower.of("a1").length === 201, 10_000);
+  await follower.stop();
+  const own = follower.of("a1");
+  expect(own.map((e) => e.envelope.seq)).toEqual(Array.from({ length: 201 }, (_, i) => i));
+  expect(own.slice(1).filter((e) => e.seq !== undefined)).toEqual([]);
 }, 60_000);

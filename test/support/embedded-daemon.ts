@@ -1,10 +1,11 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection, nkeyAuthenticator } from "@nats-io/transport-node";
 import { expect } from "vitest";
 import { answersNats, freePort } from "../../src/bus/embedded-nats.js";
+import { NatsBus } from "../../src/bus/nats-bus.js";
 import { KV_BUCKETS, roleInbox } from "../../src/bus/permissions.js";
 import type { Role } from "../../src/config/roles.js";
 import { decodeEnvelope, type Envelope, encodeEnvelope, makeEnvelope } from "../../src/events/envelope.js";
@@ -93,6 +94,23 @@ export async function embeddedDaemon(
     return nc;
   };
 
+  /** A NatsBus of `role`, as `connectAs` connects (its seed in a file of the project's, 0600). */
+  const busAs = async (role: Role, prefix: string): Promise<NatsBus> => {
+    const seed = (await runTroupe([...cfg, "credentials", role], { cwd: dir, env })).stdout.trim();
+    const nkeySeedFile = join(dir, `${role}.seed`);
+    writeFileSync(nkeySeedFile, seed, { mode: 0o600 });
+    const bus = await NatsBus.connect({
+      url: env.NATS_URL,
+      prefix,
+      nkeySeedFile,
+      tls: { caFile: serverTlsFiles(join(dir, ".data")).ca },
+      inboxPrefix: roleInbox(prefix, role),
+      role,
+    });
+    cleanups.push(() => bus.close());
+    return bus;
+  };
+
   return {
     dir,
     env,
@@ -101,10 +119,26 @@ export async function embeddedDaemon(
     stop,
     kill,
     connectAs,
+    busAs,
     stderr: () => stderr,
     pid: () => daemon?.pid,
     child: () => daemon,
   };
+}
+
+/**
+ * A daemon on its default embedded server, on `prefix`, with one agent `a` and no model that
+ * answers: for what the bus and the API do, not the agents.
+ */
+export function plainDaemon(prefix: string, cleanups: Array<() => unknown>) {
+  return embeddedDaemon(
+    {
+      "config/troupe.yaml": `nats:\n  prefix: ${prefix}\n`,
+      "config/agents/a.yaml": "name: a\ndescription: A.\n",
+    },
+    "http://127.0.0.1:9/v1",
+    cleanups,
+  );
 }
 
 /** The troupe.yaml of `coderDaemon`: `coder` the default agent on the scripted model, and `settings`. */
