@@ -20,7 +20,9 @@ it("runs.resume sent four times at once brings a run back once, and its command 
   const prefix = "rrace";
   const { h } = await shellCoderDaemon(
     prefix,
-    { command: "echo ran-$$ >> ledger.txt", answer: "done", delayMs: 1500 },
+    // The first reply waits 6 s, long past the abort below however busy the machine: at 1.5 s a
+    // loaded machine's abort came after it, and the run was stopped at its command, not before.
+    { command: "echo ran-$$ >> ledger.txt", answer: "done", delayMs: 6000 },
     cleanups,
   );
   await h.start();
